@@ -1,0 +1,197 @@
+"""A family is a topic a student practises, declared as a small graph of named steps.
+
+Givens are drawn for a whole batch of variants at once; each step is a function of the
+givens and earlier steps (an :class:`Env`), so solving, re-running a step on a student's own
+earlier values (error carried forward) and evaluating a known mistake (diagnosis) are all
+the same operation: call a step function on an environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..seeding import Draw
+
+Array = Any
+
+
+class Env(dict):
+    """Named arrays of a batch of variants (givens, then steps); attribute access for readability."""
+
+    def __getattr__(self, name: str) -> Array:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Params(Mapping):
+    """A family's resolved parameters (defaults overlaid by a spec), read as attributes."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._values = dict(values)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Params({self._values!r})"
+
+
+@dataclass(frozen=True)
+class Param:
+    """One knob of a family, with its default and what values are allowed."""
+
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+    low: float | None = None
+    high: float | None = None
+
+    def check(self, value: Any) -> Any:
+        """Return ``value`` converted to the default's type, or raise ValueError saying what is allowed."""
+        kind = type(self.default)
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise ValueError(f"must be true or false, got {value!r}")
+        elif kind is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"must be a whole number, got {value!r}")
+        elif kind is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"must be a number, got {value!r}")
+            value = float(value)
+        elif kind is tuple:
+            if not (isinstance(value, (list, tuple)) and len(value) == 2
+                    and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+                    and value[0] < value[1]):
+                raise ValueError(f"must be a range [low, high] with low < high, got {value!r}")
+            value = tuple(value)
+        if self.choices is not None and value not in self.choices:
+            allowed = ", ".join(repr(c) for c in self.choices)
+            raise ValueError(f"must be one of {allowed}, got {value!r}")
+        if self.low is not None and value < self.low or self.high is not None and value > self.high:
+            raise ValueError(f"must be between {self.low} and {self.high}, got {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class Given:
+    """A value the student is handed."""
+
+    name: str
+    symbol: str  # LaTeX, e.g. "Q"
+    description: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """A named intermediate result; some steps are the parts a worksheet asks for."""
+
+    name: str
+    symbol: str  # LaTeX of the quantity, e.g. "S"
+    formula: str  # LaTeX of how it is computed, e.g. "S = QK^\\top/\\sqrt{d_k}"
+    prompt: str  # the question, e.g. "Compute the scaled scores"; "" for a helper step
+    fn: Callable[[Env, Params, Any], Array]
+    needs: tuple[str, ...] = ()  # givens and steps the function reads
+
+    @property
+    def askable(self) -> bool:
+        """Helper steps (no prompt) are computed but never asked."""
+        return bool(self.prompt)
+
+
+@dataclass(frozen=True)
+class Misconception:
+    """A known mistake: an alternative function for one step, with a sentence of feedback."""
+
+    step: str
+    name: str
+    fn: Callable[[Env, Params, Any], Array]
+    feedback: str
+    # Whether the mistake can happen at all with these params (no "forgot the mask" without a mask).
+    applies: Callable[[Params], bool] | None = None
+
+    def applies_to(self, params: Params) -> bool:
+        return self.applies is None or bool(self.applies(params))
+
+
+@dataclass(frozen=True)
+class Family:
+    """A topic: parameters, batched sampling, the step graph and the known mistakes."""
+
+    name: str
+    title: str
+    summary: str
+    params: Mapping[str, Param]
+    givens: tuple[Given, ...]
+    sample: Callable[[Draw, Params], dict[str, Array]]
+    steps: tuple[Step, ...]
+    default_ask: tuple[str, ...]
+    misconceptions: tuple[Misconception, ...] = ()
+    # Rejects variants that are not hand-computable (returns a bool per variant).
+    accept: Callable[[Env, Params, Any], Array] | None = None
+    # Params that change what a given or step means, checked together after defaults.
+    validate: Callable[[Params], None] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def step_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.steps)
+
+    @property
+    def askable_steps(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.steps if s.askable)
+
+    @property
+    def given_names(self) -> tuple[str, ...]:
+        return tuple(g.name for g in self.givens)
+
+    def step(self, name: str) -> Step:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def resolve(self, overrides: Mapping[str, Any] | None = None) -> Params:
+        """Defaults overlaid by ``overrides``; raises KeyError/ValueError naming the bad param."""
+        values = {name: p.default for name, p in self.params.items()}
+        for name, value in (overrides or {}).items():
+            if name not in self.params:
+                raise KeyError(name)
+            values[name] = self.params[name].check(value)
+        params = Params(values)
+        if self.validate is not None:
+            self.validate(params)
+        return params
+
+    def solve(self, givens: Mapping[str, Array], params: Params, xp=np) -> Env:
+        """Every step, in order, for a batch of variants (one engine call per step)."""
+        env = Env(givens)
+        for s in self.steps:
+            env[s.name] = s.fn(env, params, xp)
+        return env
+
+    def rerun(self, step: str, env: Mapping[str, Array], params: Params, xp=np) -> Array:
+        """One step evaluated on ``env`` (e.g. a student's own earlier values)."""
+        return self.step(step).fn(Env(env), params, xp)
+
+    def mistakes_for(self, step: str, params: Params) -> tuple[Misconception, ...]:
+        """The known mistakes for ``step`` that can happen with ``params``."""
+        return tuple(m for m in self.misconceptions if m.step == step and m.applies_to(params))

@@ -1,0 +1,454 @@
+"""Reading a student's answer: numbers, exact forms written as text, and the part's shape.
+
+A part's answer is a number (or a string) for a scalar part and a nested list for a vector,
+a matrix or a stack of matrices. Entries may be JSON numbers or strings holding an exact
+form; :func:`parse_entry` reads one entry and :func:`parse_answer` checks the shape.
+
+What an entry string may hold (spaces anywhere are ignored)::
+
+    0.25   0,25   .5   1e-3   −2   +3          decimals, decimal comma, scientific, signs
+    5/3    -inf   −∞   inf   ∞   -infinity    fractions and infinities
+    sqrt(2)   √2   5/√2   5/sqrt(2)   2√3      roots (√ and a function take the next atom)
+    e   pi   π   exp(1.5)   e^2   e**-1        constants, exponentials
+    (1 + √5)/2   2·π   3×4   1÷8              + − * / ^ ** × · ÷ and parentheses
+
+``2e3`` is scientific notation (2000); ``2e`` is 2·e and ``e-1`` is e − 1. A number may be
+followed directly by a name, ``√`` or ``(`` (``2√3``, ``2pi``, ``2(3+1)``), never by another
+number. ``-2^2`` is −4 (the power binds first) and ``2^3^2`` is 2^9.
+
+The text is split into tokens and read by a small recursive-descent parser that evaluates
+as it goes with Python floats; nothing is passed to ``eval``. Texts longer than 200
+characters or nested more than 20 levels deep are refused.
+
+Not a wrong answer but a *format error* (:class:`AnswerFormatError`, whose message is a
+sentence for the student): a missing part (``None``), a wrong shape, a ragged row, an entry
+that cannot be read, NaN, a division by zero or a value too large for a float. Locations in
+messages count from 1: ``entry 3`` in a list, ``row 2, column 3`` in a matrix,
+``matrix 1, row 2, column 3`` in a stack of matrices.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Callable
+
+import numpy as np
+
+MAX_TEXT_LENGTH = 200
+MAX_NESTING = 20
+MAX_ENTRIES = 10_000
+MAX_DEPTH = 4
+
+
+class AnswerFormatError(ValueError):
+    """A part's answer that cannot be read; str(e) is a sentence for the student."""
+
+
+# ----------------------------------------------------------------------------- one entry
+
+# Characters students type for the same operator; mapped before tokenising.
+_SYNONYMS = str.maketrans(
+    {
+        "\u2212": "-",  # − minus sign
+        "\u2013": "-",  # – en dash
+        "\u00d7": "*",  # ×
+        "\u00b7": "*",  # ·
+        "\u22c5": "*",  # ⋅
+        "\u00f7": "/",  # ÷
+        "\u2215": "/",  # ∕ division slash
+        "\u2044": "/",  # ⁄ fraction slash
+    }
+)
+
+# A decimal comma needs digits on both sides ("0,25"), so "1, 2" is not read as 1.2.
+_NUMBER = re.compile(r"(?:[0-9]+,[0-9]+|[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_NAME = re.compile(r"[A-Za-z]+")
+_OPERATORS = ("**", "+", "-", "*", "/", "^", "(", ")", "√", "π", "∞")
+
+_CONSTANTS: dict[str, float] = {
+    "e": math.e,
+    "pi": math.pi,
+    "π": math.pi,
+    "inf": math.inf,
+    "infinity": math.inf,
+    "∞": math.inf,
+}
+_FUNCTIONS: dict[str, Callable[[float], float]] = {
+    "sqrt": math.sqrt,
+    "√": math.sqrt,
+    "exp": math.exp,
+}
+
+# Token kinds.
+_NUM, _CONST, _FUNC, _OP, _END = "number", "constant", "function", "operator", "end"
+
+
+class _Unreadable(Exception):
+    """Why a text is not a number; becomes part of an AnswerFormatError message."""
+
+
+def _show(text: str, limit: int = 40) -> str:
+    """The student's text as quoted in a message, cut short if long."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _tokenize(text: str) -> list[tuple[str, object]]:
+    tokens: list[tuple[str, object]] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch.isspace():
+            i += 1
+            continue
+        m = _NUMBER.match(text, i)
+        if m:
+            value = float(m.group().replace(",", "."))
+            if math.isinf(value):
+                raise _Unreadable(f'"{m.group()}" is too large')
+            tokens.append((_NUM, value))
+            i = m.end()
+            continue
+        m = _NAME.match(text, i)
+        if m:
+            name = m.group().lower()
+            if name == "nan":
+                raise _Unreadable('NaN means "not a number"; write the value you computed')
+            if name in _CONSTANTS:
+                tokens.append((_CONST, _CONSTANTS[name]))
+            elif name in _FUNCTIONS:
+                tokens.append((_FUNC, name))
+            else:
+                raise _Unreadable(f'unknown name "{_show(m.group(), 20)}"')
+            i = m.end()
+            continue
+        op = next((o for o in _OPERATORS if text.startswith(o, i)), None)
+        if op is None:
+            raise _Unreadable(f'unexpected character "{ch}"')
+        if op in ("π", "∞"):
+            tokens.append((_CONST, _CONSTANTS[op]))
+        elif op == "√":
+            tokens.append((_FUNC, op))
+        else:
+            tokens.append((_OP, "^" if op == "**" else op))
+        i += len(op)
+    tokens.append((_END, None))
+    return tokens
+
+
+def _checked(value: float, *operands: float) -> float:
+    """Refuse results that have no value (∞ − ∞, 0·∞) or that overflowed from finite inputs."""
+    if math.isnan(value):
+        raise _Unreadable("it works out to ∞ − ∞, 0·∞ or ∞/∞, which has no value")
+    if math.isinf(value) and all(math.isfinite(x) for x in operands):
+        raise _Unreadable("the value is too large")
+    return value
+
+
+class _Parser:
+    """Recursive descent over the token list, evaluating with floats.
+
+    expr   := term (("+" | "-") term)*
+    term   := factor (("*" | "/") factor | power)*      # the bare `power` is 2√3, 2π, 2(3)
+    factor := ("+" | "-") factor | power
+    power  := atom ("^" factor)?                         # right-associative, e^-1 allowed
+    atom   := number | constant | function atom | "(" expr ")"
+    """
+
+    def __init__(self, tokens: list[tuple[str, object]]) -> None:
+        self.tokens = tokens
+        self.pos = 0
+        self.depth = 0
+
+    def peek(self) -> tuple[str, object]:
+        return self.tokens[self.pos]
+
+    def take(self) -> tuple[str, object]:
+        token = self.tokens[self.pos]
+        self.pos += 1
+        return token
+
+    def is_op(self, *ops: str) -> bool:
+        kind, value = self.peek()
+        return kind == _OP and value in ops
+
+    def enter(self) -> None:
+        # Parentheses, roots, functions, signs and exponents each open a level.
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise _Unreadable(f"it is nested more than {MAX_NESTING} levels deep")
+
+    def parse(self) -> float:
+        value = self.expr()
+        kind, token = self.peek()
+        if kind != _END:
+            raise _Unreadable(f"unexpected {_describe_token(kind, token)}")
+        return value
+
+    def expr(self) -> float:
+        value = self.term()
+        while self.is_op("+", "-"):
+            _, op = self.take()
+            rhs = self.term()
+            value = _checked(value + rhs if op == "+" else value - rhs, value, rhs)
+        return value
+
+    def term(self) -> float:
+        value = self.factor()
+        while True:
+            if self.is_op("*", "/"):
+                _, op = self.take()
+                rhs = self.factor()
+                if op == "*":
+                    value = _checked(value * rhs, value, rhs)
+                elif rhs == 0:
+                    raise _Unreadable("it divides by zero")
+                else:
+                    value = _checked(value / rhs, value, rhs)
+            elif self.peek()[0] in (_CONST, _FUNC) or self.is_op("("):
+                rhs = self.power()
+                value = _checked(value * rhs, value, rhs)
+            else:
+                return value
+
+    def factor(self) -> float:
+        if self.is_op("+", "-"):
+            _, op = self.take()
+            self.enter()
+            value = self.factor()
+            self.depth -= 1
+            return -value if op == "-" else value
+        return self.power()
+
+    def power(self) -> float:
+        base = self.atom()
+        if not self.is_op("^"):
+            return base
+        self.take()
+        self.enter()
+        exponent = self.factor()
+        self.depth -= 1
+        if base == 0 and exponent < 0:
+            raise _Unreadable("it divides by zero")
+        try:
+            value = math.pow(base, exponent)
+        except OverflowError:
+            raise _Unreadable("the value is too large") from None
+        except ValueError:
+            raise _Unreadable("it raises a negative number to a fractional power") from None
+        return _checked(value, base, exponent)
+
+    def atom(self) -> float:
+        kind, token = self.take()
+        if kind == _NUM or kind == _CONST:
+            assert isinstance(token, float)
+            return token
+        if kind == _FUNC:
+            assert isinstance(token, str)
+            self.enter()
+            arg = self.atom()
+            self.depth -= 1
+            if token in ("sqrt", "√") and arg < 0:
+                raise _Unreadable("it takes the square root of a negative number")
+            try:
+                return _checked(_FUNCTIONS[token](arg), arg)
+            except OverflowError:
+                raise _Unreadable("the value is too large") from None
+        if kind == _OP and token == "(":
+            self.enter()
+            value = self.expr()
+            self.depth -= 1
+            if not self.is_op(")"):
+                raise _Unreadable('a "(" is not closed')
+            self.take()
+            return value
+        if kind == _END:
+            raise _Unreadable("it ends too early")
+        raise _Unreadable(f"unexpected {_describe_token(kind, token)}")
+
+
+def _describe_token(kind: str, token: object) -> str:
+    if kind == _END:
+        return "end"
+    if kind == _NUM:
+        return f"number {token:g}" if isinstance(token, float) else "number"
+    return f'"{token}"' if kind in (_OP, _FUNC) else "constant"
+
+
+def _found(value: object, unit: str = "entries") -> str:
+    """What the student handed in, in JSON words, for messages."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, numbers.Real):
+        shown = repr(float(value)) if isinstance(value, (float, np.floating)) else str(value)
+        return f"a single number ({_show(shown)})"
+    if isinstance(value, str):
+        return f'the text "{_show(value)}"'
+    if isinstance(value, (list, tuple)):
+        return f"a list of {_count(len(value), unit)}"
+    if isinstance(value, dict):
+        return "an object ({…})"
+    return f"a value of type {type(value).__name__}"
+
+
+_SINGULAR = {"entries": "entry", "rows": "row", "matrices": "matrix", "blocks": "block"}
+
+
+def _count(n: int, unit: str) -> str:
+    return f"{n} {_SINGULAR.get(unit, unit) if n == 1 else unit}"
+
+
+def parse_entry(x: object) -> float:
+    """Read one entry: an int or float (not a bool) or a string holding an exact form.
+
+    Returns a float (±inf allowed). Raises :class:`AnswerFormatError` for NaN, for text that
+    is not a number and for anything else (null, true, a list, an object).
+    """
+    if isinstance(x, (bool, np.bool_)):
+        raise AnswerFormatError(f"expected a number, found {_found(bool(x))}")
+    if isinstance(x, numbers.Real):
+        try:
+            value = float(x)
+        except OverflowError:
+            raise AnswerFormatError(f"the number {_show(str(x))} is too large") from None
+        if math.isnan(value):
+            raise AnswerFormatError(
+                'found NaN ("not a number"); write the value you computed'
+            )
+        return value
+    if isinstance(x, str):
+        text = x.strip()
+        if not text:
+            raise AnswerFormatError('cannot read "" as a number (the text is empty)')
+        if len(text) > MAX_TEXT_LENGTH:
+            raise AnswerFormatError(
+                f'cannot read "{_show(text)}" as a number '
+                f"(it is longer than {MAX_TEXT_LENGTH} characters)"
+            )
+        try:
+            return _Parser(_tokenize(text.translate(_SYNONYMS))).parse()
+        except _Unreadable as why:
+            raise AnswerFormatError(f'cannot read "{_show(text)}" as a number ({why})') from None
+    if isinstance(x, (list, tuple)):
+        raise AnswerFormatError(f"expected a single number, found {_found(x)}")
+    raise AnswerFormatError(f"expected a number, found {_found(x)}")
+
+
+# ----------------------------------------------------------------------------- a whole part
+
+# The children of a level, named by how many dimensions remain below them.
+_UNITS = {0: "entries", 1: "rows", 2: "matrices", 3: "blocks"}
+_INDEX_NAMES = {1: "row", 2: "matrix", 3: "block"}
+
+
+def describe_shape(shape: tuple[int, ...]) -> str:
+    """The expected shape in words: ``a 3×3 matrix (a list of 3 rows of 3 numbers)``."""
+    if len(shape) == 0:
+        return "a single number"
+    if len(shape) == 1:
+        return f"a list of {shape[0]} {'number' if shape[0] == 1 else 'numbers'}"
+    dims = "×".join(str(n) for n in shape)
+    rows, cols = shape[-2:]
+    inner = f"{_count(rows, 'rows')} of {cols} {'number' if cols == 1 else 'numbers'}"
+    if len(shape) == 2:
+        return f"a {dims} matrix (a list of {inner})"
+    if len(shape) == 3:
+        return f"a {dims} array (a list of {_count(shape[0], 'matrices')}, each {inner})"
+    return (
+        f"a {dims} array (a list of {shape[0]} {'list' if shape[0] == 1 else 'lists'} "
+        f"of {_count(shape[1], 'matrices')}, each {inner})"
+    )
+
+
+def _where(path: list[int], ndim: int) -> str:
+    """Where an item sits, counting from 1: ``entry 3``, ``row 2, column 3``, ``matrix 1``."""
+    parts = []
+    for k, i in enumerate(path):
+        below = ndim - k - 1
+        if below == 0:
+            parts.append(f"{'column' if ndim >= 2 else 'entry'} {i}")
+        else:
+            parts.append(f"{_INDEX_NAMES[below]} {i}")
+    return ", ".join(parts)
+
+
+def _check_shape(shape: object) -> tuple[int, ...]:
+    """The key's shape, not the student's: a bad one is a programming or key-file error."""
+    if not isinstance(shape, (tuple, list)) or not all(
+        isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1 for n in shape
+    ):
+        raise ValueError(f"shape must be a tuple of positive ints, got {shape!r}")
+    shape = tuple(int(n) for n in shape)
+    if len(shape) > MAX_DEPTH:
+        raise ValueError(f"shape {shape} has more than {MAX_DEPTH} dimensions")
+    if math.prod(shape) > MAX_ENTRIES:
+        raise ValueError(f"shape {shape} has more than {MAX_ENTRIES} entries")
+    return shape
+
+
+def _as_list(value: object) -> object:
+    return value.tolist() if isinstance(value, np.ndarray) else value
+
+
+def parse_answer(value: object, shape: tuple[int, ...]) -> np.ndarray:
+    """Read a part's answer into a float64 array of ``shape``.
+
+    ``value`` is a number or string for shape ``()`` and nested lists otherwise (tuples and
+    NumPy arrays are accepted too); ``None`` stands for a missing part. The shape is strict:
+    ``[x]`` is read for shape ``(1,)`` but not for ``()``, and a bare number is not read as a
+    list. Errors name the expected shape and what was found, e.g. ``expected a 3×3 matrix (a
+    list of 3 rows of 3 numbers), found a list of 2 rows``, ``row 2 has 2 entries, expected 3;
+    …`` or ``row 1, column 2: cannot read "x" as a number (unknown name "x")``.
+    """
+    shape = _check_shape(shape)
+    value = _as_list(value)
+    expected = describe_shape(shape)
+    if shape == ():
+        if value is None or isinstance(value, (list, tuple, dict)):
+            raise AnswerFormatError(f"expected {expected}, found {_found(value)}")
+        return np.asarray(parse_entry(value), dtype=np.float64)
+
+    ndim = len(shape)
+    top_unit = _UNITS[ndim - 1]
+    if not isinstance(value, (list, tuple)):
+        raise AnswerFormatError(f"expected {expected}, found {_found(value, top_unit)}")
+    if len(value) != shape[0]:
+        found = f"a list of {_count(len(value), top_unit)}"
+        raise AnswerFormatError(f"expected {expected}, found {found}")
+
+    flat: list[float] = []
+
+    def walk(item: object, path: list[int]) -> None:
+        # Only the expected shape is walked, so an oversized answer costs no more than a right one.
+        level = len(path)
+        if level == ndim:
+            try:
+                flat.append(parse_entry(item))
+            except AnswerFormatError as err:
+                raise AnswerFormatError(f"{_where(path, ndim)}: {err}") from None
+            return
+        item = _as_list(item)
+        n = shape[level]
+        unit = _UNITS[ndim - level - 1]
+        if level > 0:
+            where = _where(path, ndim)
+            if not isinstance(item, (list, tuple)):
+                raise AnswerFormatError(
+                    f"{where} is {_found(item, unit)}, expected a list of "
+                    f"{_count(n, 'numbers' if unit == 'entries' else unit)}; "
+                    f"the answer should be {expected}"
+                )
+            if len(item) != n:
+                raise AnswerFormatError(
+                    f"{where} has {_count(len(item), unit)}, expected {n}; "
+                    f"the answer should be {expected}"
+                )
+        assert isinstance(item, (list, tuple))
+        for i, child in enumerate(item, start=1):
+            walk(child, [*path, i])
+
+    walk(value, [])
+    return np.asarray(flat, dtype=np.float64).reshape(shape)

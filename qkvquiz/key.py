@@ -1,0 +1,187 @@
+"""The key file: every student's givens, every step's exact value, the parts asked.
+
+Grading needs only the key and the submissions. ``answers`` in each student's entry is in
+exactly the submission format, so the key handed in as a submission scores full marks.
+JSON has no infinities: ±∞ (masked scores) are written as the strings "inf" and "-inf",
+which the grader reads like any student's "-inf".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .families import Env, Family, Params, get_family
+from .grade.tolerance import Tolerance
+from .spec import Credit, Part
+from .worksheet import Worksheet
+
+KEY_FORMAT = "qkvquiz-key"
+KEY_VERSION = 1
+
+
+def encode(value: Any) -> Any:
+    """A NumPy value as JSON: nested lists of floats, ±∞ as "inf"/"-inf"."""
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim == 0:
+        x = float(arr)
+        if np.isfinite(x):
+            return int(x) if x.is_integer() and abs(x) < 2**53 else x
+        return "inf" if x > 0 else "-inf"
+    return [encode(row) for row in arr]
+
+
+def decode(value: Any) -> np.ndarray:
+    """Inverse of :func:`encode`."""
+    if isinstance(value, list):
+        return np.array([decode(v) for v in value], dtype=np.float64)
+    if isinstance(value, str):
+        return np.array(float(value), dtype=np.float64)  # "inf" / "-inf"
+    return np.array(value, dtype=np.float64)
+
+
+def key_to_json(ws: Worksheet) -> dict[str, Any]:
+    """The key document for a solved worksheet."""
+    items = []
+    for item, env in zip(ws.spec.items, ws.envs):
+        items.append({
+            "id": item.id,
+            "family": item.family.name,
+            "title": item.title or item.family.title,
+            "params": {k: list(v) if isinstance(v, tuple) else v for k, v in item.params.items()},
+            "points": item.points,
+            "tolerance": item.tolerance.to_json(),
+            "credit": item.credit.to_json(),
+            "parts": [
+                {"id": p.id, "step": p.step, "points": p.points, "shape": list(env[p.step].shape[1:])}
+                for p in item.parts
+            ],
+        })
+    students = []
+    for i, (sid, code) in enumerate(zip(ws.students, ws.codes)):
+        givens, steps, answers = {}, {}, {}
+        for item, env in zip(ws.spec.items, ws.envs):
+            givens[item.id] = {g: encode(env[g][i]) for g in item.family.given_names}
+            steps[item.id] = {s: encode(env[s][i]) for s in item.family.step_names}
+            for p in item.parts:
+                answers[p.id] = steps[item.id][p.step]
+        students.append({"student": sid, "variant": code, "givens": givens, "steps": steps, "answers": answers})
+    return {
+        "format": KEY_FORMAT,
+        "version": KEY_VERSION,
+        "title": ws.spec.title,
+        "instructions": ws.spec.instructions,
+        "spec": Path(ws.spec.source).name,
+        "seed": ws.seed,
+        "keyed": ws.keyed,
+        "points": ws.spec.points,
+        "items": items,
+        "students": students,
+    }
+
+
+def dumps(doc: Any) -> str:
+    """JSON text for people and diffs: a row of numbers stays on one line; same input, same bytes."""
+    return _dump(doc, 0) + "\n"
+
+
+def _dump(obj: Any, depth: int) -> str:
+    pad, inner = "  " * depth, "  " * (depth + 1)
+    if isinstance(obj, Mapping) and obj:
+        body = ",\n".join(f"{inner}{json.dumps(str(k), ensure_ascii=False)}: {_dump(v, depth + 1)}" for k, v in obj.items())
+        return "{\n" + body + "\n" + pad + "}"
+    if isinstance(obj, list) and any(isinstance(v, (list, Mapping)) for v in obj):
+        return "[\n" + ",\n".join(inner + _dump(v, depth + 1) for v in obj) + "\n" + pad + "]"
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False)
+
+
+class KeyFileError(ValueError):
+    """A key file that cannot be used."""
+
+
+@dataclass(frozen=True)
+class KeyItem:
+    id: str
+    family: Family
+    params: Params
+    tolerance: Tolerance
+    credit: Credit
+    parts: tuple[Part, ...]
+    shapes: Mapping[str, tuple[int, ...]]  # part id -> shape
+    env: Env  # every student's givens and steps, leading axis = student (key order)
+
+
+@dataclass(frozen=True)
+class Key:
+    title: str
+    points: float
+    items: tuple[KeyItem, ...]
+    students: tuple[str, ...]
+    variants: tuple[str, ...]
+    answers: tuple[Mapping[str, Any], ...]  # per student, the submission-format answers
+
+    def index(self, student: str) -> int | None:
+        try:
+            return self.students.index(student)
+        except ValueError:
+            return None
+
+    @property
+    def parts(self) -> list[tuple[KeyItem, Part]]:
+        return [(item, part) for item in self.items for part in item.parts]
+
+
+def load_key(path: str | Path) -> Key:
+    """Read a key file written by ``qkvquiz generate``."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise KeyFileError(f"{path}: not a readable key file ({exc})") from exc
+    return key_from_json(doc, source=str(path))
+
+
+def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:
+    if not isinstance(doc, Mapping) or doc.get("format") != KEY_FORMAT:
+        raise KeyFileError(f"{source}: not a qkvquiz key (format must be {KEY_FORMAT!r})")
+    if doc.get("version") != KEY_VERSION:
+        raise KeyFileError(f"{source}: key version {doc.get('version')!r} is not supported (expected {KEY_VERSION})")
+    try:
+        students = doc["students"]
+        items = []
+        for raw in doc["items"]:
+            family = get_family(raw["family"])
+            params = family.resolve(raw["params"])
+            parts = tuple(Part(p["id"], p["step"], float(p["points"])) for p in raw["parts"])
+            shapes = {p["id"]: tuple(p["shape"]) for p in raw["parts"]}
+            names = (*family.given_names, *family.step_names)
+            env = Env({
+                name: np.stack([_value(s, raw["id"], name) for s in students])
+                for name in names
+            })
+            credit = raw.get("credit", {})
+            items.append(KeyItem(
+                raw["id"], family, params, Tolerance.from_spec(raw["tolerance"]),
+                Credit(bool(credit.get("per_entry", True)), float(credit.get("carried_forward", 1.0))),
+                parts, shapes, env,
+            ))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise KeyFileError(f"{source}: malformed key ({exc!r})") from exc
+    return Key(
+        title=doc.get("title", ""),
+        points=float(doc.get("points", sum(p.points for i in items for p in i.parts))),
+        items=tuple(items),
+        students=tuple(s["student"] for s in students),
+        variants=tuple(s.get("variant", "") for s in students),
+        answers=tuple(s["answers"] for s in students),
+    )
+
+
+def _value(student: Mapping[str, Any], item_id: str, name: str) -> np.ndarray:
+    givens = student["givens"][item_id]
+    return decode(givens[name] if name in givens else student["steps"][item_id][name])

@@ -1,0 +1,72 @@
+"""Numbers and arrays as LaTeX for the templates (−∞ as \\infty, integers without decimals)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def num(x: Any, decimals: int = 3) -> str:
+    """One number: integers as integers, others rounded to ``decimals``; ±∞ as LaTeX."""
+    x = float(x)
+    if np.isinf(x):
+        return r"-\infty" if x < 0 else r"\infty"
+    if x.is_integer():
+        return str(int(x))
+    text = f"{x:.{decimals}f}"
+    return "0" if float(text) == 0 else text
+
+
+def _row(values: np.ndarray, decimals: int, same_width: bool) -> str:
+    return " & ".join(num(v, decimals) if not same_width else _fixed(v, decimals) for v in values)
+
+
+def _fixed(x: float, decimals: int) -> str:
+    # In a matrix of non-integers every entry gets the same number of decimals, so columns align.
+    if np.isinf(x):
+        return num(x)
+    text = f"{x:.{decimals}f}"
+    return text.replace("-", "") if float(text) == 0 else text
+
+
+def bmatrix(value: Any, decimals: int = 3) -> str:
+    """A scalar, vector (as a row) or matrix as LaTeX (``bmatrix``); a stack as several matrices."""
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim == 0:
+        return num(arr, decimals)
+    finite = arr[np.isfinite(arr)]
+    same_width = bool(finite.size) and not np.all(finite == np.round(finite))
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim > 2:
+        return ",\\ ".join(bmatrix(a, decimals) for a in arr)
+    rows = r" \\ ".join(_row(r, decimals, same_width) for r in arr)
+    return r"\begin{bmatrix} " + rows + r" \end{bmatrix}"
+
+
+def shape_text(shape: Any) -> str:
+    """"3×3 matrix", "vector of 4", "number"."""
+    shape = tuple(np.shape(shape)) if not isinstance(shape, tuple) else shape
+    if not shape:
+        return "a number"
+    if len(shape) == 1:
+        return f"a vector of {shape[0]}"
+    if len(shape) == 2:
+        return f"a {shape[0]}×{shape[1]} matrix"
+    return "×".join(map(str, shape)) + " array"
+
+
+def mask_sentences(mask: Any) -> list[str]:
+    """One sentence per query of a 0/1 mask, counting tokens from 1."""
+    out = []
+    for i, row in enumerate(np.asarray(mask) > 0.5, start=1):
+        keys = [str(j) for j, ok in enumerate(row, start=1) if ok]
+        if not keys:
+            out.append(f"query {i} may attend to no key")
+        elif len(keys) == len(row):
+            out.append(f"query {i} may attend to every key")
+        else:
+            listed = keys[0] if len(keys) == 1 else ", ".join(keys[:-1]) + " and " + keys[-1]
+            out.append(f"query {i} may attend only to key{'s' if len(keys) > 1 else ''} {listed}")
+    return out

@@ -1,0 +1,84 @@
+"""Worksheets, keys and worked solutions as Markdown with LaTeX math, from Jinja templates.
+
+Each family may have ``templates/families/<name>.problem.md.j2`` (how the problem is stated)
+and ``<name>.solution.md.j2`` (the worked solution); families without their own use the
+generic ones, which show the givens and every step's formula and value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+import numpy as np
+
+from ..resources import templates_dir
+from ..spec import ItemSpec
+from ..worksheet import Worksheet
+from .latex import bmatrix, mask_sentences, num, shape_text
+
+
+@lru_cache(maxsize=4)
+def environment(directory: str | None = None) -> jinja2.Environment:
+    """The Jinja environment: Markdown output (no HTML escaping), strict about undefined names."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(directory or str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters.update(bmatrix=bmatrix, num=num, shape=shape_text, mask_sentences=mask_sentences)
+    env.globals.update(np=np, zip=zip, range=range, len=len, enumerate=enumerate)
+    return env
+
+
+def _family_template(env: jinja2.Environment, family: str, kind: str) -> jinja2.Template:
+    return env.select_template([f"families/{family}.{kind}.md.j2", f"families/_generic.{kind}.md.j2"])
+
+
+def item_context(item: ItemSpec, number: int, givens: dict, steps: dict) -> dict[str, Any]:
+    """What a family's templates see for one student's variant of one item."""
+    fam = item.family
+    parts = [
+        {"id": p.id, "step": fam.step(p.step), "points": p.points, "shape": np.shape(steps[p.step])}
+        for p in item.parts
+    ]
+    return {
+        "item": item, "family": fam, "p": item.params, "g": givens, "s": steps, "parts": parts,
+        "number": number, "d": item.params.get("decimals", 3),
+        "title": item.title or fam.title,
+    }
+
+
+def render_items(ws: Worksheet, student: int, kind: str) -> list[str]:
+    """Each item of one student's variant rendered with its ``problem`` or ``solution`` template."""
+    env = environment()
+    out = []
+    for number, variant in enumerate(ws.variant(student), start=1):
+        item = variant["item"]
+        ctx = item_context(item, number, variant["givens"], variant["steps"])
+        out.append(_family_template(env, item.family.name, kind).render(ctx))
+    return out
+
+
+def worksheet_markdown(ws: Worksheet, student: int) -> str:
+    """The worksheet one student works on: givens and questions, no answers."""
+    return environment().get_template("worksheet.md.j2").render(
+        spec=ws.spec, student=ws.students[student], code=ws.codes[student],
+        problems=render_items(ws, student, "problem"), items=ws.spec.items,
+    )
+
+
+def key_markdown(ws: Worksheet, students: Sequence[int] | None = None) -> str:
+    """The instructor's key: every student's givens, answers and worked steps."""
+    chosen = range(len(ws.students)) if students is None else students
+    entries = [
+        {"student": ws.students[i], "code": ws.codes[i],
+         "problems": render_items(ws, i, "problem"), "solutions": render_items(ws, i, "solution")}
+        for i in chosen
+    ]
+    return environment().get_template("key.md.j2").render(spec=ws.spec, entries=entries, seed=ws.seed, keyed=ws.keyed)

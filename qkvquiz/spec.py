@@ -1,0 +1,257 @@
+"""Worksheet specs: the YAML files an instructor writes (``problem_bank/*.yaml``).
+
+A spec has a title, instructions and items; each item names a family, its params, points,
+tolerance, the steps asked and, optionally, givens fixed by the instructor. Every error
+names the file, the item and the field, and says what is allowed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from .families import REGISTRY, Family, Params, get_family
+from .grade.tolerance import TOLERANCE_DEFAULT, Tolerance
+
+SPEC_KEYS = {"title", "instructions", "tolerance", "items", "credit"}
+ITEM_KEYS = {"id", "family", "title", "intro", "params", "points", "ask", "tolerance", "givens", "credit"}
+
+
+class SpecError(ValueError):
+    """A spec that cannot be used; the message names the file, the item and the field."""
+
+    def __init__(self, source: str, where: str, message: str) -> None:
+        self.source, self.where, self.message = source, where, message
+        super().__init__(f"{source}: {where}: {message}" if where else f"{source}: {message}")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One answer a student hands in: a step of an item."""
+
+    id: str  # e.g. "q2.weights"
+    step: str
+    points: float
+
+
+@dataclass(frozen=True)
+class Credit:
+    """How partial answers earn points (the grader reads it)."""
+
+    per_entry: bool = True  # proportional to the share of correct entries; False: all or nothing
+    carried_forward: float = 1.0  # share of a part's points for a step right from one's own wrong inputs
+
+    def to_json(self) -> dict[str, Any]:
+        return {"per_entry": self.per_entry, "carried_forward": self.carried_forward}
+
+
+@dataclass(frozen=True)
+class ItemSpec:
+    id: str
+    family: Family
+    params: Params
+    parts: tuple[Part, ...]
+    tolerance: Tolerance
+    credit: Credit
+    title: str = ""
+    intro: str = ""
+    fixed: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def points(self) -> float:
+        return sum(p.points for p in self.parts)
+
+    def fingerprint(self) -> str:
+        """What decides the item's variants: family, params and fixed givens (not its wording)."""
+        payload = {
+            "family": self.family.name,
+            "params": {k: list(v) if isinstance(v, tuple) else v for k, v in self.params.items()},
+            "fixed": {k: np.asarray(v).tolist() for k, v in sorted(self.fixed.items())},
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class WorksheetSpec:
+    title: str
+    instructions: str
+    items: tuple[ItemSpec, ...]
+    source: str = "<spec>"
+
+    @property
+    def points(self) -> float:
+        return sum(i.points for i in self.items)
+
+
+def load_spec(path: str | Path) -> WorksheetSpec:
+    """Read and validate a YAML spec file (safe loader)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(str(path), "", f"cannot read the file ({exc.strerror})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(str(path), "", f"not valid YAML: {exc}") from exc
+    return parse_spec(data, source=str(path))
+
+
+def parse_spec(data: Any, source: str = "<spec>") -> WorksheetSpec:
+    """Validate a spec already read into Python objects."""
+    if not isinstance(data, Mapping):
+        raise SpecError(source, "", "a spec is a mapping with title, instructions and items")
+    unknown = set(data) - SPEC_KEYS
+    if unknown:
+        raise SpecError(source, f"field {sorted(unknown)[0]!r}", f"unknown field; allowed: {', '.join(sorted(SPEC_KEYS))}")
+    title = data.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise SpecError(source, "field 'title'", "a non-empty text is required")
+    instructions = data.get("instructions", "")
+    if not isinstance(instructions, str):
+        raise SpecError(source, "field 'instructions'", "must be text")
+    default_tol = _tolerance(data.get("tolerance"), TOLERANCE_DEFAULT, source, "field 'tolerance'")
+    default_credit = _credit(data.get("credit"), Credit(), source, "field 'credit'")
+    raw_items = data.get("items")
+    if not isinstance(raw_items, list) or not raw_items:
+        raise SpecError(source, "field 'items'", "a non-empty list of items is required")
+    items = []
+    seen: set[str] = set()
+    for index, raw in enumerate(raw_items, start=1):
+        item = _item(raw, index, source, default_tol, default_credit)
+        if item.id in seen:
+            raise SpecError(source, f"item {index} field 'id'", f"id {item.id!r} is used twice")
+        seen.add(item.id)
+        items.append(item)
+    return WorksheetSpec(title.strip(), instructions.strip(), tuple(items), source)
+
+
+def _tolerance(raw: Any, default: Tolerance, source: str, where: str) -> Tolerance:
+    if raw is None:
+        return default
+    try:
+        return Tolerance.from_spec(raw)
+    except ValueError as exc:
+        raise SpecError(source, where, str(exc)) from exc
+
+
+def _credit(raw: Any, default: Credit, source: str, where: str) -> Credit:
+    if raw is None:
+        return default
+    if not isinstance(raw, Mapping) or set(raw) - {"per_entry", "carried_forward"}:
+        raise SpecError(source, where, "a mapping with per_entry (true/false) and carried_forward (0 to 1)")
+    per_entry = raw.get("per_entry", default.per_entry)
+    cf = raw.get("carried_forward", default.carried_forward)
+    if not isinstance(per_entry, bool):
+        raise SpecError(source, f"{where}.per_entry", f"must be true or false, got {per_entry!r}")
+    if isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 <= cf <= 1:
+        raise SpecError(source, f"{where}.carried_forward", f"must be a number from 0 to 1, got {cf!r}")
+    return Credit(per_entry, float(cf))
+
+
+def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_credit: Credit) -> ItemSpec:
+    where = f"item {index}"
+    if not isinstance(raw, Mapping):
+        raise SpecError(source, where, "an item is a mapping with at least 'family'")
+    unknown = set(raw) - ITEM_KEYS
+    if unknown:
+        raise SpecError(source, f"{where} field {sorted(unknown)[0]!r}", f"unknown field; allowed: {', '.join(sorted(ITEM_KEYS))}")
+    name = raw.get("family")
+    if name not in REGISTRY:
+        raise SpecError(source, f"{where} field 'family'", f"unknown family {name!r}; known: {', '.join(sorted(REGISTRY))}")
+    family = get_family(name)
+    item_id = str(raw.get("id", f"q{index}"))
+    if not item_id.replace("_", "").replace("-", "").isalnum():
+        raise SpecError(source, f"{where} field 'id'", "use letters, digits, '-' and '_' only")
+    where = f"item {index} ({item_id}, {name})"
+
+    raw_params = raw.get("params") or {}
+    if not isinstance(raw_params, Mapping):
+        raise SpecError(source, f"{where} field 'params'", "must be a mapping of param: value")
+    try:
+        params = family.resolve(raw_params)
+    except KeyError as exc:
+        raise SpecError(source, f"{where} field 'params.{exc.args[0]}'",
+                        f"unknown param; {name} takes: {', '.join(family.params)}") from None
+    except ValueError as exc:
+        bad = next((k for k in raw_params if _rejects(family, k, raw_params[k])), None)
+        field_name = f"params.{bad}" if bad else "params"
+        raise SpecError(source, f"{where} field {field_name!r}", str(exc)) from None
+
+    points = raw.get("points", 1)
+    if isinstance(points, bool) or not isinstance(points, (int, float)) or points <= 0:
+        raise SpecError(source, f"{where} field 'points'", f"must be a positive number, got {points!r}")
+    parts = _parts(raw.get("ask"), family, float(points), item_id, source, where)
+    fixed = _fixed(raw.get("givens"), family, source, where)
+    title = raw.get("title", "")
+    intro = raw.get("intro", "")
+    for key, value in (("title", title), ("intro", intro)):
+        if not isinstance(value, str):
+            raise SpecError(source, f"{where} field {key!r}", "must be text")
+    return ItemSpec(
+        id=item_id, family=family, params=params, parts=parts,
+        tolerance=_tolerance(raw.get("tolerance"), default_tol, source, f"{where} field 'tolerance'"),
+        credit=_credit(raw.get("credit"), default_credit, source, f"{where} field 'credit'"),
+        title=title, intro=intro, fixed=fixed,
+    )
+
+
+def _rejects(family: Family, key: str, value: Any) -> bool:
+    try:
+        family.params[key].check(value)
+    except (KeyError, ValueError):
+        return True
+    return False
+
+
+def _parts(raw: Any, family: Family, points: float, item_id: str, source: str, where: str) -> tuple[Part, ...]:
+    askable = family.askable_steps
+    allowed = f"{family.name} can ask: {', '.join(askable)}"
+    if raw is None:
+        raw = list(family.default_ask)
+    if isinstance(raw, str):
+        raw = [raw]
+    if isinstance(raw, Mapping):
+        steps, weights = list(raw), list(raw.values())
+        for step, w in raw.items():
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or w <= 0:
+                raise SpecError(source, f"{where} field 'ask.{step}'", f"points must be a positive number, got {w!r}")
+        share = [float(w) for w in weights]
+    elif isinstance(raw, list) and raw:
+        steps = raw
+        share = [points / len(raw)] * len(raw)
+    else:
+        raise SpecError(source, f"{where} field 'ask'", f"a list of steps or a mapping step: points; {allowed}")
+    for step in steps:
+        if step not in askable:
+            raise SpecError(source, f"{where} field 'ask'", f"unknown step {step!r}; {allowed}")
+    if len(set(steps)) != len(steps):
+        raise SpecError(source, f"{where} field 'ask'", "a step is asked twice")
+    return tuple(Part(f"{item_id}.{s}", s, w) for s, w in zip(steps, share))
+
+
+def _fixed(raw: Any, family: Family, source: str, where: str) -> dict[str, np.ndarray]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise SpecError(source, f"{where} field 'givens'", "must be a mapping of given: matrix")
+    fixed = {}
+    for name, value in raw.items():
+        if name not in family.given_names:
+            raise SpecError(source, f"{where} field 'givens.{name}'",
+                            f"unknown given; {family.name} has: {', '.join(family.given_names)}")
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise SpecError(source, f"{where} field 'givens.{name}'", "must be a number or a rectangular list of numbers") from None
+        if not np.isfinite(arr).all():
+            raise SpecError(source, f"{where} field 'givens.{name}'", "entries must be finite numbers")
+        fixed[name] = arr
+    return fixed

@@ -1,0 +1,151 @@
+"""From a spec and a roster to solved, personalised worksheets.
+
+Each item is solved for the whole class in one batched pass per sampling round: candidates
+are drawn for every student still waiting, solved, and filtered by the accept rules. A
+student's variant is their first accepted candidate, drawn from a stream keyed by
+(spec item, student id, seed), so it never depends on the rest of the roster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .engine.backend import to_numpy
+from .families import Env
+from .seeding import Draw, variant_code, variant_key
+from .spec import ItemSpec, SpecError, WorksheetSpec
+
+MAX_CANDIDATES = 4096  # per student and item before giving up
+FIRST_ROUND = 8  # candidates per student in the first round; doubles each round
+
+
+class GenerationError(RuntimeError):
+    """No acceptable variant could be drawn for an item."""
+
+
+@dataclass(frozen=True)
+class Worksheet:
+    """Solved variants of every item for every student (leading axis of each array = student)."""
+
+    spec: WorksheetSpec
+    students: tuple[str, ...]
+    codes: tuple[str, ...]
+    seed: str
+    keyed: bool  # variants derived from an instructor secret
+    envs: tuple[Env, ...]  # one per item, NumPy arrays
+
+    def variant(self, student: int) -> list[dict[str, Any]]:
+        """One student's items: givens and every step's value."""
+        out = []
+        for item, env in zip(self.spec.items, self.envs):
+            values = {name: env[name][student] for name in env}
+            out.append({
+                "item": item,
+                "givens": {g: values[g] for g in item.family.given_names},
+                "steps": {s: values[s] for s in item.family.step_names},
+            })
+        return out
+
+
+def build_worksheet(
+    spec: WorksheetSpec,
+    students: Sequence[str],
+    seed: str | int = 0,
+    *,
+    secret: bytes | None = None,
+    xp=np,
+) -> Worksheet:
+    """Draw and solve every student's variant of every item (batched per item)."""
+    students = tuple(str(s) for s in students)
+    if not students:
+        raise ValueError("the roster is empty")
+    if len(set(students)) != len(students):
+        dup = next(s for s in students if students.count(s) > 1)
+        raise ValueError(f"student id {dup!r} appears twice in the roster")
+    seed = str(seed)
+    envs = []
+    for item in spec.items:
+        keys = [variant_key(spec.title, item.id, item.fingerprint(), s, seed, secret=secret) for s in students]
+        envs.append(solve_item(item, keys, xp=xp, source=spec.source))
+    codes = tuple(variant_code(variant_key(spec.title, s, seed, secret=secret)) for s in students)
+    return Worksheet(spec, students, codes, seed, secret is not None, tuple(envs))
+
+
+def solve_item(item: ItemSpec, keys: Sequence[int], *, xp=np, source: str = "<spec>") -> Env:
+    """Each key's first acceptable candidate, solved; arrays on the host, leading axis = key."""
+    family, params = item.family, item.params
+    keys = np.asarray(keys, dtype=np.uint64)
+    all_fixed = set(family.given_names) <= set(item.fixed)
+    chosen: dict[str, np.ndarray] | None = None
+    pending = np.arange(len(keys))
+    first, count = 0, FIRST_ROUND
+    while pending.size:
+        if first >= MAX_CANDIDATES:
+            raise GenerationError(
+                f"{source}: item {item.id} ({family.name}): no acceptable variant in {MAX_CANDIDATES} draws "
+                "for some students; widen the value ranges or change the fixed givens"
+            )
+        if all_fixed:
+            count = 1
+        draw = Draw.candidates(keys[pending], first, count, xp=xp)
+        givens = family.sample(draw, params)
+        _apply_fixed(item, givens, draw.size, xp, source)
+        env = family.solve(givens, params, xp)
+        ok = np.ones(draw.size, dtype=bool) if all_fixed else to_numpy(acceptable(item, env, xp))
+        ok = ok.reshape(len(pending), count)
+        found = ok.any(axis=1)
+        pick = np.flatnonzero(found) * count + ok.argmax(axis=1)[found]  # first accepted candidate
+        if chosen is None:
+            chosen = {k: np.empty((len(keys), *to_numpy(v).shape[1:]), dtype=np.float64) for k, v in env.items()}
+        for name, value in env.items():
+            chosen[name][pending[found]] = to_numpy(value)[pick]
+        pending = pending[~found]
+        first, count = first + count, min(count * 2, 512)
+    assert chosen is not None
+    return Env(chosen)
+
+
+def _apply_fixed(item: ItemSpec, givens: dict, size: int, xp, source: str) -> None:
+    for name, value in item.fixed.items():
+        drawn_shape = tuple(givens[name].shape[1:])
+        if value.shape != drawn_shape:
+            raise SpecError(
+                source, f"item {item.id} ({item.family.name}) field 'givens.{name}'",
+                f"has shape {_shape_text(value.shape)}, but these params need {_shape_text(drawn_shape)}",
+            )
+        givens[name] = xp.broadcast_to(xp.asarray(value), (size, *drawn_shape))
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "a single number" if not shape else "×".join(map(str, shape))
+
+
+def acceptable(item: ItemSpec, env: Env, xp=np) -> Any:
+    """True per candidate: hand-computable, and every asked answer can be told from its mistakes.
+
+    A known mistake that lands within tolerance of the right answer, or two asked parts that
+    would pass for each other, make a candidate useless for grading, so it is rejected.
+    """
+    family, params, tol = item.family, item.params, item.tolerance
+    batch = next(iter(env.values())).shape[0]
+    ok = xp.ones(batch, dtype=bool) if family.accept is None else family.accept(env, params, xp)
+
+    def same(a, b):
+        return tol.passes(a, b, xp=xp).reshape(batch, -1).all(axis=1)
+
+    asked = [p.step for p in item.parts]
+    for step in asked:
+        exact = env[step]
+        for mistake in family.mistakes_for(step, params):
+            wrong = mistake.fn(env, params, xp)
+            if wrong.shape == exact.shape:
+                ok = ok & ~same(wrong, exact)
+    for i, a in enumerate(asked):
+        for b in asked[i + 1:]:
+            if env[a].shape == env[b].shape:
+                ok = ok & ~same(env[a], env[b])
+    return ok

@@ -1,0 +1,92 @@
+"""The command line, used the way the README shows."""
+
+import json
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from qkvquiz.cli import app
+
+runner = CliRunner()
+
+
+def generate(tmp_path, *args):
+    return runner.invoke(app, ["generate", "attention-basics", "--out", str(tmp_path / "set"), *args])
+
+
+def test_generate_writes_worksheets_submissions_and_keys(tmp_path):
+    result = generate(tmp_path, "--students", "4", "--seed", "9")
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "set"
+    assert (out / "key.json").is_file() and (out / "key.md").is_file()
+    for i in range(1, 5):
+        folder = out / "students" / f"s{i:02d}"
+        sheet = (folder / "worksheet.md").read_text()
+        assert f"`s{i:02d}`" in sheet and "Problem 5" in sheet
+        blank = json.loads((folder / "submission.json").read_text())
+        assert blank["student"] == f"s{i:02d}" and set(blank["answers"]) >= {"q1.scores", "q5.output"}
+    key_md = (out / "key.md").read_text()
+    assert key_md.count("## Student") == 4 and "Row 3" in key_md
+
+
+def test_generate_refuses_to_overwrite_a_key_without_force(tmp_path):
+    assert generate(tmp_path, "--students", "2").exit_code == 0
+    again = generate(tmp_path, "--students", "2")
+    assert again.exit_code != 0 and "--force" in again.output
+    assert generate(tmp_path, "--students", "2", "--force").exit_code == 0
+
+
+def test_roster_file_and_grade_round_trip(tmp_path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student,name\nada,Ada L\nalan,Alan T\n", encoding="utf-8")
+    assert generate(tmp_path, "--roster", str(roster)).exit_code == 0
+    key = json.loads((tmp_path / "set" / "key.json").read_text())
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for s in key["students"]:
+        (subs / f"{s['student']}.json").write_text(json.dumps({"student": s["student"], "answers": s["answers"]}))
+    (subs / "garbage.json").write_text("[1, 2")
+    result = runner.invoke(app, ["grade", str(tmp_path / "set" / "key.json"), str(subs), "--out", str(tmp_path / "g")])
+    assert result.exit_code == 1  # one file could not be graded; the others were
+    assert "garbage.json" in result.output
+    rows = (tmp_path / "g" / "results.csv").read_text().strip().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["ada", "alan"]
+    assert all(r.split(",")[-2] == r.split(",")[-1] == "13" for r in rows[1:])
+    detail = json.loads((tmp_path / "g" / "results.json").read_text())
+    assert detail["problems"][0]["source"].endswith("garbage.json")
+
+
+def test_bad_spec_is_a_clear_error_not_a_traceback(tmp_path):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("title: x\nitems:\n  - family: attention.output\n    params: {tokens: 1}\n")
+    result = runner.invoke(app, ["generate", str(spec), "--students", "1", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert "bad.yaml" in result.output and "params.tokens" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_families_show_and_schema():
+    listed = runner.invoke(app, ["families"])
+    assert listed.exit_code == 0 and "attention.output" in listed.output
+    shown = runner.invoke(app, ["show", "attention.weights", "-p", "mask=causal"])
+    assert shown.exit_code == 0 and "Solution" in shown.output
+    for which in ("key", "submission"):
+        schema = json.loads(runner.invoke(app, ["schema", which]).output)
+        assert schema["type"] == "object"
+
+
+def test_key_and_blank_submission_validate_against_the_shipped_schemas(tmp_path):
+    import jsonschema
+
+    assert generate(tmp_path, "--students", "2").exit_code == 0
+    key = json.loads((tmp_path / "set" / "key.json").read_text())
+    jsonschema.validate(key, json.loads(runner.invoke(app, ["schema", "key"]).output))
+    sub_schema = json.loads(runner.invoke(app, ["schema", "submission"]).output)
+    jsonschema.validate(json.loads((tmp_path / "set" / "students" / "s01" / "submission.json").read_text()), sub_schema)
+    jsonschema.validate({"student": "s01", "answers": key["students"][0]["answers"]}, sub_schema)
+
+
+def test_python_dash_m_works():
+    result = subprocess.run([sys.executable, "-m", "qkvquiz", "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "generate" in result.stdout

@@ -1,0 +1,135 @@
+"""Grading: the key scores 100%, a change beyond tolerance costs exactly that part, bad files are reported."""
+
+import copy
+
+import numpy as np
+import pytest
+
+from qkvquiz.grade.grader import Submission, grade, grade_files
+from qkvquiz.grade.report import results_csv
+
+from .helpers import make_key, write_json
+
+
+def submissions_from(doc):
+    return [Submission(f"{s['student']}.json", s["student"], copy.deepcopy(s["answers"])) for s in doc["students"]]
+
+
+def by_part(result):
+    return {p.part: p for p in result.parts}
+
+
+def test_the_keys_own_answers_score_full_marks():
+    key, doc = make_key(students=[f"s{i}" for i in range(12)])
+    report = grade(key, submissions_from(doc))
+    assert len(report.results) == 12 and not report.problems
+    for r in report.results:
+        assert r.score == pytest.approx(r.total) and r.total == pytest.approx(key.points)
+        assert all(p.verdict == "correct" for p in r.parts)
+
+
+def test_one_entry_beyond_tolerance_lowers_exactly_that_part():
+    key, doc = make_key()
+    subs = submissions_from(doc)
+    subs[1].answers["q3.weights"][1][2] = float(doc["students"][1]["answers"]["q3.weights"][1][2]) + 0.3
+    report = grade(key, subs)
+    changed = by_part(report.results[1])
+    assert changed["q3.weights"].score == pytest.approx(changed["q3.weights"].points * 8 / 9)
+    assert changed["q3.weights"].correct_entries == 8
+    for part, result in changed.items():
+        if part != "q3.weights":
+            assert result.score == result.points, part
+    assert report.results[0].score == pytest.approx(key.points)
+
+
+def test_a_change_within_tolerance_still_scores():
+    key, doc = make_key()
+    subs = submissions_from(doc)
+    subs[0].answers["q3.output"] = np.round(np.array(subs[0].answers["q3.output"], dtype=float), 2).tolist()
+    report = grade(key, subs)
+    assert report.results[0].score == pytest.approx(key.points)
+
+
+def test_all_or_nothing_credit():
+    items = [{"family": "attention.weights", "credit": {"per_entry": False}}]
+    key, doc = make_key(items)
+    subs = submissions_from(doc)
+    subs[0].answers["q1.weights"][0][0] = 5
+    assert grade(key, subs).results[0].score == 0
+
+
+def test_format_errors_are_reported_per_part_and_do_not_stop_grading():
+    key, doc = make_key()
+    subs = submissions_from(doc)
+    subs[0].answers["q2.weights"] = [[1, 0]]  # wrong shape
+    subs[1].answers["q3.output"][0][1] = "banana"
+    del subs[2].answers["q1.scores"]
+    parts = [by_part(r) for r in grade(key, subs).results]
+    assert parts[0]["q2.weights"].verdict == "format" and "3×3" in parts[0]["q2.weights"].message
+    assert parts[1]["q3.output"].verdict == "format" and "banana" in parts[1]["q3.output"].message
+    assert parts[2]["q1.scores"].verdict == "missing"
+    assert parts[0]["q2.scores"].verdict == parts[1]["q3.weights"].verdict == "correct"
+
+
+def test_exact_forms_as_text_are_accepted():
+    items = [{"family": "attention.scores", "params": {"tokens": 2, "d_k": 2}, "givens": {"Q": [[1, 2], [0, 1]], "K": [[2, 1], [1, 1]]}},
+             {"family": "attention.weights", "params": {"mask": "causal"}, "ask": ["scores"]}]
+    key, doc = make_key(items, students=["a"])
+    answers = {"q1.scores": [["4/sqrt(2)", "3/√2"], ["1/√2", "1/sqrt(2)"]]}
+    answers["q2.scores"] = [[v if v != "-inf" else "−∞" for v in row] for row in doc["students"][0]["answers"]["q2.scores"]]
+    report = grade(key, [Submission("a.json", "a", answers)])
+    assert report.results[0].score == pytest.approx(key.points)
+
+
+def test_malformed_files_are_reported_by_name_and_others_still_graded(tmp_path):
+    key, doc = make_key()
+    good = [write_json(tmp_path / f"{s['student']}.json", {"student": s["student"], "answers": s["answers"]})
+            for s in doc["students"]]
+    (tmp_path / "broken.json").write_text("{not json", encoding="utf-8")
+    write_json(tmp_path / "stranger.json", {"student": "zed", "answers": {}})
+    write_json(tmp_path / "noid.json", {"answers": {}})
+    write_json(tmp_path / "twice.json", {"student": "a", "answers": {}})
+    report = grade_files(key, [tmp_path / "broken.json", *good, tmp_path / "stranger.json",
+                               tmp_path / "noid.json", tmp_path / "twice.json"])
+    assert sorted(r.student for r in report.results) == ["a", "b", "c"]
+    assert all(r.score == pytest.approx(key.points) for r in report.results)
+    problems = {p.source.split("/")[-1]: p.message for p in report.problems}
+    assert "not valid JSON" in problems["broken.json"]
+    assert "'zed' is not in the key" in problems["stranger.json"]
+    assert '"student"' in problems["noid.json"]
+    assert "second submission" in problems["twice.json"]
+
+
+def test_diagnosis_names_a_known_mistake():
+    key, doc = make_key([{"family": "attention.scores"}])
+    subs = submissions_from(doc)
+    q = key.items[0].env["Q"][0]
+    k = key.items[0].env["K"][0]
+    subs[0].answers["q1.scores"] = (q @ k.T).tolist()  # forgot 1/√d_k
+    result = by_part(grade(key, subs).results[0])["q1.scores"]
+    assert result.verdict in ("wrong", "partial")
+    assert any("√d_k" in d for d in result.diagnosis)
+
+
+def test_a_later_step_right_from_an_earlier_slip_earns_carried_credit():
+    key, doc = make_key([{"family": "attention.output", "ask": ["weights", "output"]}])
+    subs = submissions_from(doc)
+    env = key.items[0].env
+    wrong_weights = np.array(env["weights"][0])
+    wrong_weights[0] = wrong_weights[0][::-1]  # a slip in row 1
+    subs[0].answers["q1.weights"] = wrong_weights.tolist()
+    subs[0].answers["q1.output"] = (wrong_weights @ env["V"][0]).tolist()
+    result = by_part(grade(key, subs).results[0])
+    assert result["q1.weights"].score < result["q1.weights"].points
+    assert result["q1.output"].verdict == "carried"
+    assert result["q1.output"].score == pytest.approx(result["q1.output"].points)
+
+
+def test_results_csv_has_one_row_per_student_with_each_part():
+    key, doc = make_key()
+    csv_text = results_csv(grade(key, submissions_from(doc)))
+    lines = csv_text.strip().splitlines()
+    assert lines[0].split(",")[:3] == ["student", "variant", "source"]
+    assert lines[0].split(",")[-2:] == ["score", "total"]
+    assert len(lines) == 4
+    assert all(line.split(",")[-1] == line.split(",")[-2] for line in lines[1:])
