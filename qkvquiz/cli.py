@@ -83,19 +83,28 @@ def generate(
     seed: Annotated[str, typer.Option(help="Seed: the same spec, student and seed always give the same variant.")] = "0",
     force: Annotated[bool, typer.Option(help="Overwrite an existing key.json in OUT.")] = False,
     backend: BackendOpt = "numpy",
+    formats: Annotated[str, typer.Option(
+        "--format", "-f",
+        help="Students' files, comma-separated: md (worksheet.md), html (worksheet.html and "
+             "answer-form.html, a page that saves the submission file), pdf (where installed).",
+    )] = "md",
 ) -> None:
-    """Generate a personalised worksheet set: per student `worksheet.md` and a blank
+    """Generate a personalised worksheet set: per student a worksheet (`--format`) and a blank
     `submission.json`; for you `key.json` (what `grade` reads) and `key.md` (answers with worked steps).
 
     Each student's variant depends only on the spec, their id and the seed, so adding or removing
     students never changes anyone else's problems.
     """
     from .files import read_roster
-    from .generate import generate_set
+    from .generate import generate_set, parse_formats
     from .worksheet import GenerationError
 
     if (students is None) == (roster is None):
         _fail("give exactly one of --students N or --roster FILE")
+    try:
+        chosen = parse_formats(formats)
+    except ValueError as exc:
+        _fail(f"--format: {exc}")
     if roster is not None:
         try:
             ids = read_roster(roster)
@@ -110,12 +119,12 @@ def generate(
         with _progress() as bar:
             task = bar.add_task("writing worksheets", total=len(ids))
             result = generate_set(parsed, ids, out, seed=seed, force=force, xp=xp,
-                                  progress=lambda: bar.advance(task))
+                                  progress=lambda: bar.advance(task), formats=chosen)
     except (SpecError, GenerationError, FileExistsError, ValueError) as exc:
         _fail(str(exc))
     console.print(
         f"Wrote {len(ids)} worksheets of [bold]{parsed.title}[/] ({len(parsed.items)} problems, "
-        f"{parsed.points:g} points) to {out}/students/, and the key to {result.key_path}.",
+        f"{parsed.points:g} points; {', '.join(chosen)}) to {out}/students/, and the key to {result.key_path}.",
         highlight=False,
     )
     console.print(f"Seed {seed!r}: anyone with the spec and this seed can rebuild the key; keep it private.")

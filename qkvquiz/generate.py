@@ -4,12 +4,17 @@ Layout of the output folder::
 
     key.json                      every student's givens, steps and answers (instructor only)
     key.md                        the answer key with worked solutions (instructor only)
-    students/<name>/worksheet.md  the student's worksheet
+    students/<name>/worksheet.md  the student's worksheet (format md, the default)
+    students/<name>/worksheet.html     the same, typeset, one self-contained page (format html)
+    students/<name>/answer-form.html   a page to type answers into; saves submission JSON (format html)
     students/<name>/submission.json  a blank submission to fill in
+
+The formats name the students' files; ``key.json`` and ``key.md`` are always written.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +27,37 @@ from .render.markdown import key_markdown, worksheet_markdown
 from .spec import WorksheetSpec
 from .worksheet import Worksheet, build_worksheet
 
-FORMATS = ("md",)
+FORMATS = ("md", "html", "pdf")
+FORMATS_DEFAULT = ("md",)
+# PDF output is written by qkvquiz.render.pdf where that module is installed, through
+# write_student_pdf(ws, student, folder) and write_key_pdf(ws, out).
+_PDF_MODULE = "qkvquiz.render.pdf"
+
+
+def parse_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
+    """``"md,html"`` (or a list of names) → ``("md", "html")``: known names, in order, once each.
+
+    Raises ValueError naming what is wrong: an unknown format, none at all, or ``pdf`` where
+    this installation has no PDF renderer.
+    """
+    names = formats.split(",") if isinstance(formats, str) else list(formats)
+    chosen: list[str] = []
+    for raw in names:
+        name = raw.strip().lower()
+        if not name:
+            continue
+        if name not in FORMATS:
+            raise ValueError(f"unknown format {raw.strip()!r}; choose from {', '.join(FORMATS)} (comma-separated)")
+        if name == "pdf" and importlib.util.find_spec(_PDF_MODULE) is None:
+            raise ValueError(
+                f"format 'pdf' needs the PDF renderer ({_PDF_MODULE}), which this installation does not have; "
+                "use md and/or html"
+            )
+        if name not in chosen:
+            chosen.append(name)
+    if not chosen:
+        raise ValueError(f"no format given; choose from {', '.join(FORMATS)} (comma-separated)")
+    return tuple(chosen)
 
 
 @dataclass(frozen=True)
@@ -30,6 +65,7 @@ class GeneratedSet:
     worksheet: Worksheet
     out: Path
     folders: dict[str, Path]  # student id -> their folder
+    formats: tuple[str, ...] = FORMATS_DEFAULT
 
     @property
     def key_path(self) -> Path:
@@ -56,23 +92,42 @@ def generate_set(
     force: bool = False,
     xp=np,
     progress: Callable[[], None] | None = None,
+    formats: str | Sequence[str] = FORMATS_DEFAULT,
 ) -> GeneratedSet:
-    """Solve every student's variant (batched) and write worksheets, blank submissions and keys."""
+    """Solve every student's variant (batched) and write worksheets, blank submissions and keys.
+
+    ``formats`` (see :func:`parse_formats`) picks the students' files: ``md`` a Markdown
+    worksheet, ``html`` a typeset ``worksheet.html`` and the ``answer-form.html`` that saves
+    a submission, ``pdf`` a ``worksheet.pdf`` (and ``key.pdf``) where the PDF renderer is installed.
+    """
     out = Path(out)
+    formats = parse_formats(formats)
     key_path = out / "key.json"
     if key_path.exists() and not force:
         raise FileExistsError(f"{key_path} exists; choose another folder or pass force=True (--force)")
     ws = build_worksheet(spec, students, seed, secret=secret, xp=xp)
+    if "html" in formats:
+        from .render.form import answer_form_html, worksheet_html
+    if "pdf" in formats:
+        pdf = importlib.import_module(_PDF_MODULE)
     taken: set[str] = set()
     folders = {}
     for i, student in enumerate(ws.students):
         folder = out / "students" / safe_name(student, taken)
         folders[student] = folder
-        write_atomic(folder / "worksheet.md", worksheet_markdown(ws, i))
+        if "md" in formats:
+            write_atomic(folder / "worksheet.md", worksheet_markdown(ws, i))
+        if "html" in formats:
+            write_atomic(folder / "worksheet.html", worksheet_html(ws, i))
+            write_atomic(folder / "answer-form.html", answer_form_html(ws, i))
+        if "pdf" in formats:
+            pdf.write_student_pdf(ws, i, folder)
         write_atomic(folder / "submission.json", dumps(blank_submission(ws, i)))
         if progress is not None:
             progress()
     write_atomic(out / "key.md", key_markdown(ws))
+    if "pdf" in formats:
+        pdf.write_key_pdf(ws, out)
     write_atomic(key_path, dumps(key_to_json(ws)))
-    return GeneratedSet(ws, out, folders)
+    return GeneratedSet(ws, out, folders, formats)
 

@@ -1,0 +1,211 @@
+"""A student's HTML pages: the worksheet, and an answer form that writes the submission file.
+
+``answer-form.html`` is one self-contained page that works offline in any browser: the
+student's problems with their givens (math typeset as in the other formats: SVG pictures and
+tables of numbers, inline), and for each asked part a grid of text boxes of the part's
+shape. Its "Save answers" button downloads the submission JSON that ``qkvquiz grade`` reads::
+
+    {"student": "ada", "variant": "K7QF-2M", "answers": {"q1.scores": "5/√2", "q2.weights": [["0,19", …], …]}}
+
+Every entry is the text the student typed (the grader reads exactly that text), an empty box
+is ``null``. While the student types, a port of the grader's entry parser
+(``templates/answer-form/parse.js``) marks a box the grader could not read; work is kept in
+the browser's local storage under the variant code, and a saved file can be loaded back.
+
+The page carries the problem, the part ids and their shapes, never a step's value. Its
+Content-Security-Policy forbids every network request, so nothing can be fetched either.
+Templates: ``templates/answer-form.html.j2`` with ``templates/answer-form/{parse.js,form.js,form.css}``,
+rendered by Jinja's sandbox with autoescaping on (student ids come from rosters).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+import jinja2.sandbox
+import numpy as np
+from markupsafe import Markup
+
+from ..resources import templates_dir
+from ..worksheet import Worksheet
+from .latex import num, shape_text
+from .markdown import render_items, worksheet_markdown
+
+FORM_TEMPLATE = "answer-form.html.j2"
+ASSET_DIR = "answer-form"
+#: Prefix of the local-storage key; the variant code follows.
+STORAGE_PREFIX = "qkvquiz:answers:"
+
+# Names of the levels of a part's shape, counted from the innermost, as the grader names them.
+_LEVEL_NAMES = {1: "row", 2: "matrix", 3: "block"}
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_FILE_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+@dataclass(frozen=True)
+class Box:
+    """One input box: where it sits in the answer (0-based) and its name in messages."""
+
+    index: tuple[int, ...]
+    where: str  # "row 2, column 3" (counting from 1, the grader's words); "" for a scalar
+
+
+@dataclass(frozen=True)
+class Block:
+    """One matrix (or row of a vector, or single box) of a part's grid."""
+
+    label: str  # "matrix 2" for a stack of matrices, "" otherwise
+    rows: tuple[tuple[Box, ...], ...]
+    bracketed: bool
+
+
+@dataclass(frozen=True)
+class FormPart:
+    id: str
+    letter: str
+    prompt: str
+    symbol: Markup  # typeset "S =" (HTML)
+    points: float
+    shape: tuple[int, ...]
+    shape_text: str
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class FormProblem:
+    number: int
+    html: Markup
+    parts: tuple[FormPart, ...]
+
+
+def where(index: Sequence[int], ndim: int) -> str:
+    """An entry's place in words, counting from 1, as the grader writes it in messages."""
+    words = []
+    for level, i in enumerate(index):
+        below = ndim - level - 1
+        if below == 0:
+            words.append(f"{'column' if ndim >= 2 else 'entry'} {i + 1}")
+        else:
+            words.append(f"{_LEVEL_NAMES[below]} {i + 1}")
+    return ", ".join(words)
+
+
+def grid_blocks(shape: Sequence[int]) -> tuple[Block, ...]:
+    """The boxes of a part of ``shape``, grouped as the page shows them: a scalar is one box,
+    a vector one row, a matrix a bracketed grid, a stack one grid per matrix (row by row, so
+    that the tab order runs along each row)."""
+    shape = tuple(int(n) for n in shape)
+    ndim = len(shape)
+    if ndim == 0:
+        return (Block("", ((Box((), ""),),), bracketed=False),)
+    if ndim == 1:
+        return (Block("", (tuple(Box((j,), where((j,), 1)) for j in range(shape[0])),), bracketed=True),)
+    rows, cols = shape[-2:]
+    blocks = []
+    for lead in itertools.product(*(range(n) for n in shape[:-2])):
+        grid = tuple(
+            tuple(Box((*lead, r, c), where((*lead, r, c), ndim)) for c in range(cols)) for r in range(rows)
+        )
+        label = where(lead, ndim) if lead else ""
+        blocks.append(Block(label, grid, bracketed=True))
+    return tuple(blocks)
+
+
+def submission_filename(student: str, variant: str) -> str:
+    """The name the saved file gets: ``submission-<student>-<variant>.json`` made file-safe."""
+    stem = _FILE_UNSAFE.sub("_", f"{student}-{variant}").strip("_-")[:80] or "answers"
+    return f"submission-{stem}.json"
+
+
+def _html_module() -> Any:
+    # Imported on first use: HTML rendering pulls in markdown-it and ziamath, which
+    # Markdown-only runs never need.
+    from . import html
+
+    return html
+
+
+def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
+    """One student's problems as HTML, each with the answer grids of its asked parts."""
+    html = _html_module()
+    problems = []
+    for number, (markdown, variant) in enumerate(
+        zip(render_items(ws, student, "problem"), ws.variant(student)), start=1
+    ):
+        item = variant["item"]
+        parts = []
+        for k, part in enumerate(item.parts):
+            step = item.family.step(part.step)
+            shape = tuple(np.shape(variant["steps"][part.step]))
+            parts.append(FormPart(
+                id=part.id,
+                letter=_LETTERS[k % len(_LETTERS)],
+                prompt=step.prompt,
+                symbol=Markup(html.math_html(f"{step.symbol} =")),
+                points=part.points,
+                shape=shape,
+                shape_text=shape_text(shape),
+                blocks=grid_blocks(shape),
+            ))
+        problems.append(FormProblem(number, Markup(html.markdown_body_html(markdown)), tuple(parts)))
+    return problems
+
+
+@lru_cache(maxsize=2)
+def environment(directory: str | None = None) -> jinja2.Environment:
+    """Jinja's sandbox with autoescaping: ids and titles are text, never markup."""
+    env = jinja2.sandbox.SandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(directory or str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = num
+    return env
+
+
+def _asset(name: str, closing_tag: str) -> Markup:
+    """A file inlined into a ``<script>`` or ``<style>`` element, checked not to end it early."""
+    text = (templates_dir() / ASSET_DIR / name).read_text(encoding="utf-8")
+    if closing_tag in text.lower():
+        raise ValueError(f"{ASSET_DIR}/{name} contains {closing_tag!r} and cannot be inlined")
+    return Markup(text)
+
+
+def answer_form_html(ws: Worksheet, student: int) -> str:
+    """The answer form of one student (a complete HTML document)."""
+    html = _html_module()
+    sid, code = ws.students[student], ws.codes[student]
+    instructions = (
+        Markup(html.markdown_body_html(ws.spec.instructions)) if ws.spec.instructions else ""
+    )
+    return environment().get_template(FORM_TEMPLATE).render(
+        spec=ws.spec,
+        student=sid,
+        variant=code,
+        instructions=instructions,
+        problems=form_problems(ws, student),
+        filename=submission_filename(sid, code),
+        storage_key=STORAGE_PREFIX + code,
+        stylesheet=Markup(html.stylesheet()),
+        form_css=_asset("form.css", "</style"),
+        parse_js=_asset("parse.js", "</script"),
+        form_js=_asset("form.js", "</script"),
+    )
+
+
+def worksheet_html(ws: Worksheet, student: int) -> str:
+    """The worksheet of one student as a self-contained HTML page (the Markdown worksheet, typeset)."""
+    html = _html_module()
+    return html.markdown_to_html(
+        worksheet_markdown(ws, student),
+        title=f"{ws.spec.title} ({ws.students[student]})",
+        extra_css=["@media screen { body { max-width: 52rem; margin: 1rem auto; padding: 0 1rem; } }"],
+    )

@@ -1,0 +1,253 @@
+/* Reading one answer entry in the browser: the grammar of qkvquiz/grade/parse.py, ported.
+ *
+ * The form checks each box as the student types, so that a box the grader could not read is
+ * marked before the answers are saved. Python and this file must agree on every text: the
+ * shared table tests/entry_cases.json is run through both (tests/test_entry_cases.py and the
+ * browser test). Messages are the Python ones, word for word.
+ *
+ *     expr   := term (("+" | "-") term)*
+ *     term   := factor (("*" | "/") factor | power)*      // the bare `power` is 2√3, 2π, 2(3)
+ *     factor := ("+" | "-") factor | power
+ *     power  := atom ("^" factor)?                         // right-associative, e^-1 allowed
+ *     atom   := number | constant | function atom | "(" expr ")"
+ *
+ * Nothing is passed to eval; the text is tokenised and read by recursive descent.
+ */
+(function (root) {
+  "use strict";
+
+  var MAX_TEXT_LENGTH = 200;
+  var MAX_NESTING = 20;
+
+  // Characters students type for the same operator; mapped before tokenising.
+  var SYNONYMS = {
+    "\u2212": "-", "\u2013": "-", "\u00d7": "*", "\u00b7": "*", "\u22c5": "*",
+    "\u00f7": "/", "\u2215": "/", "\u2044": "/"
+  };
+  var SYNONYM_RE = /[\u2212\u2013\u00d7\u00b7\u22c5\u00f7\u2215\u2044]/g;
+  // Python's str.isspace() set (JavaScript's \s differs: it has U+FEFF and lacks U+001C-U+001F, U+0085).
+  var SPACE = "\t\n\u000b\u000c\r\u001c\u001d\u001e\u001f \u0085\u00a0\u1680" +
+    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000";
+  // A decimal comma needs digits on both sides ("0,25"), so "1, 2" is not read as 1.2.
+  var NUMBER = /(?:[0-9]+,[0-9]+|[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?/y;
+  var NAME = /[A-Za-z]+/y;
+  var OPERATORS = ["**", "+", "-", "*", "/", "^", "(", ")", "\u221a", "\u03c0", "\u221e"];
+  var CONSTANTS = {
+    e: Math.E, pi: Math.PI, "\u03c0": Math.PI,
+    inf: Infinity, infinity: Infinity, "\u221e": Infinity
+  };
+  var FUNCTIONS = { sqrt: Math.sqrt, "\u221a": Math.sqrt, exp: Math.exp };
+  var NUM = "number", CONST = "constant", FUNC = "function", OP = "operator", END = "end";
+
+  function Unreadable(why) { this.why = why; }
+
+  function isSpace(ch) { return SPACE.indexOf(ch) >= 0; }
+
+  function strip(text) {
+    var a = 0, b = text.length;
+    while (a < b && isSpace(text.charAt(a))) a++;
+    while (b > a && isSpace(text.charAt(b - 1))) b--;
+    return text.slice(a, b);
+  }
+
+  // Length and cutting in code points, as Python counts them.
+  function show(text, limit) {
+    limit = limit || 40;
+    var chars = Array.from(text);
+    return chars.length <= limit ? text : chars.slice(0, limit - 1).join("") + "\u2026";
+  }
+
+  function formatG(x) {
+    // Python's "{:g}": 6 significant digits, exponent form below 1e-4 or from 1e6.
+    if (x === 0) return "0";
+    var exp = x.toExponential(5);
+    var at = exp.indexOf("e");
+    var e = parseInt(exp.slice(at + 1), 10);
+    if (e < -4 || e >= 6) {
+      var mant = exp.slice(0, at).replace(/\.?0+$/, "");
+      var mag = String(Math.abs(e));
+      return mant + "e" + (e < 0 ? "-" : "+") + (mag.length < 2 ? "0" + mag : mag);
+    }
+    var fixed = x.toFixed(5 - e);
+    return fixed.indexOf(".") >= 0 ? fixed.replace(/\.?0+$/, "") : fixed;
+  }
+
+  function tokenize(text) {
+    var tokens = [];
+    var i = 0, n = text.length, m, k;
+    while (i < n) {
+      var ch = text.charAt(i);
+      if (isSpace(ch)) { i++; continue; }
+      NUMBER.lastIndex = i;
+      m = NUMBER.exec(text);
+      if (m) {
+        var value = Number(m[0].replace(",", "."));
+        if (!isFinite(value)) throw new Unreadable("\"" + m[0] + "\" is too large");
+        tokens.push([NUM, value]);
+        i = NUMBER.lastIndex;
+        continue;
+      }
+      NAME.lastIndex = i;
+      m = NAME.exec(text);
+      if (m) {
+        var name = m[0].toLowerCase();
+        if (name === "nan") throw new Unreadable("NaN means \"not a number\"; write the value you computed");
+        if (Object.prototype.hasOwnProperty.call(CONSTANTS, name)) tokens.push([CONST, CONSTANTS[name]]);
+        else if (Object.prototype.hasOwnProperty.call(FUNCTIONS, name)) tokens.push([FUNC, name]);
+        else throw new Unreadable("unknown name \"" + show(m[0], 20) + "\"");
+        i = NAME.lastIndex;
+        continue;
+      }
+      var op = null;
+      for (k = 0; k < OPERATORS.length; k++) {
+        if (text.startsWith(OPERATORS[k], i)) { op = OPERATORS[k]; break; }
+      }
+      if (op === null) {
+        throw new Unreadable("unexpected character \"" + String.fromCodePoint(text.codePointAt(i)) + "\"");
+      }
+      if (op === "\u03c0" || op === "\u221e") tokens.push([CONST, CONSTANTS[op]]);
+      else if (op === "\u221a") tokens.push([FUNC, op]);
+      else tokens.push([OP, op === "**" ? "^" : op]);
+      i += op.length;
+    }
+    tokens.push([END, null]);
+    return tokens;
+  }
+
+  // Refuse results that have no value (∞ − ∞, 0·∞) or that overflowed from finite inputs.
+  function checked(value) {
+    if (Number.isNaN(value)) throw new Unreadable("it works out to \u221e \u2212 \u221e, 0\u00b7\u221e or \u221e/\u221e, which has no value");
+    if (!isFinite(value)) {
+      for (var k = 1; k < arguments.length; k++) if (!isFinite(arguments[k])) return value;
+      throw new Unreadable("the value is too large");
+    }
+    return value;
+  }
+
+  // math.pow as Python has it (C99): 1^x and (−1)^±∞ are 1, a negative base with a
+  // fractional exponent is an error; JavaScript's Math.pow gives NaN for these.
+  function pow(base, exponent) {
+    if (base === 1 || exponent === 0) return 1;
+    if (base === -1 && !isFinite(exponent)) return 1;
+    if (base < 0 && isFinite(base) && isFinite(exponent) && !Number.isInteger(exponent)) {
+      throw new Unreadable("it raises a negative number to a fractional power");
+    }
+    return Math.pow(base, exponent);
+  }
+
+  function describeToken(kind, token) {
+    if (kind === END) return "end";
+    if (kind === NUM) return "number " + formatG(token);
+    return kind === OP || kind === FUNC ? "\"" + token + "\"" : "constant";
+  }
+
+  function Parser(tokens) { this.tokens = tokens; this.pos = 0; this.depth = 0; }
+  Parser.prototype.peek = function () { return this.tokens[this.pos]; };
+  Parser.prototype.take = function () { return this.tokens[this.pos++]; };
+  Parser.prototype.isOp = function () {
+    var t = this.peek();
+    if (t[0] !== OP) return false;
+    for (var k = 0; k < arguments.length; k++) if (t[1] === arguments[k]) return true;
+    return false;
+  };
+  Parser.prototype.enter = function () {
+    // Parentheses, roots, functions, signs and exponents each open a level.
+    this.depth++;
+    if (this.depth > MAX_NESTING) throw new Unreadable("it is nested more than " + MAX_NESTING + " levels deep");
+  };
+  Parser.prototype.parse = function () {
+    var value = this.expr();
+    var t = this.peek();
+    if (t[0] !== END) throw new Unreadable("unexpected " + describeToken(t[0], t[1]));
+    return value;
+  };
+  Parser.prototype.expr = function () {
+    var value = this.term();
+    while (this.isOp("+", "-")) {
+      var op = this.take()[1];
+      var rhs = this.term();
+      value = checked(op === "+" ? value + rhs : value - rhs, value, rhs);
+    }
+    return value;
+  };
+  Parser.prototype.term = function () {
+    var value = this.factor(), rhs, kind;
+    for (;;) {
+      if (this.isOp("*", "/")) {
+        var op = this.take()[1];
+        rhs = this.factor();
+        if (op === "*") value = checked(value * rhs, value, rhs);
+        else if (rhs === 0) throw new Unreadable("it divides by zero");
+        else value = checked(value / rhs, value, rhs);
+      } else if ((kind = this.peek()[0]) === CONST || kind === FUNC || this.isOp("(")) {
+        rhs = this.power();
+        value = checked(value * rhs, value, rhs);
+      } else {
+        return value;
+      }
+    }
+  };
+  Parser.prototype.factor = function () {
+    if (this.isOp("+", "-")) {
+      var op = this.take()[1];
+      this.enter();
+      var value = this.factor();
+      this.depth--;
+      return op === "-" ? -value : value;
+    }
+    return this.power();
+  };
+  Parser.prototype.power = function () {
+    var base = this.atom();
+    if (!this.isOp("^")) return base;
+    this.take();
+    this.enter();
+    var exponent = this.factor();
+    this.depth--;
+    if (base === 0 && exponent < 0) throw new Unreadable("it divides by zero");
+    return checked(pow(base, exponent), base, exponent);
+  };
+  Parser.prototype.atom = function () {
+    var t = this.take(), kind = t[0], token = t[1];
+    if (kind === NUM || kind === CONST) return token;
+    if (kind === FUNC) {
+      this.enter();
+      var arg = this.atom();
+      this.depth--;
+      if ((token === "sqrt" || token === "\u221a") && arg < 0) {
+        throw new Unreadable("it takes the square root of a negative number");
+      }
+      return checked(FUNCTIONS[token](arg), arg);
+    }
+    if (kind === OP && token === "(") {
+      this.enter();
+      var value = this.expr();
+      this.depth--;
+      if (!this.isOp(")")) throw new Unreadable("a \"(\" is not closed");
+      this.take();
+      return value;
+    }
+    if (kind === END) throw new Unreadable("it ends too early");
+    throw new Unreadable("unexpected " + describeToken(kind, token));
+  };
+
+  /** Read one entry as the grader does: a float (±Infinity allowed), or throw an Error
+   *  whose message is the grader's sentence for the student. */
+  function parseEntry(raw) {
+    var text = strip(String(raw));
+    if (!text) throw new Error("cannot read \"\" as a number (the text is empty)");
+    if (Array.from(text).length > MAX_TEXT_LENGTH) {
+      throw new Error("cannot read \"" + show(text) + "\" as a number (it is longer than " + MAX_TEXT_LENGTH + " characters)");
+    }
+    try {
+      return new Parser(tokenize(text.replace(SYNONYM_RE, function (c) { return SYNONYMS[c]; }))).parse();
+    } catch (err) {
+      if (err instanceof Unreadable) throw new Error("cannot read \"" + show(text) + "\" as a number (" + err.why + ")");
+      throw err;
+    }
+  }
+
+  var api = { parseEntry: parseEntry, strip: strip, MAX_TEXT_LENGTH: MAX_TEXT_LENGTH };
+  if (typeof module !== "undefined" && module.exports) module.exports = api;
+  else root.qkvquizParse = api;
+})(this);
