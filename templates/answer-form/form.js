@@ -235,6 +235,14 @@
   inputs.forEach(function (input, k) {
     input.addEventListener("input", function () { check(input, true); store(); });
     input.addEventListener("focus", function () { if (input.value) check(input, true); });
+    input.addEventListener("blur", function () {
+      // "reads as …" is for the box in hand; an unreadable box of the part stays named.
+      var fieldset = input.closest("fieldset.part");
+      var firstBad = fieldset.querySelector("input.entry.bad");
+      var status = fieldset.querySelector(".part-status");
+      status.textContent = firstBad ? firstBad.title : "";
+      status.classList.toggle("bad", !!firstBad);
+    });
     input.addEventListener("keydown", function (event) {
       // Enter moves on like Tab, so a row can be typed without reaching for Tab.
       if (event.key === "Enter") {
