@@ -29,8 +29,10 @@ from .worksheet import Worksheet, build_worksheet
 
 FORMATS = ("md", "html", "pdf")
 FORMATS_DEFAULT = ("md",)
-# PDF output is written by qkvquiz.render.pdf where that module is installed, through
+# HTML pages are typeset by qkvquiz.render.html (through qkvquiz.render.form). PDF output is
+# written by qkvquiz.render.pdf where that module is installed, through
 # write_student_pdf(ws, student, folder) and write_key_pdf(ws, out).
+_HTML_MODULE = "qkvquiz.render.html"
 _PDF_MODULE = "qkvquiz.render.pdf"
 
 
@@ -52,6 +54,10 @@ def parse_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
             raise ValueError(
                 f"format 'pdf' needs the PDF renderer ({_PDF_MODULE}), which this installation does not have; "
                 "use md and/or html"
+            )
+        if name == "html" and importlib.util.find_spec(_HTML_MODULE) is None:
+            raise ValueError(
+                f"format 'html' needs the HTML renderer ({_HTML_MODULE}), which this installation does not have; use md"
             )
         if name not in chosen:
             chosen.append(name)
