@@ -285,3 +285,31 @@ def test_readable_on_a_phone(browser, generated):
         screenshot(browser, "answer-form-phone.png")
     finally:
         browser.set_window_size(1100, 1400)
+
+
+def test_a_stack_of_matrices_nests_as_the_grader_reads_it(browser, generated):
+    # The 16 boxes of a 4×4 part, read as a 2×2×4 stack (as a multi-head part would be):
+    # the saved answer nests matrix → row → column, and loading it back fills the same boxes.
+    open_fresh(browser, generated["form"])
+    found = boxes(browser, "q4.weights")
+    texts = [f"{k}/7" for k in range(16)]
+    for box, text in zip(found, texts):
+        type_into(box, text)
+    found[3].clear()  # an empty box is saved as null
+    texts[3] = None
+    saved = browser.execute_script(
+        "var f = document.querySelector('fieldset[data-part=\"q4.weights\"]'); f.dataset.shape = '2,2,4';"
+        "return window.qkvquizForm.collect().answers['q4.weights'];"
+    )
+    assert saved == np.array(texts, dtype=object).reshape(2, 2, 4).tolist()
+    from qkvquiz.grade.parse import AnswerFormatError, parse_answer
+
+    with pytest.raises(AnswerFormatError, match="^matrix 1, row 1, column 4:"):
+        parse_answer(saved, (2, 2, 4))  # the grader sees the empty box where the page had it
+    for box in found:
+        box.clear()
+    misfit = browser.execute_script("return window.qkvquizForm.fill({'q4.weights': arguments[0]})", saved)
+    assert misfit == []
+    assert [b.get_attribute("value") for b in found] == [t or "" for t in texts]
+    wrong = browser.execute_script("return window.qkvquizForm.fill({'q4.weights': [[1, 2], [3]]})")
+    assert wrong == ["q4.weights"]
