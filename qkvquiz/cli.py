@@ -228,10 +228,9 @@ def show(
                                         source="--param"), ["sample"], seed)
     except (SpecError, GenerationError) as exc:
         _fail(str(exc))
-    from rich.markdown import Markdown
-
-    console.print(Markdown(render_items(ws, 0, "problem")[0]))
-    console.print(Markdown(render_items(ws, 0, "solution")[0]))
+    # Raw Markdown: a terminal Markdown renderer would eat the LaTeX's backslashes.
+    for kind in ("problem", "solution"):
+        console.print(render_items(ws, 0, kind)[0], markup=False, highlight=False, soft_wrap=True)
     console.print("Params: " + ", ".join(f"{k}={v!r}" for k, v in ws.spec.items[0].params.items()), highlight=False)
 
 
