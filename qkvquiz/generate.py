@@ -7,6 +7,7 @@ Layout of the output folder::
     students/<name>/worksheet.md  the student's worksheet (format md, the default)
     students/<name>/worksheet.html     the same, typeset, one self-contained page (format html)
     students/<name>/answer-form.html   a page to type answers into; saves submission JSON (format html)
+    students/<name>/worksheet.pdf      the worksheet printed, and key.pdf beside key.md (format pdf)
     students/<name>/submission.json  a blank submission to fill in
 
 The formats name the students' files; ``key.json`` and ``key.md`` are always written.
@@ -29,9 +30,8 @@ from .worksheet import Worksheet, build_worksheet
 
 FORMATS = ("md", "html", "pdf")
 FORMATS_DEFAULT = ("md",)
-# HTML pages are typeset by qkvquiz.render.html (through qkvquiz.render.form). PDF output is
-# written by qkvquiz.render.pdf where that module is installed, through
-# write_student_pdf(ws, student, folder) and write_key_pdf(ws, out).
+# HTML pages are typeset by qkvquiz.render.html (through qkvquiz.render.form); PDF files are
+# those pages printed by qkvquiz.render.pdf (WeasyPrint, a process pool), where installed.
 _HTML_MODULE = "qkvquiz.render.html"
 _PDF_MODULE = "qkvquiz.render.pdf"
 
@@ -112,10 +112,8 @@ def generate_set(
     if key_path.exists() and not force:
         raise FileExistsError(f"{key_path} exists; choose another folder or pass force=True (--force)")
     ws = build_worksheet(spec, students, seed, secret=secret, xp=xp)
-    if "html" in formats:
+    if "html" in formats or "pdf" in formats:
         from .render.form import answer_form_html, worksheet_html
-    if "pdf" in formats:
-        pdf = importlib.import_module(_PDF_MODULE)
     taken: set[str] = set()
     folders = {}
     for i, student in enumerate(ws.students):
@@ -126,14 +124,25 @@ def generate_set(
         if "html" in formats:
             write_atomic(folder / "worksheet.html", worksheet_html(ws, i))
             write_atomic(folder / "answer-form.html", answer_form_html(ws, i))
-        if "pdf" in formats:
-            pdf.write_student_pdf(ws, i, folder)
         write_atomic(folder / "submission.json", dumps(blank_submission(ws, i)))
         if progress is not None:
             progress()
     write_atomic(out / "key.md", key_markdown(ws))
     if "pdf" in formats:
-        pdf.write_key_pdf(ws, out)
+        _write_pdfs(ws, folders, out, worksheet_html)
     write_atomic(key_path, dumps(key_to_json(ws)))
     return GeneratedSet(ws, out, folders, formats)
 
+
+
+def _write_pdfs(ws: Worksheet, folders: dict[str, Path], out: Path, worksheet_html: Callable[[Worksheet, int], str]) -> None:
+    """Every student's ``worksheet.pdf`` and the instructor's ``key.pdf``, in one batch."""
+    pdf = importlib.import_module(_PDF_MODULE)
+    from .render.html import markdown_to_html
+
+    jobs = [(worksheet_html(ws, i), folders[s] / "worksheet.pdf") for i, s in enumerate(ws.students)]
+    jobs.append((markdown_to_html(key_markdown(ws), title=f"{ws.spec.title}: key"), out / "key.pdf"))
+    try:
+        pdf.render_pdfs(jobs, progress=False)
+    except pdf.PdfUnavailable as exc:
+        raise ValueError(str(exc)) from exc

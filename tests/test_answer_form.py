@@ -218,3 +218,17 @@ def test_cli_writes_forms_whose_blank_matches_the_blank_submission(tmp_path):
         shapes = {f["data-part"]: f["data-shape"] for t, f in p.tags if t == "fieldset"}
         assert shapes == {k: ",".join(map(str, np.shape(np.array(v, dtype=object)))) for k, v in blank["answers"].items()}
         assert (folder / "worksheet.md").is_file() and (folder / "worksheet.html").is_file()
+
+
+def test_pdf_format_prints_the_worksheet_and_key_where_the_renderer_is_installed(tmp_path):
+    if importlib.util.find_spec("qkvquiz.render.pdf") is None:
+        pytest.skip("no PDF renderer (qkvquiz.render.pdf) in this installation")
+    from qkvquiz.render.pdf import pdf_available
+
+    if not pdf_available():
+        pytest.skip("WeasyPrint or its system libraries are missing")
+    result = generate_set(parse_spec({"title": "T", "items": ITEMS[:1]}), ["ada"], tmp_path, formats="pdf")
+    folder = result.folders["ada"]
+    assert sorted(p.name for p in folder.iterdir()) == ["submission.json", "worksheet.pdf"]
+    for path in (folder / "worksheet.pdf", tmp_path / "key.pdf"):
+        assert path.read_bytes().startswith(b"%PDF-")
