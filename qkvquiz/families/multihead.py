@@ -61,9 +61,12 @@ def _stacked_tokens(e: Env, p: Params, xp) -> dict:
 
 
 def _accept(e: Env, p: Params, xp):
-    # Every head's every row must spread its weight: no weight above 95 %.
+    # Every head's every row must spread its weight (no weight above 95 %), and Wᴼ must use
+    # every feature of Z_cat and feed every output feature (no zero row or column).
     batch = e.weights.shape[0]
-    return ~(e.weights.max(axis=-1) > SATURATED).reshape(batch, -1).any(axis=-1)
+    spread = ~(e.weights.max(axis=-1) > SATURATED).reshape(batch, -1).any(axis=-1)
+    used = (xp.abs(e.W_O) > 0)
+    return spread & used.any(axis=-1).all(axis=-1) & used.any(axis=-2).all(axis=-1)
 
 
 def _several_heads(p: Params) -> bool:
@@ -97,23 +100,23 @@ MULTIHEAD = Family(
     ),
     sample=_sample,
     steps=(
-        Step("Qh", "Q_h", r"Q_h = Q_{:,\,(h-1)d_k+1 \dots h d_k}", "", lambda e, p, xp: split_heads(e.Q, p.heads, xp=xp), ("Q",)),
-        Step("Kh", "K_h", r"K_h = K_{:,\,(h-1)d_k+1 \dots h d_k}", "", lambda e, p, xp: split_heads(e.K, p.heads, xp=xp), ("K",)),
-        Step("Vh", "V_h", r"V_h = V_{:,\,(h-1)d_k+1 \dots h d_k}", "", lambda e, p, xp: split_heads(e.V, p.heads, xp=xp), ("V",)),
+        Step("Qh", "Q^{(h)}", r"Q^{(h)} = Q_{:,\,(h-1)d_k+1 \dots h d_k}", "", lambda e, p, xp: split_heads(e.Q, p.heads, xp=xp), ("Q",)),
+        Step("Kh", "K^{(h)}", r"K^{(h)} = K_{:,\,(h-1)d_k+1 \dots h d_k}", "", lambda e, p, xp: split_heads(e.K, p.heads, xp=xp), ("K",)),
+        Step("Vh", "V^{(h)}", r"V^{(h)} = V_{:,\,(h-1)d_k+1 \dots h d_k}", "", lambda e, p, xp: split_heads(e.V, p.heads, xp=xp), ("V",)),
         Step(
-            "scores", "S_h", r"S_h = \frac{Q_h K_h^\top}{\sqrt{d_k}}", "Compute every head's scaled scores",
+            "scores", "S^{(h)}", r"S^{(h)} = \frac{Q^{(h)} K^{(h)\top}}{\sqrt{d_k}}", "Compute every head's scaled scores",
             lambda e, p, xp: scaled_scores(e.Qh, e.Kh, xp=xp), ("Qh", "Kh"),
         ),
         Step(
-            "weights", "A_h", r"A_h = \operatorname{softmax}(S_h)", "Compute every head's attention weights, row by row",
+            "weights", "A^{(h)}", r"A^{(h)} = \operatorname{softmax}(S^{(h)})", "Compute every head's attention weights, row by row",
             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",),
         ),
         Step(
-            "heads", "Z_h", r"Z_h = A_h V_h", "Compute every head's output",
+            "heads", "Z^{(h)}", r"Z^{(h)} = A^{(h)} V^{(h)}", "Compute every head's output",
             lambda e, p, xp: e.weights @ e.Vh, ("weights", "Vh"),
         ),
         Step(
-            "concat", r"Z_{\text{cat}}", r"Z_{\text{cat}} = [\,Z_1 \mid Z_2 \mid \cdots \mid Z_h\,]",
+            "concat", r"Z_{\text{cat}}", r"Z_{\text{cat}} = [\,Z^{(1)} \mid Z^{(2)} \mid \cdots\,]",
             "Concatenate the heads along the features",
             lambda e, p, xp: merge_heads(e.heads, xp=xp), ("heads",),
         ),
