@@ -412,7 +412,7 @@ QK_SWAP = Family(
         Step("weights", "A", r"A = \operatorname{softmax}(S)", "Compute the attention weights, softmax of each row of S",
              lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",)),
         Step(
-            "swapped", r"A'", r"A' = \operatorname{softmax}\!\left(\frac{KQ^\top}{\sqrt{d_k}}\right) = \operatorname{softmax}(S^\top)",
+            "swapped", r"\tilde A", r"\tilde A = \operatorname{softmax}\!\left(\frac{KQ^\top}{\sqrt{d_k}}\right) = \operatorname{softmax}(S^\top)",
             "Swap the roles of Q and K: compute the weights from KQᵀ/√d_k, again row by row",
             lambda e, p, xp: softmax(swap(e.scores), xp=xp), ("scores",),
         ),

@@ -150,7 +150,8 @@ def _moderate(p: Params) -> bool:
 def _jacobian_accept(e: Env, p: Params, xp):
     if p.case == "saturated":
         return xp.ones(e.probs.shape[:-1], dtype=bool)
-    return e.probs.max(axis=-1) <= SATURATED
+    # Not saturated, and not all logits equal (a uniform p hides which entry is which).
+    return (e.probs.max(axis=-1) <= SATURATED) & (e.z.max(axis=-1) > e.z.min(axis=-1))
 
 
 def _off_diagonal_plus(e: Env, p: Params, xp):
@@ -244,7 +245,7 @@ COMPLEXITY = Family(
              "Count the multiplications of the additive scores",
              lambda e, p, xp: _additive(e.n, e.d, p.reuse), ("n", "d")),
         Step("ratio", r"N_{\text{add}} / N_{QK^\top}", r"N_{\text{add}} / N_{QK^\top}",
-             "How many times as many multiplications do the additive scores take",
+             "Compute the ratio of the additive count to the QKᵀ count",
              lambda e, p, xp: e.additive_scores / e.dot_scores, ("additive_scores", "dot_scores")),
     ),
     default_ask=("dot_scores", "dot_total", "additive_scores", "ratio"),
