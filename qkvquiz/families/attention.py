@@ -1,4 +1,4 @@
-"""Softmax attention forward: scores, weights, output (with every mask kind)."""
+"""Softmax attention forward: scores, weights, output (every mask kind), masks, swapping Q and K."""
 
 from __future__ import annotations
 
@@ -243,4 +243,199 @@ OUTPUT = Family(
     validate=_check_mask_params,
 )
 
-FAMILIES = (SCORES, WEIGHTS, OUTPUT)
+
+
+# --- attention.masked ---------------------------------------------------------------------
+
+MASKED_KINDS = ("causal", "padding", "causal_padding")
+TRIANGLES = ("lower", "upper", "strict")  # the right causal triangle, and two wrong ones
+
+
+def _kind_allowed(p: Params, xp, triangle: str = "lower", pad_rows: bool = False) -> np.ndarray:
+    """The (n, n) allowed pattern of a mask kind; ``triangle``/``pad_rows`` build the wrong ones.
+
+    ``upper`` lets query i see keys j ≥ i (the future), ``strict`` hides the diagonal (j < i);
+    ``pad_rows`` hides the padded *queries* (rows) instead of the padded keys (columns).
+    """
+    n = p.tokens
+    allowed = xp.ones((n, n), dtype=bool)
+    if "causal" in p.mask:
+        lower = causal_allowed(n, xp=xp)
+        allowed = allowed & {"lower": lower, "upper": lower.T, "strict": xp.tril(lower, k=-1)}[triangle]
+    if "padding" in p.mask:
+        pad = padding_allowed(n, n, p.padded, xp=xp)
+        allowed = allowed & (pad.T if pad_rows else pad)
+    return allowed
+
+
+def _sample_masked(draw: Draw, p: Params) -> dict:
+    xp = draw.xp
+    lo, hi = p.entries
+    vlo, vhi = p.v_entries
+    n = p.tokens
+    mask = xp.broadcast_to(_kind_allowed(p, xp), (draw.size, n, n)).astype(np.float64)
+    return {
+        "Q": draw.integers(lo, hi, (n, p.d_k)),
+        "K": draw.integers(lo, hi, (n, p.d_k)),
+        "V": draw.integers(vlo, vhi, (n, p.d_v)),
+        "mask": mask,
+    }
+
+
+def _masked_chain(e: Env, allowed, xp, *, fill: float | None = None, after: bool = False) -> dict:
+    """Scores, weights and output computed with ``allowed`` (a possibly wrong mask).
+
+    ``fill`` puts that value at masked scores instead of −∞; ``after`` masks the weights
+    after an unmasked softmax without renormalising (both are known mistakes).
+    """
+    if after:
+        weights = softmax(e.unmasked, xp=xp) * allowed
+        return {"scores": e.unmasked, "weights": weights, "output": weights @ e.V}
+    scores = apply_mask(e.unmasked, allowed, xp=xp) if fill is None else xp.where(allowed, e.unmasked, fill)
+    weights = softmax(scores, xp=xp)
+    return {"scores": scores, "weights": weights, "output": weights @ e.V}
+
+
+def _causal(p: Params) -> bool:
+    return "causal" in p.mask
+
+
+def _padded(p: Params) -> bool:
+    return "padding" in p.mask
+
+
+# (name, how the wrong chain is computed, when it can happen, feedback)
+_MASKED_MISTAKES = (
+    ("mask_after_softmax", lambda e, p, xp: _masked_chain(e, allowed_from_given(e.mask, xp=xp), xp, after=True),
+     None, ("weights", "output"),
+     "The mask was applied after the softmax: masked scores must be −∞ before it, so that each "
+     "row's remaining weights still sum to 1."),
+    ("zero_not_minus_inf", lambda e, p, xp: _masked_chain(e, allowed_from_given(e.mask, xp=xp), xp, fill=0.0),
+     None, ("scores", "weights", "output"),
+     "Masked scores were set to 0 instead of −∞; exp(0) = 1, so masked keys still got weight."),
+    ("upper_triangle", lambda e, p, xp: _masked_chain(e, _kind_allowed(p, xp, "upper"), xp),
+     _causal, ("scores", "weights", "output"),
+     "The causal mask keeps the lower triangle: query i may attend to keys j ≤ i, never to later tokens."),
+    ("strict_triangle", lambda e, p, xp: _masked_chain(e, _kind_allowed(p, xp, "strict"), xp),
+     _causal, ("scores", "weights", "output"),
+     "The causal mask includes the diagonal: each query may attend to its own token (j ≤ i, not j < i)."),
+    ("padding_rows", lambda e, p, xp: _masked_chain(e, _kind_allowed(p, xp, pad_rows=True), xp),
+     _padded, ("scores", "weights", "output"),
+     "Padding hides the padded keys (columns of S) from every query, not the padded queries (rows)."),
+)
+
+
+def _check_masked_params(p: Params) -> None:
+    if _padded(p) and not 0 < p.padded < p.tokens:
+        raise ValueError(f"padded must be between 1 and tokens − 1 ({p.tokens - 1}), got {p.padded}")
+
+
+def _step_of(chain, step: str):
+    return lambda e, p, xp: chain(e, p, xp)[step]
+
+
+MASKED = Family(
+    name="attention.masked",
+    title="Masked attention",
+    summary="Causal and padding masks: the masked scores with −∞, the weights and the output.",
+    params={
+        "mask": Param("causal", "causal, padding (trailing keys), or both", choices=MASKED_KINDS),
+        "padded": Param(1, "with padding: how many trailing tokens are padding", low=1, high=7),
+        "tokens": Param(3, "number of tokens n", low=2, high=8),
+        "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
+        "d_v": Param(2, "value dimension d_v", low=1, high=16),
+        "entries": Param((-1, 1), "range of the integer entries of Q and K"),
+        "v_entries": Param((-2, 2), "range of the integer entries of V"),
+        "decimals": Param(3, "decimals shown in the key", low=0, high=8),
+    },
+    givens=(
+        Given("Q", "Q", "queries"), Given("K", "K", "keys"), Given("V", "V", "values"),
+        Given("mask", "M", "mask: 1 where the query may attend to the key"),
+    ),
+    sample=_sample_masked,
+    steps=(
+        Step(
+            "unmasked", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", "Compute the scaled scores, before masking",
+            lambda e, p, xp: scaled_scores(e.Q, e.K, xp=xp), ("Q", "K"),
+        ),
+        Step(
+            "scores", r"\tilde S", r"\tilde S_{ij} = S_{ij} \text{ if } M_{ij} = 1, \text{ else } -\infty",
+            "Write the masked score matrix (−∞ where masked)",
+            lambda e, p, xp: apply_mask(e.unmasked, allowed_from_given(e.mask, xp=xp), xp=xp),
+            ("unmasked", "mask"),
+        ),
+        Step(
+            "weights", "A", r"A = \operatorname{softmax}(\tilde S)", "Compute the attention weights row by row",
+            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",),
+        ),
+        Step("output", "Z", "Z = AV", "Compute the output", lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
+    ),
+    default_ask=("scores", "weights", "output"),
+    misconceptions=tuple(
+        Misconception(step, name, _step_of(chain, step), feedback, applies=applies)
+        for name, chain, applies, steps, feedback in _MASKED_MISTAKES
+        for step in steps
+    ),
+    accept=lambda e, p, xp: not_saturated(e.weights, e.mask, xp),
+    validate=_check_masked_params,
+)
+
+
+# --- attention.qk_swap --------------------------------------------------------------------
+
+
+def _sample_qk(draw: Draw, p: Params) -> dict:
+    lo, hi = p.entries
+    return {"Q": draw.integers(lo, hi, (p.tokens, p.d_k)), "K": draw.integers(lo, hi, (p.tokens, p.d_k))}
+
+
+def _qk_accept(e: Env, p: Params, xp) -> np.ndarray:
+    ones = xp.ones(e.weights.shape, dtype=np.float64)
+    return not_saturated(e.weights, ones, xp) & not_saturated(e.swapped, ones, xp)
+
+
+QK_SWAP = Family(
+    name="attention.qk_swap",
+    title="Swapping the roles of Q and K",
+    summary="softmax(S) against softmax(Sᵀ): rows are normalised per query, columns are not.",
+    params={
+        "tokens": Param(3, "number of tokens n", low=2, high=8),
+        "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
+        "entries": Param((-1, 1), "range of the integer entries of Q and K"),
+        "decimals": Param(3, "decimals shown in the key", low=0, high=8),
+    },
+    givens=(Given("Q", "Q", "queries, one row per token"), Given("K", "K", "keys, one row per token")),
+    sample=_sample_qk,
+    steps=(
+        Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", "Compute the scaled scores",
+             lambda e, p, xp: scaled_scores(e.Q, e.K, xp=xp), ("Q", "K")),
+        Step("weights", "A", r"A = \operatorname{softmax}(S)", "Compute the attention weights, softmax of each row of S",
+             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",)),
+        Step(
+            "swapped", r"\tilde A", r"\tilde A = \operatorname{softmax}\!\left(\frac{KQ^\top}{\sqrt{d_k}}\right) = \operatorname{softmax}(S^\top)",
+            "Swap the roles of Q and K: compute the weights from KQᵀ/√d_k, again row by row",
+            lambda e, p, xp: softmax(swap(e.scores), xp=xp), ("scores",),
+        ),
+        Step(
+            "received", "c", r"c_j = \sum_i A_{ij}", "Add up each column of A: the total weight each key receives",
+            lambda e, p, xp: xp.sum(e.weights, axis=-2), ("weights",),
+        ),
+    ),
+    default_ask=("weights", "swapped", "received"),
+    misconceptions=(
+        COLUMN_SOFTMAX,
+        Misconception(
+            "swapped", "transposed_weights", lambda e, p, xp: swap(e.weights),
+            "Swapping Q and K transposes the scores, not the weights: softmax(Sᵀ) normalises each column "
+            "of S (over the queries), so it is not Aᵀ.",
+        ),
+        Misconception(
+            "received", "columns_sum_to_one", lambda e, p, xp: xp.ones(e.weights.shape[:-1], dtype=np.float64),
+            "Only the rows of A sum to 1 (each query shares out all its attention); a key can receive "
+            "more or less than 1 in total.",
+        ),
+    ),
+    accept=_qk_accept,
+)
+
+FAMILIES = (SCORES, WEIGHTS, OUTPUT, MASKED, QK_SWAP)
