@@ -66,7 +66,8 @@ class ItemSpec:
 
     @property
     def points(self) -> float:
-        return sum(p.points for p in self.parts)
+        # Rounded so that seven parts of 1/7 point add up to 1, not 0.9999999999999998.
+        return round(sum(p.points for p in self.parts), 9)
 
     def fingerprint(self) -> str:
         """What decides the item's variants: family, params and fixed givens (not its wording)."""

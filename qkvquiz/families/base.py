@@ -74,6 +74,12 @@ class Param:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"must be a whole number, got {value!r}")
         elif kind is float:
+            if isinstance(value, str):
+                # YAML 1.1 reads 1e-5 (no dot) as text; take it as the number it plainly is.
+                try:
+                    value = float(value)
+                except ValueError:
+                    raise ValueError(f"must be a number, got {value!r}") from None
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"must be a number, got {value!r}")
             value = float(value)
