@@ -456,7 +456,7 @@ BACKWARD_STEPS = (
     Step("dG", r"\bar G", r"\bar G = \operatorname{tril}(\operatorname{diag}(\beta) \bar A, -1)", "Compute Ḡ",
          lambda e, p, xp: tril_strict_mask(_c(e), xp) * (e.beta[..., :, None] * e.dA), ("beta", "dA")),
     Step("dbeta", r"\bar\beta",
-         r"\bar\beta_i = \sum_d \left((\bar B_K)_{id} K_{id} + (\bar B_V)_{id} V_{id}\right) + \sum_{s<i} \bar A_{is} G_{is}",
+         r"\bar\beta = \operatorname{rowsum}(\bar B_K \odot K + \bar B_V \odot V) + \operatorname{rowsum}(\operatorname{tril}(\bar A \odot G, -1))",
          "Compute β̄", lambda e, p, xp: _dbeta(e, xp), ("dBK", "K", "dBV", "V", "dA", "G")),
     Step("dK", r"\bar K", r"\bar K = X \bar S^+ + \bar T^\top Q + \operatorname{diag}(\beta) \bar B_K + (\bar G + \bar G^\top) K",
          "Compute K̄", lambda e, p, xp: _dk_terms(e, p, xp), ("X", "dS_in", "dT", "Q", "beta", "dBK", "dG", "K")),
