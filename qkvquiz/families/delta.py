@@ -88,6 +88,16 @@ def _square(p: Params) -> bool:
     return p.d_k == p.d_v
 
 
+def _beta_varies(p: Params) -> bool:
+    """Whether the tokens' β can differ (else scaling rows or columns by β is the same)."""
+    return p.beta in ("half_or_one", "uniform")
+
+
+def _beta_not_one(p: Params) -> bool:
+    """Whether some β differs from 1 (else forgetting β changes nothing)."""
+    return p.beta != "one"
+
+
 COMMON_PARAMS = {
     "d_k": Param(2, "key dimension d_k (columns of the state)", low=1, high=16),
     "d_v": Param(2, "value dimension d_v (rows of the state)", low=1, high=16),
@@ -204,7 +214,8 @@ RECURRENT = Family(
                       "The correction −βₜSₜ₋₁kₜkₜᵀ was left out (plain linear attention): the delta rule writes "
                       "βₜ(vₜ − Sₜ₋₁kₜ)kₜᵀ, the error against what the memory already recalls."),
         Misconception("states", "erase_without_beta", _erase_without_beta,
-                      "β scales the erase as well as the write: Sₜ = Sₜ₋₁(I − βₜkₜkₜᵀ) + βₜvₜkₜᵀ."),
+                      "β scales the erase as well as the write: Sₜ = Sₜ₋₁(I − βₜkₜkₜᵀ) + βₜvₜkₜᵀ.",
+                      applies=_beta_not_one),
         Misconception("states", "left_multiplied", _left_multiplied,
                       "The transition multiplies the state from the right: Sₜ₋₁(I − βₜkₜkₜᵀ), not (I − βₜkₜkₜᵀ)Sₜ₋₁.",
                       applies=_square),
@@ -327,7 +338,7 @@ FORWARD_MISTAKES = (
                   "A keeps only the strict lower triangle of diag(β)G: its diagonal is 1, not 1 + βᵣ‖kᵣ‖²."),
     Misconception("A", "beta_on_columns",
                   lambda e, p, xp: xp.eye(_c(e), dtype=DTYPE) + tril_strict_mask(_c(e), xp) * (e.G * e.beta[..., None, :]),
-                  "Row r of A carries βᵣ (diag(β)G scales rows): A_rs = βᵣ kᵣ·kₛ for r > s."),
+                  "Row r of A carries βᵣ (diag(β)G scales rows): A_rs = βᵣ kᵣ·kₛ for r > s.", applies=_beta_varies),
     Misconception("W", "A_transposed", lambda e, p, xp: swap(e.A) @ e.BK,
                   "W = A⁻¹B_K, not AᵀB_K: solve A W = B_K by forward substitution."),
     Misconception("W", "multiplied_by_A", lambda e, p, xp: e.A @ e.BK,
@@ -503,12 +514,12 @@ BACKWARD_MISTAKES = (
     Misconception("dA", "missing_U_path", lambda e, p, xp: -(e.dBK @ swap(e.W)),
                   "A is used twice (W = A⁻¹B_K and U = A⁻¹B_V): add −B̄_V Uᵀ."),
     Misconception("dG", "no_beta", lambda e, p, xp: tril_strict_mask(_c(e), xp) * e.dA,
-                  "A_rs = βᵣG_rs below the diagonal, so Ḡ_rs = βᵣĀ_rs."),
+                  "A_rs = βᵣG_rs below the diagonal, so Ḡ_rs = βᵣĀ_rs.", applies=_beta_not_one),
     Misconception("dG", "inclusive_triangle", lambda e, p, xp: causal_mask(_c(e), xp) * (e.beta[..., :, None] * e.dA),
                   "Only the strict lower triangle of A depends on G: the diagonal of Ḡ is 0."),
     Misconception("dG", "beta_on_columns",
                   lambda e, p, xp: tril_strict_mask(_c(e), xp) * (e.dA * e.beta[..., None, :]),
-                  "Row r of A carries βᵣ, so Ḡ_rs = βᵣĀ_rs (scale rows, not columns)."),
+                  "Row r of A carries βᵣ, so Ḡ_rs = βᵣĀ_rs (scale rows, not columns).", applies=_beta_varies),
     Misconception("dbeta", "missing_A_path", lambda e, p, xp: _dbeta(e, xp, a=False),
                   "β also enters A = I + tril(diag(β)G, −1): add Σ_{s<i} Āᵢs Gᵢs."),
     Misconception("dbeta", "missing_B_path", lambda e, p, xp: _dbeta(e, xp, b=False),
@@ -528,7 +539,7 @@ BACKWARD_MISTAKES = (
     Misconception("dQ", "transposed_state", lambda e, p, xp: e.dO @ swap(e.S_in) + e.dT @ e.K,
                   "From O = QSᵀ: Q̄ = ŌS (S, not Sᵀ).", applies=_square),
     Misconception("dV", "no_beta", lambda e, p, xp: e.dBV,
-                  "B_V = diag(β)V, so V̄ = diag(β)B̄_V."),
+                  "B_V = diag(β)V, so V̄ = diag(β)B̄_V.", applies=_beta_not_one),
     Misconception("dS", "missing_X_path", lambda e, p, xp: _ds(e, x_sign=0.0),
                   "S also enters X = U − WSᵀ: add −X̄ᵀW."),
     Misconception("dS", "sign", lambda e, p, xp: _ds(e, x_sign=1.0),
