@@ -27,7 +27,7 @@ FD_STEP = 1e-5
 FD_RTOL = 1e-7
 FD_ATOL = 1e-8
 FAMILIES = ("delta.recurrent", "delta.chunk_forward", "delta.chunk_backward")
-NUMERIC = {"keys": "unit", "beta": "uniform", "d_k": 4, "d_v": 3}
+NUMERIC = {"unit_keys": True, "beta": "uniform", "d_k": 4, "d_v": 3}
 
 SETTINGS = {
     "delta.recurrent": [{}, {"tokens": 3, "d_k": 3}, {"state": "zero", "tokens": 3}, {"tokens": 6, **NUMERIC}],
@@ -126,6 +126,15 @@ def test_recurrent_family_matches_the_written_out_recurrence(params):
     np.testing.assert_allclose(e.final_state, states[:, -1], rtol=1e-13, atol=1e-13)
     previous = np.concatenate([e.S0[:, None], states[:, :-1]], axis=1)
     np.testing.assert_allclose(e.recalled, np.einsum("btij,btj->bti", previous, e.K), rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("name", ["delta.recurrent", "delta.chunk_forward", "delta.chunk_backward"])
+def test_unit_keys_are_unit_vectors_and_uniform_betas_have_two_decimals(name):
+    _, _, e = solved(name, NUMERIC, ask=get_family(name).default_ask)
+    np.testing.assert_allclose(np.linalg.norm(e.K, axis=-1), 1.0, rtol=1e-14)
+    assert not np.all(e.K == np.round(e.K))
+    np.testing.assert_allclose(e.beta * 100, np.round(e.beta * 100), atol=1e-9)
+    assert np.all((e.beta >= 0.1) & (e.beta <= 1.9))
 
 
 def test_hand_settings_give_exact_short_decimals():
@@ -377,13 +386,13 @@ def test_every_chunk_backward_step_matches_torch_autograd(params):
     chunks=st.integers(1, 3),
     d_k=st.integers(1, 3),
     d_v=st.integers(1, 3),
-    keys=st.sampled_from(["integer", "unit"]),
+    unit_keys=st.booleans(),
     beta=st.sampled_from(["half", "one", "half_or_one", "uniform"]),
 )
-def test_chunk_backward_on_random_draws(seed, chunk, chunks, d_k, d_v, keys, beta):
+def test_chunk_backward_on_random_draws(seed, chunk, chunks, d_k, d_v, unit_keys, beta):
     """Unfiltered draws of the family itself: each chunk's steps agree with finite differences."""
     fam = get_family("delta.chunk_backward")
-    p = fam.resolve({"chunk": chunk, "chunks": chunks, "d_k": d_k, "d_v": d_v, "keys": keys, "beta": beta})
+    p = fam.resolve({"chunk": chunk, "chunks": chunks, "d_k": d_k, "d_v": d_v, "unit_keys": unit_keys, "beta": beta})
     e = fam.solve(fam.sample(Draw([seed]), p), p)
     for env in per_chunk(e, chunks):
         scale = 1 + max(np.abs(env[n]).max() for n in ("dK", "dS", "dA"))

@@ -38,7 +38,7 @@ BETA_KINDS = ("half", "one", "half_or_one", "uniform")
 
 
 def _keys(draw: Draw, p: Params, shape: tuple[int, ...]):
-    if p.keys == "unit":
+    if p.unit_keys:
         # L2-normalised keys (as DeltaNet uses): β in (0, 2) keeps every transition stable.
         u = draw.uniform(-1.0, 1.0, shape)
         norm = draw.xp.sqrt(draw.xp.sum(u * u, axis=-1, keepdims=True))
@@ -76,7 +76,7 @@ def _keys_nonzero(k, xp):
 def _tame(e: Env, p: Params, names, xp):
     """True per variant when, with integer keys, every listed value stays within ±TAME."""
     ok = _keys_nonzero(e.K, xp)
-    if p.keys != "integer":
+    if p.unit_keys:
         return ok
     for name in names:
         flat = e[name].reshape(e[name].shape[0], -1)
@@ -102,9 +102,9 @@ COMMON_PARAMS = {
     "d_k": Param(2, "key dimension d_k (columns of the state)", low=1, high=16),
     "d_v": Param(2, "value dimension d_v (rows of the state)", low=1, high=16),
     "entries": Param((-2, 2), "range of the integer entries of queries, values and the initial state"),
-    "keys": Param("integer", "integer keys (entries in key_entries), or unit: L2-normalised keys",
-                  choices=("integer", "unit")),
-    "key_entries": Param((-1, 1), "with keys: integer, range of the integer key entries"),
+    # Not named "keys": Params is a Mapping, whose keys() method an attribute of that name would hide.
+    "unit_keys": Param(False, "L2-normalised random keys (numeric practice) instead of integer keys"),
+    "key_entries": Param((-1, 1), "range of the integer key entries (without unit_keys)"),
     "beta": Param("half_or_one", "writing strengths βₜ: all ½, all 1, each ½ or 1, or uniform in [0.1, 1.9]",
                   choices=BETA_KINDS),
     "decimals": Param(3, "decimals shown in the key", low=0, high=8),
