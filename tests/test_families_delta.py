@@ -129,9 +129,11 @@ def test_recurrent_family_matches_the_written_out_recurrence(params):
 
 
 @pytest.mark.parametrize("name", ["delta.recurrent", "delta.chunk_forward", "delta.chunk_backward"])
-def test_unit_keys_are_unit_vectors_and_uniform_betas_have_two_decimals(name):
+def test_unit_keys_and_uniform_betas_are_drawn_to_the_two_decimals_shown(name):
     _, _, e = solved(name, NUMERIC, ask=get_family(name).default_ask)
-    np.testing.assert_allclose(np.linalg.norm(e.K, axis=-1), 1.0, rtol=1e-14)
+    # Unit length up to the two decimals they are printed with.
+    np.testing.assert_allclose(np.linalg.norm(e.K, axis=-1), 1.0, atol=0.01)
+    np.testing.assert_allclose(e.K * 100, np.round(e.K * 100), atol=1e-9)
     assert not np.all(e.K == np.round(e.K))
     np.testing.assert_allclose(e.beta * 100, np.round(e.beta * 100), atol=1e-9)
     assert np.all((e.beta >= 0.1) & (e.beta <= 1.9))

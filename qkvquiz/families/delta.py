@@ -39,10 +39,11 @@ BETA_KINDS = ("half", "one", "half_or_one", "uniform")
 
 def _keys(draw: Draw, p: Params, shape: tuple[int, ...]):
     if p.unit_keys:
-        # L2-normalised keys (as DeltaNet uses): β in (0, 2) keeps every transition stable.
+        # L2-normalised keys (as DeltaNet uses): β in (0, 2) keeps every transition stable. Two
+        # decimals, so the keys printed on the worksheet are the keys the answers are solved with.
         u = draw.uniform(-1.0, 1.0, shape)
         norm = draw.xp.sqrt(draw.xp.sum(u * u, axis=-1, keepdims=True))
-        return u / draw.xp.maximum(norm, 1e-12)
+        return draw.xp.round(u / draw.xp.maximum(norm, 1e-12), 2)
     lo, hi = p.key_entries
     return draw.integers(lo, hi, shape)
 
@@ -103,7 +104,7 @@ COMMON_PARAMS = {
     "d_v": Param(2, "value dimension d_v (rows of the state)", low=1, high=16),
     "entries": Param((-2, 2), "range of the integer entries of queries, values and the initial state"),
     # Not named "keys": Params is a Mapping, whose keys() method an attribute of that name would hide.
-    "unit_keys": Param(False, "L2-normalised random keys (numeric practice) instead of integer keys"),
+    "unit_keys": Param(False, "L2-normalised random keys, to two decimals (numeric practice), instead of integer keys"),
     "key_entries": Param((-1, 1), "range of the integer key entries (without unit_keys)"),
     "beta": Param("half_or_one", "writing strengths βₜ: all ½, all 1, each ½ or 1, or uniform in [0.1, 1.9]",
                   choices=BETA_KINDS),
