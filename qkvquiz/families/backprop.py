@@ -1,0 +1,364 @@
+"""Backprop through attention: score gradients, the softmax backward, a whole layer, projections.
+
+Every gradient is ∂L/∂(·) of a scalar loss L whose upstream gradient is given (∇S, ∇A, ∇Z or
+∇Q). Each step reads only givens and earlier steps, so a later step can be re-run on a
+student's own earlier answer (error carried forward), and each known mistake is the same step
+with one slip in it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine.attention import apply_mask, scaled_scores, softmax, softmax_backward
+from ..engine.backend import swap
+from ..engine.masks import allowed_from_given
+from ..engine.projection import linear, linear_backward, matvec, matvec_backward
+from ..seeding import Draw
+from .attention import MASK_PARAMS, _check_mask_params, not_saturated, sample_mask
+from .base import Env, Family, Given, Misconception, Param, Params, Step
+
+GRAD_ENTRIES = Param((-1, 1), "range of the integer entries of the upstream gradient")
+DECIMALS = Param(3, "decimals shown in the key", low=0, high=8)
+
+
+def _inv_sqrt(d: int) -> float:
+    return 1.0 / float(np.sqrt(d))
+
+
+def _mostly_nonzero(*arrays, xp) -> np.ndarray:
+    """True per variant when at least half of the entries of every array are non-zero."""
+    ok = None
+    for a in arrays:
+        flat = a.reshape(a.shape[0], -1)
+        this = (xp.abs(flat) > 1e-12).mean(axis=-1) >= 0.5
+        ok = this if ok is None else ok & this
+    return ok
+
+
+def _rows_vary(x, xp) -> np.ndarray:
+    """True per variant when no row of ``x`` is constant (a constant ∇A row gives a zero ∇S row)."""
+    return ((x.max(axis=-1) - x.min(axis=-1)) > 0).all(axis=-1)
+
+
+# --- backprop.scores ------------------------------------------------------------------------
+
+
+def _sample_scores(draw: Draw, p: Params) -> dict:
+    lo, hi = p.entries
+    glo, ghi = p.grad_entries
+    n = p.tokens
+    return {
+        "Q": draw.integers(lo, hi, (n, p.d_k)),
+        "K": draw.integers(lo, hi, (n, p.d_k)),
+        "dS": draw.integers(glo, ghi, (n, n)),
+    }
+
+
+def _dq_from(ds, k, p: Params):
+    return (ds @ k) * _inv_sqrt(p.d_k)
+
+
+def _dk_from(ds, q, p: Params):
+    return (swap(ds) @ q) * _inv_sqrt(p.d_k)
+
+
+def _scaled(p: Params) -> bool:
+    return p.d_k != 1
+
+
+SCORES = Family(
+    name="backprop.scores",
+    title="Gradients of the scores",
+    summary="Given ∇S for S = QKᵀ/√d_k: ∇Q = ∇S K/√d_k and ∇K = ∇Sᵀ Q/√d_k.",
+    params={
+        "tokens": Param(3, "number of tokens n (rows of Q and K; ∇S is n×n)", low=1, high=8),
+        "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
+        "entries": Param((-2, 2), "range of the integer entries of Q and K"),
+        "grad_entries": GRAD_ENTRIES,
+        "decimals": DECIMALS,
+    },
+    givens=(
+        Given("Q", "Q", "queries, one row per token"),
+        Given("K", "K", "keys, one row per token"),
+        Given("dS", r"\nabla S", "upstream gradient ∂L/∂S"),
+    ),
+    sample=_sample_scores,
+    steps=(
+        Step("dQ", r"\nabla Q", r"\nabla Q = \frac{\nabla S K}{\sqrt{d_k}}", "Compute the gradient of the queries",
+             lambda e, p, xp: _dq_from(e.dS, e.K, p), ("dS", "K")),
+        Step("dK", r"\nabla K", r"\nabla K = \frac{\nabla S^\top Q}{\sqrt{d_k}}", "Compute the gradient of the keys",
+             lambda e, p, xp: _dk_from(e.dS, e.Q, p), ("dS", "Q")),
+    ),
+    default_ask=("dQ", "dK"),
+    misconceptions=(
+        Misconception("dQ", "transposed_dS", lambda e, p, xp: _dq_from(swap(e.dS), e.K, p),
+                      "Used ∇Sᵀ K: row i of ∇Q collects row i of ∇S (query i's scores), so ∇Q = ∇S K/√d_k."),
+        Misconception("dQ", "unscaled", lambda e, p, xp: e.dS @ e.K,
+                      "The factor 1/√d_k was forgotten: S = QKᵀ/√d_k, so every gradient through S carries it.",
+                      applies=_scaled),
+        Misconception("dQ", "used_Q", lambda e, p, xp: _dq_from(e.dS, e.Q, p),
+                      "Multiplied by Q: ∂S_ij/∂Q_i = K_j/√d_k, so ∇Q = ∇S K/√d_k uses the keys."),
+        Misconception("dK", "untransposed_dS", lambda e, p, xp: _dk_from(swap(e.dS), e.Q, p),
+                      "Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√d_k."),
+        Misconception("dK", "unscaled", lambda e, p, xp: swap(e.dS) @ e.Q,
+                      "The factor 1/√d_k was forgotten: S = QKᵀ/√d_k, so every gradient through S carries it.",
+                      applies=_scaled),
+        Misconception("dK", "used_K", lambda e, p, xp: _dk_from(e.dS, e.K, p),
+                      "Multiplied by K: ∂S_ij/∂K_j = Q_i/√d_k, so ∇K = ∇Sᵀ Q/√d_k uses the queries."),
+    ),
+    accept=lambda e, p, xp: _mostly_nonzero(e.dQ, e.dK, xp=xp),
+)
+
+
+# --- backprop.softmax -----------------------------------------------------------------------
+
+
+def _sample_softmax(draw: Draw, p: Params) -> dict:
+    lo, hi = p.entries
+    glo, ghi = p.grad_entries
+    n = p.tokens
+    return {"S": draw.integers(lo, hi, (n, n)), "dA": draw.integers(glo, ghi, (n, n))}
+
+
+def _softmax_grad(a, da, c):
+    # ∇S_ij = Σ_l ∇A_il ∂A_il/∂S_ij = A_ij (∇A_ij − Σ_l ∇A_il A_il): the Jacobian diag(a) − aaᵀ per row.
+    return a * (da - c[..., None])
+
+
+SOFTMAX = Family(
+    name="backprop.softmax",
+    title="Backprop through the softmax",
+    summary="Given A = softmax(S) and ∇A: ∇S = A ⊙ (∇A − rowsum(∇A ⊙ A)).",
+    params={
+        "tokens": Param(3, "number of tokens n (S and A are n×n)", low=2, high=8),
+        "entries": Param((-1, 1), "range of the integer scores S"),
+        "grad_entries": Param((-2, 2), "range of the integer entries of ∇A"),
+        "decimals": DECIMALS,
+    },
+    givens=(
+        Given("S", "S", "scores"),
+        Given("dA", r"\nabla A", "upstream gradient ∂L/∂A"),
+    ),
+    sample=_sample_softmax,
+    steps=(
+        Step("weights", "A", r"A_{ij} = \frac{e^{S_{ij}}}{\sum_l e^{S_{il}}}", "Compute the weights A = softmax(S) row by row",
+             lambda e, p, xp: softmax(e.S, xp=xp), ("S",)),
+        Step("rowdot", "c", r"c_i = \sum_j \nabla A_{ij} A_{ij}", "Compute each row's weighted sum c_i of the upstream gradient",
+             lambda e, p, xp: xp.sum(e.dA * e.weights, axis=-1), ("dA", "weights")),
+        Step("dS", r"\nabla S", r"\nabla S_{ij} = A_{ij} (\nabla A_{ij} - c_i)", "Compute the gradient of the scores",
+             lambda e, p, xp: _softmax_grad(e.weights, e.dA, e.rowdot), ("weights", "dA", "rowdot")),
+    ),
+    default_ask=("dS",),
+    misconceptions=(
+        Misconception("weights", "column_softmax", lambda e, p, xp: softmax(e.S, axis=-2, xp=xp),
+                      "The softmax was taken down each column; it normalises each row (one query over all keys)."),
+        Misconception("rowdot", "unweighted", lambda e, p, xp: xp.sum(e.dA, axis=-1),
+                      "The row sum must weight each ∇A_ij by A_ij: c_i = Σ_j ∇A_ij A_ij."),
+        Misconception("rowdot", "column_sum", lambda e, p, xp: xp.sum(e.dA * e.weights, axis=-2),
+                      "Summed down a column; each row of A is its own softmax, so c_i sums along row i."),
+        Misconception("dS", "diagonal_only", lambda e, p, xp: e.weights * e.dA,
+                      "Only the diagonal of the softmax Jacobian was used (A ⊙ ∇A); every A_il depends on every "
+                      "S_ij of its row, which subtracts c_i = Σ_l ∇A_il A_il."),
+        Misconception("dS", "missing_outer_A", lambda e, p, xp: e.dA - e.rowdot[..., None],
+                      "The factor A_ij in front was forgotten: ∇S_ij = A_ij (∇A_ij − c_i)."),
+        Misconception("dS", "unweighted_sum", lambda e, p, xp: e.weights * (e.dA - xp.sum(e.dA, axis=-1)[..., None]),
+                      "The subtracted term weights ∇A by A: c_i = Σ_l ∇A_il A_il, not Σ_l ∇A_il."),
+        Misconception("dS", "column_sum",
+                      lambda e, p, xp: e.weights * (e.dA - xp.sum(e.dA * e.weights, axis=-2)[..., None, :]),
+                      "The subtracted term is a row sum (each row of A is its own softmax), not a column sum."),
+    ),
+    accept=lambda e, p, xp: not_saturated(e.weights, xp.ones_like(e.S), xp) & _rows_vary(e.dA, xp),
+)
+
+
+# --- backprop.attention ---------------------------------------------------------------------
+
+
+def _sample_attention(draw: Draw, p: Params) -> dict:
+    lo, hi = p.entries
+    vlo, vhi = p.v_entries
+    glo, ghi = p.grad_entries
+    n = p.tokens
+    return {
+        "Q": draw.integers(lo, hi, (n, p.d_k)),
+        "K": draw.integers(lo, hi, (n, p.d_k)),
+        "V": draw.integers(vlo, vhi, (n, p.d_v)),
+        "mask": sample_mask(draw, p, n),
+        "dZ": draw.integers(glo, ghi, (n, p.d_v)),
+    }
+
+
+def _attention_ok(e: Env, p: Params, xp) -> np.ndarray:
+    # Every row that can spread its weight must also pass a non-zero gradient to its scores.
+    multi = (e.mask > 0.5).sum(axis=-1) >= 2
+    moving = (xp.abs(e.dS) > 1e-12).any(axis=-1)
+    return not_saturated(e.weights, e.mask, xp) & ~(multi & ~moving).any(axis=-1)
+
+
+ATTENTION = Family(
+    name="backprop.attention",
+    title="Backprop through an attention layer",
+    summary="Z = softmax(QKᵀ/√d_k + mask)V given ∇Z: ∇V, ∇A, ∇S, ∇Q, ∇K (forward S, A, Z too).",
+    params={
+        "tokens": Param(2, "number of tokens n", low=2, high=8),
+        "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
+        "d_v": Param(2, "value dimension d_v", low=1, high=16),
+        "entries": Param((-1, 1), "range of the integer entries of Q and K"),
+        "v_entries": Param((-2, 2), "range of the integer entries of V"),
+        "grad_entries": GRAD_ENTRIES,
+        **MASK_PARAMS,
+        "decimals": DECIMALS,
+    },
+    givens=(
+        Given("Q", "Q", "queries"), Given("K", "K", "keys"), Given("V", "V", "values"),
+        Given("mask", "M", "mask: 1 where the query may attend to the key"),
+        Given("dZ", r"\nabla Z", "upstream gradient ∂L/∂Z"),
+    ),
+    sample=_sample_attention,
+    steps=(
+        Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}} \text{ (} -\infty \text{ where masked)}",
+             "Compute the scaled scores (−∞ where masked)",
+             lambda e, p, xp: apply_mask(scaled_scores(e.Q, e.K, xp=xp), allowed_from_given(e.mask, xp=xp), xp=xp),
+             ("Q", "K", "mask")),
+        Step("weights", "A", r"A = \operatorname{softmax}(S)", "Compute the attention weights row by row",
+             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",)),
+        Step("output", "Z", "Z = AV", "Compute the output", lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
+        Step("dV", r"\nabla V", r"\nabla V = A^\top \nabla Z", "Compute the gradient of the values",
+             lambda e, p, xp: swap(e.weights) @ e.dZ, ("weights", "dZ")),
+        Step("dA", r"\nabla A", r"\nabla A = \nabla Z V^\top", "Compute the gradient of the weights",
+             lambda e, p, xp: e.dZ @ swap(e.V), ("dZ", "V")),
+        Step("dS", r"\nabla S", r"\nabla S = A \odot \left(\nabla A - \operatorname{rowsum}(\nabla A \odot A)\right)",
+             "Compute the gradient of the scores",
+             lambda e, p, xp: softmax_backward(e.weights, e.dA, xp=xp), ("weights", "dA")),
+        Step("dQ", r"\nabla Q", r"\nabla Q = \frac{\nabla S K}{\sqrt{d_k}}", "Compute the gradient of the queries",
+             lambda e, p, xp: _dq_from(e.dS, e.K, p), ("dS", "K")),
+        Step("dK", r"\nabla K", r"\nabla K = \frac{\nabla S^\top Q}{\sqrt{d_k}}", "Compute the gradient of the keys",
+             lambda e, p, xp: _dk_from(e.dS, e.Q, p), ("dS", "Q")),
+    ),
+    default_ask=("dV", "dA", "dS", "dQ", "dK"),
+    misconceptions=(
+        Misconception("dV", "untransposed_weights", lambda e, p, xp: e.weights @ e.dZ,
+                      "Used A ∇Z: value j reaches every query i through A_ij, so ∇V = Aᵀ∇Z sums down column j."),
+        Misconception("dA", "transposed", lambda e, p, xp: e.V @ swap(e.dZ),
+                      "∇A is transposed: ∂Z_i/∂A_ij = V_j, so ∇A_ij = ∇Z_i·V_j, i.e. ∇A = ∇Z Vᵀ."),
+        Misconception("dS", "diagonal_only", lambda e, p, xp: e.weights * e.dA,
+                      "Only the diagonal of the softmax Jacobian was used (A ⊙ ∇A); subtract each row's "
+                      "rowsum(∇A ⊙ A) before multiplying by A."),
+        Misconception("dS", "skipped_softmax", lambda e, p, xp: e.dA * allowed_from_given(e.mask, xp=xp),
+                      "∇A was passed through as ∇S: the softmax sits between S and A and needs its own backward step."),
+        Misconception("dQ", "transposed_dS", lambda e, p, xp: _dq_from(swap(e.dS), e.K, p),
+                      "Used ∇Sᵀ K: row i of ∇Q collects row i of ∇S, so ∇Q = ∇S K/√d_k."),
+        Misconception("dQ", "unscaled", lambda e, p, xp: e.dS @ e.K,
+                      "The factor 1/√d_k was forgotten in ∇Q = ∇S K/√d_k.", applies=_scaled),
+        Misconception("dQ", "skipped_softmax", lambda e, p, xp: _dq_from(e.dA * allowed_from_given(e.mask, xp=xp), e.K, p),
+                      "∇A was used in place of ∇S: go back through the softmax first, then ∇Q = ∇S K/√d_k."),
+        Misconception("dK", "untransposed_dS", lambda e, p, xp: _dk_from(swap(e.dS), e.Q, p),
+                      "Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√d_k."),
+        Misconception("dK", "unscaled", lambda e, p, xp: swap(e.dS) @ e.Q,
+                      "The factor 1/√d_k was forgotten in ∇K = ∇Sᵀ Q/√d_k.", applies=_scaled),
+        Misconception("dK", "skipped_softmax", lambda e, p, xp: _dk_from(e.dA * allowed_from_given(e.mask, xp=xp), e.Q, p),
+                      "∇A was used in place of ∇S: go back through the softmax first, then ∇K = ∇Sᵀ Q/√d_k."),
+    ),
+    accept=_attention_ok,
+    validate=_check_mask_params,
+)
+
+
+# --- backprop.projection --------------------------------------------------------------------
+
+
+def _vector(p: Params) -> bool:
+    return p.form == "vector"
+
+
+def _square(p: Params) -> bool:
+    return p.d_in == p.d_out
+
+
+def _sample_projection(draw: Draw, p: Params) -> dict:
+    lo, hi = p.entries
+    glo, ghi = p.grad_entries
+    if _vector(p):
+        return {
+            "X": draw.integers(lo, hi, (p.d_in,)),
+            "W": draw.integers(lo, hi, (p.d_out, p.d_in)),
+            "dQ": draw.integers(glo, ghi, (p.d_out,)),
+        }
+    return {
+        "X": draw.integers(lo, hi, (p.tokens, p.d_in)),
+        "W": draw.integers(lo, hi, (p.d_in, p.d_out)),
+        "dQ": draw.integers(glo, ghi, (p.tokens, p.d_out)),
+    }
+
+
+def _project(e: Env, p: Params, xp):
+    return matvec(e.W, e.X, xp=xp) if _vector(p) else linear(e.X, e.W, xp=xp)
+
+
+def _grads(e: Env, p: Params, xp):
+    return matvec_backward(e.W, e.X, e.dQ, xp=xp) if _vector(p) else linear_backward(e.X, e.W, e.dQ, xp=xp)
+
+
+def _dw_reversed(e: Env, p: Params, xp):
+    # The outer product the wrong way round: x ∇qᵀ (vector form), ∇Qᵀ X (matrix form).
+    if _vector(p):
+        return e.X[..., :, None] * e.dQ[..., None, :]
+    return swap(e.dQ) @ e.X
+
+
+def _dx_untransposed(e: Env, p: Params, xp):
+    if _vector(p):
+        return matvec(e.W, e.dQ, xp=xp)
+    return e.dQ @ e.W
+
+
+PROJECTION = Family(
+    name="backprop.projection",
+    title="Backprop through a projection",
+    summary="Q = XW_Q: ∇W_Q = Xᵀ∇Q, ∇X = ∇Q W_Qᵀ; or one vector q = Wx: ∇W = ∇q xᵀ, ∇x = Wᵀ∇q.",
+    params={
+        "form": Param("matrix", "Q = XW for a matrix of token rows, or q = Wx for one column vector",
+                      choices=("matrix", "vector")),
+        "tokens": Param(2, "with form: matrix, number of tokens (rows of X)", low=1, high=8),
+        "d_in": Param(3, "input dimension (length of a token x)", low=1, high=16),
+        "d_out": Param(3, "output dimension (length of q); equal to d_in, the transposed mistakes fit the shape",
+                       low=1, high=16),
+        "entries": Param((-2, 2), "range of the integer entries of X and W"),
+        "grad_entries": GRAD_ENTRIES,
+        "decimals": DECIMALS,
+    },
+    givens=(
+        Given("X", "X", "inputs (one row per token; one column vector x in the vector form)"),
+        Given("W", "W", "projection weights"),
+        Given("dQ", r"\nabla Q", "upstream gradient ∂L/∂Q"),
+    ),
+    sample=_sample_projection,
+    steps=(
+        Step("output", "Q", r"Q = XW \quad (q = Wx)", "Compute the projection",
+             _project, ("X", "W")),
+        Step("dW", r"\nabla W", r"\nabla W = X^\top \nabla Q \quad (\nabla W = \nabla q x^\top)",
+             "Compute the gradient of the weights", lambda e, p, xp: _grads(e, p, xp).dw, ("X", "W", "dQ")),
+        Step("dX", r"\nabla X", r"\nabla X = \nabla Q W^\top \quad (\nabla x = W^\top \nabla q)",
+             "Compute the gradient of the input", lambda e, p, xp: _grads(e, p, xp).dx, ("X", "W", "dQ")),
+    ),
+    default_ask=("dW", "dX"),
+    misconceptions=(
+        Misconception("output", "transposed_W",
+                      lambda e, p, xp: matvec(swap(e.W), e.X, xp=xp) if _vector(p) else e.X @ swap(e.W),
+                      "W was transposed: q_i = Σ_j W_ij x_j (Q = XW for token rows).", applies=_square),
+        Misconception("dW", "reversed_outer", _dw_reversed,
+                      "The gradient is transposed: ∂q_i/∂W_ij = x_j, so ∇W = ∇q xᵀ has W's shape "
+                      "(for token rows, ∇W = Xᵀ∇Q).", applies=_square),
+        Misconception("dW", "one_token",
+                      lambda e, p, xp: swap(e.X[..., :1, :]) @ e.dQ[..., :1, :],
+                      "Only the first token was counted: W is shared by every token, so ∇W = Xᵀ∇Q sums "
+                      "the outer products of all of them.", applies=lambda p: not _vector(p) and p.tokens > 1),
+        Misconception("dX", "untransposed_W", _dx_untransposed,
+                      "W must be transposed: ∂q_i/∂x_j = W_ij, so ∇x = Wᵀ∇q (∇X = ∇Q Wᵀ for token rows).",
+                      applies=_square),
+    ),
+    accept=lambda e, p, xp: _mostly_nonzero(e.dW, e.dX, xp=xp),
+)
+
+FAMILIES = (SCORES, SOFTMAX, ATTENTION, PROJECTION)

@@ -1,0 +1,574 @@
+"""The delta rule (DeltaNet): the token recurrence, one chunk forward, one chunk backward.
+
+Convention (state S is d_v × d_k): Sₜ = Sₜ₋₁(I − βₜkₜkₜᵀ) + βₜvₜkₜᵀ, oₜ = Sₜqₜ.
+
+The chunk families take ``chunks`` equal chunks of length C. With one chunk every given and
+step has its plain shape (Q is C × d_k). With two or more, every per-chunk given and step gets
+a leading chunk axis (Q is chunks × C × d_k, A is chunks × C × C, …): chunk c starts from the
+state the chunk before it ends with, and in the backward each chunk receives, as its S̄⁺, the
+S̄ handed back by the chunk after it (the last chunk receives the given S̄⁺). The engine is
+batched over leading axes, so the chunk axis costs nothing extra.
+
+Hand-computable defaults use integer keys with entries in {−1, 0, 1} and β ∈ {½, 1}: every
+answer is then a short exact decimal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..engine.backend import DTYPE, swap
+from ..engine.delta import (
+    causal_mask,
+    chunk_backward,
+    chunk_forward,
+    delta_recurrent,
+    solve_unit_lower,
+    solve_unit_lower_transposed,
+    tril_strict_mask,
+)
+from ..seeding import Draw
+from .base import Env, Family, Given, Misconception, Param, Params, Step
+
+TAME = 100.0  # with integer keys a variant whose numbers grow past this is not for hand work
+BETA_KINDS = ("half", "one", "half_or_one", "uniform")
+
+
+# --------------------------------------------------------------------------- sampling
+
+
+def _keys(draw: Draw, p: Params, shape: tuple[int, ...]):
+    if p.unit_keys:
+        # L2-normalised keys (as DeltaNet uses): β in (0, 2) keeps every transition stable. Two
+        # decimals, so the keys printed on the worksheet are the keys the answers are solved with.
+        u = draw.uniform(-1.0, 1.0, shape)
+        norm = draw.xp.sqrt(draw.xp.sum(u * u, axis=-1, keepdims=True))
+        return draw.xp.round(u / draw.xp.maximum(norm, 1e-12), 2)
+    lo, hi = p.key_entries
+    return draw.integers(lo, hi, shape)
+
+
+def _betas(draw: Draw, p: Params, shape: tuple[int, ...]):
+    xp = draw.xp
+    if p.beta == "half":
+        return xp.full((draw.size, *shape), 0.5, dtype=DTYPE)
+    if p.beta == "one":
+        return xp.ones((draw.size, *shape), dtype=DTYPE)
+    if p.beta == "half_or_one":
+        return 0.5 + 0.5 * draw.choice(2, shape).astype(DTYPE)
+    # Two decimals, so the β printed on the worksheet is the β the key was solved with.
+    return xp.round(draw.uniform(0.1, 1.9, shape), 2)
+
+
+def _initial_state(draw: Draw, p: Params):
+    lo, hi = p.entries
+    # The chunk families always start from a drawn state: with S = 0 one chunk has X = U and W̄ = 0.
+    if p.get("state", "drawn") == "zero":
+        return draw.xp.zeros((draw.size, p.d_v, p.d_k), dtype=DTYPE)
+    return draw.integers(lo, hi, (p.d_v, p.d_k))
+
+
+def _keys_nonzero(k, xp):
+    """True per variant when every key has a non-zero entry (a zero key writes nothing)."""
+    flat = k.reshape(k.shape[0], -1, k.shape[-1])
+    return (xp.abs(flat) > 1e-12).any(axis=-1).all(axis=-1)
+
+
+def _tame(e: Env, p: Params, names, xp):
+    """True per variant when, with integer keys, every listed value stays within ±TAME."""
+    ok = _keys_nonzero(e.K, xp)
+    if p.unit_keys:
+        return ok
+    for name in names:
+        flat = e[name].reshape(e[name].shape[0], -1)
+        ok = ok & (xp.abs(flat) <= TAME).all(axis=-1)
+    return ok
+
+
+def _square(p: Params) -> bool:
+    return p.d_k == p.d_v
+
+
+def _beta_varies(p: Params) -> bool:
+    """Whether the tokens' β can differ (else scaling rows or columns by β is the same)."""
+    return p.beta in ("half_or_one", "uniform")
+
+
+def _beta_not_one(p: Params) -> bool:
+    """Whether some β differs from 1 (else forgetting β changes nothing)."""
+    return p.beta != "one"
+
+
+COMMON_PARAMS = {
+    "d_k": Param(2, "key dimension d_k (columns of the state)", low=1, high=16),
+    "d_v": Param(2, "value dimension d_v (rows of the state)", low=1, high=16),
+    "entries": Param((-2, 2), "range of the integer entries of queries, values and the initial state"),
+    # Not named "keys": Params is a Mapping, whose keys() method an attribute of that name would hide.
+    "unit_keys": Param(False, "L2-normalised random keys, to two decimals (numeric practice), instead of integer keys"),
+    "key_entries": Param((-1, 1), "range of the integer key entries (without unit_keys)"),
+    "beta": Param("half_or_one", "writing strengths βₜ: all ½, all 1, each ½ or 1, or uniform in [0.1, 1.9]",
+                  choices=BETA_KINDS),
+    "decimals": Param(3, "decimals shown in the key", low=0, high=8),
+}
+
+
+# --------------------------------------------------------------------- delta.recurrent
+
+
+def _sample_recurrent(draw: Draw, p: Params) -> dict:
+    lo, hi = p.entries
+    t = p.tokens
+    return {
+        "Q": draw.integers(lo, hi, (t, p.d_k)),
+        "K": _keys(draw, p, (t, p.d_k)),
+        "V": draw.integers(lo, hi, (t, p.d_v)),
+        "beta": _betas(draw, p, (t,)),
+        "S0": _initial_state(draw, p),
+    }
+
+
+def _previous_states(s0, states, xp):
+    """S₀, S₁, …, S_{T−1}: the state each token reads before its own update."""
+    return xp.concatenate([s0[..., None, :, :], states[..., :-1, :, :]], axis=-3)
+
+
+def _apply(s, x):
+    """S x for a stack of states (..., T, d_v, d_k) and vectors (..., T, d_k)."""
+    return (s @ x[..., :, None])[..., 0]
+
+
+def _recalled(e: Env, p: Params, xp):
+    fwd = delta_recurrent(e.Q, e.K, e.V, e.beta, e.S0, xp=xp)
+    return _apply(_previous_states(e.S0, fwd.states, xp), e.K)
+
+
+def _states_from(s0, k, v, beta, recalled, xp):
+    # Sₜ = Sₜ₋₁ + βₜ(vₜ − rₜ)kₜᵀ, so Sₜ = S₀ + Σ_{τ≤t} β_τ(v_τ − r_τ)k_τᵀ given the recalls rₜ.
+    writes = (beta[..., None] * (v - recalled))[..., :, None] * k[..., None, :]
+    return s0[..., None, :, :] + xp.cumsum(writes, axis=-3)
+
+
+def _loop_states(e: Env, update, xp):
+    """The recurrence with a different update rule Sₜ = update(Sₜ₋₁, kₜ, vₜ, βₜ) (for mistakes)."""
+    s, out = e.S0, []
+    for t in range(e.K.shape[-2]):
+        s = update(s, e.K[..., t, :], e.V[..., t, :], e.beta[..., t, None, None])
+        out.append(s)
+    return xp.stack(out, axis=-3)
+
+
+def _no_delta_states(e: Env, p: Params, xp):
+    writes = e.beta[..., :, None, None] * e.V[..., :, :, None] * e.K[..., :, None, :]
+    return e.S0[..., None, :, :] + xp.cumsum(writes, axis=-3)
+
+
+def _erase_without_beta(e: Env, p: Params, xp):
+    def update(s, k, v, b):
+        return s - (s @ k[..., :, None]) * k[..., None, :] + b * v[..., :, None] * k[..., None, :]
+    return _loop_states(e, update, xp)
+
+
+def _left_multiplied(e: Env, p: Params, xp):
+    def update(s, k, v, b):
+        return s - b * k[..., :, None] * (k[..., None, :] @ s) + b * v[..., :, None] * k[..., None, :]
+    return _loop_states(e, update, xp)
+
+
+RECURRENT = Family(
+    name="delta.recurrent",
+    title="The delta rule, token by token",
+    summary="Sₜ = Sₜ₋₁(I − βₜkₜkₜᵀ) + βₜvₜkₜᵀ and oₜ = Sₜqₜ for a few tokens: recalls, states, outputs.",
+    params={
+        "tokens": Param(2, "number of tokens T", low=1, high=16),
+        **COMMON_PARAMS,
+        "state": Param("drawn", "the initial state S₀: integer entries, or zero", choices=("drawn", "zero")),
+    },
+    givens=(
+        Given("Q", "Q", "queries qₜ, one row per token"),
+        Given("K", "K", "keys kₜ, one row per token"),
+        Given("V", "V", "values vₜ, one row per token"),
+        Given("beta", r"\beta", "writing strength βₜ of each token"),
+        Given("S0", "S_0", "the state before the first token (d_v × d_k)"),
+    ),
+    sample=_sample_recurrent,
+    steps=(
+        Step("recalled", "r", r"r_t = S_{t-1} k_t",
+             "Compute what the memory returns for each key before its update (one row per token)",
+             _recalled, ("Q", "K", "V", "beta", "S0")),
+        Step("states", "S_t", r"S_t = S_{t-1} + \beta_t (v_t - r_t) k_t^\top",
+             "Compute the state after each token",
+             lambda e, p, xp: _states_from(e.S0, e.K, e.V, e.beta, e.recalled, xp), ("S0", "K", "V", "beta", "recalled")),
+        Step("outputs", "o", r"o_t = S_t q_t", "Compute the output of each token (one row per token)",
+             lambda e, p, xp: _apply(e.states, e.Q), ("states", "Q")),
+        Step("final_state", "S_T", r"S_T", "Give the state after the last token",
+             lambda e, p, xp: e.states[..., -1, :, :], ("states",)),
+    ),
+    default_ask=("states", "outputs"),
+    misconceptions=(
+        Misconception("recalled", "after_update",
+                      lambda e, p, xp: _apply(e.states, e.K),
+                      "The recall uses the state before the update: rₜ = Sₜ₋₁kₜ, not Sₜkₜ."),
+        Misconception("recalled", "transposed_state",
+                      lambda e, p, xp: _apply(swap(_previous_states(e.S0, e.states, xp)), e.K),
+                      "S is d_v × d_k and maps a key to a value: rₜ = Sₜ₋₁kₜ, not Sₜ₋₁ᵀkₜ.", applies=_square),
+        Misconception("states", "no_delta", _no_delta_states,
+                      "The correction −βₜSₜ₋₁kₜkₜᵀ was left out (plain linear attention): the delta rule writes "
+                      "βₜ(vₜ − Sₜ₋₁kₜ)kₜᵀ, the error against what the memory already recalls."),
+        Misconception("states", "erase_without_beta", _erase_without_beta,
+                      "β scales the erase as well as the write: Sₜ = Sₜ₋₁(I − βₜkₜkₜᵀ) + βₜvₜkₜᵀ.",
+                      applies=_beta_not_one),
+        Misconception("states", "left_multiplied", _left_multiplied,
+                      "The transition multiplies the state from the right: Sₜ₋₁(I − βₜkₜkₜᵀ), not (I − βₜkₜkₜᵀ)Sₜ₋₁.",
+                      applies=_square),
+        Misconception("outputs", "previous_state",
+                      lambda e, p, xp: _apply(_previous_states(e.S0, e.states, xp), e.Q),
+                      "The output reads the state after this token's update: oₜ = Sₜqₜ, not Sₜ₋₁qₜ."),
+        Misconception("outputs", "transposed_state", lambda e, p, xp: _apply(swap(e.states), e.Q),
+                      "oₜ = Sₜqₜ with S of shape d_v × d_k; Sₜᵀqₜ transposes the memory.", applies=_square),
+        Misconception("final_state", "no_delta", lambda e, p, xp: _no_delta_states(e, p, xp)[..., -1, :, :],
+                      "The correction −βₜSₜ₋₁kₜkₜᵀ was left out (plain linear attention)."),
+    ),
+    accept=lambda e, p, xp: _tame(e, p, ("states", "outputs"), xp),
+)
+
+
+# ------------------------------------------------------------------------ the chunk form
+
+
+def _chunked(p: Params) -> bool:
+    return p.chunks > 1
+
+
+def _chunk_shape(p: Params, *tail: int) -> tuple[int, ...]:
+    return ((p.chunks,) if _chunked(p) else ()) + tuple(tail)
+
+
+def _sample_chunk(draw: Draw, p: Params, backward: bool) -> dict:
+    lo, hi = p.entries
+    c = p.chunk
+    out = {
+        "Q": draw.integers(lo, hi, _chunk_shape(p, c, p.d_k)),
+        "K": _keys(draw, p, _chunk_shape(p, c, p.d_k)),
+        "V": draw.integers(lo, hi, _chunk_shape(p, c, p.d_v)),
+        "beta": _betas(draw, p, _chunk_shape(p, c)),
+        "S": _initial_state(draw, p),
+    }
+    if backward:
+        glo, ghi = p.grad_entries
+        out["dO"] = draw.integers(glo, ghi, _chunk_shape(p, c, p.d_v))
+        if p.final_grad == "zero":
+            out["dS_next"] = draw.xp.zeros((draw.size, p.d_v, p.d_k), dtype=DTYPE)
+        else:
+            out["dS_next"] = draw.integers(glo, ghi, (p.d_v, p.d_k))
+    return out
+
+
+def _chunk(e: Env, c: int, *names: str):
+    """Chunk c's slice of each named per-chunk array (chunk axis just before the row axes)."""
+    out = []
+    for name in names:
+        x = e[name]
+        out.append(x[..., c, :] if name == "beta" else x[..., c, :, :])
+    return out
+
+
+def _states_in(e: Env, p: Params, xp):
+    """The state entering each chunk: S for the first, then each chunk's S⁺."""
+    if not _chunked(p):
+        return e.S
+    states = [e.S]
+    for c in range(p.chunks - 1):
+        q, k, v, beta = _chunk(e, c, "Q", "K", "V", "beta")
+        states.append(chunk_forward(q, k, v, beta, states[-1], xp=xp).s_next)
+    return xp.stack(states, axis=-3)
+
+
+def _grads_in(e: Env, p: Params, xp):
+    """The S̄⁺ each chunk receives: the given one for the last, the next chunk's S̄ for the others."""
+    if not _chunked(p):
+        return e.dS_next
+    grads = [e.dS_next]
+    for c in range(p.chunks - 1, 0, -1):
+        q, k, v, beta, s, d_o = _chunk(e, c, "Q", "K", "V", "beta", "S_in", "dO")
+        grads.insert(0, chunk_backward(chunk_forward(q, k, v, beta, s, xp=xp), d_o, grads[0], xp=xp).ds)
+    return xp.stack(grads, axis=-3)
+
+
+def _c(e: Env) -> int:
+    return e.K.shape[-2]
+
+
+def _unit_lower(g, beta, c: int, xp, mask=None):
+    """A = I + tril(diag(β)G, −1); ``mask`` swaps in another triangle for the mistakes."""
+    m = tril_strict_mask(c, xp) if mask is None else mask
+    return xp.eye(c, dtype=DTYPE) + m * (beta[..., :, None] * g)
+
+
+def _o(q, s, p_mat, x):
+    return q @ swap(s) + p_mat @ x
+
+
+FORWARD_STEPS = (
+    Step("S_in", "S", "S", "", _states_in, ("Q", "K", "V", "beta", "S")),
+    Step("G", "G", r"G = KK^\top", "Compute the key Gram matrix", lambda e, p, xp: e.K @ swap(e.K), ("K",)),
+    Step("A", "A", r"A = I + \operatorname{tril}(\operatorname{diag}(\beta) G, -1)",
+         "Compute A (ones on the diagonal, βᵣG_rs strictly below it)",
+         lambda e, p, xp: _unit_lower(e.G, e.beta, _c(e), xp), ("G", "beta")),
+    Step("BK", "B_K", r"B_K = \operatorname{diag}(\beta) K", "", lambda e, p, xp: e.beta[..., :, None] * e.K,
+         ("beta", "K")),
+    Step("BV", "B_V", r"B_V = \operatorname{diag}(\beta) V", "", lambda e, p, xp: e.beta[..., :, None] * e.V,
+         ("beta", "V")),
+    Step("W", "W", r"W = A^{-1} B_K", "Compute W by forward substitution",
+         lambda e, p, xp: solve_unit_lower(e.A, e.BK, xp=xp), ("A", "BK")),
+    Step("U", "U", r"U = A^{-1} B_V", "Compute U by forward substitution",
+         lambda e, p, xp: solve_unit_lower(e.A, e.BV, xp=xp), ("A", "BV")),
+    Step("X", "X", r"X = U - W S^\top", "Compute X, what each token writes",
+         lambda e, p, xp: e.U - e.W @ swap(e.S_in), ("U", "W", "S_in")),
+    Step("T", "T", r"T = QK^\top", "", lambda e, p, xp: e.Q @ swap(e.K), ("Q", "K")),
+    Step("P", "P", r"P = (QK^\top) \odot M", "Compute P (M keeps the diagonal and below)",
+         lambda e, p, xp: e.T * causal_mask(_c(e), xp), ("T",)),
+    Step("O", "O", r"O = QS^\top + PX", "Compute the outputs of the chunk",
+         lambda e, p, xp: _o(e.Q, e.S_in, e.P, e.X), ("Q", "S_in", "P", "X")),
+    Step("S_next", "S^+", r"S^+ = S + X^\top K", "Compute the state after the chunk",
+         lambda e, p, xp: e.S_in + swap(e.X) @ e.K, ("S_in", "X", "K")),
+)
+
+FORWARD_MISTAKES = (
+    Misconception("A", "inclusive_triangle",
+                  lambda e, p, xp: _unit_lower(e.G, e.beta, _c(e), xp, mask=causal_mask(_c(e), xp)),
+                  "A keeps only the strict lower triangle of diag(β)G: its diagonal is 1, not 1 + βᵣ‖kᵣ‖²."),
+    Misconception("A", "beta_on_columns",
+                  lambda e, p, xp: xp.eye(_c(e), dtype=DTYPE) + tril_strict_mask(_c(e), xp) * (e.G * e.beta[..., None, :]),
+                  "Row r of A carries βᵣ (diag(β)G scales rows): A_rs = βᵣ kᵣ·kₛ for r > s.", applies=_beta_varies),
+    Misconception("W", "A_transposed", lambda e, p, xp: swap(e.A) @ e.BK,
+                  "W = A⁻¹B_K, not AᵀB_K: solve A W = B_K by forward substitution."),
+    Misconception("W", "multiplied_by_A", lambda e, p, xp: e.A @ e.BK,
+                  "W solves A W = B_K (W = A⁻¹B_K); multiplying by A goes the wrong way."),
+    Misconception("W", "no_solve", lambda e, p, xp: e.BK,
+                  "B_K = diag(β)K still has to be passed through A⁻¹: W = A⁻¹B_K."),
+    Misconception("U", "A_transposed", lambda e, p, xp: swap(e.A) @ e.BV,
+                  "U = A⁻¹B_V, not AᵀB_V: solve A U = B_V by forward substitution."),
+    Misconception("U", "multiplied_by_A", lambda e, p, xp: e.A @ e.BV,
+                  "U solves A U = B_V (U = A⁻¹B_V); multiplying by A goes the wrong way."),
+    Misconception("U", "no_solve", lambda e, p, xp: e.BV,
+                  "B_V = diag(β)V still has to be passed through A⁻¹: U = A⁻¹B_V."),
+    Misconception("X", "plus_sign", lambda e, p, xp: e.U + e.W @ swap(e.S_in),
+                  "X = U − WSᵀ: the state's recall is subtracted (the delta rule writes an error)."),
+    Misconception("X", "no_state", lambda e, p, xp: e.U,
+                  "The state entering the chunk matters: X = U − WSᵀ."),
+    Misconception("X", "untransposed_state", lambda e, p, xp: e.U - e.W @ e.S_in,
+                  "S is d_v × d_k, so the recall of W's rows is WSᵀ.",
+                  applies=_square),
+    Misconception("P", "strict_mask", lambda e, p, xp: e.T * tril_strict_mask(_c(e), xp),
+                  "M includes the diagonal: token r reads its own write (oᵣ = Sᵣqᵣ after its update)."),
+    Misconception("P", "no_mask", lambda e, p, xp: e.T,
+                  "P keeps only s ≤ r: a token must not read what later tokens of the chunk write."),
+    Misconception("O", "no_state_term", lambda e, p, xp: e.P @ e.X,
+                  "The state entering the chunk adds QSᵀ: O = QSᵀ + PX."),
+    Misconception("O", "strict_mask",
+                  lambda e, p, xp: _o(e.Q, e.S_in, e.T * tril_strict_mask(_c(e), xp), e.X),
+                  "M includes the diagonal: token r reads its own write."),
+    Misconception("S_next", "transposed", lambda e, p, xp: e.S_in + swap(e.K) @ e.X,
+                  "S⁺ = S + XᵀK keeps S's shape d_v × d_k: value rows times key columns.", applies=_square),
+    Misconception("S_next", "used_U", lambda e, p, xp: e.S_in + swap(e.U) @ e.K,
+                  "The chunk writes X = U − WSᵀ (the error against the state), not U: S⁺ = S + XᵀK."),
+)
+
+
+CHUNK_PARAMS = {
+    "chunk": Param(3, "chunk length C (with C = 1, A = I and there is nothing to solve)", low=2, high=16),
+    "chunks": Param(1, "number of equal chunks; with 2 or more every per-chunk value gets a leading chunk axis",
+                    low=1, high=4),
+    **COMMON_PARAMS,
+}
+
+CHUNK_GIVENS = (
+    Given("Q", "Q", "queries, one row per token of the chunk"),
+    Given("K", "K", "keys, one row per token of the chunk"),
+    Given("V", "V", "values, one row per token of the chunk"),
+    Given("beta", r"\beta", "writing strength of each token"),
+    Given("S", "S", "the state entering the (first) chunk, d_v × d_k"),
+)
+
+CHUNK_FORWARD = Family(
+    name="delta.chunk_forward",
+    title="The delta rule, one chunk at a time",
+    summary="One chunk of length C from state S: G, A, W = A⁻¹B_K, U, X, P, O, S⁺ (WY form).",
+    params=CHUNK_PARAMS,
+    givens=CHUNK_GIVENS,
+    sample=lambda draw, p: _sample_chunk(draw, p, backward=False),
+    steps=FORWARD_STEPS,
+    default_ask=("A", "W", "U", "X", "O", "S_next"),
+    misconceptions=FORWARD_MISTAKES,
+    accept=lambda e, p, xp: _tame(e, p, ("W", "U", "X", "O", "S_next"), xp),
+)
+
+
+# ------------------------------------------------------------------ the chunk backward
+
+
+def _grad_nonzero(p: Params) -> bool:
+    """Whether some chunk receives a non-zero S̄⁺."""
+    return p.final_grad != "zero" or _chunked(p)
+
+
+def _dk_terms(e: Env, p: Params, xp, *, state=True, t=True, b=True, g="both"):
+    """K̄ = X S̄⁺ + T̄ᵀQ + diag(β)B̄_K + (Ḡ + Ḡᵀ)K; switches drop terms for the mistakes."""
+    out = xp.zeros_like(e.K)
+    if state:
+        out = out + e.X @ e.dS_in
+    if t:
+        out = out + swap(e.dT) @ e.Q
+    if b:
+        out = out + e.beta[..., :, None] * e.dBK
+    if g == "both":
+        out = out + (e.dG + swap(e.dG)) @ e.K
+    elif g == "one":
+        out = out + e.dG @ e.K
+    return out
+
+
+def _dbeta(e: Env, xp, *, b=True, a=True, v=True):
+    """β̄ᵢ = Σ_d (B̄_K)ᵢd Kᵢd + (B̄_V)ᵢd Vᵢd + Σ_{s<i} Āᵢs Gᵢs."""
+    out = xp.zeros_like(e.beta)
+    if b:
+        out = out + xp.sum(e.dBK * e.K, axis=-1)
+        if v:
+            out = out + xp.sum(e.dBV * e.V, axis=-1)
+    if a:
+        out = out + xp.sum(tril_strict_mask(_c(e), xp) * e.dA * e.G, axis=-1)
+    return out
+
+
+def _ds(e: Env, *, identity=True, output=True, x_sign=-1.0):
+    out = e.dS_in if identity else 0.0
+    if output:
+        out = out + swap(e.dO) @ e.Q
+    return out + x_sign * (swap(e.dX) @ e.W)
+
+
+BACKWARD_STEPS = (
+    Step("dS_in", r"\bar S^+", r"\bar S^+", "", _grads_in, ("Q", "K", "V", "beta", "S_in", "dO", "dS_next")),
+    Step("dX", r"\bar X", r"\bar X = K (\bar S^+)^\top + P^\top \bar O", "Compute X̄",
+         lambda e, p, xp: e.K @ swap(e.dS_in) + swap(e.P) @ e.dO, ("K", "dS_in", "P", "dO")),
+    Step("dP", r"\bar P", r"\bar P = \bar O X^\top", "Compute P̄",
+         lambda e, p, xp: e.dO @ swap(e.X), ("dO", "X")),
+    Step("dT", r"\bar T", r"\bar T = \bar P \odot M", "Compute T̄ (the gradient of T = QKᵀ)",
+         lambda e, p, xp: e.dP * causal_mask(_c(e), xp), ("dP",)),
+    Step("dU", r"\bar U", r"\bar U = \bar X", "", lambda e, p, xp: e.dX, ("dX",)),
+    Step("dW", r"\bar W", r"\bar W = -\bar X S", "Compute W̄",
+         lambda e, p, xp: -(e.dX @ e.S_in), ("dX", "S_in")),
+    Step("dBK", r"\bar B_K", r"\bar B_K = A^{-\top} \bar W", "Compute B̄_K by back substitution",
+         lambda e, p, xp: solve_unit_lower_transposed(e.A, e.dW, xp=xp), ("A", "dW")),
+    Step("dBV", r"\bar B_V", r"\bar B_V = A^{-\top} \bar U", "Compute B̄_V by back substitution",
+         lambda e, p, xp: solve_unit_lower_transposed(e.A, e.dU, xp=xp), ("A", "dU")),
+    Step("dA", r"\bar A", r"\bar A = -\bar B_K W^\top - \bar B_V U^\top",
+         "Compute Ā (every entry, treating A as a free C×C matrix)",
+         lambda e, p, xp: -(e.dBK @ swap(e.W)) - e.dBV @ swap(e.U), ("dBK", "W", "dBV", "U")),
+    Step("dG", r"\bar G", r"\bar G = \operatorname{tril}(\operatorname{diag}(\beta) \bar A, -1)", "Compute Ḡ",
+         lambda e, p, xp: tril_strict_mask(_c(e), xp) * (e.beta[..., :, None] * e.dA), ("beta", "dA")),
+    Step("dbeta", r"\bar\beta",
+         r"\bar\beta = \operatorname{rowsum}(\bar B_K \odot K + \bar B_V \odot V) + \operatorname{rowsum}(\operatorname{tril}(\bar A \odot G, -1))",
+         "Compute β̄", lambda e, p, xp: _dbeta(e, xp), ("dBK", "K", "dBV", "V", "dA", "G")),
+    Step("dK", r"\bar K", r"\bar K = X \bar S^+ + \bar T^\top Q + \operatorname{diag}(\beta) \bar B_K + (\bar G + \bar G^\top) K",
+         "Compute K̄", lambda e, p, xp: _dk_terms(e, p, xp), ("X", "dS_in", "dT", "Q", "beta", "dBK", "dG", "K")),
+    Step("dQ", r"\bar Q", r"\bar Q = \bar O S + \bar T K", "Compute Q̄",
+         lambda e, p, xp: e.dO @ e.S_in + e.dT @ e.K, ("dO", "S_in", "dT", "K")),
+    Step("dV", r"\bar V", r"\bar V = \operatorname{diag}(\beta) \bar B_V", "Compute V̄",
+         lambda e, p, xp: e.beta[..., :, None] * e.dBV, ("beta", "dBV")),
+    Step("dS", r"\bar S", r"\bar S = \bar S^+ + \bar O^\top Q - \bar X^\top W",
+         "Compute S̄, the gradient handed to the previous chunk",
+         lambda e, p, xp: _ds(e), ("dS_in", "dO", "Q", "dX", "W")),
+)
+
+BACKWARD_MISTAKES = (
+    Misconception("dX", "missing_state_path", lambda e, p, xp: swap(e.P) @ e.dO,
+                  "X also reaches S⁺ = S + XᵀK: add K(S̄⁺)ᵀ to PᵀŌ.", applies=_grad_nonzero),
+    Misconception("dX", "missing_output_path", lambda e, p, xp: e.K @ swap(e.dS_in),
+                  "X also reaches O = QSᵀ + PX: add PᵀŌ to K(S̄⁺)ᵀ."),
+    Misconception("dX", "untransposed_P", lambda e, p, xp: e.K @ swap(e.dS_in) + e.P @ e.dO,
+                  "Through O = PX the gradient is PᵀŌ (P transposed), not PŌ."),
+    Misconception("dP", "masked", lambda e, p, xp: e.dP * causal_mask(_c(e), xp),
+                  "P̄ = ŌXᵀ is the full matrix; the mask M applies one line later, in T̄ = P̄ ⊙ M."),
+    Misconception("dT", "unmasked", lambda e, p, xp: e.dP,
+                  "P = T ⊙ M, so T̄ = P̄ ⊙ M: the entries above the diagonal get no gradient."),
+    Misconception("dT", "strict_mask", lambda e, p, xp: e.dP * tril_strict_mask(_c(e), xp),
+                  "M includes the diagonal, so T̄ = P̄ ⊙ M keeps it."),
+    Misconception("dW", "sign", lambda e, p, xp: e.dX @ e.S_in,
+                  "X = U − WSᵀ, so W̄ = −X̄S (the minus sign carries over)."),
+    Misconception("dW", "transposed_state", lambda e, p, xp: -(e.dX @ swap(e.S_in)),
+                  "From X = U − WSᵀ: W̄ = −X̄S (S, not Sᵀ).", applies=_square),
+    Misconception("dBK", "A_transposed", lambda e, p, xp: swap(e.A) @ e.dW,
+                  "B̄_K = A⁻ᵀW̄ (a back substitution with Aᵀ), not AᵀW̄."),
+    Misconception("dBK", "forward_solve", lambda e, p, xp: solve_unit_lower(e.A, e.dW, xp=xp),
+                  "The adjoint of W = A⁻¹B_K is B̄_K = A⁻ᵀW̄: solve with Aᵀ (back substitution), not with A."),
+    Misconception("dBK", "no_solve", lambda e, p, xp: e.dW,
+                  "W = A⁻¹B_K, so W̄ must pass back through A⁻ᵀ: B̄_K = A⁻ᵀW̄."),
+    Misconception("dBV", "A_transposed", lambda e, p, xp: swap(e.A) @ e.dU,
+                  "B̄_V = A⁻ᵀŪ (a back substitution with Aᵀ), not AᵀŪ."),
+    Misconception("dBV", "forward_solve", lambda e, p, xp: solve_unit_lower(e.A, e.dU, xp=xp),
+                  "The adjoint of U = A⁻¹B_V is B̄_V = A⁻ᵀŪ: solve with Aᵀ (back substitution), not with A."),
+    Misconception("dBV", "no_solve", lambda e, p, xp: e.dU,
+                  "U = A⁻¹B_V, so Ū must pass back through A⁻ᵀ: B̄_V = A⁻ᵀŪ."),
+    Misconception("dA", "sign", lambda e, p, xp: e.dBK @ swap(e.W) + e.dBV @ swap(e.U),
+                  "d(A⁻¹) = −A⁻¹(dA)A⁻¹, so Ā = −B̄_K Wᵀ − B̄_V Uᵀ carries a minus sign."),
+    Misconception("dA", "missing_U_path", lambda e, p, xp: -(e.dBK @ swap(e.W)),
+                  "A is used twice (W = A⁻¹B_K and U = A⁻¹B_V): add −B̄_V Uᵀ."),
+    Misconception("dG", "no_beta", lambda e, p, xp: tril_strict_mask(_c(e), xp) * e.dA,
+                  "A_rs = βᵣG_rs below the diagonal, so Ḡ_rs = βᵣĀ_rs.", applies=_beta_not_one),
+    Misconception("dG", "inclusive_triangle", lambda e, p, xp: causal_mask(_c(e), xp) * (e.beta[..., :, None] * e.dA),
+                  "Only the strict lower triangle of A depends on G: the diagonal of Ḡ is 0."),
+    Misconception("dG", "beta_on_columns",
+                  lambda e, p, xp: tril_strict_mask(_c(e), xp) * (e.dA * e.beta[..., None, :]),
+                  "Row r of A carries βᵣ, so Ḡ_rs = βᵣĀ_rs (scale rows, not columns).", applies=_beta_varies),
+    Misconception("dbeta", "missing_A_path", lambda e, p, xp: _dbeta(e, xp, a=False),
+                  "β also enters A = I + tril(diag(β)G, −1): add Σ_{s<i} Āᵢs Gᵢs."),
+    Misconception("dbeta", "missing_B_path", lambda e, p, xp: _dbeta(e, xp, b=False),
+                  "β also scales B_K = diag(β)K and B_V = diag(β)V: add Σ_d (B̄_K)ᵢd Kᵢd + (B̄_V)ᵢd Vᵢd."),
+    Misconception("dbeta", "missing_V", lambda e, p, xp: _dbeta(e, xp, v=False),
+                  "β scales B_V = diag(β)V as well as B_K: add Σ_d (B̄_V)ᵢd Vᵢd."),
+    Misconception("dK", "one_sided_G", lambda e, p, xp: _dk_terms(e, p, xp, g="one"),
+                  "K appears twice in G = KKᵀ, so the G path gives (Ḡ + Ḡᵀ)K, not ḠK."),
+    Misconception("dK", "missing_G_path", lambda e, p, xp: _dk_terms(e, p, xp, g="none"),
+                  "K also builds G = KKᵀ (and so A): add (Ḡ + Ḡᵀ)K."),
+    Misconception("dK", "missing_state_path", lambda e, p, xp: _dk_terms(e, p, xp, state=False),
+                  "K also writes the state S⁺ = S + XᵀK: add X S̄⁺.", applies=_grad_nonzero),
+    Misconception("dQ", "missing_state_term", lambda e, p, xp: e.dT @ e.K,
+                  "Q also reads the state entering the chunk (O = QSᵀ + PX): add ŌS."),
+    Misconception("dQ", "missing_T_term", lambda e, p, xp: e.dO @ e.S_in,
+                  "Q also builds T = QKᵀ: add T̄K."),
+    Misconception("dQ", "transposed_state", lambda e, p, xp: e.dO @ swap(e.S_in) + e.dT @ e.K,
+                  "From O = QSᵀ: Q̄ = ŌS (S, not Sᵀ).", applies=_square),
+    Misconception("dV", "no_beta", lambda e, p, xp: e.dBV,
+                  "B_V = diag(β)V, so V̄ = diag(β)B̄_V.", applies=_beta_not_one),
+    Misconception("dS", "missing_X_path", lambda e, p, xp: _ds(e, x_sign=0.0),
+                  "S also enters X = U − WSᵀ: add −X̄ᵀW."),
+    Misconception("dS", "sign", lambda e, p, xp: _ds(e, x_sign=1.0),
+                  "X = U − WSᵀ, so that path gives −X̄ᵀW (the minus sign carries over)."),
+    Misconception("dS", "missing_identity", lambda e, p, xp: _ds(e, identity=False),
+                  "S⁺ = S + XᵀK passes S̄⁺ straight through: add S̄⁺.", applies=_grad_nonzero),
+)
+
+CHUNK_BACKWARD = Family(
+    name="delta.chunk_backward",
+    title="Backprop through a delta-rule chunk",
+    summary="Given Ō and S̄⁺ of one chunk (or a sequence of chunks): X̄, P̄, W̄, Ā, B̄_K, B̄_V, Ḡ, β̄, K̄, Q̄, V̄, S̄.",
+    params={
+        **{**CHUNK_PARAMS, "chunk": Param(2, "chunk length C", low=2, high=16)},
+        "grad_entries": Param((-1, 1), "range of the integer entries of Ō and S̄⁺"),
+        "final_grad": Param("drawn", "S̄⁺ after the last chunk: integer entries, or zero (the loss reads only O)",
+                            choices=("drawn", "zero")),
+    },
+    givens=(
+        *CHUNK_GIVENS,
+        Given("dO", r"\bar O", "upstream gradient ∂L/∂O, one row per token"),
+        Given("dS_next", r"\bar S^+", "upstream gradient ∂L/∂S⁺ of the state after the (last) chunk"),
+    ),
+    sample=lambda draw, p: _sample_chunk(draw, p, backward=True),
+    steps=FORWARD_STEPS + BACKWARD_STEPS,
+    default_ask=("dX", "dW", "dBK", "dA", "dG", "dbeta", "dK", "dQ", "dV", "dS"),
+    misconceptions=FORWARD_MISTAKES + BACKWARD_MISTAKES,
+    accept=lambda e, p, xp: _tame(e, p, ("W", "U", "X", "O", "S_next", "dX", "dA", "dK", "dbeta", "dS"), xp),
+)
+
+FAMILIES = (RECURRENT, CHUNK_FORWARD, CHUNK_BACKWARD)
