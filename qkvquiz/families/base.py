@@ -157,6 +157,12 @@ class Family:
     validate: Callable[[Params], None] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Params is a Mapping: a param called "keys" or "values" would read the method instead.
+        shadowed = sorted(set(self.params) & set(dir(Params)))
+        if shadowed:
+            raise ValueError(f"family {self.name}: param name(s) {shadowed} clash with Params attributes")
+
     @property
     def step_names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.steps)
