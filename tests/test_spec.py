@@ -107,3 +107,10 @@ def test_explicit_allowed_pairs_mask_as_a_fixed_given():
     weights = ws.envs[0]["weights"]
     assert np.all(weights[:, 0, 0] == 0) and np.all(weights[:, 1, 2] == 0)
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=1e-14)
+
+
+def test_all_families_spec_holds_one_item_of_every_family():
+    from qkvquiz.families import REGISTRY
+
+    spec = load_spec(bank_dir() / "all-families.yaml")
+    assert sorted(item.family.name for item in spec.items) == sorted(REGISTRY)
