@@ -18,7 +18,7 @@ import numpy as np
 
 from .families import Env, Family, Params, get_family
 from .grade.tolerance import Tolerance
-from .spec import Credit, Part
+from .spec import Credit, Part, graded_tolerance
 from .worksheet import Worksheet
 
 KEY_FORMAT = "qkvquiz-key"
@@ -57,10 +57,7 @@ def key_to_json(ws: Worksheet) -> dict[str, Any]:
             "points": item.points,
             "tolerance": item.tolerance.to_json(),
             "credit": item.credit.to_json(),
-            "parts": [
-                {"id": p.id, "step": p.step, "points": p.points, "shape": list(env[p.step].shape[1:])}
-                for p in item.parts
-            ],
+            "parts": [_part_json(p, env[p.step].shape[1:]) for p in item.parts],
         })
     students = []
     for i, (sid, code) in enumerate(zip(ws.students, ws.codes)):
@@ -83,6 +80,13 @@ def key_to_json(ws: Worksheet) -> dict[str, Any]:
         "items": items,
         "students": students,
     }
+
+
+def _part_json(part: Part, shape: tuple[int, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": part.id, "step": part.step, "points": part.points, "shape": list(shape)}
+    if part.tolerance is not None:  # only a part's own; the rest use the item's
+        out["tolerance"] = part.tolerance.to_json()
+    return out
 
 
 def dumps(doc: Any) -> str:
@@ -114,6 +118,10 @@ class KeyItem:
     parts: tuple[Part, ...]
     shapes: Mapping[str, tuple[int, ...]]  # part id -> shape
     env: Env  # every student's givens and steps, leading axis = student (key order)
+
+    def tolerance_for(self, step: str) -> Tolerance:
+        """The tolerance that ``step`` is graded with: its part's own, else the item's."""
+        return graded_tolerance(self, step)
 
 
 @dataclass(frozen=True)
@@ -157,18 +165,20 @@ def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:
         for raw in doc["items"]:
             family = get_family(raw["family"])
             params = family.resolve(raw["params"])
-            parts = tuple(Part(p["id"], p["step"], float(p["points"])) for p in raw["parts"])
+            parts = tuple(
+                Part(p["id"], p["step"], float(p["points"]),
+                     Tolerance.from_spec(p["tolerance"]) if "tolerance" in p else None)
+                for p in raw["parts"]
+            )
             shapes = {p["id"]: tuple(p["shape"]) for p in raw["parts"]}
             names = (*family.given_names, *family.step_names)
             env = Env({
                 name: np.stack([_value(s, raw["id"], name) for s in students])
                 for name in names
             })
-            credit = raw.get("credit", {})
             items.append(KeyItem(
                 raw["id"], family, params, Tolerance.from_spec(raw["tolerance"]),
-                Credit(bool(credit.get("per_entry", True)), float(credit.get("carried_forward", 1.0))),
-                parts, shapes, env,
+                Credit.from_json(raw.get("credit", {})), parts, shapes, env,
             ))
     except (KeyError, TypeError, ValueError) as exc:
         raise KeyFileError(f"{source}: malformed key ({exc!r})") from exc
