@@ -118,6 +118,7 @@ class KeyItem:
     parts: tuple[Part, ...]
     shapes: Mapping[str, tuple[int, ...]]  # part id -> shape
     env: Env  # every student's givens and steps, leading axis = student (key order)
+    title: str = ""
 
     def tolerance_for(self, step: str) -> Tolerance:
         """The tolerance that ``step`` is graded with: its part's own, else the item's."""
@@ -178,7 +179,7 @@ def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:
             })
             items.append(KeyItem(
                 raw["id"], family, params, Tolerance.from_spec(raw["tolerance"]),
-                Credit.from_json(raw.get("credit", {})), parts, shapes, env,
+                Credit.from_json(raw.get("credit", {})), parts, shapes, env, str(raw.get("title", "")),
             ))
     except (KeyError, TypeError, ValueError) as exc:
         raise KeyFileError(f"{source}: malformed key ({exc!r})") from exc
