@@ -94,14 +94,24 @@ def dumps(doc: Any) -> str:
     return _dump(doc, 0) + "\n"
 
 
+# One encoder for every leaf: json.dumps with options builds a new encoder per call, and a
+# class's results hold about a hundred leaves per student.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_LEAVES = (int, float, str, bool, type(None))
+
+
+def _nested(value: Any) -> bool:
+    return type(value) not in _LEAVES and isinstance(value, (list, Mapping))
+
+
 def _dump(obj: Any, depth: int) -> str:
     pad, inner = "  " * depth, "  " * (depth + 1)
-    if isinstance(obj, Mapping) and obj:
-        body = ",\n".join(f"{inner}{json.dumps(str(k), ensure_ascii=False)}: {_dump(v, depth + 1)}" for k, v in obj.items())
+    if type(obj) not in _LEAVES and isinstance(obj, Mapping) and obj:
+        body = ",\n".join(f"{inner}{_ENCODE(str(k))}: {_dump(v, depth + 1)}" for k, v in obj.items())
         return "{\n" + body + "\n" + pad + "}"
-    if isinstance(obj, list) and any(isinstance(v, (list, Mapping)) for v in obj):
+    if isinstance(obj, list) and any(_nested(v) for v in obj):
         return "[\n" + ",\n".join(inner + _dump(v, depth + 1) for v in obj) + "\n" + pad + "]"
-    return json.dumps(obj, ensure_ascii=False, allow_nan=False)
+    return _ENCODE(obj)
 
 
 class KeyFileError(ValueError):
@@ -173,10 +183,7 @@ def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:
             )
             shapes = {p["id"]: tuple(p["shape"]) for p in raw["parts"]}
             names = (*family.given_names, *family.step_names)
-            env = Env({
-                name: np.stack([_value(s, raw["id"], name) for s in students])
-                for name in names
-            })
+            env = Env({name: _column(students, raw["id"], name) for name in names})
             items.append(KeyItem(
                 raw["id"], family, params, Tolerance.from_spec(raw["tolerance"]),
                 Credit.from_json(raw.get("credit", {})), parts, shapes, env, str(raw.get("title", "")),
@@ -193,6 +200,16 @@ def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:
     )
 
 
-def _value(student: Mapping[str, Any], item_id: str, name: str) -> np.ndarray:
+def _raw(student: Mapping[str, Any], item_id: str, name: str) -> Any:
     givens = student["givens"][item_id]
-    return decode(givens[name] if name in givens else student["steps"][item_id][name])
+    return givens[name] if name in givens else student["steps"][item_id][name]
+
+
+def _column(students: list[Mapping[str, Any]], item_id: str, name: str) -> np.ndarray:
+    """One given or step of every student, leading axis = student."""
+    values = [_raw(s, item_id, name) for s in students]
+    try:
+        # One NumPy call for the class; it reads the texts "inf" and "-inf" as decode() does.
+        return np.array(values, dtype=np.float64)
+    except (ValueError, TypeError):
+        return np.stack([decode(v) for v in values])

@@ -15,7 +15,8 @@ Scoring of one part, in order:
 - otherwise the larger of the per-entry share (``credit.per_entry``; all-or-nothing gives 0)
   and, when the answer equals this step re-run on the student's own earlier answers,
   ``credit.carried_forward`` of the points (``carried``). No credit is carried from an earlier
-  answer that is missing, malformed, or wrong and breaking one of its step's invariants.
+  answer that is missing, malformed, or wrong and breaking one of its step's invariants, nor
+  to an answer that breaks one of its own step's invariants.
 """
 
 from __future__ import annotations
@@ -174,11 +175,19 @@ def grade_files(key: Key, paths: Iterable[str | Path], *, progress: Callable[[],
 
 def grade(key: Key, submissions: Iterable[Submission]) -> GradeReport:
     """Grade already-read submissions (one per student; a second one is reported)."""
+    accepted, problems = match_students(key, submissions)
+    columns = read_columns(key, [sub.answers for _, sub in accepted])
+    return grade_columns(key, accepted, columns, problems)
+
+
+def match_students(key: Key, submissions: Iterable[Submission]) -> tuple[list[tuple[int, Submission]], list[FileProblem]]:
+    """Each submission with its student's row in the key; unknown and repeated students are problems."""
     accepted: list[tuple[int, Submission]] = []
     problems: list[FileProblem] = []
     seen: dict[str, str] = {}
+    position = {student: i for i, student in enumerate(key.students)}  # Key.index is a linear search
     for sub in submissions:
-        index = key.index(sub.student)
+        index = position.get(sub.student)
         if index is None:
             problems.append(FileProblem(sub.source, f"student {sub.student!r} is not in the key"))
         elif sub.student in seen:
@@ -188,13 +197,21 @@ def grade(key: Key, submissions: Iterable[Submission]) -> GradeReport:
         else:
             seen[sub.student] = sub.source
             accepted.append((index, sub))
+    return accepted, problems
 
+
+def read_columns(key: Key, answers: Sequence[Mapping[str, Any]]) -> dict[str, Column]:
+    """Every part's answers of the class (one mapping of part id: answer per student), read."""
+    return {part.id: read_column([a.get(part.id) for a in answers], item.shapes[part.id])
+            for item, part in key.parts}
+
+
+def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns: Mapping[str, Column],
+                  problems: list[FileProblem]) -> GradeReport:
+    """Grade answers already read by :func:`read_columns`, item by item for the whole class."""
     results = [StudentResult(sub.student, sub.source, key.variants[index], []) for index, sub in accepted]
     rows = np.array([index for index, _ in accepted], dtype=np.int64)
-    answers = [sub.answers for _, sub in accepted]
     for item in key.items:
-        columns = {part.id: read_column([a.get(part.id) for a in answers], item.shapes[part.id])
-                   for part in item.parts}
         for part_results in grade_item(item, rows, columns).values():
             for result, part_result in zip(results, part_results):
                 result.parts.append(part_result)
@@ -273,6 +290,7 @@ class PartCheck:
     ok: np.ndarray  # bool (students, entries): entry within tolerance
     right: np.ndarray  # bool (students,): readable and every entry within tolerance
     broken: list[tuple[str, str, np.ndarray]]  # (name, sentence, bool per student) per invariant
+    holds: np.ndarray  # bool (students,): readable and every invariant of the step holds
     sound: np.ndarray  # bool (students,): usable as an earlier answer for carried credit
 
 
@@ -303,7 +321,8 @@ def check_part(item: KeyItem, part: Part, column: Column, env: Env) -> PartCheck
                 holds = np.asarray(inv.holds(column.values, env, item.params, band, np), dtype=bool)
                 holds_all &= holds
                 broken.append((inv.name, inv.feedback, column.readable & ~holds))
-    return PartCheck(ok, right, broken, column.readable & (right | holds_all))
+    holds_all &= column.readable
+    return PartCheck(ok, right, broken, holds_all, right | holds_all)
 
 
 def carried_inputs(family: Family, step: str, asked: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -363,7 +382,8 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
         hit = pending & tol.passes(column.values, wrong).reshape(n, -1).all(axis=1)
         mistakes.append((mistake.name, mistake.feedback, hit))
 
-    carried = _carried_forward(item, part, columns, checks, env) & pending
+    # A carried answer must itself have the properties every right value has.
+    carried = _carried_forward(item, part, columns, checks, env) & pending & check.holds
 
     points = part.points
     share = check.ok.mean(axis=1) if check.ok.shape[1] else np.ones(n)

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 from ..files import safe_name, write_atomic
-from ..key import dumps
 from .analysis import item_analysis, item_analysis_csv, item_analysis_markdown
 from .feedback import feedback_markdown
 from .grader import GradeReport
@@ -43,6 +43,31 @@ def _pts(x: float) -> str:
     return f"{x:.4f}".rstrip("0").rstrip(".")
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+
+
+def results_json(report: GradeReport) -> str:
+    """Every student's every part, sorted by student id; one part per line, so that a class of
+    thousands is written by the C JSON encoder and a diff shows which parts changed."""
+    doc = report.to_json()
+    students = sorted(doc.pop("students"), key=lambda s: s["student"])
+    problems = doc.pop("problems")
+    lines = ["{"]
+    lines += [f"  {_ENCODE(k)}: {_ENCODE(v)}," for k, v in doc.items()]
+    lines.append('  "students": [')
+    for i, student in enumerate(students):
+        parts = student.pop("parts")
+        head = ", ".join(f"{_ENCODE(k)}: {_ENCODE(v)}" for k, v in student.items())
+        lines.append(f'    {{{head}, "parts": [')
+        lines += [f"      {_ENCODE(p)}{',' if k < len(parts) - 1 else ''}" for k, p in enumerate(parts)]
+        lines.append(f"    ]}}{',' if i < len(students) - 1 else ''}")
+    lines.append("  ],")
+    lines.append('  "problems": [')
+    lines += [f"    {_ENCODE(p)}{',' if k < len(problems) - 1 else ''}" for k, p in enumerate(problems)]
+    lines += ["  ]", "}"]
+    return "\n".join(lines) + "\n"
+
+
 def feedback_names(report: GradeReport) -> dict[str, str]:
     """Student id -> feedback file name (without ``.md``), safe and unique, assigned in id order."""
     taken: set[str] = set()
@@ -58,11 +83,9 @@ def write_reports(
     """
     out = Path(out)
     paths = [out / "results.csv", out / "results.json", out / "item-analysis.csv", out / "item-analysis.md"]
-    doc = report.to_json()
-    doc["students"].sort(key=lambda s: s["student"])
     stats = item_analysis(report)
     write_atomic(paths[0], results_csv(report))
-    write_atomic(paths[1], dumps(doc))
+    write_atomic(paths[1], results_json(report))
     write_atomic(paths[2], item_analysis_csv(stats))
     write_atomic(paths[3], item_analysis_markdown(report, stats))
     if feedback:
