@@ -177,17 +177,18 @@ def _item_tolerance(
     one tolerance written out (``{mode: rel, value: 0.01}``), not the per-part form.
     """
     if not isinstance(raw, Mapping) or set(raw) & {"mode", "value", "floor"}:
-        return _tolerance(raw, default, source, where), {}
+        return _tolerance(raw, default, source, f"{where} field 'tolerance'"), {}
     asked = [p.step for p in parts]
     per_step: dict[str, Tolerance] = {}
     for step, value in raw.items():
+        field_where = f"{where} field 'tolerance.{step}'"
         if step != PART_TOLERANCE_DEFAULT and step not in asked:
-            raise SpecError(source, f"{where}.{step}",
+            raise SpecError(source, field_where,
                             f"not an asked step; a per-part tolerance names one of: {', '.join(asked)} "
                             f"(or {PART_TOLERANCE_DEFAULT} for the rest)")
         if isinstance(value, Mapping) and not set(value) & {"mode", "value", "floor"}:
-            raise SpecError(source, f"{where}.{step}", "must be one tolerance, such as \"3 decimals\"")
-        per_step[step] = _tolerance(value, default, source, f"{where}.{step}")
+            raise SpecError(source, field_where, "must be one tolerance, such as \"3 decimals\"")
+        per_step[step] = _tolerance(value, default, source, field_where)
     return per_step.pop(PART_TOLERANCE_DEFAULT, default), per_step
 
 
@@ -242,7 +243,7 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
     if isinstance(points, bool) or not isinstance(points, (int, float)) or points <= 0:
         raise SpecError(source, f"{where} field 'points'", f"must be a positive number, got {points!r}")
     parts = _parts(raw.get("ask"), family, float(points), item_id, source, where)
-    tolerance, per_step = _item_tolerance(raw.get("tolerance"), default_tol, parts, source, f"{where} field 'tolerance'")
+    tolerance, per_step = _item_tolerance(raw.get("tolerance"), default_tol, parts, source, where)
     parts = tuple(Part(p.id, p.step, p.points, per_step.get(p.step)) for p in parts)
     fixed = _fixed(raw.get("givens"), family, source, where)
     title = raw.get("title", "")

@@ -72,12 +72,12 @@ MASK_MISTAKES = (
 WEIGHTS_INVARIANTS = (
     rows_sum_to(
         1.0, "rows_sum_to_one",
-        "Each row of A must sum to 1 (a row with at least one allowed key): softmax normalises each row.",
+        "Each row of A must sum to 1 (every row with at least one allowed key): softmax normalises each row.",
         rows=lambda e, p, xp: allowed_from_given(e.mask, xp=xp).any(axis=-1),
     ),
     zero_where(
         lambda e, p, xp: ~allowed_from_given(e.mask, xp=xp), "masked_zero",
-        "Masked entries of A must be exactly 0: a masked key gets no weight.",
+        "Masked entries of A must be 0: a masked key gets no weight.",
         applies=masked,
     ),
 )
