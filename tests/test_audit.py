@@ -95,6 +95,6 @@ def test_the_audit_command_exits_1_when_a_claim_is_wrong(tmp_path):
     )
     ok = runner.invoke(app, ["audit", str(good)])
     assert ok.exit_code == 0, ok.output
-    assert "all right" in ok.output
+    assert "q1.scores (attention.scores): right" in ok.output
     broken = runner.invoke(app, ["audit", str(tmp_path / "missing.yaml")])
     assert broken.exit_code == 2 and "cannot read" in broken.output
