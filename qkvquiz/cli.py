@@ -136,7 +136,7 @@ def grade(
     key: Annotated[Path, typer.Argument(help="The key.json written by `generate`.")],
     submissions: Annotated[list[Path], typer.Argument(help="Submission files, or folders searched for *.json.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the results, item analysis and feedback.")],
-    feedback: Annotated[bool, typer.Option(help="Write feedback/<student>.md, one file per student.")] = True,
+    feedback: Annotated[bool, typer.Option(help="Write feedback/STUDENT.md, one Markdown file per student.")] = True,
 ) -> None:
     """Grade students' submission files against a key.
 
