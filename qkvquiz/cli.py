@@ -144,13 +144,16 @@ def _submission_files(paths: list[Path]) -> list[Path]:
 def grade(
     key: Annotated[Path, typer.Argument(help="The key.json written by `generate`.")],
     submissions: Annotated[list[Path], typer.Argument(help="Submission files, or folders searched for *.json.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for results.csv and results.json.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the results, item analysis and feedback.")],
+    feedback: Annotated[bool, typer.Option(help="Write feedback/STUDENT.md, one Markdown file per student.")] = True,
 ) -> None:
     """Grade students' submission files against a key.
 
-    Writes `results.csv` (one row per student: each part's score and the total) and `results.json`
-    (every entry: expected, given, verdict). A file that cannot be read is reported by name and the
-    rest are still graded. Tolerance and credit come from the spec (stored in the key).
+    Writes `results.csv` (one row per student: each part's score and the total), `results.json`
+    (every entry: expected, given, verdict, diagnosis), `item-analysis.md`/`.csv` (per part: mean
+    score, share correct, the most common mistakes) and `feedback/<student>.md` (one Markdown file
+    per student, readable on its own). A file that cannot be read is reported by name and the rest
+    are still graded. Tolerance and credit come from the spec (stored in the key).
     """
     from .grade.grader import grade_files
     from .grade.report import write_reports
@@ -166,7 +169,10 @@ def grade(
     with _progress() as bar:
         task = bar.add_task("grading", total=len(files))
         report = grade_files(loaded, files, progress=lambda: bar.advance(task))
-    paths = write_reports(report, out)
+        writing = bar.add_task("writing feedback", total=len(report.results) if feedback else 0)
+        paths = write_reports(report, out, feedback=feedback, progress=lambda: bar.advance(writing))
+    if feedback:
+        paths.append(out / "feedback")
 
     table = Table(title=f"{loaded.title}: {len(report.results)} graded")
     for col in ("student", "score", "of", "format errors"):
@@ -179,6 +185,33 @@ def grade(
         err.print(f"[yellow]not graded:[/] {problem.source}: {problem.message}", highlight=False)
     console.print(f"Wrote {', '.join(str(p) for p in paths)}", highlight=False)
     if report.problems:
+        raise typer.Exit(1)
+
+
+@app.command()
+def audit(
+    file: Annotated[Path, typer.Argument(help="A spec whose items fix every given and add `claimed: {step: answer}`.")],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Also write the audit as Markdown to this file.")] = None,
+) -> None:
+    """Check a hand-written key: say which claimed answers are wrong, with the right values and,
+    where a known mistake or a wrong earlier claim explains one, which.
+
+    Exits with status 1 when a claimed answer is wrong or cannot be read, 2 when the file cannot be used.
+    """
+    from rich.markdown import Markdown
+
+    from .files import write_atomic
+    from .grade.audit import audit_file, audit_markdown
+
+    try:
+        report = audit_file(file)
+    except SpecError as exc:
+        _fail(str(exc))
+    text = audit_markdown(report)
+    if out is not None:
+        write_atomic(out, text)
+    console.print(Markdown(text))
+    if report.wrong:
         raise typer.Exit(1)
 
 

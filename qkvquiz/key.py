@@ -18,7 +18,7 @@ import numpy as np
 
 from .families import Env, Family, Params, get_family
 from .grade.tolerance import Tolerance
-from .spec import Credit, Part
+from .spec import Credit, Part, graded_tolerance
 from .worksheet import Worksheet
 
 KEY_FORMAT = "qkvquiz-key"
@@ -57,10 +57,7 @@ def key_to_json(ws: Worksheet) -> dict[str, Any]:
             "points": item.points,
             "tolerance": item.tolerance.to_json(),
             "credit": item.credit.to_json(),
-            "parts": [
-                {"id": p.id, "step": p.step, "points": p.points, "shape": list(env[p.step].shape[1:])}
-                for p in item.parts
-            ],
+            "parts": [_part_json(p, env[p.step].shape[1:]) for p in item.parts],
         })
     students = []
     for i, (sid, code) in enumerate(zip(ws.students, ws.codes)):
@@ -85,19 +82,36 @@ def key_to_json(ws: Worksheet) -> dict[str, Any]:
     }
 
 
+def _part_json(part: Part, shape: tuple[int, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": part.id, "step": part.step, "points": part.points, "shape": list(shape)}
+    if part.tolerance is not None:  # only a part's own; the rest use the item's
+        out["tolerance"] = part.tolerance.to_json()
+    return out
+
+
 def dumps(doc: Any) -> str:
     """JSON text for people and diffs: a row of numbers stays on one line; same input, same bytes."""
     return _dump(doc, 0) + "\n"
 
 
+# One encoder for every leaf: json.dumps with options builds a new encoder per call, and a
+# class's results hold about a hundred leaves per student.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_LEAVES = (int, float, str, bool, type(None))
+
+
+def _nested(value: Any) -> bool:
+    return type(value) not in _LEAVES and isinstance(value, (list, Mapping))
+
+
 def _dump(obj: Any, depth: int) -> str:
     pad, inner = "  " * depth, "  " * (depth + 1)
-    if isinstance(obj, Mapping) and obj:
-        body = ",\n".join(f"{inner}{json.dumps(str(k), ensure_ascii=False)}: {_dump(v, depth + 1)}" for k, v in obj.items())
+    if type(obj) not in _LEAVES and isinstance(obj, Mapping) and obj:
+        body = ",\n".join(f"{inner}{_ENCODE(str(k))}: {_dump(v, depth + 1)}" for k, v in obj.items())
         return "{\n" + body + "\n" + pad + "}"
-    if isinstance(obj, list) and any(isinstance(v, (list, Mapping)) for v in obj):
+    if isinstance(obj, list) and any(_nested(v) for v in obj):
         return "[\n" + ",\n".join(inner + _dump(v, depth + 1) for v in obj) + "\n" + pad + "]"
-    return json.dumps(obj, ensure_ascii=False, allow_nan=False)
+    return _ENCODE(obj)
 
 
 class KeyFileError(ValueError):
@@ -114,6 +128,11 @@ class KeyItem:
     parts: tuple[Part, ...]
     shapes: Mapping[str, tuple[int, ...]]  # part id -> shape
     env: Env  # every student's givens and steps, leading axis = student (key order)
+    title: str = ""
+
+    def tolerance_for(self, step: str) -> Tolerance:
+        """The tolerance that ``step`` is graded with: its part's own, else the item's."""
+        return graded_tolerance(self, step)
 
 
 @dataclass(frozen=True)
@@ -157,18 +176,17 @@ def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:
         for raw in doc["items"]:
             family = get_family(raw["family"])
             params = family.resolve(raw["params"])
-            parts = tuple(Part(p["id"], p["step"], float(p["points"])) for p in raw["parts"])
+            parts = tuple(
+                Part(p["id"], p["step"], float(p["points"]),
+                     Tolerance.from_spec(p["tolerance"]) if "tolerance" in p else None)
+                for p in raw["parts"]
+            )
             shapes = {p["id"]: tuple(p["shape"]) for p in raw["parts"]}
             names = (*family.given_names, *family.step_names)
-            env = Env({
-                name: np.stack([_value(s, raw["id"], name) for s in students])
-                for name in names
-            })
-            credit = raw.get("credit", {})
+            env = Env({name: _column(students, raw["id"], name) for name in names})
             items.append(KeyItem(
                 raw["id"], family, params, Tolerance.from_spec(raw["tolerance"]),
-                Credit(bool(credit.get("per_entry", True)), float(credit.get("carried_forward", 1.0))),
-                parts, shapes, env,
+                Credit.from_json(raw.get("credit", {})), parts, shapes, env, str(raw.get("title", "")),
             ))
     except (KeyError, TypeError, ValueError) as exc:
         raise KeyFileError(f"{source}: malformed key ({exc!r})") from exc
@@ -182,6 +200,16 @@ def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:
     )
 
 
-def _value(student: Mapping[str, Any], item_id: str, name: str) -> np.ndarray:
+def _raw(student: Mapping[str, Any], item_id: str, name: str) -> Any:
     givens = student["givens"][item_id]
-    return decode(givens[name] if name in givens else student["steps"][item_id][name])
+    return givens[name] if name in givens else student["steps"][item_id][name]
+
+
+def _column(students: list[Mapping[str, Any]], item_id: str, name: str) -> np.ndarray:
+    """One given or step of every student, leading axis = student."""
+    values = [_raw(s, item_id, name) for s in students]
+    try:
+        # One NumPy call for the class; it reads the texts "inf" and "-inf" as decode() does.
+        return np.array(values, dtype=np.float64)
+    except (ValueError, TypeError):
+        return np.stack([decode(v) for v in values])

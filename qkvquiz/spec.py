@@ -21,6 +21,7 @@ from .families import REGISTRY, Family, Params, get_family
 from .grade.tolerance import TOLERANCE_DEFAULT, Tolerance
 
 SPEC_KEYS = {"title", "instructions", "tolerance", "items", "credit"}
+PART_TOLERANCE_DEFAULT = "default"  # in a per-part tolerance mapping: the item's other parts
 ITEM_KEYS = {"id", "family", "title", "intro", "params", "points", "ask", "tolerance", "givens", "credit"}
 
 
@@ -39,6 +40,7 @@ class Part:
     id: str  # e.g. "q2.weights"
     step: str
     points: float
+    tolerance: Tolerance | None = None  # this part's own tolerance; None: the item's
 
 
 @dataclass(frozen=True)
@@ -47,9 +49,20 @@ class Credit:
 
     per_entry: bool = True  # proportional to the share of correct entries; False: all or nothing
     carried_forward: float = 1.0  # share of a part's points for a step right from one's own wrong inputs
+    format_error: float = 0.0  # share of a part's points for an answer given but unreadable
 
     def to_json(self) -> dict[str, Any]:
-        return {"per_entry": self.per_entry, "carried_forward": self.carried_forward}
+        return {"per_entry": self.per_entry, "carried_forward": self.carried_forward,
+                "format_error": self.format_error}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Credit:
+        """Read a key's credit; a key written before a setting existed gets its default."""
+        return cls(bool(raw.get("per_entry", True)), float(raw.get("carried_forward", 1.0)),
+                   float(raw.get("format_error", 0.0)))
+
+
+CREDIT_KEYS = ("per_entry", "carried_forward", "format_error")
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,10 @@ class ItemSpec:
     def points(self) -> float:
         # Rounded so that seven parts of 1/7 point add up to 1, not 0.9999999999999998.
         return round(sum(p.points for p in self.parts), 9)
+
+    def tolerance_for(self, step: str) -> Tolerance:
+        """The tolerance that ``step`` is graded with: its part's own, else the item's."""
+        return graded_tolerance(self, step)
 
     def fingerprint(self) -> str:
         """What decides the item's variants: family, params and fixed givens (not its wording)."""
@@ -89,6 +106,14 @@ class WorksheetSpec:
     @property
     def points(self) -> float:
         return sum(i.points for i in self.items)
+
+
+def graded_tolerance(item: Any, step: str) -> Tolerance:
+    """The tolerance ``step`` of ``item`` (a spec or key item) is graded with."""
+    for part in item.parts:
+        if part.step == step and part.tolerance is not None:
+            return part.tolerance
+    return item.tolerance
 
 
 def load_spec(path: str | Path) -> WorksheetSpec:
@@ -143,18 +168,47 @@ def _tolerance(raw: Any, default: Tolerance, source: str, where: str) -> Toleran
         raise SpecError(source, where, str(exc)) from exc
 
 
+def _item_tolerance(
+    raw: Any, default: Tolerance, parts: tuple[Part, ...], source: str, where: str
+) -> tuple[Tolerance, dict[str, Tolerance]]:
+    """An item's tolerance and its parts' own: one tolerance, or a mapping step: tolerance.
+
+    The per-part form names asked steps, plus ``default`` for the item's other parts
+    (``{default: 2 decimals, weights: 3 sigfigs}``). A mapping with ``mode`` or ``value`` is
+    one tolerance written out (``{mode: rel, value: 0.01}``), not the per-part form.
+    """
+    if not isinstance(raw, Mapping) or set(raw) & {"mode", "value", "floor"}:
+        return _tolerance(raw, default, source, f"{where} field 'tolerance'"), {}
+    asked = [p.step for p in parts]
+    per_step: dict[str, Tolerance] = {}
+    for step, value in raw.items():
+        field_where = f"{where} field 'tolerance.{step}'"
+        if step != PART_TOLERANCE_DEFAULT and step not in asked:
+            raise SpecError(source, field_where,
+                            f"not an asked step; a per-part tolerance names one of: {', '.join(asked)} "
+                            f"(or {PART_TOLERANCE_DEFAULT} for the rest)")
+        if isinstance(value, Mapping) and not set(value) & {"mode", "value", "floor"}:
+            raise SpecError(source, field_where, "must be one tolerance, such as \"3 decimals\"")
+        per_step[step] = _tolerance(value, default, source, field_where)
+    return per_step.pop(PART_TOLERANCE_DEFAULT, default), per_step
+
+
 def _credit(raw: Any, default: Credit, source: str, where: str) -> Credit:
     if raw is None:
         return default
-    if not isinstance(raw, Mapping) or set(raw) - {"per_entry", "carried_forward"}:
-        raise SpecError(source, where, "a mapping with per_entry (true/false) and carried_forward (0 to 1)")
+    if not isinstance(raw, Mapping) or set(raw) - set(CREDIT_KEYS):
+        raise SpecError(source, where, "a mapping with per_entry (true/false), carried_forward (0 to 1) "
+                                       "and format_error (0 to 1)")
     per_entry = raw.get("per_entry", default.per_entry)
-    cf = raw.get("carried_forward", default.carried_forward)
     if not isinstance(per_entry, bool):
         raise SpecError(source, f"{where}.per_entry", f"must be true or false, got {per_entry!r}")
-    if isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 <= cf <= 1:
-        raise SpecError(source, f"{where}.carried_forward", f"must be a number from 0 to 1, got {cf!r}")
-    return Credit(per_entry, float(cf))
+    shares = []
+    for name in ("carried_forward", "format_error"):
+        share = raw.get(name, getattr(default, name))
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+            raise SpecError(source, f"{where}.{name}", f"must be a number from 0 to 1, got {share!r}")
+        shares.append(float(share))
+    return Credit(per_entry, *shares)
 
 
 def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_credit: Credit) -> ItemSpec:
@@ -190,6 +244,8 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
     if isinstance(points, bool) or not isinstance(points, (int, float)) or points <= 0:
         raise SpecError(source, f"{where} field 'points'", f"must be a positive number, got {points!r}")
     parts = _parts(raw.get("ask"), family, float(points), item_id, source, where)
+    tolerance, per_step = _item_tolerance(raw.get("tolerance"), default_tol, parts, source, where)
+    parts = tuple(Part(p.id, p.step, p.points, per_step.get(p.step)) for p in parts)
     fixed = _fixed(raw.get("givens"), family, source, where)
     title = raw.get("title", "")
     intro = raw.get("intro", "")
@@ -198,7 +254,7 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
             raise SpecError(source, f"{where} field {key!r}", "must be text")
     return ItemSpec(
         id=item_id, family=family, params=params, parts=parts,
-        tolerance=_tolerance(raw.get("tolerance"), default_tol, source, f"{where} field 'tolerance'"),
+        tolerance=tolerance,
         credit=_credit(raw.get("credit"), default_credit, source, f"{where} field 'credit'"),
         title=title, intro=intro, fixed=fixed,
     )

@@ -130,12 +130,13 @@ def acceptable(item: ItemSpec, env: Env, xp=np) -> Any:
     A known mistake that lands within tolerance of the right answer, or two asked parts that
     would pass for each other, make a candidate useless for grading, so it is rejected.
     """
-    family, params, tol = item.family, item.params, item.tolerance
+    family, params = item.family, item.params
     batch = next(iter(env.values())).shape[0]
     ok = xp.ones(batch, dtype=bool) if family.accept is None else family.accept(env, params, xp)
 
-    def same(a, b):
-        return tol.passes(a, b, xp=xp).reshape(batch, -1).all(axis=1)
+    def same(a, b, step):
+        # Each part is told apart with the tolerance it is graded with.
+        return item.tolerance_for(step).passes(a, b, xp=xp).reshape(batch, -1).all(axis=1)
 
     asked = [p.step for p in item.parts]
     for step in asked:
@@ -143,9 +144,9 @@ def acceptable(item: ItemSpec, env: Env, xp=np) -> Any:
         for mistake in family.mistakes_for(step, params):
             wrong = mistake.fn(env, params, xp)
             if wrong.shape == exact.shape:
-                ok = ok & ~same(wrong, exact)
+                ok = ok & ~same(wrong, exact, step)
     for i, a in enumerate(asked):
         for b in asked[i + 1:]:
             if env[a].shape == env[b].shape:
-                ok = ok & ~same(env[a], env[b])
+                ok = ok & ~same(env[a], env[b], b)
     return ok

@@ -8,7 +8,7 @@ from ..engine.attention import apply_mask, scaled_scores, softmax
 from ..engine.backend import swap
 from ..engine.masks import MASK_KINDS, allowed_from_given, causal_allowed, padding_allowed
 from ..seeding import Draw
-from .base import Env, Family, Given, Misconception, Param, Params, Step
+from .base import Env, Family, Given, Misconception, Param, Params, Step, rows_sum_to, zero_where
 
 SATURATED = 0.95  # a row whose largest weight exceeds this teaches nothing by hand
 
@@ -63,6 +63,21 @@ MASK_MISTAKES = (
         "weights", "zero_not_minus_inf",
         lambda e, p, xp: softmax(xp.where(allowed_from_given(e.mask, xp=xp), e.unmasked, 0.0), xp=xp),
         "Masked scores were set to 0 instead of −∞; exp(0) = 1, so masked keys still got weight.",
+        applies=masked,
+    ),
+)
+
+# What every right A has, whatever the slip: checked on wrong answers, and no credit is carried
+# forward from weights that break them.
+WEIGHTS_INVARIANTS = (
+    rows_sum_to(
+        1.0, "rows_sum_to_one",
+        "Each row of A must sum to 1 (every row with at least one allowed key): softmax normalises each row.",
+        rows=lambda e, p, xp: allowed_from_given(e.mask, xp=xp).any(axis=-1),
+    ),
+    zero_where(
+        lambda e, p, xp: ~allowed_from_given(e.mask, xp=xp), "masked_zero",
+        "Masked entries of A must be 0: a masked key gets no weight.",
         applies=masked,
     ),
 )
@@ -168,7 +183,7 @@ WEIGHTS = Family(
         Step(
             "weights", "A", r"A_{ij} = \frac{e^{\tilde S_{ij}}}{\sum_{l} e^{\tilde S_{il}}}",
             "Compute the attention weights A = softmax(S̃) row by row",
-            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",),
+            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
         ),
     ),
     default_ask=("weights",),
@@ -221,7 +236,7 @@ OUTPUT = Family(
         ),
         Step(
             "weights", "A", r"A = \operatorname{softmax}(S)", "Compute the attention weights row by row",
-            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",),
+            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
         ),
         Step("output", "Z", "Z = AV", "Compute the output", lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
     ),

@@ -107,6 +107,67 @@ class Given:
 
 
 @dataclass(frozen=True)
+class Invariant:
+    """A property every right value of a step has (each row of A sums to 1), with a sentence.
+
+    ``fn(value, env, params, band, xp)`` gets a batch of values of the step (a student's own,
+    leading axis = variant), the variants' givens and steps in ``env``, and ``band``: the error
+    each entry of ``value`` may carry under the part's tolerance (same shape as ``value``), so
+    that a rounded right answer still holds. It returns a bool per variant: True where the
+    property holds. The grader says which invariants a wrong answer breaks, and carries no
+    credit forward from an answer that breaks one.
+    """
+
+    name: str
+    fn: Callable[[Array, Env, Params, Array, Any], Array]
+    feedback: str  # says what the property is, e.g. "Each row of A must sum to 1."
+    applies: Callable[[Params], bool] | None = None
+
+    def applies_to(self, params: Params) -> bool:
+        return self.applies is None or bool(self.applies(params))
+
+    def holds(self, value: Array, env: Env, params: Params, band: Array, xp=np) -> Array:
+        return self.fn(value, env, params, band, xp)
+
+
+def _per_variant(ok: Array) -> Array:
+    return ok.reshape(ok.shape[0], -1).all(axis=1)
+
+
+def rows_sum_to(
+    target: float, name: str, feedback: str, *,
+    rows: Callable[[Env, Params, Any], Array] | None = None,
+    applies: Callable[[Params], bool] | None = None,
+) -> Invariant:
+    """Each row (last axis) sums to ``target``, within the sum of its entries' bands.
+
+    ``rows(env, params, xp)`` picks the rows checked (bool, the value's shape less its last
+    axis); by default every row. An infinite entry makes its row fail.
+    """
+
+    def check(value: Array, env: Env, params: Params, band: Array, xp: Any) -> Array:
+        # Each entry may be off by its band, so the row's sum may be off by the bands' sum.
+        ok = xp.abs(xp.sum(value, axis=-1) - target) <= xp.sum(band, axis=-1)
+        if rows is not None:
+            ok = ok | ~rows(env, params, xp)
+        return _per_variant(ok)
+
+    return Invariant(name, check, feedback, applies)
+
+
+def zero_where(
+    where: Callable[[Env, Params, Any], Array], name: str, feedback: str, *,
+    applies: Callable[[Params], bool] | None = None,
+) -> Invariant:
+    """Entries where ``where(env, params, xp)`` is True are 0 (within their band)."""
+
+    def check(value: Array, env: Env, params: Params, band: Array, xp: Any) -> Array:
+        return _per_variant((xp.abs(value) <= band) | ~where(env, params, xp))
+
+    return Invariant(name, check, feedback, applies)
+
+
+@dataclass(frozen=True)
 class Step:
     """A named intermediate result; some steps are the parts a worksheet asks for."""
 
@@ -116,6 +177,7 @@ class Step:
     prompt: str  # the question, e.g. "Compute the scaled scores"; "" for a helper step
     fn: Callable[[Env, Params, Any], Array]
     needs: tuple[str, ...] = ()  # givens and steps the function reads
+    invariants: tuple[Invariant, ...] = ()  # properties every right value has
 
     @property
     def askable(self) -> bool:
@@ -207,3 +269,7 @@ class Family:
     def mistakes_for(self, step: str, params: Params) -> tuple[Misconception, ...]:
         """The known mistakes for ``step`` that can happen with ``params``."""
         return tuple(m for m in self.misconceptions if m.step == step and m.applies_to(params))
+
+    def invariants_for(self, step: str, params: Params) -> tuple[Invariant, ...]:
+        """The properties of ``step`` that hold with ``params``."""
+        return tuple(i for i in self.step(step).invariants if i.applies_to(params))

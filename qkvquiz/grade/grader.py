@@ -2,26 +2,41 @@
 
 Reading is per file and never stops the run: a file that is not JSON, has no student id,
 or names a student the key does not know becomes a :class:`FileProblem`. Comparison is
-batched: for each part, every readable answer of the class is stacked and checked against
-the key in one call; known mistakes and error carried forward are evaluated the same way.
+batched: each part's answers of the whole class are read into one array (with a mask of the
+readable ones) and checked against the key in one call; invariants, known mistakes and error
+carried forward are evaluated the same way, so a class of 10,000 costs a few array calls
+per part plus one small record per student and part.
+
+Scoring of one part, in order:
+
+- missing (no answer): 0; format error (given but unreadable): ``credit.format_error`` of
+  the points (0 by default);
+- every entry within tolerance: ``correct``, full points;
+- otherwise the larger of the per-entry share (``credit.per_entry``; all-or-nothing gives 0)
+  and, when the answer equals this step re-run on the student's own earlier answers,
+  ``credit.carried_forward`` of the points (``carried``). No credit is carried from an earlier
+  answer that is missing, malformed, or wrong and breaking one of its step's invariants, nor
+  to an answer that breaks one of its own step's invariants.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..families import Env
-from ..key import Key, KeyItem, encode
+from ..families import Env, Family
+from ..key import Key, KeyItem
 from ..spec import Part
 from .parse import AnswerFormatError, parse_answer
+from .tolerance import SLACK, Tolerance
 
 MAX_SUBMISSION_BYTES = 1_000_000
+CARRIED_MESSAGE = "Right method: this follows correctly from your own earlier answers."
 
 
 @dataclass
@@ -33,15 +48,21 @@ class PartResult:
     correct_entries: int = 0
     entries: int = 0
     message: str = ""  # format error or a sentence about the answer
-    diagnosis: list[str] = field(default_factory=list)
-    given: Any = None
+    diagnosis: list[str] = field(default_factory=list)  # sentences of the known mistakes it matches
+    mistakes: list[str] = field(default_factory=list)  # their names, in the same order
+    invariants: list[str] = field(default_factory=list)  # sentences of the properties it breaks
+    broken: list[str] = field(default_factory=list)  # their names, in the same order
+    given: Any = None  # the answer as read (JSON form), None when not readable
     expected: Any = None
+    entry_ok: Any = None  # per entry, within tolerance (nested like the answer)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "part": self.part, "points": self.points, "score": round(self.score, 6), "verdict": self.verdict,
             "correct_entries": self.correct_entries, "entries": self.entries, "message": self.message,
-            "diagnosis": self.diagnosis, "given": self.given, "expected": self.expected,
+            "diagnosis": self.diagnosis, "mistakes": self.mistakes,
+            "broken_invariants": self.broken, "invariants": self.invariants,
+            "given": self.given, "expected": self.expected, "entry_ok": self.entry_ok,
         }
 
 
@@ -112,6 +133,8 @@ def read_submission(path: str | Path) -> Submission:
         raise ValueError("the file is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except RecursionError:
+        raise ValueError("not usable JSON: nested too deeply") from None
     return submission_from_json(doc, str(path))
 
 
@@ -127,8 +150,10 @@ def submission_from_json(doc: Any, source: str) -> Submission:
     return Submission(source, student, answers)
 
 
-def grade_files(key: Key, paths: Iterable[str | Path], *, progress=None) -> GradeReport:
-    """Grade submission files against ``key``; unreadable files are reported, not fatal."""
+def read_submissions(
+    paths: Iterable[str | Path], *, progress: Callable[[], None] | None = None
+) -> tuple[list[Submission], list[FileProblem]]:
+    """Read submission files; a file that cannot be read becomes a :class:`FileProblem`."""
     submissions, problems = [], []
     for path in paths:
         try:
@@ -137,6 +162,12 @@ def grade_files(key: Key, paths: Iterable[str | Path], *, progress=None) -> Grad
             problems.append(FileProblem(str(path), str(exc)))
         if progress is not None:
             progress()
+    return submissions, problems
+
+
+def grade_files(key: Key, paths: Iterable[str | Path], *, progress: Callable[[], None] | None = None) -> GradeReport:
+    """Grade submission files against ``key``; unreadable files are reported, not fatal."""
+    submissions, problems = read_submissions(paths, progress=progress)
     report = grade(key, submissions)
     report.problems[:0] = problems
     return report
@@ -144,11 +175,19 @@ def grade_files(key: Key, paths: Iterable[str | Path], *, progress=None) -> Grad
 
 def grade(key: Key, submissions: Iterable[Submission]) -> GradeReport:
     """Grade already-read submissions (one per student; a second one is reported)."""
+    accepted, problems = match_students(key, submissions)
+    columns = read_columns(key, [sub.answers for _, sub in accepted])
+    return grade_columns(key, accepted, columns, problems)
+
+
+def match_students(key: Key, submissions: Iterable[Submission]) -> tuple[list[tuple[int, Submission]], list[FileProblem]]:
+    """Each submission with its student's row in the key; unknown and repeated students are problems."""
     accepted: list[tuple[int, Submission]] = []
     problems: list[FileProblem] = []
     seen: dict[str, str] = {}
+    position = {student: i for i, student in enumerate(key.students)}  # Key.index is a linear search
     for sub in submissions:
-        index = key.index(sub.student)
+        index = position.get(sub.student)
         if index is None:
             problems.append(FileProblem(sub.source, f"student {sub.student!r} is not in the key"))
         elif sub.student in seen:
@@ -158,112 +197,266 @@ def grade(key: Key, submissions: Iterable[Submission]) -> GradeReport:
         else:
             seen[sub.student] = sub.source
             accepted.append((index, sub))
+    return accepted, problems
 
-    results = [
-        StudentResult(sub.student, sub.source, key.variants[index], []) for index, sub in accepted
-    ]
+
+def read_columns(key: Key, answers: Sequence[Mapping[str, Any]]) -> dict[str, Column]:
+    """Every part's answers of the class (one mapping of part id: answer per student), read."""
+    return {part.id: read_column([a.get(part.id) for a in answers], item.shapes[part.id])
+            for item, part in key.parts}
+
+
+def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns: Mapping[str, Column],
+                  problems: list[FileProblem]) -> GradeReport:
+    """Grade answers already read by :func:`read_columns`, item by item for the whole class."""
+    results = [StudentResult(sub.student, sub.source, key.variants[index], []) for index, sub in accepted]
     rows = np.array([index for index, _ in accepted], dtype=np.int64)
     for item in key.items:
-        parsed = _parse_item(item, [sub for _, sub in accepted])
-        for part in item.parts:
-            for result, part_result in zip(results, _grade_part(item, part, rows, parsed)):
+        for part_results in grade_item(item, rows, columns).values():
+            for result, part_result in zip(results, part_results):
                 result.parts.append(part_result)
     return GradeReport(key, results, problems)
 
 
-def _parse_item(item: KeyItem, subs: list[Submission]) -> dict[str, list[np.ndarray | AnswerFormatError | None]]:
-    """Each part's answers, read into arrays of the part's shape (or the reason they can't be)."""
-    parsed: dict[str, list[np.ndarray | AnswerFormatError | None]] = {}
-    for part in item.parts:
-        column: list[np.ndarray | AnswerFormatError | None] = []
-        for sub in subs:
-            if part.id not in sub.answers or sub.answers[part.id] is None:
-                column.append(None)
-                continue
-            try:
-                column.append(parse_answer(sub.answers[part.id], item.shapes[part.id]))
-            except AnswerFormatError as exc:
-                column.append(exc)
-        parsed[part.id] = column
-    return parsed
+# ----------------------------------------------------------------------------- reading a column
 
 
-def _grade_part(item: KeyItem, part: Part, rows: np.ndarray, parsed) -> list[PartResult]:
-    column = parsed[part.id]
-    exact_all = item.env[part.step][rows] if rows.size else np.empty((0, *item.shapes[part.id]))
-    out = []
-    for j, answer in enumerate(column):
-        r = PartResult(part.id, part.points, expected=encode(exact_all[j]))
-        r.entries = int(np.prod(item.shapes[part.id], dtype=np.int64))
+@dataclass
+class Column:
+    """One part's answers for a whole class: the values where readable, and why not elsewhere."""
+
+    values: np.ndarray  # (students, *shape); 0 where not readable
+    readable: np.ndarray  # bool (students,)
+    problems: dict[int, tuple[str, str]]  # student position -> ("missing" | "format", message)
+
+
+def read_column(answers: Sequence[Any], shape: tuple[int, ...]) -> Column:
+    """Read every student's answer to one part (``None``: not answered)."""
+    shape = tuple(shape)
+    values = np.zeros((len(answers), *shape))
+    readable = np.zeros(len(answers), dtype=bool)
+    problems: dict[int, tuple[str, str]] = {}
+    for j, answer in enumerate(answers):
         if answer is None:
-            r.verdict, r.message = "missing", "no answer given"
-        elif isinstance(answer, AnswerFormatError):
-            r.verdict, r.message = "format", str(answer)
-        else:
-            r.given = encode(answer)
-        out.append(r)
+            problems[j] = ("missing", "no answer given")
+            continue
+        arr = _plain_numbers(answer, shape)
+        if arr is None:
+            try:
+                arr = parse_answer(answer, shape)
+            except AnswerFormatError as exc:
+                problems[j] = ("format", str(exc))
+                continue
+        values[j] = arr
+        readable[j] = True
+    return Column(values, readable, problems)
 
-    readable = [j for j, a in enumerate(column) if isinstance(a, np.ndarray)]
-    if not readable:
-        return out
-    idx = np.array(readable)
-    given = np.stack([column[j] for j in readable])
-    exact = exact_all[idx]
-    env = Env({name: value[rows[idx]] for name, value in item.env.items()})
-    flat = lambda a: a.reshape(len(idx), -1)  # noqa: E731 - one entry per column
-    correct = flat(item.tolerance.passes(given, exact))
-    share = correct.mean(axis=1)
+
+def _all_plain(value: Any, depth: int) -> bool:
+    """Nested lists ``depth`` deep of plain JSON numbers (int or float, never bool)."""
+    if depth == 0:
+        return type(value) is float or type(value) is int
+    if type(value) is not list:
+        return False
+    if depth == 1:
+        return all(type(x) is float or type(x) is int for x in value)
+    return all(_all_plain(v, depth - 1) for v in value)
+
+
+def _plain_numbers(value: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The fast path: an answer of plain numbers of the right shape, read by one NumPy call.
+
+    Anything else (text entries, a wrong shape, NaN, a huge integer) returns None and goes to
+    :func:`parse_answer`, which reads exact forms and words the format errors.
+    """
+    if not _all_plain(value, len(shape)):
+        return None
+    try:
+        arr = np.array(value, dtype=np.float64)
+    except (ValueError, OverflowError):
+        return None
+    if arr.shape != shape or np.isnan(arr).any():
+        return None
+    return arr
+
+
+# ----------------------------------------------------------------------------- grading an item
+
+
+@dataclass
+class PartCheck:
+    """A part's answers against the key, for the whole class at once."""
+
+    ok: np.ndarray  # bool (students, entries): entry within tolerance
+    right: np.ndarray  # bool (students,): readable and every entry within tolerance
+    broken: list[tuple[str, str, np.ndarray]]  # (name, sentence, bool per student) per invariant
+    holds: np.ndarray  # bool (students,): readable and every invariant of the step holds
+    sound: np.ndarray  # bool (students,): usable as an earlier answer for carried credit
+
+
+def entry_band(tol: Tolerance, values: np.ndarray) -> np.ndarray:
+    """The error each entry of a student's ``values`` may carry, for invariant checks.
+
+    The tolerance's band around the student's own value, at least its band around 0 (so an
+    entry that should be 0 is judged like an exact 0), plus the float slack.
+    """
+    finite = np.where(np.isfinite(values), np.abs(values), 0.0)
+    band = np.maximum(tol.band(values), tol.band(np.zeros_like(values)))
+    return band + SLACK * np.maximum(finite, band)
+
+
+def check_part(item: KeyItem, part: Part, column: Column, env: Env) -> PartCheck:
+    """Entries within tolerance and invariants of every student's answer to ``part``."""
+    n = len(column.readable)
+    tol = item.tolerance_for(part.step)
+    with np.errstate(all="ignore"):
+        ok = tol.passes(column.values, env[part.step]).reshape(n, -1) & column.readable[:, None]
+        right = column.readable & ok.all(axis=1)
+        broken = []
+        holds_all = np.ones(n, dtype=bool)
+        invariants = item.family.invariants_for(part.step, item.params)
+        if invariants:
+            band = entry_band(tol, column.values)
+            for inv in invariants:
+                holds = np.asarray(inv.holds(column.values, env, item.params, band, np), dtype=bool)
+                holds_all &= holds
+                broken.append((inv.name, inv.feedback, column.readable & ~holds))
+    holds_all &= column.readable
+    return PartCheck(ok, right, broken, holds_all, right | holds_all)
+
+
+def carried_inputs(family: Family, step: str, asked: Iterable[str]) -> tuple[list[str], list[str]]:
+    """For error carried forward: the asked steps that feed ``step``, and the unasked steps between.
+
+    Walks ``needs`` back from ``step``, stopping at asked steps (the student's own values are
+    used there) and at givens. Both lists are in the family's step order.
+    """
+    asked = set(asked)
+    inputs: set[str] = set()
+    between: set[str] = set()
+    stack = list(family.step(step).needs)
+    while stack:
+        name = stack.pop()
+        if name in asked:
+            inputs.add(name)
+        elif name in family.step_names and name not in between:
+            between.add(name)
+            stack.extend(family.step(name).needs)
+    order = family.step_names
+    return [s for s in order if s in inputs], [s for s in order if s in between]
+
+
+def rerun_on_own(family: Family, step: str, env: Env, own: Mapping[str, np.ndarray], between: Sequence[str], params) -> np.ndarray:
+    """``step`` recomputed with the steps in ``own`` replaced, re-running ``between`` first."""
+    redo = Env(env)
+    redo.update(own)
+    with np.errstate(all="ignore"):
+        for name in between:
+            redo[name] = family.rerun(name, redo, params, np)
+        return family.rerun(step, redo, params, np)
+
+
+def grade_item(item: KeyItem, rows: np.ndarray, columns: Mapping[str, Column]) -> dict[str, list[PartResult]]:
+    """Every part of one item for the students at ``rows`` of the key (in submission order)."""
+    if len(rows) == 0:
+        return {part.id: [] for part in item.parts}
+    env = Env({name: value[rows] for name, value in item.env.items()})
+    checks = {part.id: check_part(item, part, columns[part.id], env) for part in item.parts}
+    return {part.id: _part_results(item, part, columns, checks, env) for part in item.parts}
+
+
+def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
+                  env: Env) -> list[PartResult]:
+    column, check = columns[part.id], checks[part.id]
+    n = len(column.readable)
+    tol = item.tolerance_for(part.step)
+    pending = column.readable & ~check.right  # answers that earn less than full points
 
     # Known mistakes: the answer matches what the mistake gives, within tolerance.
-    diagnoses: list[list[str]] = [[] for _ in readable]
+    mistakes: list[tuple[str, str, np.ndarray]] = []
     for mistake in item.family.mistakes_for(part.step, item.params):
-        wrong = mistake.fn(env, item.params, np)
-        if wrong.shape != given.shape:
+        with np.errstate(all="ignore"):
+            wrong = mistake.fn(env, item.params, np)
+        if wrong.shape != column.values.shape:
             continue
-        hit = flat(item.tolerance.passes(given, wrong)).all(axis=1) & (share < 1)
-        for k in np.flatnonzero(hit):
-            diagnoses[k].append(mistake.feedback)
+        hit = pending & tol.passes(column.values, wrong).reshape(n, -1).all(axis=1)
+        mistakes.append((mistake.name, mistake.feedback, hit))
 
-    # Error carried forward: the step recomputed from the student's own earlier answers.
-    carried = _carried_forward(item, part, rows, idx, parsed, env, given)
+    # A carried answer must itself have the properties every right value has.
+    carried = _carried_forward(item, part, columns, checks, env) & pending & check.holds
 
-    for k, j in enumerate(readable):
-        r = out[j]
-        r.correct_entries = int(correct[k].sum())
-        r.diagnosis = diagnoses[k]
-        if share[k] == 1:
-            r.verdict, r.score = "correct", part.points
-            continue
-        entry_score = part.points * share[k] if item.credit.per_entry else 0.0
-        carried_score = part.points * item.credit.carried_forward if carried is not None and carried[k] else 0.0
-        if carried_score > entry_score:
-            r.verdict, r.score = "carried", carried_score
-            r.message = "Right method: this follows correctly from your own earlier answers."
+    points = part.points
+    share = check.ok.mean(axis=1) if check.ok.shape[1] else np.ones(n)
+    entry_score = points * share if item.credit.per_entry else np.zeros(n)
+    carried_score = np.where(carried, points * item.credit.carried_forward, 0.0)
+    expected = encode_rows(env[part.step])
+    given = encode_rows(column.values)
+    entry_ok = check.ok.reshape(column.values.shape).tolist()
+    correct_entries = check.ok.sum(axis=1).tolist()
+    entries = int(check.ok.shape[1])
+    findings = [np.flatnonzero(hit).tolist() for _, _, hit in mistakes]
+    broken = [np.flatnonzero(hit & pending).tolist() for _, _, hit in check.broken]
+
+    out = []
+    for j in range(n):
+        r = PartResult(part.id, points, expected=expected[j], entries=entries)
+        if not column.readable[j]:
+            r.verdict, r.message = column.problems[j]
+            if r.verdict == "format":
+                r.score = points * item.credit.format_error
         else:
-            r.verdict = "partial" if entry_score > 0 else "wrong"
-            r.score = entry_score
-            r.message = f"{r.correct_entries} of {r.entries} entries within tolerance"
+            r.given, r.entry_ok, r.correct_entries = given[j], entry_ok[j], correct_entries[j]
+            if check.right[j]:
+                r.verdict, r.score = "correct", points
+            elif carried_score[j] > entry_score[j]:
+                r.verdict, r.score, r.message = "carried", float(carried_score[j]), CARRIED_MESSAGE
+            else:
+                r.score = float(entry_score[j])
+                r.verdict = "partial" if r.score > 0 else "wrong"
+                r.message = f"{r.correct_entries} of {entries} entries within tolerance"
+        out.append(r)
+    for (name, sentence, _), hits in zip(mistakes, findings):
+        for j in hits:
+            out[j].mistakes.append(name)
+            out[j].diagnosis.append(sentence)
+    for (name, sentence, _), hits in zip(check.broken, broken):
+        for j in hits:
+            out[j].broken.append(name)
+            out[j].invariants.append(sentence)
     return out
 
 
-def _carried_forward(item: KeyItem, part: Part, rows, idx, parsed, env: Env, given) -> np.ndarray | None:
-    """True per readable answer that equals this step re-run on the student's earlier answers."""
-    step = item.family.step(part.step)
-    earlier = {p.step: p.id for p in item.parts if p.step in step.needs}
-    if not earlier or item.credit.carried_forward <= 0:
-        return None
-    own = Env(env)
-    usable = np.ones(len(idx), dtype=bool)
-    for name, part_id in earlier.items():
-        values = own[name].copy()
-        for k, j in enumerate(idx):
-            answer = parsed[part_id][j]
-            if isinstance(answer, np.ndarray):
-                values[k] = answer
-            else:
-                usable[k] = False  # no credit carried from a missing or malformed answer
-        own[name] = values
-    with np.errstate(all="ignore"):
-        redo = item.family.rerun(part.step, own, item.params, np)
-    flat = lambda a: a.reshape(len(idx), -1)  # noqa: E731
-    return usable & flat(item.tolerance.passes(given, redo)).all(axis=1)
+def _carried_forward(item: KeyItem, part: Part, columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
+                     env: Env) -> np.ndarray:
+    """True per student whose answer equals this step re-run on their own earlier answers."""
+    n = len(columns[part.id].readable)
+    if item.credit.carried_forward <= 0:
+        return np.zeros(n, dtype=bool)
+    by_step = {p.step: p.id for p in item.parts}
+    inputs, between = carried_inputs(item.family, part.step, by_step)
+    if not inputs:
+        return np.zeros(n, dtype=bool)
+    usable = columns[part.id].readable.copy()
+    own = {}
+    for step in inputs:
+        # No credit is carried from a missing or malformed earlier answer, or from one that
+        # is wrong and breaks its step's invariants (weights whose rows do not sum to 1).
+        usable &= checks[by_step[step]].sound
+        own[step] = columns[by_step[step]].values
+    redo = rerun_on_own(item.family, part.step, env, own, between, item.params)
+    tol = item.tolerance_for(part.step)
+    return usable & tol.passes(columns[part.id].values, redo).reshape(n, -1).all(axis=1)
+
+
+def encode_rows(values: np.ndarray) -> list[Any]:
+    """:func:`qkvquiz.key.encode` of each row of a batch, in a few array calls.
+
+    Whole numbers become ints, ±∞ the texts "inf" and "-inf", other entries floats.
+    """
+    out = values.astype(object)
+    finite = np.isfinite(values)
+    whole = finite & (values == np.round(values)) & (np.abs(values) < 2**53)
+    out[whole] = values[whole].astype(np.int64).astype(object)
+    out[values == np.inf] = "inf"
+    out[values == -np.inf] = "-inf"
+    return out.tolist()

@@ -1,0 +1,221 @@
+"""Auditing a hand-written key: which claimed answers are wrong, the right values, and why.
+
+An audit file is a worksheet spec whose items fix every given and add ``claimed``: the
+answers the instructor believes right, step by step, in the submission format::
+
+    items:
+      - family: attention.scores
+        params: {tokens: 2, d_k: 4}
+        givens: {Q: [[1, 0, 1, 0], [0, 2, 0, 1]], K: [[1, 1, 0, 0], [0, 1, 1, 1]]}
+        claimed:
+          scores: [[1, 1], [2, 3]]
+
+Each claimed step (any step of the family, asked or not) is solved exactly and compared
+within the tolerance that step is graded with. A wrong claim gets the right value, the
+entries that differ, the known mistake it matches, the invariants it breaks, and, when it
+follows correctly from an earlier claimed step that is itself wrong, that earlier step.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from ..families import Env
+from ..key import encode
+from ..spec import ItemSpec, SpecError, parse_spec
+from ..worksheet import solve_item
+from .feedback import entry_name, number_text, table
+from .grader import carried_inputs, entry_band, rerun_on_own
+from .parse import AnswerFormatError, parse_answer
+
+CLAIMED = "claimed"
+
+
+@dataclass
+class ClaimCheck:
+    """One claimed answer, checked."""
+
+    item: str
+    family: str
+    step: str
+    verdict: str  # right | wrong | format
+    tolerance: str  # what passes, in words
+    expected: Any  # the right value (JSON form)
+    claimed: Any = None  # the claim as read (JSON form); None when it could not be read
+    message: str = ""
+    wrong_entries: list[tuple[str, str, str]] = field(default_factory=list)  # (where, claimed, right) as text
+    diagnosis: list[str] = field(default_factory=list)
+    mistakes: list[str] = field(default_factory=list)
+    invariants: list[str] = field(default_factory=list)
+    follows_from: list[str] = field(default_factory=list)  # wrong earlier claims this one follows from
+    right_table: list[str] = field(default_factory=list)  # Markdown table of the right value, wrong entries bold
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "item": self.item, "family": self.family, "step": self.step, "verdict": self.verdict,
+            "tolerance": self.tolerance, "expected": self.expected, "claimed": self.claimed,
+            "message": self.message, "diagnosis": self.diagnosis, "mistakes": self.mistakes,
+            "invariants": self.invariants, "follows_from": self.follows_from,
+        }
+
+
+@dataclass
+class AuditReport:
+    source: str
+    title: str
+    checks: list[ClaimCheck]
+    unchecked: list[str]  # items with nothing claimed
+
+    @property
+    def wrong(self) -> list[ClaimCheck]:
+        return [c for c in self.checks if c.verdict != "right"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "title": self.title, "checks": [c.to_json() for c in self.checks],
+                "unchecked": self.unchecked}
+
+
+def audit_file(path: str | Path) -> AuditReport:
+    """Audit a YAML file; raises :class:`SpecError` naming the file, item and field when unusable."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError(str(path), "", f"cannot read the file ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(str(path), "", f"not valid YAML: {exc}") from exc
+    return audit_spec(data, source=str(path))
+
+
+def audit_spec(data: Any, source: str = "<audit>") -> AuditReport:
+    """Audit a spec with claimed answers already read into Python objects."""
+    stripped = copy.deepcopy(data)
+    claims: list[Any] = []
+    if isinstance(stripped, Mapping) and isinstance(stripped.get("items"), list):
+        for raw in stripped["items"]:
+            claims.append(raw.pop(CLAIMED, None) if isinstance(raw, dict) else None)
+    spec = parse_spec(stripped, source=source)
+    checks: list[ClaimCheck] = []
+    unchecked = []
+    for index, (item, claimed) in enumerate(zip(spec.items, claims), start=1):
+        where = f"item {index} ({item.id}, {item.family.name})"
+        if claimed is None:
+            unchecked.append(item.id)
+            continue
+        checks.extend(_audit_item(item, claimed, source, where))
+    return AuditReport(source, spec.title, checks, unchecked)
+
+
+def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[ClaimCheck]:
+    family, params = item.family, item.params
+    if not isinstance(claimed, Mapping) or not claimed:
+        raise SpecError(source, f"{where} field {CLAIMED!r}", "must be a mapping of step: the answer you believe right")
+    for step in claimed:
+        if step not in family.step_names:
+            raise SpecError(source, f"{where} field '{CLAIMED}.{step}'",
+                            f"unknown step; {family.name} has: {', '.join(family.step_names)}")
+    missing = [g for g in family.given_names if g not in item.fixed]
+    if missing:
+        raise SpecError(source, f"{where} field 'givens'",
+                        f"an audit needs every given fixed; missing: {', '.join(missing)}")
+    env = solve_item(item, [0], source=source)
+
+    # Read every claim first: a later claim may follow from an earlier one.
+    read: dict[str, np.ndarray] = {}
+    checks: dict[str, ClaimCheck] = {}
+    for step in family.step_names:
+        if step not in claimed:
+            continue
+        tol = item.tolerance_for(step)
+        exact = env[step]
+        check = ClaimCheck(item.id, family.name, step, "right", tol.describe(), encode(exact[0]))
+        checks[step] = check
+        try:
+            value = parse_answer(claimed[step], exact.shape[1:])[None]
+        except AnswerFormatError as exc:
+            check.verdict, check.message = "format", str(exc)
+            continue
+        read[step] = value
+        check.claimed = encode(value[0])
+        with np.errstate(all="ignore"):
+            ok = tol.passes(value, exact)[0]
+        if ok.all():
+            continue
+        check.verdict = "wrong"
+        wrong = np.argwhere(~ok) if ok.ndim else [()]
+        for index in wrong:
+            index = tuple(int(i) for i in index)
+            check.wrong_entries.append((entry_name(index) if index else "", number_text(float(value[0][index])),
+                                        number_text(float(exact[0][index]), tol)))
+        check.message = f"{len(check.wrong_entries)} of {ok.size} entries differ from the right value"
+        check.right_table = table(exact[0], tol, ~ok) if ok.ndim else []
+        for mistake in family.mistakes_for(step, params):
+            with np.errstate(all="ignore"):
+                mistaken = mistake.fn(env, params, np)
+            if mistaken.shape == value.shape and tol.passes(value, mistaken).all():
+                check.mistakes.append(mistake.name)
+                check.diagnosis.append(mistake.feedback)
+        band = entry_band(tol, value)
+        with np.errstate(all="ignore"):
+            for inv in family.invariants_for(step, params):
+                if not bool(np.asarray(inv.holds(value, Env(env), params, band, np))[0]):
+                    check.invariants.append(inv.feedback)
+
+    # Error carried forward within the key: a claim right from earlier wrong claims.
+    for step, check in checks.items():
+        if check.verdict != "wrong":
+            continue
+        inputs, between = carried_inputs(family, step, read)
+        bad = [s for s in inputs if checks[s].verdict == "wrong"]
+        if not bad:
+            continue
+        redo = rerun_on_own(family, step, env, {s: read[s] for s in inputs}, between, params)
+        if redo.shape == read[step].shape and item.tolerance_for(step).passes(read[step], redo).all():
+            check.follows_from = bad
+    return list(checks.values())
+
+
+def audit_markdown(report: AuditReport) -> str:
+    """The audit as Markdown: a summary, then every wrong claim with the right value and why."""
+    lines = [f"# Audit: {report.title}", ""]
+    wrong = report.wrong
+    lines.append(
+        f"{len(report.checks)} claimed answer{'s' if len(report.checks) != 1 else ''} checked in {report.source}: "
+        + (f"{len(wrong)} wrong." if wrong else "all right.")
+    )
+    if report.unchecked:
+        lines.append(f"Items with nothing claimed: {', '.join(report.unchecked)}.")
+    lines.append("")
+    for c in report.checks:
+        title = f"## {c.item}.{c.step} ({c.family}): "
+        if c.verdict == "right":
+            lines += [title + "right", ""]
+            continue
+        if c.verdict == "format":
+            lines += [title + "could not be read", "", f"{c.message}.", ""]
+            continue
+        lines += [title + "WRONG", "", f"{c.message}; an entry counts when it is {c.tolerance}.", ""]
+        for sentence in c.diagnosis:
+            lines.append(f"- **Known mistake:** {sentence}")
+        for step in c.follows_from:
+            lines.append(f"- **Follows from the wrong claimed `{step}`:** it is right for that value; "
+                         f"fix `{step}` and recompute.")
+        for sentence in c.invariants:
+            lines.append(f"- **Breaks:** {sentence}")
+        if not c.diagnosis and not c.follows_from:
+            lines.append("- No known mistake explains it.")
+        lines.append("")
+        for where, claimed, right in c.wrong_entries:
+            at = f"{where}: " if where else ""
+            lines.append(f"- {at}claimed {claimed}, right {right}")
+        if c.right_table:
+            lines += ["", "The right value (wrong entries in bold):", "", *c.right_table]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
