@@ -273,11 +273,19 @@ def test_a_student_slip_in_dS_carries_forward_to_dQ():
     doc = json.loads(json.dumps(key_to_json(ws)))
     key = key_from_json(doc)
     subs = [Submission(f"{s['student']}.json", s["student"], copy.deepcopy(s["answers"])) for s in doc["students"]]
-    slip = np.array(e.dS[0]) + np.array([[1.0, 0.0], [0.0, 0.0]])
+    # A slip that keeps each row summing to 0 (the ∇S invariant), so credit may carry forward.
+    slip = np.array(e.dS[0]) + np.array([[1.0, -1.0], [0.0, 0.0]])
     subs[0].answers["q1.dS"] = slip.tolist()
     subs[0].answers["q1.dQ"] = (slip @ e.K[0] / 2).tolist()  # d_k = 4
     result = {p.part: p for p in grade(key, subs).results[0].parts}
     assert result["q1.dQ"].verdict == "carried"
+
+    # A slip that breaks the invariant earns no carried credit.
+    broken = np.array(e.dS[0]) + np.array([[1.0, 0.0], [0.0, 0.0]])
+    subs[0].answers["q1.dS"] = broken.tolist()
+    subs[0].answers["q1.dQ"] = (broken @ e.K[0] / 2).tolist()
+    result = {p.part: p for p in grade(key, subs).results[0].parts}
+    assert result["q1.dQ"].verdict != "carried"
 
 
 # ------------------------------------------------------------------ readable output

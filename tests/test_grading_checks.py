@@ -191,3 +191,24 @@ def test_no_carried_credit_to_an_answer_that_breaks_its_own_invariants():
     assert weights.mistakes == ["zero_not_minus_inf"]
     assert "masked_zero" in weights.broken
     assert weights.verdict != "carried"
+
+
+def test_softmax_gradient_rows_sum_to_zero_invariant_on_backprop_families():
+    """The key's own ∇S satisfies the invariant; a ∇S with a row shifted off zero breaks it."""
+    import numpy as np
+
+    from qkvquiz.families import get_family
+    from qkvquiz.spec import parse_spec
+    from qkvquiz.worksheet import build_worksheet
+
+    for name in ("backprop.softmax", "backprop.attention"):
+        family = get_family(name)
+        spec = parse_spec({"title": "t", "items": [{"family": name, "ask": ["dS"]}]})
+        ws = build_worksheet(spec, ["a", "b", "c"], seed=0)
+        env, item = ws.envs[0], spec.items[0]
+        (invariant,) = family.step("dS").invariants
+        band = item.tolerance.band(env["dS"])
+        assert invariant.fn(env["dS"], env, item.params, band, np).all()
+        broken = env["dS"].copy()
+        broken[:, 0, :] += 0.5
+        assert not invariant.fn(broken, env, item.params, band, np).any()

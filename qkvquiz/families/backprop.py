@@ -16,7 +16,14 @@ from ..engine.masks import allowed_from_given
 from ..engine.projection import linear, linear_backward, matvec, matvec_backward
 from ..seeding import Draw
 from .attention import MASK_PARAMS, _check_mask_params, not_saturated, sample_mask
-from .base import Env, Family, Given, Misconception, Param, Params, Step
+from .base import Env, Family, Given, Misconception, Param, Params, Step, rows_sum_to
+
+# Softmax's Jacobian has rows summing to 0 (adding a constant to a score row changes nothing),
+# so every row of ∇S sums to 0.
+DS_INVARIANTS = (
+    rows_sum_to(0.0, "softmax_grad_rows_sum_to_zero",
+                "Each row of ∇S must sum to 0: shifting a row of scores by a constant leaves the softmax unchanged."),
+)
 
 GRAD_ENTRIES = Param((-1, 1), "range of the integer entries of the upstream gradient")
 DECIMALS = Param(3, "decimals shown in the key", low=0, high=8)
@@ -147,7 +154,7 @@ SOFTMAX = Family(
         Step("rowdot", "c", r"c_i = \sum_j \nabla A_{ij} A_{ij}", "Compute each row's weighted sum c_i of the upstream gradient",
              lambda e, p, xp: xp.sum(e.dA * e.weights, axis=-1), ("dA", "weights")),
         Step("dS", r"\nabla S", r"\nabla S_{ij} = A_{ij} (\nabla A_{ij} - c_i)", "Compute the gradient of the scores",
-             lambda e, p, xp: _softmax_grad(e.weights, e.dA, e.rowdot), ("weights", "dA", "rowdot")),
+             lambda e, p, xp: _softmax_grad(e.weights, e.dA, e.rowdot), ("weights", "dA", "rowdot"), DS_INVARIANTS),
     ),
     default_ask=("dS",),
     misconceptions=(
@@ -230,7 +237,7 @@ ATTENTION = Family(
              lambda e, p, xp: e.dZ @ swap(e.V), ("dZ", "V")),
         Step("dS", r"\nabla S", r"\nabla S = A \odot \left(\nabla A - \operatorname{rowsum}(\nabla A \odot A)\right)",
              "Compute the gradient of the scores",
-             lambda e, p, xp: softmax_backward(e.weights, e.dA, xp=xp), ("weights", "dA")),
+             lambda e, p, xp: softmax_backward(e.weights, e.dA, xp=xp), ("weights", "dA"), DS_INVARIANTS),
         Step("dQ", r"\nabla Q", r"\nabla Q = \frac{\nabla S K}{\sqrt{d_k}}", "Compute the gradient of the queries",
              lambda e, p, xp: _dq_from(e.dS, e.K, p), ("dS", "K")),
         Step("dK", r"\nabla K", r"\nabla K = \frac{\nabla S^\top Q}{\sqrt{d_k}}", "Compute the gradient of the keys",
