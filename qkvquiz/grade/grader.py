@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.backend import to_numpy
 from ..families import Env
 from ..key import Key, KeyItem, encode
 from ..spec import Part
@@ -127,8 +128,10 @@ def submission_from_json(doc: Any, source: str) -> Submission:
     return Submission(source, student, answers)
 
 
-def grade_files(key: Key, paths: Iterable[str | Path], *, progress=None) -> GradeReport:
-    """Grade submission files against ``key``; unreadable files are reported, not fatal."""
+def grade_files(key: Key, paths: Iterable[str | Path], *, progress=None, xp=np) -> GradeReport:
+    """Grade submission files against ``key``; unreadable files are reported, not fatal.
+
+    ``xp`` is the array backend of the comparisons (see :func:`grade`)."""
     submissions, problems = [], []
     for path in paths:
         try:
@@ -137,13 +140,18 @@ def grade_files(key: Key, paths: Iterable[str | Path], *, progress=None) -> Grad
             problems.append(FileProblem(str(path), str(exc)))
         if progress is not None:
             progress()
-    report = grade(key, submissions)
+    report = grade(key, submissions, xp=xp)
     report.problems[:0] = problems
     return report
 
 
-def grade(key: Key, submissions: Iterable[Submission]) -> GradeReport:
-    """Grade already-read submissions (one per student; a second one is reported)."""
+def grade(key: Key, submissions: Iterable[Submission], *, xp=np) -> GradeReport:
+    """Grade already-read submissions (one per student; a second one is reported).
+
+    The comparisons, known mistakes and carried-forward re-runs of each part are computed
+    for the whole class on ``xp`` (NumPy or CuPy); verdicts come back to the host, and the
+    same key and answers give the same report on either backend.
+    """
     accepted: list[tuple[int, Submission]] = []
     problems: list[FileProblem] = []
     seen: dict[str, str] = {}
@@ -166,7 +174,7 @@ def grade(key: Key, submissions: Iterable[Submission]) -> GradeReport:
     for item in key.items:
         parsed = _parse_item(item, [sub for _, sub in accepted])
         for part in item.parts:
-            for result, part_result in zip(results, _grade_part(item, part, rows, parsed)):
+            for result, part_result in zip(results, _grade_part(item, part, rows, parsed, xp)):
                 result.parts.append(part_result)
     return GradeReport(key, results, problems)
 
@@ -188,7 +196,7 @@ def _parse_item(item: KeyItem, subs: list[Submission]) -> dict[str, list[np.ndar
     return parsed
 
 
-def _grade_part(item: KeyItem, part: Part, rows: np.ndarray, parsed) -> list[PartResult]:
+def _grade_part(item: KeyItem, part: Part, rows: np.ndarray, parsed, xp=np) -> list[PartResult]:
     column = parsed[part.id]
     exact_all = item.env[part.step][rows] if rows.size else np.empty((0, *item.shapes[part.id]))
     out = []
@@ -209,23 +217,25 @@ def _grade_part(item: KeyItem, part: Part, rows: np.ndarray, parsed) -> list[Par
     idx = np.array(readable)
     given = np.stack([column[j] for j in readable])
     exact = exact_all[idx]
-    env = Env({name: value[rows[idx]] for name, value in item.env.items()})
-    flat = lambda a: a.reshape(len(idx), -1)  # noqa: E731 - one entry per column
-    correct = flat(item.tolerance.passes(given, exact))
+    env = Env({name: xp.asarray(value[rows[idx]]) for name, value in item.env.items()})
+    given_x = xp.asarray(given)
+    # One entry per column; verdicts come back to the host.
+    flat = lambda a: to_numpy(a).reshape(len(idx), -1)  # noqa: E731
+    correct = flat(item.tolerance.passes(given_x, xp.asarray(exact), xp=xp))
     share = correct.mean(axis=1)
 
     # Known mistakes: the answer matches what the mistake gives, within tolerance.
     diagnoses: list[list[str]] = [[] for _ in readable]
     for mistake in item.family.mistakes_for(part.step, item.params):
-        wrong = mistake.fn(env, item.params, np)
+        wrong = mistake.fn(env, item.params, xp)
         if wrong.shape != given.shape:
             continue
-        hit = flat(item.tolerance.passes(given, wrong)).all(axis=1) & (share < 1)
+        hit = flat(item.tolerance.passes(given_x, wrong, xp=xp)).all(axis=1) & (share < 1)
         for k in np.flatnonzero(hit):
             diagnoses[k].append(mistake.feedback)
 
     # Error carried forward: the step recomputed from the student's own earlier answers.
-    carried = _carried_forward(item, part, rows, idx, parsed, env, given)
+    carried = _carried_forward(item, part, idx, parsed, env, given_x, xp)
 
     for k, j in enumerate(readable):
         r = out[j]
@@ -246,7 +256,7 @@ def _grade_part(item: KeyItem, part: Part, rows: np.ndarray, parsed) -> list[Par
     return out
 
 
-def _carried_forward(item: KeyItem, part: Part, rows, idx, parsed, env: Env, given) -> np.ndarray | None:
+def _carried_forward(item: KeyItem, part: Part, idx, parsed, env: Env, given, xp=np) -> np.ndarray | None:
     """True per readable answer that equals this step re-run on the student's earlier answers."""
     step = item.family.step(part.step)
     earlier = {p.step: p.id for p in item.parts if p.step in step.needs}
@@ -255,15 +265,14 @@ def _carried_forward(item: KeyItem, part: Part, rows, idx, parsed, env: Env, giv
     own = Env(env)
     usable = np.ones(len(idx), dtype=bool)
     for name, part_id in earlier.items():
-        values = own[name].copy()
-        for k, j in enumerate(idx):
-            answer = parsed[part_id][j]
-            if isinstance(answer, np.ndarray):
-                values[k] = answer
-            else:
-                usable[k] = False  # no credit carried from a missing or malformed answer
-        own[name] = values
+        answers = [parsed[part_id][j] for j in idx]
+        have = np.array([isinstance(a, np.ndarray) for a in answers], dtype=bool)
+        usable &= have  # no credit carried from a missing or malformed answer
+        values = to_numpy(own[name]).copy()
+        if have.any():
+            values[have] = np.stack([a for a in answers if isinstance(a, np.ndarray)])
+        own[name] = xp.asarray(values)
     with np.errstate(all="ignore"):
-        redo = item.family.rerun(part.step, own, item.params, np)
-    flat = lambda a: a.reshape(len(idx), -1)  # noqa: E731
-    return usable & flat(item.tolerance.passes(given, redo)).all(axis=1)
+        redo = item.family.rerun(part.step, own, item.params, xp)
+    flat = lambda a: to_numpy(a).reshape(len(idx), -1)  # noqa: E731
+    return usable & flat(item.tolerance.passes(given, redo, xp=xp)).all(axis=1)
