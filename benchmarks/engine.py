@@ -170,6 +170,7 @@ def engine_table(title: str, make_inputs, reference, methods, sizes, repeat, tor
     small = make_inputs(CHECK_INSTANCES, seed=1)
     want = reference(*small)
     rows: dict[str, dict[int, str]] = {}
+    on_gpu = any(kind in ("cupy", "torch-cuda") for _, kind, _ in methods)
     for name, kind, fn in methods:
         rows[name] = {}
         if kind == "loop":
@@ -188,8 +189,8 @@ def engine_table(title: str, make_inputs, reference, methods, sizes, repeat, tor
         else:
             check(name, fn(*small), want)
         for n in sizes:
-            if kind in ("numpy", "torch-cpu", "loop") and n > 10**6 * 2 and gpu is not None:
-                rows[name][n] = "—"  # host rows stop at 10⁶ on a GPU machine: the point is the device
+            if kind in ("numpy", "numpy-chunked", "torch-cpu") and n > 2 * 10**6 and on_gpu:
+                rows[name][n] = "—"  # host rows stop at 2·10⁶ on a GPU machine: the point is the device
                 continue
             host = make_inputs(n)
             if kind == "torch-cpu":
