@@ -124,8 +124,9 @@ def loop_of(fn: Callable) -> Callable:
     return run
 
 
-def torch_attention(torch):
+def torch_attention(torch, threads: int = 1):
     def run(q, k, v, dz):
+        torch.set_num_threads(threads)
         q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
         mask = torch.ones(N_TOK, N_TOK, dtype=torch.bool, device=q.device).tril()
         s = (q @ k.transpose(-1, -2) / math.sqrt(D)).masked_fill(~mask, float("-inf"))
@@ -136,8 +137,9 @@ def torch_attention(torch):
     return run
 
 
-def torch_delta(torch):
+def torch_delta(torch, threads: int = 1):
     def run(q, k, v, beta, s, d_o, d_s):
+        torch.set_num_threads(threads)
         q, k, v, beta, s = (x.detach().requires_grad_() for x in (q, k, v, beta, s))
         c = k.shape[-2]
         strict = torch.ones(c, c, dtype=torch.bool, device=q.device).tril(-1)
@@ -167,63 +169,68 @@ def check(name: str, got, want, tol: float = 1e-10) -> None:
 
 
 def engine_table(title: str, make_inputs, reference, methods, sizes, repeat, torch, gpu) -> None:
+    """Check every method, then time them round-robin (each round runs every method once),
+    so that a shared machine's changing load falls on all of them alike."""
     small = make_inputs(CHECK_INSTANCES, seed=1)
     want = reference(*small)
-    rows: dict[str, dict[int, str]] = {}
     on_gpu = any(kind in ("cupy", "torch-cuda") for _, kind, _ in methods)
+    gpu_sync = gpu.cuda.Device().synchronize if gpu is not None else None
     for name, kind, fn in methods:
-        rows[name] = {}
-        if kind == "loop":
-            check(name, fn(*small), want)
-            inputs = make_inputs(LOOP_INSTANCES)
-            seconds = best_of(lambda: fn(*inputs), max(1, repeat // 2))
-            for n in sizes:
-                rows[name][n] = rate(LOOP_INSTANCES, seconds)
-            continue
-        if kind == "torch-cpu":
-            check(name, fn(*(torch.from_numpy(x) for x in small)), want)
-        elif kind == "torch-cuda":
-            check(name, fn(*(torch.from_numpy(x).cuda() for x in small)), want)
-        elif kind == "cupy":
-            check(name, fn(*(gpu.asarray(x) for x in small)), want)
-        else:
-            check(name, fn(*small), want)
-        for n in sizes:
+        check(name, fn(*_place(kind, small, torch, gpu)), want)
+    rows: dict[str, dict[int, str]] = {name: {} for name, _, _ in methods}
+    loop_inputs = make_inputs(LOOP_INSTANCES)
+    for n in sizes:
+        host = make_inputs(n)
+        runners: list[tuple[str, int, Callable[[], object], Callable[[], None]]] = []
+        for name, kind, fn in methods:
+            if kind == "loop":
+                if n == sizes[0]:  # a rate per instance: timed once, on LOOP_INSTANCES
+                    runners.append((name, LOOP_INSTANCES, lambda fn=fn: fn(*loop_inputs), lambda: None))
+                continue
             if kind in ("numpy", "numpy-chunked", "torch-cpu") and n > 2 * 10**6 and on_gpu:
                 rows[name][n] = "—"  # host rows stop at 2·10⁶ on a GPU machine: the point is the device
                 continue
-            host = make_inputs(n)
-            if kind == "torch-cpu":
-                data = [torch.from_numpy(x) for x in host]
-                seconds = best_of(lambda: fn(*data), repeat)
-            elif kind == "torch-cuda":
-                data = [torch.from_numpy(x).cuda() for x in host]
-                seconds = best_of(lambda: fn(*data), repeat, torch.cuda.synchronize)
-                del data
-                torch.cuda.empty_cache()
-            elif kind == "cupy":
-                data = [gpu.asarray(x) for x in host]
-                seconds = best_of(lambda: fn(*data), repeat, gpu.cuda.Device().synchronize)
-                del data
-                gpu.get_default_memory_pool().free_all_blocks()
-            elif kind == "numpy-chunked":
-                seconds = best_of(lambda: batched(fn, host, chunk=DEFAULT_CHUNK), repeat)
+            data = _place(kind, host, torch, gpu)
+            if kind == "numpy-chunked":
+                call = lambda fn=fn, data=data: batched(fn, data, chunk=DEFAULT_CHUNK)  # noqa: E731
             else:
-                seconds = best_of(lambda: fn(*host), repeat)
-            rows[name][n] = rate(n, seconds)
-            del host
-    if gpu is not None:
-        rows["transfer to + from the device"] = {}
-        for n in sizes:
-            host = make_inputs(n)
+                call = lambda fn=fn, data=data: fn(*data)  # noqa: E731
+            sync = {"cupy": gpu_sync, "torch-cuda": torch.cuda.synchronize if on_gpu and torch else None}.get(kind)
+            runners.append((name, n, call, sync or (lambda: None)))
+        if gpu is not None:
+            def round_trip(host=host):
+                return [to_numpy(gpu.asarray(x)) for x in host]
 
-            def round_trip():
-                on_device = [gpu.asarray(x) for x in host]
-                return [to_numpy(x) for x in on_device]
-
-            rows["transfer to + from the device"][n] = rate(n, best_of(round_trip, repeat, gpu.cuda.Device().synchronize))
-            del host
+            runners.append(("transfer to + from the device", n, round_trip, gpu_sync))
+        best: dict[str, float] = {}
+        for _ in range(repeat + 1):  # the first round warms up
+            for name, count, call, sync in runners:
+                start = time.perf_counter()
+                call()
+                sync()
+                best[name] = min(best.get(name, math.inf), time.perf_counter() - start)
+        for name, count, _, _ in runners:
+            rows.setdefault(name, {})[n] = rate(count, best[name])
+        del host, runners
+        if gpu is not None:
+            gpu.get_default_memory_pool().free_all_blocks()
+        if on_gpu and torch is not None:
+            torch.cuda.empty_cache()
+    for name, _, _ in methods:  # the loop's rate stands for every N
+        if sizes[0] in rows[name] and len(rows[name]) == 1:
+            rows[name] = {n: rows[name][sizes[0]] for n in sizes}
     print_table(title, rows, sizes)
+
+
+def _place(kind: str, arrays: list[np.ndarray], torch, gpu) -> list:
+    """The inputs where ``kind`` computes: NumPy arrays, torch tensors (CPU or CUDA) or CuPy arrays."""
+    if kind == "torch-cpu":
+        return [torch.from_numpy(x) for x in arrays]
+    if kind == "torch-cuda":
+        return [torch.from_numpy(x).cuda() for x in arrays]
+    if kind == "cupy":
+        return [gpu.asarray(x) for x in arrays]
+    return arrays
 
 
 def print_table(title: str, rows: dict[str, dict[int, str]], sizes: list[int]) -> None:
@@ -317,8 +324,6 @@ def main() -> None:
     except ImportError:
         torch = None
     torch_cuda = torch is not None and args.backend != "numpy" and torch.cuda.is_available()
-    if torch is not None:
-        torch.set_num_threads(args.threads)
 
     default = "1e4,1e5,1e6" + (",1e7" if gpu is not None or torch_cuda else "")
     sizes = [int(float(s)) for s in (args.sizes or default).split(",")]
@@ -328,7 +333,7 @@ def main() -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {default_workers()} CPU cores usable; "
           f"numpy {np.__version__}; torch {torch.__version__ if torch else 'not installed'}"
           f"{' (CUDA)' if torch_cuda else ''}; cupy {gpu.__version__ if gpu is not None else 'not used'}")
-    print(f"threads: torch {args.threads}, fused NumPy {args.threads}; float64 throughout; "
+    print(f"threads: up to {args.threads} for torch and the fused NumPy pass; float64 throughout; "
           f"the batched engine runs {DEFAULT_CHUNK} instances per call (bounded memory)")
 
     t = args.threads
@@ -344,11 +349,14 @@ def main() -> None:
         ("NumPy engine, batched", "numpy-chunked", engine_delta(np)),
     ]
     if torch is not None:
-        att_methods.append((f"torch CPU autograd ({t} threads)", "torch-cpu", torch_attention(torch)))
-        dl_methods.append((f"torch CPU autograd ({t} threads)", "torch-cpu", torch_delta(torch)))
+        # Both thread counts: on a loaded machine one thread can beat two (OpenMP barriers).
+        for threads in sorted({1, t}):
+            label = f"torch CPU autograd, {threads} thread{'s' if threads > 1 else ''}"
+            att_methods.append((label, "torch-cpu", torch_attention(torch, threads)))
+            dl_methods.append((label, "torch-cpu", torch_delta(torch, threads)))
     if torch_cuda:
-        att_methods.append(("torch CUDA autograd", "torch-cuda", torch_attention(torch)))
-        dl_methods.append(("torch CUDA autograd", "torch-cuda", torch_delta(torch)))
+        att_methods.append(("torch CUDA autograd", "torch-cuda", torch_attention(torch, t)))
+        dl_methods.append(("torch CUDA autograd", "torch-cuda", torch_delta(torch, t)))
     if gpu is not None:
         att_methods += [("CuPy engine", "cupy", engine_attention(gpu)), ("CuPy fused kernel", "cupy", fused_attention(gpu))]
         dl_methods.append(("CuPy engine", "cupy", engine_delta(gpu)))
