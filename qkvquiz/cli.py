@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -40,7 +41,9 @@ TOLERANCE_HELP = (
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    # Escaped: messages quote user text and commands such as pip install 'qkvquiz[gpu]',
+    # whose brackets Rich would otherwise take for markup and drop.
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
 
@@ -71,7 +74,9 @@ def _xp(backend: str):
         _fail(str(exc))
 
 
-BackendOpt = Annotated[str, typer.Option(help=f"Array backend that solves: {' | '.join(BACKENDS)}.")]
+BackendOpt = Annotated[str, typer.Option(
+    help=f"Array backend that computes: {' | '.join(BACKENDS)} (cupy needs a CUDA GPU and "
+    "pip install 'qkvquiz[gpu]'). Results are identical on either.")]
 
 
 @app.command()
@@ -146,6 +151,7 @@ def grade(
     submissions: Annotated[list[Path], typer.Argument(help="Submission files, or folders searched for *.json.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the results, item analysis and feedback.")],
     feedback: Annotated[bool, typer.Option(help="Write feedback/STUDENT.md, one Markdown file per student.")] = True,
+    backend: BackendOpt = "numpy",
 ) -> None:
     """Grade students' submission files against a key.
 
@@ -159,6 +165,7 @@ def grade(
     from .grade.report import write_reports
     from .key import KeyFileError, load_key
 
+    xp = _xp(backend)
     try:
         loaded = load_key(key)
     except KeyFileError as exc:
@@ -168,7 +175,7 @@ def grade(
         _fail("no submission files found")
     with _progress() as bar:
         task = bar.add_task("grading", total=len(files))
-        report = grade_files(loaded, files, progress=lambda: bar.advance(task))
+        report = grade_files(loaded, files, progress=lambda: bar.advance(task), xp=xp)
         writing = bar.add_task("writing feedback", total=len(report.results) if feedback else 0)
         paths = write_reports(report, out, feedback=feedback, progress=lambda: bar.advance(writing))
     if feedback:

@@ -21,6 +21,7 @@ from .spec import ItemSpec, SpecError, WorksheetSpec
 
 MAX_CANDIDATES = 4096  # per student and item before giving up
 FIRST_ROUND = 8  # candidates per student in the first round; doubles each round
+MAX_BATCH = 1 << 16  # candidates per engine call: bounds memory for a large class
 
 
 class GenerationError(RuntimeError):
@@ -76,11 +77,18 @@ def build_worksheet(
 
 
 def solve_item(item: ItemSpec, keys: Sequence[int], *, xp=np, source: str = "<spec>") -> Env:
-    """Each key's first acceptable candidate, solved; arrays on the host, leading axis = key."""
+    """Each key's first acceptable candidate, solved; arrays on the host, leading axis = key.
+
+    Candidates are screened on ``xp`` (the heavy part: strict accept rules reject many),
+    at most :data:`MAX_BATCH` per engine call so that memory stays bounded however large
+    the class. Only the chosen givens come back, and the key is solved from them once on
+    the host in NumPy: givens are drawn on the host, so the stored values are the same
+    whichever backend screened the candidates.
+    """
     family, params = item.family, item.params
     keys = np.asarray(keys, dtype=np.uint64)
     all_fixed = set(family.given_names) <= set(item.fixed)
-    chosen: dict[str, np.ndarray] | None = None
+    chosen: dict[str, np.ndarray] = {}
     pending = np.arange(len(keys))
     first, count = 0, FIRST_ROUND
     while pending.size:
@@ -91,22 +99,39 @@ def solve_item(item: ItemSpec, keys: Sequence[int], *, xp=np, source: str = "<sp
             )
         if all_fixed:
             count = 1
-        draw = Draw.candidates(keys[pending], first, count, xp=xp)
-        givens = family.sample(draw, params)
-        _apply_fixed(item, givens, draw.size, xp, source)
-        env = family.solve(givens, params, xp)
-        ok = np.ones(draw.size, dtype=bool) if all_fixed else to_numpy(acceptable(item, env, xp))
-        ok = ok.reshape(len(pending), count)
-        found = ok.any(axis=1)
-        pick = np.flatnonzero(found) * count + ok.argmax(axis=1)[found]  # first accepted candidate
-        if chosen is None:
-            chosen = {k: np.empty((len(keys), *to_numpy(v).shape[1:]), dtype=np.float64) for k, v in env.items()}
-        for name, value in env.items():
-            chosen[name][pending[found]] = to_numpy(value)[pick]
+        found = np.zeros(len(pending), dtype=bool)
+        group = max(1, MAX_BATCH // count)  # students per engine call
+        for lo in range(0, len(pending), group):
+            part = slice(lo, lo + group)
+            hit, givens = _screen(item, keys[pending[part]], first, count, all_fixed, xp, source)
+            found[part] = hit
+            for name, value in givens.items():
+                if name not in chosen:
+                    chosen[name] = np.empty((len(keys), *value.shape[1:]), dtype=value.dtype)
+                chosen[name][pending[part][hit]] = value
         pending = pending[~found]
         first, count = first + count, min(count * 2, 512)
-    assert chosen is not None
-    return Env(chosen)
+    env = family.solve(chosen, params, np)
+    return Env({name: np.asarray(value, dtype=np.float64) for name, value in env.items()})
+
+
+def _screen(
+    item: ItemSpec, keys: np.ndarray, first: int, count: int, all_fixed: bool, xp, source: str
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Candidates ``first … first+count−1`` of each key: which keys found one, and its givens."""
+    family, params = item.family, item.params
+    draw = Draw.candidates(keys, first, count, xp=xp)
+    givens = family.sample(draw, params)
+    _apply_fixed(item, givens, draw.size, xp, source)
+    if all_fixed:
+        ok = np.ones((len(keys), count), dtype=bool)
+    else:
+        ok = to_numpy(acceptable(item, family.solve(givens, params, xp), xp)).reshape(len(keys), count)
+    found = ok.any(axis=1)
+    pick = np.flatnonzero(found) * count + ok.argmax(axis=1)[found]  # first accepted candidate
+    index = xp.asarray(pick)
+    # Only the chosen candidates' givens travel back to the host.
+    return found, {name: to_numpy(value[index]) for name, value in givens.items()}
 
 
 def _apply_fixed(item: ItemSpec, givens: dict, size: int, xp, source: str) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.backend import to_numpy
 from ..families import Env, Family
 from ..key import Key, KeyItem
 from ..spec import Part
@@ -165,19 +166,28 @@ def read_submissions(
     return submissions, problems
 
 
-def grade_files(key: Key, paths: Iterable[str | Path], *, progress: Callable[[], None] | None = None) -> GradeReport:
-    """Grade submission files against ``key``; unreadable files are reported, not fatal."""
+def grade_files(key: Key, paths: Iterable[str | Path], *, progress: Callable[[], None] | None = None,
+                xp=np) -> GradeReport:
+    """Grade submission files against ``key``; unreadable files are reported, not fatal.
+
+    ``xp`` is the array backend of the comparisons (see :func:`grade`).
+    """
     submissions, problems = read_submissions(paths, progress=progress)
-    report = grade(key, submissions)
+    report = grade(key, submissions, xp=xp)
     report.problems[:0] = problems
     return report
 
 
-def grade(key: Key, submissions: Iterable[Submission]) -> GradeReport:
-    """Grade already-read submissions (one per student; a second one is reported)."""
+def grade(key: Key, submissions: Iterable[Submission], *, xp=np) -> GradeReport:
+    """Grade already-read submissions (one per student; a second one is reported).
+
+    The comparisons, known mistakes and carried-forward re-runs of each part are computed for
+    the whole class on ``xp`` (NumPy or CuPy); verdicts come back to the host, so the same key
+    and answers give the same report on either backend.
+    """
     accepted, problems = match_students(key, submissions)
     columns = read_columns(key, [sub.answers for _, sub in accepted])
-    return grade_columns(key, accepted, columns, problems)
+    return grade_columns(key, accepted, columns, problems, xp=xp)
 
 
 def match_students(key: Key, submissions: Iterable[Submission]) -> tuple[list[tuple[int, Submission]], list[FileProblem]]:
@@ -207,12 +217,12 @@ def read_columns(key: Key, answers: Sequence[Mapping[str, Any]]) -> dict[str, Co
 
 
 def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns: Mapping[str, Column],
-                  problems: list[FileProblem]) -> GradeReport:
+                  problems: list[FileProblem], *, xp=np) -> GradeReport:
     """Grade answers already read by :func:`read_columns`, item by item for the whole class."""
     results = [StudentResult(sub.student, sub.source, key.variants[index], []) for index, sub in accepted]
     rows = np.array([index for index, _ in accepted], dtype=np.int64)
     for item in key.items:
-        for part_results in grade_item(item, rows, columns).values():
+        for part_results in grade_item(item, rows, columns, xp).values():
             for result, part_result in zip(results, part_results):
                 result.parts.append(part_result)
     return GradeReport(key, results, problems)
@@ -305,20 +315,24 @@ def entry_band(tol: Tolerance, values: np.ndarray) -> np.ndarray:
     return band + SLACK * np.maximum(finite, band)
 
 
-def check_part(item: KeyItem, part: Part, column: Column, env: Env) -> PartCheck:
-    """Entries within tolerance and invariants of every student's answer to ``part``."""
+def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np) -> PartCheck:
+    """Entries within tolerance and invariants of every student's answer to ``part``.
+
+    ``env`` holds the key's values on ``xp``; the verdicts come back to the host.
+    """
     n = len(column.readable)
     tol = item.tolerance_for(part.step)
+    values = xp.asarray(column.values)
     with np.errstate(all="ignore"):
-        ok = tol.passes(column.values, env[part.step]).reshape(n, -1) & column.readable[:, None]
+        ok = to_numpy(tol.passes(values, env[part.step], xp=xp)).reshape(n, -1) & column.readable[:, None]
         right = column.readable & ok.all(axis=1)
         broken = []
         holds_all = np.ones(n, dtype=bool)
         invariants = item.family.invariants_for(part.step, item.params)
         if invariants:
-            band = entry_band(tol, column.values)
+            band = xp.asarray(entry_band(tol, column.values))
             for inv in invariants:
-                holds = np.asarray(inv.holds(column.values, env, item.params, band, np), dtype=bool)
+                holds = to_numpy(inv.holds(values, env, item.params, band, xp)).astype(bool)
                 holds_all &= holds
                 broken.append((inv.name, inv.feedback, column.readable & ~holds))
     holds_all &= column.readable
@@ -346,27 +360,33 @@ def carried_inputs(family: Family, step: str, asked: Iterable[str]) -> tuple[lis
     return [s for s in order if s in inputs], [s for s in order if s in between]
 
 
-def rerun_on_own(family: Family, step: str, env: Env, own: Mapping[str, np.ndarray], between: Sequence[str], params) -> np.ndarray:
-    """``step`` recomputed with the steps in ``own`` replaced, re-running ``between`` first."""
+def rerun_on_own(family: Family, step: str, env: Env, own: Mapping[str, np.ndarray], between: Sequence[str], params,
+                 xp=np) -> Any:
+    """``step`` recomputed with the steps in ``own`` replaced, re-running ``between`` first (on ``xp``)."""
     redo = Env(env)
-    redo.update(own)
+    redo.update({name: xp.asarray(value) for name, value in own.items()})
     with np.errstate(all="ignore"):
         for name in between:
-            redo[name] = family.rerun(name, redo, params, np)
-        return family.rerun(step, redo, params, np)
+            redo[name] = family.rerun(name, redo, params, xp)
+        return family.rerun(step, redo, params, xp)
 
 
-def grade_item(item: KeyItem, rows: np.ndarray, columns: Mapping[str, Column]) -> dict[str, list[PartResult]]:
-    """Every part of one item for the students at ``rows`` of the key (in submission order)."""
+def grade_item(item: KeyItem, rows: np.ndarray, columns: Mapping[str, Column], xp=np) -> dict[str, list[PartResult]]:
+    """Every part of one item for the students at ``rows`` of the key (in submission order).
+
+    The comparisons, known mistakes and carried-forward re-runs run for the whole class on
+    ``xp`` (NumPy or CuPy); only booleans come back to the host.
+    """
     if len(rows) == 0:
         return {part.id: [] for part in item.parts}
-    env = Env({name: value[rows] for name, value in item.env.items()})
-    checks = {part.id: check_part(item, part, columns[part.id], env) for part in item.parts}
-    return {part.id: _part_results(item, part, columns, checks, env) for part in item.parts}
+    host = Env({name: value[rows] for name, value in item.env.items()})
+    env = host if xp is np else Env({name: xp.asarray(value) for name, value in host.items()})
+    checks = {part.id: check_part(item, part, columns[part.id], env, xp) for part in item.parts}
+    return {part.id: _part_results(item, part, columns, checks, env, host, xp) for part in item.parts}
 
 
 def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
-                  env: Env) -> list[PartResult]:
+                  env: Env, host: Env, xp=np) -> list[PartResult]:
     column, check = columns[part.id], checks[part.id]
     n = len(column.readable)
     tol = item.tolerance_for(part.step)
@@ -374,22 +394,23 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
 
     # Known mistakes: the answer matches what the mistake gives, within tolerance.
     mistakes: list[tuple[str, str, np.ndarray]] = []
+    values = xp.asarray(column.values)
     for mistake in item.family.mistakes_for(part.step, item.params):
         with np.errstate(all="ignore"):
-            wrong = mistake.fn(env, item.params, np)
+            wrong = mistake.fn(env, item.params, xp)
         if wrong.shape != column.values.shape:
             continue
-        hit = pending & tol.passes(column.values, wrong).reshape(n, -1).all(axis=1)
+        hit = pending & to_numpy(tol.passes(values, wrong, xp=xp)).reshape(n, -1).all(axis=1)
         mistakes.append((mistake.name, mistake.feedback, hit))
 
     # A carried answer must itself have the properties every right value has.
-    carried = _carried_forward(item, part, columns, checks, env) & pending & check.holds
+    carried = _carried_forward(item, part, columns, checks, env, xp) & pending & check.holds
 
     points = part.points
     share = check.ok.mean(axis=1) if check.ok.shape[1] else np.ones(n)
     entry_score = points * share if item.credit.per_entry else np.zeros(n)
     carried_score = np.where(carried, points * item.credit.carried_forward, 0.0)
-    expected = encode_rows(env[part.step])
+    expected = encode_rows(host[part.step])
     given = encode_rows(column.values)
     entry_ok = check.ok.reshape(column.values.shape).tolist()
     correct_entries = check.ok.sum(axis=1).tolist()
@@ -427,7 +448,7 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
 
 
 def _carried_forward(item: KeyItem, part: Part, columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
-                     env: Env) -> np.ndarray:
+                     env: Env, xp=np) -> np.ndarray:
     """True per student whose answer equals this step re-run on their own earlier answers."""
     n = len(columns[part.id].readable)
     if item.credit.carried_forward <= 0:
@@ -443,9 +464,10 @@ def _carried_forward(item: KeyItem, part: Part, columns: Mapping[str, Column], c
         # is wrong and breaks its step's invariants (weights whose rows do not sum to 1).
         usable &= checks[by_step[step]].sound
         own[step] = columns[by_step[step]].values
-    redo = rerun_on_own(item.family, part.step, env, own, between, item.params)
+    redo = rerun_on_own(item.family, part.step, env, own, between, item.params, xp)
     tol = item.tolerance_for(part.step)
-    return usable & tol.passes(columns[part.id].values, redo).reshape(n, -1).all(axis=1)
+    passes = to_numpy(tol.passes(xp.asarray(columns[part.id].values), redo, xp=xp))
+    return usable & passes.reshape(n, -1).all(axis=1)
 
 
 def encode_rows(values: np.ndarray) -> list[Any]:
