@@ -56,8 +56,14 @@ def generate_set(
     force: bool = False,
     xp=np,
     progress: Callable[[], None] | None = None,
+    templates: str | Path | None = None,
 ) -> GeneratedSet:
-    """Solve every student's variant (batched) and write worksheets, blank submissions and keys."""
+    """Solve every student's variant (batched) and write worksheets, blank submissions and keys.
+
+    ``secret`` keys every variant with HMAC-SHA256 (see :mod:`qkvquiz.secret`); ``templates``
+    is a folder of templates that replace bundled ones of the same name (rendered sandboxed).
+    Every file is written atomically, and key.json last: a run that stops early leaves no key.
+    """
     out = Path(out)
     key_path = out / "key.json"
     if key_path.exists() and not force:
@@ -68,11 +74,11 @@ def generate_set(
     for i, student in enumerate(ws.students):
         folder = out / "students" / safe_name(student, taken)
         folders[student] = folder
-        write_atomic(folder / "worksheet.md", worksheet_markdown(ws, i))
+        write_atomic(folder / "worksheet.md", worksheet_markdown(ws, i, templates=templates))
         write_atomic(folder / "submission.json", dumps(blank_submission(ws, i)))
         if progress is not None:
             progress()
-    write_atomic(out / "key.md", key_markdown(ws))
+    write_atomic(out / "key.md", key_markdown(ws, templates=templates))
     write_atomic(key_path, dumps(key_to_json(ws)))
     return GeneratedSet(ws, out, folders)
 
