@@ -171,9 +171,13 @@ def generate(
                                   progress=lambda: bar.advance(task))
     except (SpecError, GenerationError, FileExistsError, ValueError) as exc:
         _fail(str(exc))
-    except jinja2.TemplateError as exc:
+    except (jinja2.TemplateError, OverflowError) as exc:  # OverflowError: the sandbox's cap on range()
         where = f" ({exc.filename}, line {exc.lineno})" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
-        _fail(f"a template could not be rendered{where}: {exc}")
+        _fail(f"a template could not be rendered{where}: {type(exc).__name__}: {exc}")
+    except Exception as exc:
+        if templates is None:
+            raise  # a bug in qkvquiz itself: keep the traceback
+        _fail(f"a template from {templates} failed: {type(exc).__name__}: {exc}")
     console.print(
         f"Wrote {len(ids)} worksheets of [bold]{escape(parsed.title)}[/] ({len(parsed.items)} problems, "
         f"{parsed.points:g} points) to {escape(str(out))}/students/, and the key to {escape(str(result.key_path))}.",

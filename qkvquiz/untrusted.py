@@ -20,9 +20,13 @@ MAX_ID_LENGTH = 200
 _INVISIBLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
 
 
+_KINDS = {"Cc": "a control character", "Cs": "half of a character (a surrogate)", "Co": "a private-use character"}
+
+
 def char_name(ch: str) -> str:
     """``U+202E RIGHT-TO-LEFT OVERRIDE``: a character named so that a person can find it."""
-    return f"U+{ord(ch):04X} {unicodedata.name(ch, 'unnamed character')}".rstrip()
+    name = unicodedata.name(ch, None) or _KINDS.get(unicodedata.category(ch), "an unassigned character")
+    return f"U+{ord(ch):04X} {name}"
 
 
 def invisible_characters(text: str) -> list[str]:
@@ -93,3 +97,13 @@ def md_code(text: object) -> str:
     if body.startswith(("`", " ")) or body.endswith(("`", " ")):
         body = f" {body} "  # CommonMark strips one space on each side of such a span
     return f"{fence}{body}{fence}"
+
+
+def csv_cell(text: str) -> str:
+    """``text`` for a CSV cell that a spreadsheet will not run as a formula.
+
+    Spreadsheets evaluate a cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
+    return (``=HYPERLINK(…)`` in a file name could fetch a URL); such a cell gets a leading
+    apostrophe, which spreadsheets show as text and do not display.
+    """
+    return "'" + text if text.startswith(("=", "+", "-", "@", "\t", "\r")) else text

@@ -6,8 +6,9 @@ import csv
 import io
 from pathlib import Path
 
-from ..files import write_atomic
+from ..files import write_atomic_all
 from ..key import dumps
+from ..untrusted import csv_cell
 from .grader import GradeReport
 
 
@@ -19,7 +20,8 @@ def results_csv(report: GradeReport) -> str:
     writer.writerow(["student", "variant", "source", *parts, "score", "total"])
     for r in sorted(report.results, key=lambda r: r.student):
         by_part = {p.part: p.score for p in r.parts}
-        writer.writerow([r.student, r.variant, r.source, *(_pts(by_part[p]) for p in parts), _pts(r.score), _pts(r.total)])
+        writer.writerow([csv_cell(r.student), csv_cell(r.variant), csv_cell(r.source),
+                         *(_pts(by_part[p]) for p in parts), _pts(r.score), _pts(r.total)])
     return buf.getvalue()
 
 
@@ -28,11 +30,11 @@ def _pts(x: float) -> str:
 
 
 def write_reports(report: GradeReport, out: str | Path) -> list[Path]:
-    """Write results.csv and results.json to ``out``; returns the paths written."""
+    """Write results.csv and results.json to ``out`` (together, atomically); returns the paths written."""
     out = Path(out)
     paths = [out / "results.csv", out / "results.json"]
     doc = report.to_json()
     doc["students"].sort(key=lambda s: s["student"])
-    write_atomic(paths[0], results_csv(report))
-    write_atomic(paths[1], dumps(doc))
+    # Both files or neither: an interrupted run leaves the previous pair as it was.
+    write_atomic_all({paths[0]: results_csv(report), paths[1]: dumps(doc)})
     return paths

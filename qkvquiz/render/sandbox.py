@@ -22,6 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
 # Pure functions of arrays: no I/O, no global state, no in-place writes to their inputs.
@@ -66,13 +67,39 @@ def _autoescape(template_name: str | None) -> bool:
     return name.endswith((".html", ".htm", ".xml", ".svg"))
 
 
+MAX_POWER = 1024  # largest integer exponent: 10 ** 10 ** 10 would run for ever
+MAX_REPEAT = 1_000_000  # longest text or list made by "x" * n
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 class TemplateSandbox(SandboxedEnvironment):
-    """Jinja's sandbox, with NumPy arrays limited to reading (see the module docstring)."""
+    """Jinja's sandbox, with NumPy arrays limited to reading (see the module docstring).
+
+    Besides files and code, ``**`` and ``*`` are watched: an integer power with an exponent
+    above ``MAX_POWER`` and a text or list repeated to more than ``MAX_REPEAT`` items are
+    refused (:class:`jinja2.exceptions.SecurityError`). A template can still loop for long
+    (``range`` is capped at 100 000, but loops nest); the sandbox guards the machine's files
+    and the process, not its CPU time.
+    """
+
+    intercepted_binops = frozenset({"**", "*"})
 
     def __init__(self, **options: Any) -> None:
         options.setdefault("autoescape", _autoescape)
         super().__init__(**options)
         self.globals["np"] = SAFE_NUMPY
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "**" and _is_int(left) and _is_int(right) and abs(right) > MAX_POWER and abs(left) > 1:
+            raise SecurityError(f"the power {left} ** {right} is too large for a template")
+        if operator == "*":
+            for seq, n in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and _is_int(n) and len(seq) * n > MAX_REPEAT:
+                    raise SecurityError(f"repeating a text or list {n} times is too much for a template")
+        return super().call_binop(context, operator, left, right)
 
     def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
         if isinstance(obj, (np.ndarray, np.generic)):
