@@ -161,7 +161,9 @@ def _no_constant(token: str) -> Any:
 
 
 def _bounded_float(text: str) -> float:
-    value = float(text) if len(text) <= MAX_NUMBER_DIGITS else math.inf
+    if len(text) > MAX_NUMBER_DIGITS:
+        raise _Refused(f"the number {_quoted(text)} has {len(text)} characters; at most {MAX_NUMBER_DIGITS} are allowed")
+    value = float(text)
     if not math.isfinite(value):
         raise _Refused(f"the number {_quoted(text)} is too large for a float (at most about 1.8e308)")
     return value
