@@ -161,6 +161,13 @@ def test_init_writes_a_private_random_secret_and_never_replaces_one(tmp_path):
     assert not list(tmp_path.rglob("*.tmp"))
 
 
+def test_init_without_a_path_writes_to_the_config_folder_outside_any_course(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    result = runner.invoke(app, ["init"])
+    assert result.exit_code == 0, result.output
+    assert re.fullmatch(r"[0-9a-f]{64}\n", (tmp_path / "config" / "qkvquiz" / "secret").read_text())
+
+
 def test_the_secret_comes_from_the_file_else_the_environment_and_must_not_be_short(tmp_path):
     path = create_secret(tmp_path / "s")
     from_file = load_secret(path, environ={SECRET_ENV: "x" * 20})
