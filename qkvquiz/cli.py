@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -17,7 +21,9 @@ from .engine.backend import BACKENDS, BackendUnavailable, get_xp
 from .families import REGISTRY, get_family
 from .grade.tolerance import TOLERANCE_DEFAULT
 from .resources import bank_dir, schemas_dir
+from .secret import SECRET_ENV
 from .spec import SpecError, load_spec
+from .untrusted import terminal_text
 
 app = typer.Typer(
     help=(
@@ -40,10 +46,42 @@ TOLERANCE_HELP = (
 )
 
 
+def _shown(text: str) -> str:
+    """Text from a file or a file name, safe to print: no Rich markup, no terminal escapes."""
+    return escape(terminal_text(text))
+
+
+@contextmanager
+def _exit_on_terminate() -> Iterator[None]:
+    """SIGTERM and SIGHUP exit the way Ctrl-C does, through ``finally`` blocks.
+
+    Python's default for SIGTERM ends the process on the spot; raising SystemExit instead lets
+    :func:`qkvquiz.files.write_atomic` remove its temporary file, so an interrupted run leaves
+    the previous outputs as they were and nothing half-written beside them.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) is not None:
+            previous[sig] = signal.signal(sig, stop)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _fail(message: str, code: int = 2) -> None:
-    # Escaped: messages quote user text and commands such as pip install 'qkvquiz[gpu]',
-    # whose brackets Rich would otherwise take for markup and drop.
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    # Escaped and stripped of terminal escapes: messages quote user text and commands such as
+    # pip install 'qkvquiz[gpu]', whose brackets Rich would otherwise take for markup and drop.
+    err.print(f"[bold red]error:[/] {_shown(message)}", highlight=False)
     raise typer.Exit(code)
 
 
@@ -93,15 +131,24 @@ def generate(
         help="Students' files, comma-separated: md (worksheet.md), html (worksheet.html and "
              "answer-form.html, a page that saves the submission file), pdf (where installed).",
     )] = "md",
+    secret_file: Annotated[Optional[Path], typer.Option(
+        "--secret-file", help=f"Instructor secret (made by `qkvquiz init`) that keys every variant, so that "
+        f"nobody without it can rebuild the key. Default: ${SECRET_ENV} if set, else no secret.")] = None,
+    templates: Annotated[Optional[Path], typer.Option(
+        help="Folder of templates that replace bundled ones of the same name (e.g. worksheet.md.j2, "
+        "families/attention.output.problem.md.j2); rendered in Jinja's sandbox.")] = None,
 ) -> None:
     """Generate a personalised worksheet set: per student a worksheet (`--format`) and a blank
     `submission.json`; for you `key.json` (what `grade` reads) and `key.md` (answers with worked steps).
 
-    Each student's variant depends only on the spec, their id and the seed, so adding or removing
-    students never changes anyone else's problems.
+    Each student's variant depends only on the spec, their id, the seed and the secret (if any),
+    so adding or removing students never changes anyone else's problems.
     """
+    import jinja2
+
     from .files import read_roster
     from .generate import generate_set, parse_formats
+    from .secret import SecretError, load_secret, readable_by_others
     from .worksheet import GenerationError
 
     if (students is None) == (roster is None):
@@ -118,21 +165,77 @@ def generate(
     else:
         width = max(2, len(str(students)))
         ids = [f"s{i:0{width}d}" for i in range(1, students + 1)]
+    if templates is not None and not templates.is_dir():
+        _fail(f"--templates {templates}: not a folder")
+    try:
+        secret = load_secret(secret_file)
+    except SecretError as exc:
+        _fail(str(exc))
+    if secret_file is not None and readable_by_others(secret_file):
+        err.print(f"[yellow]warning:[/] {escape(str(secret_file))} is readable by other users; "
+                  f"`chmod 600 {escape(str(secret_file))}` keeps it yours.", highlight=False)
     xp = _xp(backend)
     try:
         parsed = load_spec(resolve_spec(spec))
-        with _progress() as bar:
+        with _progress() as bar, _exit_on_terminate():
             task = bar.add_task("writing worksheets", total=len(ids))
             result = generate_set(parsed, ids, out, seed=seed, force=force, xp=xp,
+                                  secret=None if secret is None else secret.value, templates=templates,
                                   progress=lambda: bar.advance(task), formats=chosen)
     except (SpecError, GenerationError, FileExistsError, ValueError) as exc:
         _fail(str(exc))
+    except (jinja2.TemplateError, OverflowError) as exc:  # OverflowError: the sandbox's cap on range()
+        where = f" ({exc.filename}, line {exc.lineno})" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
+        _fail(f"a template could not be rendered{where}: {type(exc).__name__}: {exc}")
+    except Exception as exc:
+        if templates is None:
+            raise  # a bug in qkvquiz itself: keep the traceback
+        _fail(f"a template from {templates} failed: {type(exc).__name__}: {exc}")
     console.print(
-        f"Wrote {len(ids)} worksheets of [bold]{parsed.title}[/] ({len(parsed.items)} problems, "
-        f"{parsed.points:g} points; {', '.join(chosen)}) to {out}/students/, and the key to {result.key_path}.",
+        f"Wrote {len(ids)} worksheets of [bold]{escape(parsed.title)}[/] ({len(parsed.items)} problems, "
+        f"{parsed.points:g} points; {', '.join(chosen)}) to {escape(str(out))}/students/, and the key to {escape(str(result.key_path))}.",
         highlight=False,
     )
-    console.print(f"Seed {seed!r}: anyone with the spec and this seed can rebuild the key; keep it private.")
+    console.print(escape(secrecy_note(seed, None if secret is None else secret.source)), highlight=False)
+
+
+def secrecy_note(seed: str, secret_source: str | None) -> str:
+    """The sentence `generate` prints about who can rebuild the key."""
+    if secret_source is None:
+        return (
+            f"No secret: every variant follows from the spec, the student ids and the seed {seed!r}, so anyone "
+            "with qkvquiz (students have it), the spec and this seed can rebuild this key. To prevent that, "
+            f"create a secret with `qkvquiz init` and pass --secret-file (or set ${SECRET_ENV})."
+        )
+    return (
+        f"Variants are keyed by the secret from {secret_source}: without it, the spec and the seed {seed!r} do not "
+        "rebuild this key. Keep the secret and key.json private; the same secret, spec and seed rebuild the same key."
+    )
+
+
+@app.command()
+def init(
+    path: Annotated[Optional[Path], typer.Argument(help="Where to write the secret (default: ~/.config/qkvquiz/secret).")] = None,
+) -> None:
+    """Create an instructor secret: 256 random bits in a file only you can read (mode 0600).
+
+    Pass it to `generate --secret-file PATH` (or put its content in $QKVQUIZ_SECRET) and no one
+    without it can rebuild your keys, not even with qkvquiz, the spec and the seed. An existing
+    file is never replaced: keys made with it could not be rebuilt.
+    """
+    from .secret import SecretError, create_secret, default_secret_path
+
+    target = path if path is not None else default_secret_path()
+    try:
+        written = create_secret(target)
+    except (SecretError, OSError) as exc:
+        _fail(str(exc))
+    console.print(
+        f"Wrote a new secret to {escape(str(written))} (readable by you only). Use it with\n"
+        f"  qkvquiz generate SPEC --secret-file {escape(str(written))} …\n"
+        "Back it up somewhere private: without it, lost keys cannot be rebuilt.",
+        highlight=False,
+    )
 
 
 def _submission_files(paths: list[Path]) -> list[Path]:
@@ -173,24 +276,25 @@ def grade(
     files = _submission_files(submissions)
     if not files:
         _fail("no submission files found")
-    with _progress() as bar:
-        task = bar.add_task("grading", total=len(files))
-        report = grade_files(loaded, files, progress=lambda: bar.advance(task), xp=xp)
-        writing = bar.add_task("writing feedback", total=len(report.results) if feedback else 0)
-        paths = write_reports(report, out, feedback=feedback, progress=lambda: bar.advance(writing))
+    with _exit_on_terminate():
+        with _progress() as bar:
+            task = bar.add_task("grading", total=len(files))
+            report = grade_files(loaded, files, progress=lambda: bar.advance(task), xp=xp)
+            writing = bar.add_task("writing feedback", total=len(report.results) if feedback else 0)
+            paths = write_reports(report, out, feedback=feedback, progress=lambda: bar.advance(writing))
     if feedback:
         paths.append(out / "feedback")
 
-    table = Table(title=f"{loaded.title}: {len(report.results)} graded")
+    table = Table(title=escape(f"{loaded.title}: {len(report.results)} graded"))
     for col in ("student", "score", "of", "format errors"):
         table.add_column(col)
     for r in sorted(report.results, key=lambda r: r.student):
         fmt = sum(p.verdict in ("format", "missing") for p in r.parts)
-        table.add_row(r.student, f"{r.score:.2f}", f"{r.total:g}", str(fmt or ""))
+        table.add_row(_shown(r.student), f"{r.score:.2f}", f"{r.total:g}", str(fmt or ""))
     console.print(table)
     for problem in report.problems:
-        err.print(f"[yellow]not graded:[/] {problem.source}: {problem.message}", highlight=False)
-    console.print(f"Wrote {', '.join(str(p) for p in paths)}", highlight=False)
+        err.print(f"[yellow]not graded:[/] {_shown(problem.source)}: {_shown(problem.message)}", highlight=False)
+    console.print(f"Wrote {', '.join(_shown(str(p)) for p in paths)}", highlight=False)
     if report.problems:
         raise typer.Exit(1)
 

@@ -99,12 +99,16 @@ def generate_set(
     xp=np,
     progress: Callable[[], None] | None = None,
     formats: str | Sequence[str] = FORMATS_DEFAULT,
+    templates: str | Path | None = None,
 ) -> GeneratedSet:
     """Solve every student's variant (batched) and write worksheets, blank submissions and keys.
 
     ``formats`` (see :func:`parse_formats`) picks the students' files: ``md`` a Markdown
     worksheet, ``html`` a typeset ``worksheet.html`` and the ``answer-form.html`` that saves
     a submission, ``pdf`` a ``worksheet.pdf`` (and ``key.pdf``) where the PDF renderer is installed.
+    ``secret`` keys every variant with HMAC-SHA256 (see :mod:`qkvquiz.secret`); ``templates``
+    is a folder of templates that replace bundled ones of the same name (rendered sandboxed).
+    Every file is written atomically, and key.json last: a run that stops early leaves no key.
     """
     out = Path(out)
     formats = parse_formats(formats)
@@ -120,19 +124,18 @@ def generate_set(
         folder = out / "students" / safe_name(student, taken)
         folders[student] = folder
         if "md" in formats:
-            write_atomic(folder / "worksheet.md", worksheet_markdown(ws, i))
+            write_atomic(folder / "worksheet.md", worksheet_markdown(ws, i, templates=templates))
         if "html" in formats:
             write_atomic(folder / "worksheet.html", worksheet_html(ws, i))
             write_atomic(folder / "answer-form.html", answer_form_html(ws, i))
         write_atomic(folder / "submission.json", dumps(blank_submission(ws, i)))
         if progress is not None:
             progress()
-    write_atomic(out / "key.md", key_markdown(ws))
+    write_atomic(out / "key.md", key_markdown(ws, templates=templates))
     if "pdf" in formats:
         _write_pdfs(ws, folders, out, worksheet_html)
     write_atomic(key_path, dumps(key_to_json(ws)))
     return GeneratedSet(ws, out, folders, formats)
-
 
 
 def _write_pdfs(ws: Worksheet, folders: dict[str, Path], out: Path, worksheet_html: Callable[[Worksheet, int], str]) -> None:

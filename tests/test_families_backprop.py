@@ -191,6 +191,8 @@ def test_softmax_row_sums_are_the_weighted_upstream_per_row():
 )
 def test_attention_backward_on_random_draws(seed, tokens, d_k, d_v, mask):
     """Unfiltered draws (no accept rule): gradients agree with finite differences; each row of ∇S sums to 0."""
+    if mask == "padding" and tokens < 3:
+        mask = "causal"  # padding must leave two keys visible (a spec refuses fewer)
     fam = get_family("backprop.attention")
     p = fam.resolve({"tokens": tokens, "d_k": d_k, "d_v": d_v, "mask": mask, "entries": [-3, 3]})
     e = fam.solve(fam.sample(Draw([seed, seed ^ 0x5DEECE66D]), p), p)

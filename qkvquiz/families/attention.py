@@ -14,8 +14,13 @@ SATURATED = 0.95  # a row whose largest weight exceeds this teaches nothing by h
 
 
 def _check_mask_params(p: Params) -> None:
-    if p.mask == "padding" and not 0 < p.padded < p.tokens:
-        raise ValueError(f"padded must be between 1 and tokens − 1 ({p.tokens - 1}), got {p.padded}")
+    # At least two keys must stay visible: with one, every softmax row is (1, 0, …) and there
+    # is nothing to compute (and every gradient through it vanishes).
+    if p.mask == "padding" and not 0 < p.padded <= p.tokens - 2:
+        raise ValueError(
+            f"with mask: padding, at least 2 keys must stay unpadded: padded must be from 1 to tokens − 2 "
+            f"(tokens is {p.tokens}), got {p.padded}"
+        )
 
 
 MASK_PARAMS = {

@@ -19,7 +19,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from ..files import safe_name, write_atomic
+from ..files import safe_name, write_atomic, write_atomic_all
+from ..untrusted import csv_cell
 from .analysis import item_analysis, item_analysis_csv, item_analysis_markdown
 from .feedback import feedback_markdown
 from .grader import GradeReport
@@ -35,7 +36,8 @@ def results_csv(report: GradeReport) -> str:
     writer.writerow(["student", "variant", "source", *parts, "score", "total"])
     for r in sorted(report.results, key=lambda r: r.student):
         by_part = {p.part: p.score for p in r.parts}
-        writer.writerow([r.student, r.variant, r.source, *(_pts(by_part[p]) for p in parts), _pts(r.score), _pts(r.total)])
+        writer.writerow([csv_cell(r.student), csv_cell(r.variant), csv_cell(r.source),
+                         *(_pts(by_part[p]) for p in parts), _pts(r.score), _pts(r.total)])
     return buf.getvalue()
 
 
@@ -84,10 +86,11 @@ def write_reports(
     out = Path(out)
     paths = [out / "results.csv", out / "results.json", out / "item-analysis.csv", out / "item-analysis.md"]
     stats = item_analysis(report)
-    write_atomic(paths[0], results_csv(report))
-    write_atomic(paths[1], results_json(report))
-    write_atomic(paths[2], item_analysis_csv(stats))
-    write_atomic(paths[3], item_analysis_markdown(report, stats))
+    # All four or none: an interrupted run leaves the previous reports as they were.
+    write_atomic_all({
+        paths[0]: results_csv(report), paths[1]: results_json(report),
+        paths[2]: item_analysis_csv(stats), paths[3]: item_analysis_markdown(report, stats),
+    })
     if feedback:
         names = feedback_names(report)
         for result in sorted(report.results, key=lambda r: r.student):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -16,24 +17,42 @@ import numpy as np
 
 from ..resources import templates_dir
 from ..spec import ItemSpec
+from ..untrusted import md_code
 from ..worksheet import Worksheet
 from .latex import bmatrix, mask_sentences, num, shape_text
+from .sandbox import TemplateSandbox
 
 
 @lru_cache(maxsize=4)
 def environment(directory: str | None = None) -> jinja2.Environment:
-    """The Jinja environment: Markdown output (no HTML escaping), strict about undefined names."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(directory or str(templates_dir())),
+    """The Jinja environment: sandboxed, Markdown output (no HTML escaping), strict about undefined names.
+
+    ``directory`` holds a user's templates: any template found there (``worksheet.md.j2``,
+    ``families/attention.output.problem.md.j2`` …) replaces the bundled one of the same name,
+    and every other name falls back to the bundled templates. Bundled or not, templates
+    render in :class:`~qkvquiz.render.sandbox.TemplateSandbox`.
+    """
+    bundled = jinja2.FileSystemLoader(str(templates_dir()))
+    loader = bundled if directory is None else jinja2.ChoiceLoader([jinja2.FileSystemLoader(directory), bundled])
+    env = TemplateSandbox(
+        loader=loader,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
-        autoescape=False,
     )
-    env.filters.update(bmatrix=bmatrix, num=num, shape=shape_text, mask_sentences=mask_sentences)
-    env.globals.update(np=np, zip=zip, range=range, len=len, enumerate=enumerate)
+    env.filters.update(bmatrix=bmatrix, num=num, shape=shape_text, mask_sentences=mask_sentences, md_code=md_code)
+    env.globals.update(zip=zip, len=len, enumerate=enumerate)  # np and a bounded range come with the sandbox
     return env
+
+
+def _copy(value: Any) -> Any:
+    """What a template may hold of a value: a copy of an array, a scalar as an (immutable) float."""
+    return np.array(value) if np.ndim(value) else np.float64(value)
+
+
+def _templates_key(templates: str | Path | None) -> str | None:
+    return None if templates is None else str(Path(templates).resolve())
 
 
 def _family_template(env: jinja2.Environment, family: str, kind: str) -> jinja2.Template:
@@ -47,6 +66,9 @@ def item_context(item: ItemSpec, number: int, givens: dict, steps: dict) -> dict
         {"id": p.id, "step": fam.step(p.step), "points": p.points, "shape": np.shape(steps[p.step])}
         for p in item.parts
     ]
+    # Templates get copies: whatever one does to an array cannot reach the solved worksheet or the key.
+    givens = {k: _copy(v) for k, v in givens.items()}
+    steps = {k: _copy(v) for k, v in steps.items()}
     return {
         "item": item, "family": fam, "p": item.params, "g": givens, "s": steps, "parts": parts,
         "number": number, "d": item.params.get("decimals", 3),
@@ -54,9 +76,9 @@ def item_context(item: ItemSpec, number: int, givens: dict, steps: dict) -> dict
     }
 
 
-def render_items(ws: Worksheet, student: int, kind: str) -> list[str]:
+def render_items(ws: Worksheet, student: int, kind: str, *, templates: str | Path | None = None) -> list[str]:
     """Each item of one student's variant rendered with its ``problem`` or ``solution`` template."""
-    env = environment()
+    env = environment(_templates_key(templates))
     out = []
     for number, variant in enumerate(ws.variant(student), start=1):
         item = variant["item"]
@@ -65,20 +87,23 @@ def render_items(ws: Worksheet, student: int, kind: str) -> list[str]:
     return out
 
 
-def worksheet_markdown(ws: Worksheet, student: int) -> str:
+def worksheet_markdown(ws: Worksheet, student: int, *, templates: str | Path | None = None) -> str:
     """The worksheet one student works on: givens and questions, no answers."""
-    return environment().get_template("worksheet.md.j2").render(
+    return environment(_templates_key(templates)).get_template("worksheet.md.j2").render(
         spec=ws.spec, student=ws.students[student], code=ws.codes[student],
-        problems=render_items(ws, student, "problem"), items=ws.spec.items,
+        problems=render_items(ws, student, "problem", templates=templates), items=ws.spec.items,
     )
 
 
-def key_markdown(ws: Worksheet, students: Sequence[int] | None = None) -> str:
+def key_markdown(ws: Worksheet, students: Sequence[int] | None = None, *, templates: str | Path | None = None) -> str:
     """The instructor's key: every student's givens, answers and worked steps."""
     chosen = range(len(ws.students)) if students is None else students
     entries = [
         {"student": ws.students[i], "code": ws.codes[i],
-         "problems": render_items(ws, i, "problem"), "solutions": render_items(ws, i, "solution")}
+         "problems": render_items(ws, i, "problem", templates=templates),
+         "solutions": render_items(ws, i, "solution", templates=templates)}
         for i in chosen
     ]
-    return environment().get_template("key.md.j2").render(spec=ws.spec, entries=entries, seed=ws.seed, keyed=ws.keyed)
+    return environment(_templates_key(templates)).get_template("key.md.j2").render(
+        spec=ws.spec, entries=entries, seed=ws.seed, keyed=ws.keyed,
+    )
