@@ -31,7 +31,9 @@ TOLERANCES = st.one_of(
 ITEMS = st.one_of(
     st.builds(lambda form, d_k: {"family": "attention.scores", "params": {"form": form, "d_k": d_k}},
               st.sampled_from(["vector", "matrix"]), st.sampled_from([1, 2, 4, 9])),
-    st.builds(lambda n, mask: {"family": "attention.weights", "params": {"tokens": n, "mask": mask},
+    # A padding mask needs 3 or more tokens (two keys must stay visible).
+    st.builds(lambda n, mask: {"family": "attention.weights",
+                               "params": {"tokens": max(n, 3) if mask == "padding" else n, "mask": mask},
                                "ask": ["scores", "weights"]},
               st.integers(2, 4), st.sampled_from(["none", "causal", "padding", "random"])),
     st.builds(lambda n, mask: {"family": "attention.output", "params": {"tokens": n, "mask": mask}},

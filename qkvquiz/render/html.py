@@ -1,0 +1,684 @@
+"""Markdown with LaTeX math → one self-contained HTML document, ready for print.
+
+Math arrives as ``$...$`` (inline) and ``$$...$$`` (display). WeasyPrint runs no
+JavaScript and does not lay out MathML, so every expression reaches it laid out already:
+
+* a ``bmatrix`` of plain numbers (decimals, negatives, ``\\infty``) that stands on its own
+  becomes a bracketed table of text: its numbers can be searched and copied, and a table
+  costs WeasyPrint far less than glyph outlines;
+* everything else goes LaTeX → MathML (latex2mathml) → SVG (ziamath, STIX Two Math), with
+  a few MathML fixes first. The SVG is the background of a box whose transparent text is
+  the expression in plain Unicode (``S = QKᵀ/√d_k``), so a PDF viewer finds and copies it.
+
+SVG pieces are cached by their LaTeX source for the life of the process: the formulas
+and labels that every student's document shares are laid out once, and only the numbers
+change from student to student.
+
+Answer boxes and the student header are HTML blocks (:func:`answer_grid_html`,
+:func:`header_html`) that templates write into the Markdown; an HTML block passes through
+Markdown untouched as long as it has no blank line, and these have none.
+
+The look lives in ``templates/style.css`` (page size, page numbers, no page break inside
+a matrix, answer boxes), embedded in every document.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+import warnings
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from markdown_it import MarkdownIt
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+from qkvquiz.resources import templates_dir
+
+#: Body text size; math is laid out at the same size.
+FONT_SIZE_PT_DEFAULT = 11.0
+#: CSS pixels per point (CSS px are 1/96 in; ziamath sizes are in px).
+PX_PER_PT = 96.0 / 72.0
+#: Page sizes the stylesheet knows, and the CSS ``size`` keyword for each.
+PAGE_SIZES: dict[str, str] = {"a4": "A4", "letter": "letter"}
+#: Column gap inside SVG matrices (ziamath's default of 0.3em crowds negative numbers).
+MATRIX_COLUMN_SPACING = "1em"
+#: Largest answer grid a part may ask for (a 6×6 matrix is the largest a worksheet shows).
+ANSWER_GRID_MAX = 8
+
+_MINUS = "\u2212"
+_NABLA = "\u2207"
+_INFINITY = "\u221e"
+
+
+class MathRenderError(ValueError):
+    """A LaTeX expression could not be laid out."""
+
+    def __init__(self, latex: str, cause: BaseException) -> None:
+        super().__init__(f"cannot typeset math {latex!r}: {cause}")
+        self.latex = latex
+
+
+# --------------------------------------------------------------------------- page setup
+
+
+def page_size_css(page_size: str) -> str:
+    """The CSS ``size`` value for ``"A4"`` or ``"Letter"`` (case-insensitive)."""
+    try:
+        return PAGE_SIZES[page_size.strip().lower()]
+    except KeyError:
+        raise ValueError(f"unknown page size {page_size!r}; use A4 or Letter") from None
+
+
+def stylesheet_path() -> Path:
+    """``templates/style.css``: the print stylesheet every document embeds."""
+    return templates_dir() / "style.css"
+
+
+#: Attribute of the ``<style>`` element that holds ``templates/style.css`` unchanged; the
+#: PDF writer recognises it and uses a copy of the stylesheet parsed once per process.
+BASE_STYLE_MARKER = "data-qkvquiz-base"
+
+
+@lru_cache(maxsize=4)
+def _read_stylesheet(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def base_stylesheet_text() -> str:
+    """``templates/style.css`` as text (read once per process)."""
+    return _read_stylesheet(stylesheet_path())
+
+
+def page_css(page_size: str = "A4") -> str:
+    """The rule that sets the page size (``@page`` cannot take a CSS variable)."""
+    return f"@page {{ size: {page_size_css(page_size)}; }}"
+
+
+def stylesheet(page_size: str = "A4") -> str:
+    """The whole print stylesheet for one page size."""
+    return base_stylesheet_text() + "\n" + page_css(page_size) + "\n"
+
+
+# --------------------------------------------------------------------------- math
+
+
+@dataclass(frozen=True)
+class _NumericMatrix:
+    rows: tuple[tuple[str, ...], ...]
+
+
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+_INF = re.compile(r"([+-]?)\\infty")
+# Spacing and alignment helpers that carry no value; a table aligns its own cells.
+_CELL_NOISE = re.compile(r"\\(?:h?phantom\{[^{}]*\}|[,;:! ]|quad|qquad)|\{\}|\s+")
+
+
+def _numeric_cell(cell: str) -> str | None:
+    """The cell's display text when it is a plain number or ±∞, else None."""
+    text = _CELL_NOISE.sub("", cell)
+    if _NUMBER.fullmatch(text):
+        return text
+    inf = _INF.fullmatch(text)
+    if inf:
+        return inf.group(1) + _INFINITY
+    return None
+
+
+def _numeric_matrix(body: str) -> _NumericMatrix | None:
+    if "\\begin" in body:
+        return None
+    lines = re.split(r"\\\\", body)
+    # A trailing "\\" before \end{bmatrix} leaves an empty last row.
+    if lines and not lines[-1].strip():
+        lines.pop()
+    rows: list[tuple[str, ...]] = []
+    for line in lines:
+        cells = [_numeric_cell(c) for c in line.split("&")]
+        if any(c is None for c in cells):
+            return None
+        rows.append(tuple(c for c in cells if c is not None))
+    if not rows or len({len(r) for r in rows}) != 1:
+        return None
+    return _NumericMatrix(tuple(rows))
+
+
+_TOKEN = re.compile(
+    r"\\begin\{(\w+\*?)\}|\\end\{(\w+\*?)\}|\\left\b|\\right\b|\\[A-Za-z]+|\\.|[{}]|[^\\{}]+"
+)
+
+
+def _split_numeric_matrices(latex: str) -> list[str | _NumericMatrix]:
+    """Cut top-level ``bmatrix`` environments of plain numbers out of an expression.
+
+    Only a matrix that stands on its own is cut out: not inside braces, ``\\left…\\right``
+    or another environment, and not carrying a sub- or superscript (``B^\\top`` must stay
+    one piece of math). The pieces between stay LaTeX.
+    """
+    pieces: list[str | _NumericMatrix] = []
+    depth = 0  # braces + \left/\right + environments: a cut is only safe at depth 0
+    start = 0  # where the current LaTeX piece began
+    tokens = list(_TOKEN.finditer(latex))
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if depth == 0 and tok.group(1) == "bmatrix":
+            # Find the matching \end{bmatrix}.
+            level, j = 1, i + 1
+            while j < len(tokens) and level:
+                if tokens[j].group(1):
+                    level += 1
+                elif tokens[j].group(2):
+                    level -= 1
+                j += 1
+            if level:
+                raise MathRenderError(latex, ValueError("\\begin{bmatrix} without \\end{bmatrix}"))
+            end = tokens[j - 1]
+            body = latex[tok.end() : end.start()]
+            before = latex[start : tok.start()]
+            after = latex[end.end() :].lstrip()
+            scripted = after[:1] in ("^", "_", "'") or before.rstrip()[-1:] in ("^", "_")
+            matrix = None if scripted else _numeric_matrix(body)
+            if matrix is not None:
+                if before.strip():
+                    pieces.append(before)
+                pieces.append(matrix)
+                start = end.end()
+            i = j
+            continue
+        if tok.group(1) or tok.group(0) in ("{", "\\left"):
+            depth += 1
+        elif tok.group(2) or tok.group(0) in ("}", "\\right"):
+            depth -= 1
+        i += 1
+    rest = latex[start:]
+    if rest.strip() or not pieces:
+        pieces.append(rest)
+    return pieces
+
+
+_MATHML_NS = "{http://www.w3.org/1998/Math/MathML}"
+_SCRIPT_ARITY = {"msub": 2, "msup": 2, "msubsup": 3, "munder": 2, "mover": 2, "munderover": 3}
+_FENCES_CLOSE = {")", "]", "}", "|", "\u2016", "\u27e9", "\u230b", "\u2309"}
+
+
+def _strip_ns(root: ET.Element) -> None:
+    for el in root.iter():
+        if el.tag.startswith(_MATHML_NS):
+            el.tag = el.tag[len(_MATHML_NS) :]
+
+
+def _improve_mathml(root: ET.Element) -> None:
+    """MathML fixes that make ziamath's layout read like TeX.
+
+    * ∇ and ∞ are symbols, not operators: as ``<mi>`` they get no operator spacing
+      (``∇_Q L``, ``−∞``).
+    * A minus that opens a row, or follows another operator (``(−1``, ``= −3``, ``,−∞``),
+      is a sign: as a prefix operator it hugs its operand instead of floating ``( − ∞)``.
+    * Matrix columns get 1em between them so that negative entries do not run together.
+    * Numerator and denominator are in text style (limits of a sum at its side).
+    """
+    # latex2mathml gives a scripted environment (``\begin{bmatrix}…\end{bmatrix}^\top``)
+    # the fence, table and fence as three separate bases; they are one base.
+    for el in list(root.iter()):
+        expected = _SCRIPT_ARITY.get(el.tag)
+        if expected is not None and len(el) > expected:
+            extra = len(el) - expected + 1
+            base = ET.Element("mrow")
+            for child in list(el)[:extra]:
+                el.remove(child)
+                base.append(child)
+            el.insert(0, base)
+    for el in root.iter():
+        if el.tag == "mo" and (el.text or "").strip() in (_NABLA, _INFINITY):
+            el.tag = "mi"
+            el.set("mathvariant", "normal")
+        elif el.tag == "mtable" and "columnspacing" not in el.attrib:
+            el.set("columnspacing", MATRIX_COLUMN_SPACING)
+        elif el.tag == "mfrac":
+            # As in TeX, the parts of a displayed fraction are in text style: a sum in a
+            # denominator takes its limits at the side instead of stacking them.
+            for part in el:
+                part.set("displaystyle", "false")
+    for parent in list(root.iter()):
+        # A bare ∇ as the base of a script leaves a gap before its subscript (∇ _Z);
+        # inside an <mrow> ziamath tucks the subscript in as TeX does.
+        if (
+            parent.tag in ("msub", "msup", "msubsup")
+            and len(parent)
+            and parent[0].tag == "mi"
+            and ((parent[0].text or "").strip() == _NABLA)
+        ):
+            base = parent[0]
+            parent.remove(base)
+            wrapper = ET.Element("mrow")
+            wrapper.append(base)
+            parent.insert(0, wrapper)
+    for parent in root.iter():
+        previous: ET.Element | None = None
+        for child in parent:
+            if child.tag == "mo" and (child.text or "").strip() in (_MINUS, "-", "+"):
+                opens_row = previous is None and parent.tag in (
+                    "mrow",
+                    "mtd",
+                    "math",
+                    "msqrt",
+                    "mstyle",
+                )
+                after_operator = (
+                    previous is not None
+                    and previous.tag == "mo"
+                    and (previous.text or "").strip() not in _FENCES_CLOSE
+                )
+                if opens_row or after_operator:
+                    child.set("form", "prefix")
+            previous = child
+
+
+_MATHML_TEXT_TAGS = {"mi", "mn", "mo", "mtext", "ms"}
+_SUPERSCRIPT_CHARS = {
+    "\u22a4": "\u1d40",
+    "T": "\u1d40",
+    "2": "\u00b2",
+    "3": "\u00b3",
+    "\u2032": "\u2032",
+}
+_SCRIPT_TAGS = {"msup", "msub", "msubsup", "munder", "mover", "munderover"}
+_JOIN_WITH_SPACE = _SCRIPT_TAGS | {"mfrac", "msqrt", "mroot"}
+_SPACED_OPERATORS = {
+    "=",
+    "\u2248",
+    "\u2261",
+    "<",
+    ">",
+    "\u2264",
+    "\u2265",
+    "\u2190",
+    "\u2192",
+    "+",
+    _MINUS,
+    "-",
+    "\u2299",
+    "\u00d7",
+    "\u22c5",
+}
+
+
+def _group(text: str) -> str:
+    """Parenthesise a linear-text operand unless it is one symbol, number or √symbol."""
+    if len(text) <= 1 or re.fullmatch(r"\u221a?[\w.]+|\(.*\)|\[.*\]", text):
+        return text
+    return f"({text})"
+
+
+def _script(text: str) -> str:
+    """A sub- or superscript: compact (no spaces) and grouped."""
+    return _group(text.replace(" ", ""))
+
+
+def _linear_text(el: ET.Element) -> str:
+    """The expression as one line of Unicode (``S = QKᵀ/√d_k``), for search and copy."""
+    tag = el.tag
+    kids = list(el)
+    if tag in _MATHML_TEXT_TAGS:
+        text = (el.text or "").strip()
+        if tag == "mo" and text in _SPACED_OPERATORS and el.get("form") != "prefix":
+            return f" {text} "
+        return text
+    if tag == "mspace":
+        return " "
+    if tag in _SCRIPT_TAGS and kids:
+        base = _linear_text(kids[0])
+        if tag in ("msup", "mover") and len(kids) > 1:
+            sup = _linear_text(kids[1]).strip()
+            if tag == "mover":
+                return base + sup
+            return base + _SUPERSCRIPT_CHARS.get(sup, "^" + _script(sup))
+        if tag in ("msub", "munder") and len(kids) > 1:
+            return base + "_" + _script(_linear_text(kids[1]))
+        if len(kids) > 2:
+            sub = _script(_linear_text(kids[1]))
+            sup = _linear_text(kids[2]).strip()
+            return f"{base}_{sub}" + _SUPERSCRIPT_CHARS.get(sup, "^" + _script(sup))
+        return base
+    if tag == "mfrac" and len(kids) == 2:
+        return f"{_group(_linear_text(kids[0]).strip())}/{_group(_linear_text(kids[1]).strip())}"
+    if tag == "msqrt":
+        return "\u221a" + _group("".join(_linear_text(k) for k in kids).strip())
+    if tag == "mroot" and len(kids) == 2:
+        return f"{_linear_text(kids[1])}\u221a{_group(_linear_text(kids[0]).strip())}"
+    if tag == "mtable":
+        rows = ["  ".join(_linear_text(cell).strip() for cell in row) for row in kids]
+        return "; ".join(rows)
+    out = ""
+    previous: ET.Element | None = None
+    for kid in kids:
+        text = _linear_text(kid)
+        # "∇_Z L", "e_i e_j", "1/√d_k ∇_S L": a space after a script or a fraction keeps
+        # the next symbol out of it.
+        if (
+            previous is not None
+            and previous.tag in _JOIN_WITH_SPACE
+            and (text[:1].isalnum() or text[:1] in ("\u2207", "\u2211", "\u221a", "\u2202"))
+        ):
+            out += " "
+        out += text
+        previous = kid
+    return out
+
+
+@lru_cache(maxsize=1)
+def _ziamath() -> ModuleType:
+    """ziamath, imported on first use (it loads its font then)."""
+    # It finds its bundled font through a deprecated importlib.resources call; the
+    # warning is theirs to fix and says nothing to our users.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import ziamath
+        import ziamath.tex
+    return ziamath
+
+
+def _mathml(latex: str, display: bool) -> ET.Element:
+    root = ET.fromstring(_ziamath().tex.tex2mml(latex, inline=not display))
+    _strip_ns(root)
+    _improve_mathml(root)
+    return root
+
+
+#: Baseline of the overlay text below its line top, in em, at ``line-height: 1`` in
+#: DejaVu Sans ((1 + ascent − descent) / 2 with ascent 0.928 and descent 0.236).
+_OVERLAY_BASELINE_EM = 0.846
+
+_SVG_PATH = re.compile(r'<path d="([^"]*)"([^>]*?)\s*/>')
+
+
+def _merge_paths(svg: str) -> str:
+    """Join the glyph outlines of one expression into a single ``<path>``.
+
+    WeasyPrint's cost for SVG is per element as much as per point; one path instead of a
+    path per glyph draws the same picture (glyphs of one font share their winding, so
+    the nonzero fill rule keeps overlapping pieces of a stretched bracket solid).
+    """
+    found = _SVG_PATH.findall(svg)
+    if len(found) < 2 or len({attrs for _, attrs in found}) != 1:
+        return svg
+    merged = "".join(d for d, _ in found)
+    body = _SVG_PATH.sub("", svg)
+    return body.replace("</svg>", f'<path d="{merged}"{found[0][1]} /></svg>')
+
+
+def _ziamath_svg(root: ET.Element, size_px: float) -> tuple[str, float, float]:
+    """SVG text, baseline offset (px, negative below) and margin for one MathML tree.
+
+    Glyphs are written as plain paths (``svg2 = False``) rather than ``<symbol>``/``<use>``
+    pairs: WeasyPrint resolves each ``<use>`` as a nested viewport, which doubled the
+    time it spent drawing math.
+    """
+    ziamath = _ziamath()
+    previous = ziamath.config.svg2, ziamath.config.precision
+    # Hundredths of a CSS pixel (under 0.003 mm) are finer than any printer; fewer digits
+    # make smaller documents.
+    ziamath.config.svg2, ziamath.config.precision = False, 2
+    try:
+        math = ziamath.Math(root, size=size_px)
+        svg = math.svg()
+    finally:
+        ziamath.config.svg2, ziamath.config.precision = previous
+    return _merge_paths(svg), float(math.node.bbox.ymin), float(math.margin)
+
+
+def _svg_math_html(latex: str, display: bool, font_size_pt: float) -> str:
+    """One expression: a box with the SVG as background and the plain text, invisible,
+    as content."""
+    size_px = font_size_pt * PX_PER_PT
+    try:
+        root = _mathml(latex, display)
+        text = re.sub(r"\s+", " ", _linear_text(root)).strip()
+        svg, ymin, margin = _ziamath_svg(root, size_px)
+    except Exception as exc:  # latex2mathml and ziamath raise assorted errors
+        raise MathRenderError(latex, exc) from exc
+    size = re.search(r'width="([\d.]+)" height="([\d.]+)"', svg)
+    if size is None:
+        raise MathRenderError(latex, ValueError("ziamath returned an SVG without a size"))
+    width, height = float(size.group(1)), float(size.group(2))
+    # ziamath pads its drawing by `margin` on every side and the baseline sits `ymin`
+    # above the bottom of the ink (negative: below), so the image is lowered by both.
+    shift = ymin - margin
+    src = "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    # One box: the picture is its background and the expression as text, transparent, is
+    # its content, so a PDF viewer finds and copies the math while the paper shows only the
+    # picture. (An <img> plus an absolutely positioned overlay cost twice the layout.) The
+    # text shrinks to fit the picture's width; `overflow: hidden` puts the box's baseline
+    # at its bottom edge, which `vertical-align` then lowers to the math baseline. The URL
+    # is quoted: the CSS tokenizer reads an unquoted url() a character at a time, and
+    # that cost about 2% of a page.
+    text_px = min(size_px * 0.8, width / max(1.0, 0.62 * len(text))) if text else size_px
+    # Padding puts the text's baseline on the math baseline, so that text extraction
+    # reads it as part of the surrounding line (the box is border-box sized).
+    pad = max(0.0, height + shift - _OVERLAY_BASELINE_EM * text_px)
+    return (
+        f'<span class="math-svg" style="width:{width:.2f}px;height:{height:.2f}px;'
+        f"vertical-align:{shift:.2f}px;font-size:{text_px:.2f}px;padding-top:{pad:.2f}px;"
+        f"background-image:url('{src}')\">{html.escape(text)}</span>"
+    )
+
+
+def _matrix_cell_html(text: str) -> str:
+    """A number as it prints: a leading sign becomes the minus sign U+2212.
+
+    Plain text (no markup around the sign) keeps every number one word for text
+    extraction: spans that drew a longer minus over an ASCII hyphen split "-3" into two
+    words, or moved them to another line, in pdftotext. Copied text reads "−0.25".
+    """
+    if text.startswith("-"):
+        text = _MINUS + text[1:]
+    elif text.startswith("+"):
+        text = text[1:]
+    return html.escape(text)
+
+
+def matrix_table_html(rows: Sequence[Sequence[str]]) -> str:
+    """A matrix of plain numbers (strings as they should print) as a bracketed table.
+
+    Built from ``<span>`` elements laid out as a CSS table, not from ``<table>``: an HTML
+    parser closes an open ``<p>`` at ``<table>``, which would break a sentence around an
+    inline matrix. The brackets are the table's side borders and corner ticks.
+    """
+    body = "".join(
+        '<span class="r">'
+        + "".join(f'<span class="c">{_matrix_cell_html(c)}</span>' for c in row)
+        + "</span>"
+        for row in rows
+    )
+    return f'<span class="bmat">{body}</span>'
+
+
+@lru_cache(maxsize=16384)
+def _svg_piece_cached(latex: str, display: bool, font_size_pt: float) -> str:
+    return _svg_math_html(latex, display, font_size_pt)
+
+
+def math_html(
+    latex: str, *, display: bool = False, font_size_pt: float = FONT_SIZE_PT_DEFAULT
+) -> str:
+    """One LaTeX expression as inline HTML (SVG pictures and matrix tables).
+
+    Numeric matrices are cut out first (they differ per student); the LaTeX around them
+    (``Q =``, ``, \\quad K =``) and every other expression is laid out once per process and
+    cached by ``(latex, display, font_size_pt)``.
+    """
+    parts = []
+    for piece in _split_numeric_matrices(latex.strip()):
+        if isinstance(piece, _NumericMatrix):
+            parts.append(matrix_table_html(piece.rows))
+        else:
+            parts.append(_svg_piece_cached(piece.strip(), display, float(font_size_pt)))
+    return "".join(parts)
+
+
+def math_cache_info() -> Any:
+    """Hits and misses of the expression cache (``functools`` cache statistics)."""
+    return _svg_piece_cached.cache_info()
+
+
+def clear_math_cache() -> None:
+    """Forget every rendered expression."""
+    _svg_piece_cached.cache_clear()
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+def _shape(shape: Sequence[int] | int) -> tuple[int, int] | tuple[()]:
+    dims = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
+    if len(dims) > 2 or any(d < 1 or d > ANSWER_GRID_MAX for d in dims):
+        raise ValueError(
+            f"answer grid shape must be (), (n,) or (rows, cols) with 1..{ANSWER_GRID_MAX} "
+            f"per side, got {tuple(dims)}"
+        )
+    if not dims:
+        return ()
+    if len(dims) == 1:
+        return (1, dims[0])
+    return (dims[0], dims[1])
+
+
+def answer_grid_html(part_id: str, shape: Sequence[int] | int, *, label: str | None = None) -> str:
+    """Blank answer boxes for one asked part: one box per entry of its shape.
+
+    ``shape`` is ``()`` for a scalar (one box), ``(n,)`` for a vector (one row of boxes) or
+    ``(rows, cols)`` for a matrix (a bracketed grid). ``label`` is LaTeX shown before the
+    boxes (for example ``"A ="``); the part id is printed small beside them, so that a
+    student can match the boxes to the submission file. The result is one HTML block
+    without blank lines; put it on its own lines in the Markdown::
+
+        <div class="answer answer-matrix" data-part="q1.weights" data-rows="3"
+             data-cols="3">…</div>
+
+    A template may instead write the empty placeholder, which :func:`markdown_to_html`
+    fills in (``data-label`` optional; 1×1 means a scalar)::
+
+        <div class="answer-grid" data-part="q1.weights" data-rows="3" data-cols="3"></div>
+
+    The block never breaks across pages and stays on the page of the sentence before it.
+    """
+    dims = _shape(shape)
+    rows, cols = dims if dims else (1, 1)
+    kind = "scalar" if not dims else "matrix"
+    label_html = f'<span class="answer-label">{math_html(label)}</span>' if label else ""
+    cells = '<td class="box"></td>' * cols
+    grid = f'<table class="answer-grid">{f"<tr>{cells}</tr>" * rows}</table>'
+    part = html.escape(part_id, quote=True)
+    return (
+        f'<div class="answer answer-{kind}" data-part="{part}" data-rows="{rows}" '
+        f'data-cols="{cols}">{label_html}{grid}'
+        f'<span class="answer-part">{html.escape(part_id)}</span></div>'
+    )
+
+
+_EMPTY_GRID = re.compile(r'<div\s+class="answer(?:-grid)?"([^>]*)>\s*</div>')
+_ATTR = re.compile(r'data-(part|rows|cols|label)="([^"]*)"')
+
+
+def _expand_empty_grids(body: str) -> str:
+    def expand(match: re.Match[str]) -> str:
+        attrs = dict(_ATTR.findall(match.group(1)))
+        if "part" not in attrs:
+            return match.group(0)
+        rows, cols = int(attrs.get("rows", 1)), int(attrs.get("cols", 1))
+        shape: tuple[int, ...] = () if (rows, cols) == (1, 1) else (rows, cols)
+        return answer_grid_html(
+            html.unescape(attrs["part"]),
+            shape,
+            label=html.unescape(attrs["label"]) if attrs.get("label") else None,
+        )
+
+    return _EMPTY_GRID.sub(expand, body)
+
+
+def header_html(title: str, student_id: str, variant_code: str, *, name_line: bool = True) -> str:
+    """The top of a student's sheet: title, a line for the name, student id and variant.
+
+    The student id and variant also run in the footer of every page (CSS ``string-set``),
+    so a loose page can be matched to its student.
+    """
+    name = '<td class="field-label">Name</td><td class="field-fill"></td>' if name_line else ""
+    fields_class = "sheet-fields with-name" if name_line else "sheet-fields"
+    sid, variant = html.escape(student_id), html.escape(variant_code)
+    return (
+        '<header class="sheet-header">'
+        f'<h1 class="sheet-title">{html.escape(title)}</h1>'
+        f'<table class="{fields_class}"><tr>{name}'
+        f'<td class="field-label">Student ID</td><td class="student-id">{sid}</td>'
+        f'<td class="field-label">Variant</td><td class="variant-code">{variant}</td>'
+        "</tr></table></header>"
+    )
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def _markdown_parser(font_size_pt: float) -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    md.use(dollarmath_plugin, double_inline=True, allow_digits=False)
+
+    def inline(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        return (
+            f'<span class="math">{math_html(tokens[idx].content, font_size_pt=font_size_pt)}</span>'
+        )
+
+    def display_in_text(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        body = math_html(tokens[idx].content, display=True, font_size_pt=font_size_pt)
+        return f'<span class="math-display">{body}</span>'
+
+    def display(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        body = math_html(tokens[idx].content, display=True, font_size_pt=font_size_pt)
+        return f'<div class="math-display">{body}</div>\n'
+
+    md.add_render_rule("math_inline", inline)
+    md.add_render_rule("math_inline_double", display_in_text)
+    md.add_render_rule("math_block", display)
+    md.add_render_rule("math_block_label", display)
+    return md
+
+
+@lru_cache(maxsize=8)
+def _parser(font_size_pt: float) -> MarkdownIt:
+    return _markdown_parser(font_size_pt)
+
+
+def markdown_body_html(markdown: str, *, font_size_pt: float = FONT_SIZE_PT_DEFAULT) -> str:
+    """Markdown with math → the HTML that goes inside ``<body>``."""
+    return _expand_empty_grids(_parser(float(font_size_pt)).render(markdown))
+
+
+def markdown_to_html(
+    markdown: str,
+    *,
+    title: str = "",
+    header: str = "",
+    page_size: str = "A4",
+    lang: str = "en",
+    extra_css: Iterable[str] = (),
+) -> str:
+    """Markdown with ``$…$``/``$$…$$`` math → one self-contained HTML document.
+
+    ``header`` is HTML placed before the body (usually :func:`header_html`); the stylesheet
+    (``templates/style.css``, page size applied) is embedded, and so is every picture.
+    """
+    own_css = "\n".join([page_css(page_size), *extra_css])
+    body = markdown_body_html(markdown)
+    return (
+        f'<!DOCTYPE html>\n<html lang="{html.escape(lang)}">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n"
+        f"<style {BASE_STYLE_MARKER}>\n{base_stylesheet_text()}\n</style>\n"
+        f"<style>\n{own_css}\n</style>\n</head>\n"
+        f"<body>\n{header}\n{body}</body>\n</html>\n"
+    )

@@ -1,0 +1,347 @@
+"""HTML documents → PDF files with WeasyPrint: one at a time, or many in a process pool.
+
+WeasyPrint needs system libraries (Pango, HarfBuzz). Where they are missing,
+:class:`PdfUnavailable` names the packages to install; WeasyPrint is imported only when a
+PDF is asked for, and the Markdown and HTML renderers never import it, so they keep
+working.
+
+Every PDF is written to a temporary file beside its target and moved into place, so a
+target is either the old file or the complete new one, never half a PDF.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import gc
+import logging
+import multiprocessing
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from qkvquiz.render.html import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
+
+#: Debian/Ubuntu packages WeasyPrint loads at run time.
+DEBIAN_PACKAGES: tuple[str, ...] = ("libpango-1.0-0", "libpangoft2-1.0-0", "libharfbuzz-subset0")
+#: Below this many documents a pool costs more (worker start-up) than it saves.
+POOL_MIN_JOBS = 3
+
+_log = logging.getLogger(__name__)
+
+
+class PdfUnavailable(RuntimeError):
+    """PDF output cannot run here: WeasyPrint or the system libraries it loads are missing."""
+
+
+class PdfRenderError(RuntimeError):
+    """One document failed to render; the message names its target file."""
+
+
+@dataclass(frozen=True)
+class PdfResult:
+    """One written PDF: where, how many pages, and what WeasyPrint warned about."""
+
+    path: Path
+    pages: int
+    warnings: tuple[str, ...] = ()
+
+
+def _install_hint(detail: str) -> str:
+    return (
+        "PDF output needs WeasyPrint and the system libraries it loads "
+        f"({detail}). On Debian or Ubuntu install them with:\n"
+        f"    sudo apt-get install {' '.join(DEBIAN_PACKAGES)}\n"
+        "(elsewhere: Pango ≥ 1.44 and HarfBuzz with its subset library; see "
+        "https://doc.courtbouillon.org/weasyprint/stable/first_steps.html). "
+        "Markdown and HTML output work without them."
+    )
+
+
+@lru_cache(maxsize=1)
+def weasyprint_module() -> ModuleType:
+    """Import WeasyPrint, or raise :class:`PdfUnavailable` saying what to install."""
+    try:
+        import weasyprint
+    except ImportError as exc:  # the Python package itself
+        raise PdfUnavailable(_install_hint(f"cannot import weasyprint: {exc}")) from exc
+    except OSError as exc:  # cffi could not dlopen Pango / GObject / HarfBuzz
+        raise PdfUnavailable(_install_hint(f"missing system library: {exc}")) from exc
+    if ctypes.util.find_library("harfbuzz-subset") is None:
+        # WeasyPrint still works, but warns on every document and embeds fonts slowly.
+        _log.warning(
+            "libharfbuzz-subset was not found: PDFs render more slowly and WeasyPrint "
+            "warns about font subsetting; install libharfbuzz-subset0"
+        )
+    return weasyprint
+
+
+def pdf_available() -> bool:
+    """Whether PDF output can run here (see :func:`weasyprint_module` for the reason)."""
+    try:
+        weasyprint_module()
+    except PdfUnavailable:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- one document
+
+
+class _WarningCollector(logging.Handler):
+    """Keeps WeasyPrint's warnings for the document being rendered."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextmanager
+def _collect_warnings() -> Iterator[list[str]]:
+    logger = logging.getLogger("weasyprint")
+    handler = _WarningCollector()
+    logger.addHandler(handler)
+    propagate = logger.propagate
+    logger.propagate = False  # reported through PdfResult, not printed a second time
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
+@lru_cache(maxsize=4)
+def _page_size_css(page_size: str) -> Any:
+    # `!important` in a user stylesheet beats the document's own @page size.
+    return weasyprint_module().CSS(
+        string=f"@page {{ size: {page_size_css(page_size)} !important; }}"
+    )
+
+
+@lru_cache(maxsize=1)
+def _base_css() -> Any:
+    return weasyprint_module().CSS(string=base_stylesheet_text())
+
+
+def _stylesheets(html: str, page_size: str) -> tuple[str, list[Any]]:
+    """The document, and the stylesheets to hand WeasyPrint beside it.
+
+    A document made by :func:`qkvquiz.render.html.markdown_to_html` embeds the base
+    stylesheet in a marked ``<style>``; that copy is swapped for one parsed once per
+    process (parsing it cost about 5% of each page). It becomes a *user* stylesheet,
+    which still beats WeasyPrint's defaults and still loses to the document's other
+    styles, as it did before (they come after it).
+    """
+    sheets = [_page_size_css(page_size)]
+    embedded = f"<style {BASE_STYLE_MARKER}>\n{base_stylesheet_text()}\n</style>"
+    if embedded in html:
+        html = html.replace(embedded, "", 1)
+        sheets.insert(0, _base_css())
+    return html, sheets
+
+
+def _replace_atomically(target: Path, write: Any) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def render_pdf(
+    html: str,
+    target: Path | str,
+    *,
+    page_size: str = "A4",
+    image_cache: dict[str, Any] | None = None,
+) -> PdfResult:
+    """Write one HTML document to ``target`` as PDF (atomically); return what was written.
+
+    ``image_cache`` is WeasyPrint's ``cache`` option: a dict shared by the documents of one
+    batch, so that a formula every document shows is parsed as SVG once (about 5% of a
+    page). Keep it for a batch, not for ever: each entry holds on to the document that
+    first loaded it.
+    """
+    weasyprint = weasyprint_module()
+    target = Path(target)
+    page_size_css(page_size)  # reject an unknown size before any work
+    html, sheets = _stylesheets(html, page_size)
+    options: dict[str, Any] = {} if image_cache is None else {"cache": image_cache}
+    with _collect_warnings() as warnings:
+        document = weasyprint.HTML(string=html).render(stylesheets=sheets, **options)
+        pages = len(document.pages)
+        _replace_atomically(target, document.write_pdf)
+        # A finished Document is a large object graph; keeping it alive made every later
+        # render slower (the garbage collector kept walking it), so drop it now.
+        del document
+    return PdfResult(target, pages, tuple(warnings))
+
+
+# --------------------------------------------------------------------------- many documents
+
+
+#: A pool worker's image cache: one per worker, for the worker's one batch.
+_worker_image_cache: dict[str, Any] = {}
+
+
+#: Young-generation threshold while rendering: a page allocates hundreds of thousands of
+#: objects, and the default (700) runs the collector thousands of times per page.
+_GC_THRESHOLD = (50_000, 20, 100)
+
+
+def _init_worker(page_size: str) -> None:
+    _worker_image_cache.clear()
+    weasyprint_module()
+    _page_size_css(page_size)
+    _base_css()
+    # Everything imported so far lives as long as the worker: move it out of the garbage
+    # collector's sight, and collect young objects less often.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*_GC_THRESHOLD)
+
+
+@contextmanager
+def _batch_gc() -> Iterator[None]:
+    """The workers' garbage-collector settings, for a batch rendered in this process."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(*_GC_THRESHOLD)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
+def _render_job(html: str, target: str, page_size: str) -> PdfResult:
+    try:
+        return render_pdf(html, Path(target), page_size=page_size, image_cache=_worker_image_cache)
+    except Exception as exc:
+        # Exceptions from WeasyPrint may not pickle; send a plain message home.
+        raise PdfRenderError(f"{target}: {type(exc).__name__}: {exc}") from None
+
+
+def _default_workers() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def _pool_context() -> Any:
+    # fork starts a worker in milliseconds with WeasyPrint already imported; elsewhere
+    # (macOS, Windows) the platform default is the safe choice.
+    if sys.platform.startswith("linux"):
+        return multiprocessing.get_context("fork")
+    return None
+
+
+@contextmanager
+def _progress_bar(enabled: bool, total: int) -> Iterator[Any]:
+    if not enabled:
+        yield lambda: None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, transient=False) as progress:
+        task = progress.add_task("PDF", total=total)
+        yield lambda: progress.advance(task)
+
+
+def render_pdfs(
+    jobs: Sequence[tuple[str, Path | str]],
+    *,
+    page_size: str = "A4",
+    workers: int | None = None,
+    progress: bool = True,
+) -> list[PdfResult]:
+    """Write each ``(html, target)`` job as a PDF; results come back in job order.
+
+    Documents render in a pool of ``workers`` processes (default: every core this
+    process may use); a few documents, or ``workers=1``, render in this process.
+    ``progress`` shows a rich progress bar. WeasyPrint's warnings are collected per
+    document (:attr:`PdfResult.warnings`) and logged here once each. The first failure
+    cancels the documents not yet started and raises :class:`PdfRenderError`.
+    """
+    weasyprint_module()  # fail with the install hint before starting any process
+    page_size_css(page_size)
+    # Parsed here, so that forked workers start with them.
+    _base_css()
+    _page_size_css(page_size)
+    jobs = [(html, Path(target)) for html, target in jobs]
+    targets = [t.resolve() for _, t in jobs]
+    if len(set(targets)) != len(targets):
+        raise ValueError("two jobs write the same PDF file")
+    n_workers = min(workers or _default_workers(), len(jobs))
+    results: list[PdfResult | None] = [None] * len(jobs)
+
+    if n_workers <= 1 or len(jobs) < POOL_MIN_JOBS:
+        image_cache: dict[str, Any] = {}
+        with _batch_gc(), _progress_bar(progress, len(jobs)) as advance:
+            for i, (html, target) in enumerate(jobs):
+                try:
+                    results[i] = render_pdf(
+                        html, target, page_size=page_size, image_cache=image_cache
+                    )
+                except PdfUnavailable:
+                    raise
+                except Exception as exc:
+                    raise PdfRenderError(f"{target}: {type(exc).__name__}: {exc}") from exc
+                advance()
+    else:
+        # Submit everything before the progress bar starts its refresh thread: the pool's
+        # workers are forked at the first submit, and a fork should not copy a live thread.
+        with ProcessPoolExecutor(
+            max_workers=n_workers,
+            mp_context=_pool_context(),
+            initializer=_init_worker,
+            initargs=(page_size,),
+        ) as pool:
+            futures: dict[Future[PdfResult], int] = {
+                pool.submit(_render_job, html, str(target), page_size): i
+                for i, (html, target) in enumerate(jobs)
+            }
+            with _progress_bar(progress, len(jobs)) as advance:
+                pending = set(futures)
+                while pending:
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        error = future.exception()
+                        if error is not None:
+                            for other in pending:
+                                other.cancel()
+                            raise error
+                        results[futures[future]] = future.result()
+                        advance()
+
+    final = [r for r in results if r is not None]
+    for result in final:
+        for message in result.warnings:
+            _log.warning("%s: %s", result.path, message)
+    return final

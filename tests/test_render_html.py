@@ -1,0 +1,318 @@
+"""Markdown + LaTeX → print HTML: matrices as text tables, the rest as SVG, answer boxes."""
+
+from __future__ import annotations
+
+import base64
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+
+import pytest
+
+from qkvquiz.render import html as render_html
+from qkvquiz.render.html import (
+    BASE_STYLE_MARKER,
+    MathRenderError,
+    answer_grid_html,
+    clear_math_cache,
+    header_html,
+    markdown_body_html,
+    markdown_to_html,
+    math_cache_info,
+    math_html,
+)
+
+MINUS = "\u2212"
+
+
+def svg_pictures(fragment: str) -> list[str]:
+    """The SVG documents embedded (as data: URLs) in an HTML fragment."""
+    return [
+        base64.b64decode(b64).decode("utf-8")
+        for b64 in re.findall(r"url\('data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)'\)", fragment)
+    ]
+
+
+def overlay_texts(fragment: str) -> list[str]:
+    return re.findall(r'<span class="math-svg"[^>]*>([^<]*)</span>', fragment)
+
+
+class _Matrices(HTMLParser):
+    """Collects every text matrix (``span.bmat`` > ``span.r`` > ``span.c``) as cell texts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.matrices: list[list[list[str]]] = []
+        self._open: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        cls = dict(attrs).get("class") or ""
+        self._open.append(cls)
+        if cls == "bmat":
+            self.matrices.append([])
+        elif cls == "r" and "bmat" in self._open:
+            self.matrices[-1].append([])
+        elif cls == "c" and "bmat" in self._open:
+            self.matrices[-1][-1].append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._open.pop()
+
+    def handle_data(self, data: str) -> None:
+        if self._open and self._open[-1] == "c":
+            self.matrices[-1][-1][-1] += data
+
+
+def matrix_rows(fragment: str) -> list[list[list[str]]]:
+    """Every text matrix in the fragment, as rows of cell texts."""
+    parser = _Matrices()
+    parser.feed(fragment)
+    return parser.matrices
+
+
+class _Tree(HTMLParser):
+    """Records, for every start tag, the stack of open tags (as a browser parser keeps)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.seen: list[tuple[str, tuple[str, ...]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        classes = dict(attrs).get("class") or ""
+        self.seen.append((f"{tag}.{classes}", tuple(self.stack)))
+        if tag not in ("img", "br", "meta"):
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.stack:
+            while self.stack.pop() != tag:
+                pass
+
+
+# --------------------------------------------------------------------------- matrices
+
+
+def test_numeric_bmatrix_becomes_a_text_table_with_minus_signs_and_infinity() -> None:
+    out = math_html(r"\begin{bmatrix} 0.5 & -\infty \\ -1.25 & 3 \end{bmatrix}", display=True)
+    assert matrix_rows(out) == [[["0.5", MINUS + "\u221e"], [MINUS + "1.25", "3"]]]
+    assert svg_pictures(out) == []  # nothing left to draw as outlines
+
+
+def test_a_six_by_six_matrix_keeps_every_entry_in_order() -> None:
+    values = [
+        [f"{(i - j) * 0.25:.2f}" if j <= i else r"-\infty" for j in range(6)] for i in range(6)
+    ]
+    latex = r"\begin{bmatrix}" + r"\\".join(" & ".join(row) for row in values) + r"\end{bmatrix}"
+    (rows,) = matrix_rows(math_html(latex, display=True))
+    expected = [
+        [v.replace("-", MINUS).replace(MINUS + r"\infty", MINUS + "\u221e") for v in row]
+        for row in values
+    ]
+    assert rows == expected
+
+
+def test_labels_around_matrices_stay_math_and_matrices_stay_tables() -> None:
+    out = math_html(
+        r"Q = \begin{bmatrix} 1 & 2 \end{bmatrix}, \quad K = \begin{bmatrix} 3 \\ 4 \end{bmatrix}",
+        display=True,
+    )
+    assert matrix_rows(out) == [[["1", "2"]], [["3"], ["4"]]]
+    assert overlay_texts(out) == ["Q =", ", K ="]
+
+
+@pytest.mark.parametrize(
+    "latex",
+    [
+        r"\begin{bmatrix} 1 & 2 \\ 3 & 4 \end{bmatrix}^\top",  # scripted: one base
+        r"\left( \begin{bmatrix} 1 & 2 \end{bmatrix} \right)",  # inside a fence
+        r"{\begin{bmatrix} 1 & 2 \end{bmatrix}}",  # inside braces
+        r"\begin{bmatrix} a & -b \\ c & d \end{bmatrix}",  # not numbers
+    ],
+)
+def test_matrices_that_are_not_plain_numbers_on_their_own_are_drawn_whole(latex: str) -> None:
+    out = math_html(latex, display=True)
+    assert matrix_rows(out) == []
+    assert len(svg_pictures(out)) == 1
+
+
+def test_transposed_matrix_lays_out_instead_of_failing() -> None:
+    # latex2mathml hands ziamath fence, table and fence as three bases of one msup.
+    (svg,) = svg_pictures(
+        math_html(r"\begin{bmatrix} a & b \\ c & d \end{bmatrix}^\top", display=True)
+    )
+    assert "<path" in svg
+
+
+# --------------------------------------------------------------------------- SVG math
+
+
+def test_every_construct_lays_out_as_one_merged_path_picture() -> None:
+    constructs = [
+        r"S = QK^\top/\sqrt{d_k}",
+        r"A_{ij} = \frac{e^{S_{ij}}}{\sum_{j=1}^{n} e^{S_{ij}}}",
+        r"\nabla_S L = A \odot (\nabla_A L - \operatorname{rowsum}(\nabla_A L \odot A))",
+        r"\operatorname{tril}(X, -1)",
+        r"\operatorname{softmax}(x)_i",
+        r"M_{ij} = -\infty",
+    ]
+    for latex in constructs:
+        (svg,) = svg_pictures(math_html(latex))
+        assert svg.count("<path") == 1, latex  # glyphs joined: one element to draw
+        assert "<use" not in svg and "<symbol" not in svg, latex
+
+
+def test_invisible_text_reads_as_plain_unicode_math() -> None:
+    cases = {
+        r"S = QK^\top/\sqrt{d_k}": "S = QK\u1d40/\u221ad_k",
+        r"\nabla_Z L": "\u2207_Z L",
+        r"\sum_{j=1}^{n} A_{1j}": "\u2211_(j=1)^n A_1j",
+        r"M_{ij} = -\infty": f"M_ij = {MINUS}\u221e",
+        r"\operatorname{tril}(X, -1)": f"tril(X,{MINUS}1)",
+    }
+    for latex, text in cases.items():
+        assert [t.strip() for t in overlay_texts(math_html(latex))] == [text], latex
+
+
+def test_mathml_fixes_signs_symbols_and_matrix_spacing() -> None:
+    root = render_html._mathml(r"(-\infty) = -1 + \nabla_Q x", display=False)
+    minus_forms = [el.get("form") for el in root.iter("mo") if el.text == MINUS]
+    assert minus_forms == ["prefix", "prefix"]  # after "(" and after "="
+    assert {el.text for el in root.iter("mi")} >= {"\u221e", "\u2207"}
+    assert not [el for el in root.iter("mo") if el.text in ("\u221e", "\u2207")]
+    table = render_html._mathml(r"\begin{bmatrix} a & b \end{bmatrix}", display=True)
+    assert next(table.iter("mtable")).get("columnspacing") == render_html.MATRIX_COLUMN_SPACING
+
+
+def test_a_binary_minus_keeps_its_spacing() -> None:
+    root = render_html._mathml(r"a - b", display=False)
+    assert [el.get("form") for el in root.iter("mo")] == [None]
+
+
+def test_shared_pieces_are_laid_out_once_per_process() -> None:
+    clear_math_cache()
+    for i in range(5):
+        math_html(rf"Q = \begin{{bmatrix}} {i} & {i + 1} \end{{bmatrix}}", display=True)
+    info = math_cache_info()
+    assert (info.misses, info.hits) == (1, 4)  # "Q =" once; the numbers never reach ziamath
+
+
+def test_broken_latex_raises_a_math_error_naming_the_source() -> None:
+    with pytest.raises(MathRenderError, match=r"frac"):
+        math_html(r"\frac{1}{")
+
+
+def test_unclosed_matrix_raises_a_math_error() -> None:
+    with pytest.raises(MathRenderError, match="bmatrix"):
+        math_html(r"\begin{bmatrix} 1 & 2")
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def test_inline_and_display_math_in_markdown() -> None:
+    body = markdown_body_html("Let $x_1$ be given.\n\n$$y = \\frac{1}{2}$$\n")
+    assert '<span class="math">' in body and '<div class="math-display">' in body
+    assert "$" not in body
+
+
+def test_an_inline_matrix_stays_inside_its_paragraph() -> None:
+    # A <table> would make an HTML parser close the paragraph around it.
+    body = markdown_body_html(r"Given $A = \begin{bmatrix} 1 & 2 \end{bmatrix}$ and more." + "\n")
+    tree = _Tree()
+    tree.feed(body)
+    (matrix_parents,) = [stack for tag, stack in tree.seen if tag == "span.bmat"]
+    assert "p" in matrix_parents
+    assert "<table" not in body
+
+
+def test_markdown_tables_pass_through() -> None:
+    body = markdown_body_html("| a | b |\n|---|---|\n| 1 | $x$ |\n")
+    assert "<table>" in body and '<span class="math">' in body
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+@pytest.mark.parametrize(
+    ("shape", "rows", "cols", "kind"),
+    [
+        ((), 1, 1, "scalar"),
+        ((4,), 1, 4, "matrix"),
+        ((3, 2), 3, 2, "matrix"),
+        ((6, 6), 6, 6, "matrix"),
+    ],
+)
+def test_answer_grid_has_one_box_per_entry(
+    shape: tuple[int, ...], rows: int, cols: int, kind: str
+) -> None:
+    out = answer_grid_html("q1.weights", shape, label="A =")
+    assert out.count('<td class="box">') == rows * cols
+    assert out.count("<tr>") == rows
+    assert f'data-rows="{rows}" data-cols="{cols}"' in out
+    assert 'data-part="q1.weights"' in out and f"answer-{kind}" in out
+    assert "\n\n" not in out  # a blank line would end the Markdown HTML block
+
+
+@pytest.mark.parametrize("shape", [(0,), (2, 0), (9, 2), (2, 2, 2)])
+def test_answer_grid_rejects_shapes_it_cannot_draw(shape: tuple[int, ...]) -> None:
+    with pytest.raises(ValueError, match="shape"):
+        answer_grid_html("q", shape)
+
+
+def test_answer_grid_placeholder_in_markdown_is_filled_in() -> None:
+    md = (
+        'Fill in:\n\n<div class="answer-grid" data-rows="2" data-cols="3" data-part="q1.w"></div>\n'
+    )
+    body = markdown_body_html(md)
+    assert body.count('<td class="box">') == 6 and 'data-part="q1.w"' in body
+
+
+def test_answer_grid_from_the_helper_survives_markdown() -> None:
+    body = markdown_body_html(
+        "(a) The weights.\n\n" + answer_grid_html("q1.weights", (2, 2)) + "\n"
+    )
+    assert body.count('<td class="box">') == 4
+
+
+def test_header_shows_and_escapes_the_student_fields() -> None:
+    out = header_html("Quiz <3>", "S&001", "V7", name_line=True)
+    assert "Quiz &lt;3&gt;" in out and "S&amp;001" in out and ">V7<" in out and "Name" in out
+    assert "Name" not in header_html("Key", "S1", "V1", name_line=False)
+
+
+def test_document_embeds_the_stylesheet_and_the_page_size() -> None:
+    doc = markdown_to_html("# Hi", title="T", page_size="Letter")
+    assert f"<style {BASE_STYLE_MARKER}>" in doc and "@page { size: letter; }" in doc
+    assert "<title>T</title>" in doc
+    assert "@page { size: A4; }" in markdown_to_html("x", page_size="a4")
+    with pytest.raises(ValueError, match="A4 or Letter"):
+        markdown_to_html("x", page_size="A5")
+
+
+def test_stylesheet_keeps_matrices_and_answers_whole_and_numbers_pages() -> None:
+    css = render_html.base_stylesheet_text()
+    for rule in (".bmat {", ".math-display {", ".answer {"):
+        block = css[css.index(rule) :].split("}", 1)[0]
+        assert "break-inside: avoid" in block, rule
+    assert "counter(page)" in css and "counter(pages)" in css
+
+
+def test_html_output_works_without_weasyprint() -> None:
+    code = (
+        "import sys; sys.modules['weasyprint'] = None\n"
+        "from qkvquiz.render.html import markdown_to_html\n"
+        "doc = markdown_to_html('$x$ and $$\\\\begin{bmatrix} 1 & 2 \\\\end{bmatrix}$$')\n"
+        "assert 'bmat' in doc and 'math-svg' in doc\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_sum_in_a_denominator_keeps_its_limits_at_the_side() -> None:
+    # Stacked limits (display style) make the fraction much taller than TeX sets it.
+    (svg,) = svg_pictures(math_html(r"\frac{1}{\sum_{j=1}^{n} x_j}", display=True))
+    (stacked,) = svg_pictures(math_html(r"\sum_{j=1}^{n} x_j", display=True))
+    height = float(re.search(r'height="([\d.]+)"', svg).group(1))
+    stacked_height = float(re.search(r'height="([\d.]+)"', stacked).group(1))
+    assert height < stacked_height * 1.25
