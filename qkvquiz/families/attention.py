@@ -8,7 +8,7 @@ from ..engine.attention import apply_mask, scaled_scores, softmax
 from ..engine.backend import swap
 from ..engine.masks import MASK_KINDS, allowed_from_given, causal_allowed, padding_allowed
 from ..seeding import Draw
-from .base import Env, Family, Given, Misconception, Param, Params, Step, rows_sum_to, zero_where
+from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, rows_sum_to, zero_where
 
 SATURATED = 0.95  # a row whose largest weight exceeds this teaches nothing by hand
 
@@ -27,6 +27,35 @@ MASK_PARAMS = {
     "mask": Param("none", "which keys each query may attend to", choices=MASK_KINDS),
     "padded": Param(1, "with mask: padding, how many trailing keys are padding", low=1, high=8),
 }
+
+
+def qkv_params(tokens: int = 3) -> dict[str, Param]:
+    """Sizes and entry ranges of Q, K, V, shared by the families that run an attention layer."""
+    return {
+        "tokens": Param(tokens, "number of tokens n", low=2, high=8),
+        "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
+        "d_v": Param(2, "value dimension d_v", low=1, high=16),
+        "entries": Param((-1, 1), "range of the integer entries of Q and K"),
+        "v_entries": Param((-2, 2), "range of the integer entries of V"),
+    }
+
+
+QKV_GIVENS = (
+    Given("Q", "Q", "queries"), Given("K", "K", "keys"), Given("V", "V", "values"),
+    Given("mask", "M", "mask: 1 where the query may attend to the key"),
+)
+
+
+def sample_qkv(draw: Draw, p: Params) -> dict:
+    """Integer Q, K (n × d_k) and V (n × d_v) per variant, drawn in that order."""
+    lo, hi = p.entries
+    vlo, vhi = p.v_entries
+    n = p.tokens
+    return {
+        "Q": draw.integers(lo, hi, (n, p.d_k)),
+        "K": draw.integers(lo, hi, (n, p.d_k)),
+        "V": draw.integers(vlo, vhi, (n, p.d_v)),
+    }
 
 
 def sample_mask(draw: Draw, p: Params, n: int) -> np.ndarray:
@@ -126,7 +155,7 @@ SCORES = Family(
         "d_k": Param(4, "key dimension d_k (4 makes √d_k = 2, easy by hand)", low=1, high=16),
         "entries": Param((-2, 2), "range of the integer entries of Q and K"),
         "scaled": Param(True, "divide by √d_k (false: the raw dot product)"),
-        "decimals": Param(3, "decimals shown in the key", low=0, high=8),
+        "decimals": DECIMALS,
     },
     givens=(Given("Q", "Q", "queries, one row per token"), Given("K", "K", "keys, one row per token")),
     sample=_sample_scores,
@@ -174,7 +203,7 @@ WEIGHTS = Family(
         "tokens": Param(3, "number of tokens n (S is n×n)", low=2, high=8),
         "entries": Param((-2, 2), "range of the integer scores"),
         **MASK_PARAMS,
-        "decimals": Param(3, "decimals shown in the key", low=0, high=8),
+        "decimals": DECIMALS,
     },
     givens=(Given("S", "S", "attention scores"), Given("mask", "M", "mask: 1 where the query may attend to the key")),
     sample=_sample_weights,
@@ -202,34 +231,15 @@ WEIGHTS = Family(
 
 
 def _sample_output(draw: Draw, p: Params) -> dict:
-    lo, hi = p.entries
-    vlo, vhi = p.v_entries
-    n = p.tokens
-    return {
-        "Q": draw.integers(lo, hi, (n, p.d_k)),
-        "K": draw.integers(lo, hi, (n, p.d_k)),
-        "V": draw.integers(vlo, vhi, (n, p.d_v)),
-        "mask": sample_mask(draw, p, n),
-    }
+    return {**sample_qkv(draw, p), "mask": sample_mask(draw, p, p.tokens)}
 
 
 OUTPUT = Family(
     name="attention.output",
     title="Attention output",
     summary="Z = softmax(QKᵀ/√d_k + mask) V, asking for any of S, A and Z.",
-    params={
-        "tokens": Param(3, "number of tokens n", low=2, high=8),
-        "d_k": Param(4, "query/key dimension d_k", low=1, high=16),
-        "d_v": Param(2, "value dimension d_v", low=1, high=16),
-        "entries": Param((-1, 1), "range of the integer entries of Q and K"),
-        "v_entries": Param((-2, 2), "range of the integer entries of V"),
-        **MASK_PARAMS,
-        "decimals": Param(3, "decimals shown in the key", low=0, high=8),
-    },
-    givens=(
-        Given("Q", "Q", "queries"), Given("K", "K", "keys"), Given("V", "V", "values"),
-        Given("mask", "M", "mask: 1 where the query may attend to the key"),
-    ),
+    params={**qkv_params(), **MASK_PARAMS, "decimals": DECIMALS},
+    givens=QKV_GIVENS,
     sample=_sample_output,
     steps=(
         Step("unmasked", "S", "S", "", lambda e, p, xp: scaled_scores(e.Q, e.K, xp=xp), ("Q", "K")),
@@ -289,17 +299,9 @@ def _kind_allowed(p: Params, xp, triangle: str = "lower", pad_rows: bool = False
 
 
 def _sample_masked(draw: Draw, p: Params) -> dict:
-    xp = draw.xp
-    lo, hi = p.entries
-    vlo, vhi = p.v_entries
     n = p.tokens
-    mask = xp.broadcast_to(_kind_allowed(p, xp), (draw.size, n, n)).astype(np.float64)
-    return {
-        "Q": draw.integers(lo, hi, (n, p.d_k)),
-        "K": draw.integers(lo, hi, (n, p.d_k)),
-        "V": draw.integers(vlo, vhi, (n, p.d_v)),
-        "mask": mask,
-    }
+    mask = draw.xp.broadcast_to(_kind_allowed(p, draw.xp), (draw.size, n, n)).astype(np.float64)
+    return {**sample_qkv(draw, p), "mask": mask}
 
 
 def _masked_chain(e: Env, allowed, xp, *, fill: float | None = None, after: bool = False) -> dict:
@@ -361,17 +363,10 @@ MASKED = Family(
     params={
         "mask": Param("causal", "causal, padding (trailing keys), or both", choices=MASKED_KINDS),
         "padded": Param(1, "with padding: how many trailing tokens are padding", low=1, high=7),
-        "tokens": Param(3, "number of tokens n", low=2, high=8),
-        "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
-        "d_v": Param(2, "value dimension d_v", low=1, high=16),
-        "entries": Param((-1, 1), "range of the integer entries of Q and K"),
-        "v_entries": Param((-2, 2), "range of the integer entries of V"),
-        "decimals": Param(3, "decimals shown in the key", low=0, high=8),
+        **qkv_params(),
+        "decimals": DECIMALS,
     },
-    givens=(
-        Given("Q", "Q", "queries"), Given("K", "K", "keys"), Given("V", "V", "values"),
-        Given("mask", "M", "mask: 1 where the query may attend to the key"),
-    ),
+    givens=QKV_GIVENS,
     sample=_sample_masked,
     steps=(
         Step(
@@ -422,7 +417,7 @@ QK_SWAP = Family(
         "tokens": Param(3, "number of tokens n", low=2, high=8),
         "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
         "entries": Param((-1, 1), "range of the integer entries of Q and K"),
-        "decimals": Param(3, "decimals shown in the key", low=0, high=8),
+        "decimals": DECIMALS,
     },
     givens=(Given("Q", "Q", "queries, one row per token"), Given("K", "K", "keys, one row per token")),
     sample=_sample_qk,

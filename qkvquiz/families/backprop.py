@@ -15,8 +15,8 @@ from ..engine.backend import swap
 from ..engine.masks import allowed_from_given
 from ..engine.projection import linear, linear_backward, matvec, matvec_backward
 from ..seeding import Draw
-from .attention import MASK_PARAMS, _check_mask_params, not_saturated, sample_mask
-from .base import Env, Family, Given, Misconception, Param, Params, Step, rows_sum_to
+from .attention import MASK_PARAMS, QKV_GIVENS, _check_mask_params, not_saturated, qkv_params, sample_mask, sample_qkv
+from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, rows_sum_to
 
 # Softmax's Jacobian has rows summing to 0 (adding a constant to a score row changes nothing),
 # so every row of ∇S sums to 0.
@@ -26,7 +26,6 @@ DS_INVARIANTS = (
 )
 
 GRAD_ENTRIES = Param((-1, 1), "range of the integer entries of the upstream gradient")
-DECIMALS = Param(3, "decimals shown in the key", low=0, high=8)
 
 
 def _inv_sqrt(d: int) -> float:
@@ -183,17 +182,9 @@ SOFTMAX = Family(
 
 
 def _sample_attention(draw: Draw, p: Params) -> dict:
-    lo, hi = p.entries
-    vlo, vhi = p.v_entries
     glo, ghi = p.grad_entries
-    n = p.tokens
-    return {
-        "Q": draw.integers(lo, hi, (n, p.d_k)),
-        "K": draw.integers(lo, hi, (n, p.d_k)),
-        "V": draw.integers(vlo, vhi, (n, p.d_v)),
-        "mask": sample_mask(draw, p, n),
-        "dZ": draw.integers(glo, ghi, (n, p.d_v)),
-    }
+    qkv = {**sample_qkv(draw, p), "mask": sample_mask(draw, p, p.tokens)}
+    return {**qkv, "dZ": draw.integers(glo, ghi, (p.tokens, p.d_v))}
 
 
 def _attention_ok(e: Env, p: Params, xp) -> np.ndarray:
@@ -208,20 +199,12 @@ ATTENTION = Family(
     title="Backprop through an attention layer",
     summary="Z = softmax(QKᵀ/√d_k + mask)V given ∇Z: ∇V, ∇A, ∇S, ∇Q, ∇K (forward S, A, Z too).",
     params={
-        "tokens": Param(2, "number of tokens n", low=2, high=8),
-        "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
-        "d_v": Param(2, "value dimension d_v", low=1, high=16),
-        "entries": Param((-1, 1), "range of the integer entries of Q and K"),
-        "v_entries": Param((-2, 2), "range of the integer entries of V"),
+        **qkv_params(tokens=2),
         "grad_entries": GRAD_ENTRIES,
         **MASK_PARAMS,
         "decimals": DECIMALS,
     },
-    givens=(
-        Given("Q", "Q", "queries"), Given("K", "K", "keys"), Given("V", "V", "values"),
-        Given("mask", "M", "mask: 1 where the query may attend to the key"),
-        Given("dZ", r"\nabla Z", "upstream gradient ∂L/∂Z"),
-    ),
+    givens=(*QKV_GIVENS, Given("dZ", r"\nabla Z", "upstream gradient ∂L/∂Z")),
     sample=_sample_attention,
     steps=(
         Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}} \text{ (} -\infty \text{ where masked)}",

@@ -97,6 +97,9 @@ class Param:
         return value
 
 
+DECIMALS = Param(3, "decimals shown in the key", low=0, high=8)
+
+
 @dataclass(frozen=True)
 class Given:
     """A value the student is handed."""

@@ -15,7 +15,6 @@ answer is then a short exact decimal.
 
 from __future__ import annotations
 
-import numpy as np
 
 from ..engine.backend import DTYPE, swap
 from ..engine.delta import (
@@ -28,7 +27,7 @@ from ..engine.delta import (
     tril_strict_mask,
 )
 from ..seeding import Draw
-from .base import Env, Family, Given, Misconception, Param, Params, Step
+from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step
 
 TAME = 100.0  # with integer keys a variant whose numbers grow past this is not for hand work
 BETA_KINDS = ("half", "one", "half_or_one", "uniform")
@@ -108,7 +107,7 @@ COMMON_PARAMS = {
     "key_entries": Param((-1, 1), "range of the integer key entries (without unit_keys)"),
     "beta": Param("half_or_one", "writing strengths βₜ: all ½, all 1, each ½ or 1, or uniform in [0.1, 1.9]",
                   choices=BETA_KINDS),
-    "decimals": Param(3, "decimals shown in the key", low=0, high=8),
+    "decimals": DECIMALS,
 }
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..engine.layernorm import EPS_DEFAULT, layer_norm
 from ..seeding import Draw
-from .base import Env, Family, Given, Misconception, Param, Params, Step
+from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step
 
 VISIBLE_EPS = 0.1  # from here on, leaving ε out changes answers at a couple of decimals
 
@@ -114,7 +114,7 @@ LAYERNORM = Family(
         "beta_entries": Param((-1, 1), "range of the integer entries of β"),
         "eps": Param(EPS_DEFAULT, "ε added to the variance inside the root", low=0.0, high=1.0),
         "zero_variance_row": Param(False, "make the last row of X + Z constant (σ² = 0)"),
-        "decimals": Param(3, "decimals shown in the key", low=0, high=8),
+        "decimals": DECIMALS,
     },
     givens=(
         Given("X", "X", "input to the sublayer, one row per token"),

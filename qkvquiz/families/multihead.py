@@ -20,7 +20,7 @@ from ..engine.multihead import merge_heads, split_heads
 from ..engine.projection import linear
 from ..seeding import Draw
 from .attention import SATURATED
-from .base import Env, Family, Given, Misconception, Param, Params, Step
+from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step
 
 
 def _check(p: Params) -> None:
@@ -90,7 +90,7 @@ MULTIHEAD = Family(
         "entries": Param((-1, 1), "range of the integer entries of Q and K"),
         "v_entries": Param((-2, 2), "range of the integer entries of V"),
         "w_entries": Param((-1, 1), "range of the integer entries of Wᴼ"),
-        "decimals": Param(3, "decimals shown in the key", low=0, high=8),
+        "decimals": DECIMALS,
     },
     givens=(
         Given("Q", "Q", "queries (already projected), one row per token"),

@@ -19,7 +19,7 @@ import numpy as np
 from ..engine.attention import softmax
 from ..seeding import Draw
 from .attention import SATURATED
-from .base import Env, Family, Given, Misconception, Param, Params, Step
+from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step
 
 # --- theory.dot_variance ------------------------------------------------------------------
 
@@ -72,7 +72,7 @@ DOT_VARIANCE = Family(
         "entry_var": Param(1.0, "variance v of each entry of q and k (1: unit variance)", low=0.01, high=100.0),
         "pairs": Param(4, "empirical check: how many (q, k) pairs are drawn", low=2, high=16),
         "check_dim": Param(4, "empirical check: entries per drawn vector", low=1, high=64),
-        "decimals": Param(3, "decimals shown in the key", low=0, high=8),
+        "decimals": DECIMALS,
     },
     givens=(
         Given("d_k", "d_k", "dimension of queries and keys"),
@@ -169,7 +169,7 @@ SOFTMAX_JACOBIAN = Family(
         "case": Param("moderate", "moderate logits, or saturated (one logit far above the rest)",
                       choices=("moderate", "saturated")),
         "gap": Param(12, "saturated: how far the largest logit sits above the others", low=5, high=60),
-        "decimals": Param(3, "decimals shown in the key", low=0, high=8),
+        "decimals": DECIMALS,
     },
     givens=(Given("z", "z", "logits"),),
     sample=_sample_logits,
