@@ -133,3 +133,25 @@ def test_results_csv_has_one_row_per_student_with_each_part():
     assert lines[0].split(",")[-2:] == ["score", "total"]
     assert len(lines) == 4
     assert all(line.split(",")[-1] == line.split(",")[-2] for line in lines[1:])
+
+
+def test_a_blank_grid_is_not_answered_and_earns_no_format_credit():
+    items = [{"family": "attention.weights", "credit": {"format_error": 0.25}}]
+    key, doc = make_key(items)
+    subs = submissions_from(doc)
+    subs[0].answers["q1.weights"] = [[None] * 3 for _ in range(3)]  # as generate's blank file holds
+    result = by_part(grade(key, subs).results[0])["q1.weights"]
+    assert result.verdict == "missing" and result.score == 0
+
+
+def test_empty_boxes_in_a_grid_count_as_wrong_entries_and_the_rest_still_earn_credit():
+    key, doc = make_key()
+    subs = submissions_from(doc)
+    subs[0].answers["q3.weights"][0][0] = None
+    subs[0].answers["q3.weights"][2][1] = None
+    report = grade(key, subs)
+    result = by_part(report.results[0])["q3.weights"]
+    assert result.verdict == "partial" and result.correct_entries == 7
+    assert result.score == pytest.approx(result.points * 7 / 9)
+    assert "2 of 9 boxes are empty" in result.message
+    assert result.given[0][0] is None  # results.json stays valid JSON (no NaN)

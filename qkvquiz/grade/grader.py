@@ -430,31 +430,62 @@ def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns:
 class Column:
     """One part's answers for a whole class: the values where readable, and why not elsewhere."""
 
-    values: np.ndarray  # (students, *shape); 0 where not readable
+    values: np.ndarray  # (students, *shape); 0 where not readable, NaN in an empty box
     readable: np.ndarray  # bool (students,)
     problems: dict[int, tuple[str, str]]  # student position -> ("missing" | "format", message)
+    notes: dict[int, str] = field(default_factory=dict)  # student position -> a remark on a readable answer
 
 
 def read_column(answers: Sequence[Any], shape: tuple[int, ...]) -> Column:
-    """Read every student's answer to one part (``None``: not answered)."""
+    """Read every student's answer to one part (``None``: not answered).
+
+    A grid of the part's shape whose boxes are all ``null`` (the blank submission, an untouched
+    grid of the answer form) is not answered; one with some ``null`` boxes is read with those
+    entries empty (NaN), so they count as wrong entries and the rest still earn their credit.
+    """
     shape = tuple(shape)
     values = np.zeros((len(answers), *shape))
     readable = np.zeros(len(answers), dtype=bool)
     problems: dict[int, tuple[str, str]] = {}
+    notes: dict[int, str] = {}
     for j, answer in enumerate(answers):
         if answer is None:
             problems[j] = ("missing", "no answer given")
             continue
+        blank = _blank_boxes(answer, shape)
+        if blank is not None:
+            if blank.all():
+                problems[j] = ("missing", "no answer given (every box is empty)")
+                continue
+            answer = np.where(blank, 0, np.array(answer, dtype=object)).tolist()
+            notes[j] = f"{int(blank.sum())} of {blank.size} boxes are empty"
         arr = _plain_numbers(answer, shape)
         if arr is None:
             try:
                 arr = parse_answer(answer, shape)
             except AnswerFormatError as exc:
                 problems[j] = ("format", str(exc))
+                notes.pop(j, None)
                 continue
+        if blank is not None:
+            arr[blank] = np.nan  # an empty box never passes
         values[j] = arr
         readable[j] = True
-    return Column(values, readable, problems)
+    return Column(values, readable, problems, notes)
+
+
+def _blank_boxes(answer: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Where a list of the part's exact shape has ``null`` entries; None if it has none or another shape."""
+    if not shape or not isinstance(answer, list):
+        return None
+    try:
+        grid = np.array(answer, dtype=object)
+    except ValueError:  # ragged: parse_answer words the error
+        return None
+    if grid.shape != shape:
+        return None
+    blank = np.equal(grid, None)
+    return blank if blank.any() else None
 
 
 def _all_plain(value: Any, depth: int) -> bool:
@@ -629,7 +660,11 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
             else:
                 r.score = float(entry_score[j])
                 r.verdict = "partial" if r.score > 0 else "wrong"
-                r.message = f"{r.correct_entries} of {entries} entries within tolerance"
+                r.message = f"{r.correct_entries} of {entries} {'entry' if entries == 1 else 'entries'} within tolerance"
+                if not item.credit.per_entry:
+                    r.message += " (this part is all or nothing)"
+            if j in column.notes:
+                r.message = "; ".join(filter(None, (r.message, column.notes[j])))
         out.append(r)
     for (name, sentence, _), hits in zip(mistakes, findings):
         for j in hits:
@@ -676,4 +711,5 @@ def encode_rows(values: np.ndarray) -> list[Any]:
     out[whole] = values[whole].astype(np.int64).astype(object)
     out[values == np.inf] = "inf"
     out[values == -np.inf] = "-inf"
+    out[np.isnan(values)] = None  # an empty box
     return out.tolist()

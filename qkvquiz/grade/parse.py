@@ -64,6 +64,8 @@ _SYNONYMS = str.maketrans(
 
 # A decimal comma needs digits on both sides ("0,25"), so "1, 2" is not read as 1.2.
 _NUMBER = re.compile(r"(?:[0-9]+,[0-9]+|[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# "12,288" may be a decimal comma (12.288) or a thousands separator (12288): refused, not guessed.
+_GROUPED = re.compile(r"[1-9][0-9]{0,2},[0-9]{3}")
 _NAME = re.compile(r"[A-Za-z]+")
 _OPERATORS = ("**", "+", "-", "*", "/", "^", "(", ")", "√", "π", "∞")
 
@@ -104,6 +106,12 @@ def _tokenize(text: str) -> list[tuple[str, object]]:
             continue
         m = _NUMBER.match(text, i)
         if m:
+            if _GROUPED.fullmatch(m.group()):
+                whole, frac = m.group().split(",")
+                raise _Unreadable(
+                    f'"{m.group()}" could be {whole}.{frac} (decimal comma) or {whole}{frac} (thousands); '
+                    f"write {whole}.{frac} or {whole}{frac}"
+                )
             value = float(m.group().replace(",", "."))
             if math.isinf(value):
                 raise _Unreadable(f'"{m.group()}" is too large')

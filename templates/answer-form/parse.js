@@ -30,6 +30,8 @@
     "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000";
   // A decimal comma needs digits on both sides ("0,25"), so "1, 2" is not read as 1.2.
   var NUMBER = /(?:[0-9]+,[0-9]+|[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?/y;
+  // "12,288" may be a decimal comma (12.288) or a thousands separator (12288): refused, not guessed.
+  var GROUPED = /^[1-9][0-9]{0,2},[0-9]{3}$/;
   var NAME = /[A-Za-z]+/y;
   var OPERATORS = ["**", "+", "-", "*", "/", "^", "(", ")", "\u221a", "\u03c0", "\u221e"];
   var CONSTANTS = {
@@ -81,6 +83,11 @@
       NUMBER.lastIndex = i;
       m = NUMBER.exec(text);
       if (m) {
+        if (GROUPED.test(m[0])) {
+          var parts = m[0].split(",");
+          throw new Unreadable("\"" + m[0] + "\" could be " + parts[0] + "." + parts[1] + " (decimal comma) or " +
+            parts[0] + parts[1] + " (thousands); write " + parts[0] + "." + parts[1] + " or " + parts[0] + parts[1]);
+        }
         var value = Number(m[0].replace(",", "."));
         if (!isFinite(value)) throw new Unreadable("\"" + m[0] + "\" is too large");
         tokens.push([NUM, value]);
