@@ -23,11 +23,23 @@ MAX_NAME = 48  # characters of the readable part of a folder name; a hash follow
 _RESERVED = frozenset({"CON", "PRN", "AUX", "NUL", *(f"{p}{i}" for p in ("COM", "LPT") for i in range(1, 10))})
 
 
-def _write_temp(path: Path, data: str | bytes) -> str:
+def _file_mode(private: bool) -> int:
+    """0600 for what only the instructor may read; otherwise what a plain open() would give (0666 less the umask)."""
+    if private:
+        return 0o600
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _write_temp(path: Path, data: str | bytes, private: bool = False) -> str:
     """``data`` in a new temporary file beside ``path``, flushed to disk; returns its name."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp makes 0600 files; worksheets and reports get ordinary permissions.
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, _file_mode(private))
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode("utf-8") if isinstance(data, str) else data)
             fh.flush()
@@ -39,14 +51,15 @@ def _write_temp(path: Path, data: str | bytes) -> str:
     return tmp
 
 
-def write_atomic(path: str | Path, data: str | bytes) -> None:
+def write_atomic(path: str | Path, data: str | bytes, *, private: bool = False) -> None:
     """Write to a temporary file beside ``path``, then rename: readers never see half a file.
 
     If anything interrupts the write (an error, Ctrl-C, a SIGTERM that the CLI turns into an
-    exit), the temporary file is removed and ``path`` keeps its previous content.
+    exit), the temporary file is removed and ``path`` keeps its previous content. ``private``
+    files (keys) are readable by their owner only.
     """
     path = Path(path)
-    tmp = _write_temp(path, data)
+    tmp = _write_temp(path, data, private)
     try:
         os.replace(tmp, path)
     except BaseException:

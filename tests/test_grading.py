@@ -155,3 +155,38 @@ def test_empty_boxes_in_a_grid_count_as_wrong_entries_and_the_rest_still_earn_cr
     assert result.score == pytest.approx(result.points * 7 / 9)
     assert "2 of 9 boxes are empty" in result.message
     assert result.given[0][0] is None  # results.json stays valid JSON (no NaN)
+
+
+def test_every_student_of_the_key_has_a_gradebook_row_even_without_a_submission():
+    key, doc = make_key()
+    report = grade(key, submissions_from(doc)[:1])
+    assert report.absent == ["b", "c"]
+    rows = [line.split(",") for line in results_csv(report).strip().splitlines()[1:]]
+    assert [r[0] for r in rows] == ["a", "b", "c"]
+    assert rows[1][2] == rows[2][2] == "(no submission)" and rows[1][-2] == "0"
+
+
+def test_a_file_with_another_variant_code_is_graded_with_a_note():
+    key, doc = make_key()
+    subs = submissions_from(doc)
+    subs[0].variant = doc["students"][1]["variant"]
+    result = grade(key, subs).results[0]
+    assert any("variant" in note for note in result.notes)
+    assert result.score == pytest.approx(key.points)
+
+
+def test_an_answer_under_a_mistyped_part_id_is_pointed_out():
+    key, doc = make_key()
+    subs = submissions_from(doc)
+    subs[0].answers["q3.weight"] = subs[0].answers.pop("q3.weights")
+    result = grade(key, subs).results[0]
+    part = by_part(result)["q3.weights"]
+    assert part.verdict == "missing" and "'q3.weight'" in part.message
+    assert any("q3.weight" in note for note in result.notes)
+
+
+def test_an_unknown_student_id_close_to_a_known_one_gets_a_suggestion():
+    key, doc = make_key(students=["linus", "ada"])
+    sub = Submission("x.json", "linsu", doc["students"][0]["answers"])
+    (problem,) = grade(key, [sub]).problems
+    assert "did you mean 'linus'" in problem.message

@@ -135,7 +135,7 @@ def feedback_context(report: GradeReport, result: StudentResult) -> dict[str, An
         "title": report.key.title, "student": result.student, "variant": result.variant,
         "score": points_text(result.score), "total": points_text(total),
         "percent": f"{100 * result.score / total if total else 0.0:.1f}".removesuffix(".0"),
-        "counts": counts, "parts": len(result.parts), "items": items,
+        "counts": counts, "parts": len(result.parts), "items": items, "notes": result.notes,
     }
 
 

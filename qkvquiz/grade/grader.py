@@ -21,6 +21,7 @@ Scoring of one part, in order:
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -86,6 +87,7 @@ class StudentResult:
     source: str
     variant: str
     parts: list[PartResult]
+    notes: list[str] = field(default_factory=list)  # about the file as a whole (a variant that differs …)
 
     @property
     def score(self) -> float:
@@ -98,7 +100,8 @@ class StudentResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "student": self.student, "source": self.source, "variant": self.variant,
-            "score": round(self.score, 6), "total": self.total, "parts": [p.to_json() for p in self.parts],
+            "score": round(self.score, 6), "total": self.total, "notes": self.notes,
+            "parts": [p.to_json() for p in self.parts],
         }
 
 
@@ -116,11 +119,18 @@ class GradeReport:
     results: list[StudentResult]
     problems: list[FileProblem]
 
+    @property
+    def absent(self) -> list[str]:
+        """Students of the key with no graded submission, in key order."""
+        graded = {r.student for r in self.results}
+        return [s for s in self.key.students if s not in graded]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "title": self.key.title,
             "points": self.key.points,
             "students": [r.to_json() for r in self.results],
+            "absent": self.absent,
             "problems": [{"source": p.source, "message": p.message} for p in self.problems],
         }
 
@@ -130,6 +140,7 @@ class Submission:
     source: str
     student: str
     answers: Mapping[str, Any]
+    variant: str | None = None  # the code printed on the worksheet, when the file names one
 
 
 def display_path(path: str | Path) -> str:
@@ -324,7 +335,8 @@ def submission_from_json(doc: Any, source: str) -> Submission:
     answers = doc.get("answers")
     if not isinstance(answers, Mapping):
         raise ValueError('field "answers" is missing or not an object of part id: answer')
-    return Submission(source, student, answers)
+    variant = doc.get("variant")
+    return Submission(source, student, answers, variant if isinstance(variant, str) else None)
 
 
 def unknown_student_message(key: Key, student: str) -> str:
@@ -343,6 +355,10 @@ def unknown_student_message(key: Key, student: str) -> str:
         message += f"; did you mean {meant[0]!r}? Write the id exactly as on the worksheet"
     elif student != unicodedata.normalize("NFKC", student):
         message += "; it holds fullwidth or other compatibility characters: write the id exactly as on the worksheet"
+    else:
+        close = difflib.get_close_matches(student, key.students, 1, 0.75)
+        if close:
+            message += f"; did you mean {close[0]!r}? Write the id exactly as on the worksheet"
     return message
 
 
@@ -420,7 +436,31 @@ def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns:
         for part_results in grade_item(item, rows, columns, xp).values():
             for result, part_result in zip(results, part_results):
                 result.parts.append(part_result)
+    for (index, sub), result in zip(accepted, results):
+        _explain_file(sub, key.variants[index], result)
     return GradeReport(key, results, problems)
+
+
+def _explain_file(sub: Submission, variant: str, result: StudentResult) -> None:
+    """Notes on what a file holds beyond its parts: another variant's code, answers under unknown ids."""
+    if sub.variant and variant and sub.variant != variant:
+        result.notes.append(
+            f"the file names variant {sub.variant!r}, but {sub.student!r} has variant {variant!r}: it may be "
+            "another student's file or an older worksheet; it was graded against this student's key"
+        )
+    known = {p.part for p in result.parts}
+    unknown = [k for k in sub.answers if k not in known]
+    if not unknown:
+        return
+    for part in result.parts:
+        if part.verdict != "missing":
+            continue
+        near = [k for k in unknown if k.lower() == part.part.lower()] or difflib.get_close_matches(part.part, unknown, 1, 0.75)
+        if near:
+            part.message = (f"no answer under {part.part!r}; the file has one under {near[0]!r}: "
+                            "use the part id exactly as on the worksheet")
+    result.notes.append("answers under ids that are not parts of this worksheet were ignored: "
+                        + ", ".join(repr(k) for k in unknown[:5]) + (" …" if len(unknown) > 5 else ""))
 
 
 # ----------------------------------------------------------------------------- reading a column

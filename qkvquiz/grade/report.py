@@ -28,16 +28,28 @@ from .grader import GradeReport
 FEEDBACK_DIR = "feedback"
 
 
+NO_SUBMISSION = "(no submission)"
+
+
 def results_csv(report: GradeReport) -> str:
-    """One row per graded student: each part's score, then the total; sorted by student id."""
+    """One row per student of the key, sorted by id: each part's score, then the total.
+
+    A student with no graded submission gets a row too (source "(no submission)", every score
+    0), so the file is a complete gradebook.
+    """
     parts = [part.id for _, part in report.key.parts]
+    rows = []
+    for r in report.results:
+        by_part = {p.part: p.score for p in r.parts}
+        rows.append((r.student, r.variant, r.source, [_pts(by_part[p]) for p in parts], _pts(r.score), _pts(r.total)))
+    variants = dict(zip(report.key.students, report.key.variants))
+    for student in report.absent:
+        rows.append((student, variants[student], NO_SUBMISSION, ["0"] * len(parts), "0", _pts(report.key.points)))
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["student", "variant", "source", *parts, "score", "total"])
-    for r in sorted(report.results, key=lambda r: r.student):
-        by_part = {p.part: p.score for p in r.parts}
-        writer.writerow([csv_cell(r.student), csv_cell(r.variant), csv_cell(r.source),
-                         *(_pts(by_part[p]) for p in parts), _pts(r.score), _pts(r.total)])
+    for student, variant, source, scores, score, total in sorted(rows, key=lambda row: row[0]):
+        writer.writerow([csv_cell(student), csv_cell(variant), csv_cell(source), *scores, score, total])
     return buf.getvalue()
 
 
@@ -71,9 +83,11 @@ def results_json(report: GradeReport) -> str:
 
 
 def feedback_names(report: GradeReport) -> dict[str, str]:
-    """Student id -> feedback file name (without ``.md``), safe and unique, assigned in id order."""
+    """Student id -> feedback file name (without ``.md``): the name of the student's folder that
+    ``generate`` made, since names are assigned the same way, in the key's (roster) order."""
     taken: set[str] = set()
-    return {r.student: safe_name(r.student, taken) for r in sorted(report.results, key=lambda r: r.student)}
+    names = {student: safe_name(student, taken) for student in report.key.students}
+    return {r.student: names[r.student] for r in report.results}
 
 
 def write_reports(
