@@ -15,17 +15,19 @@ triangular systems are solved by substitution, B_V and B_K side by side as one r
 side [B_V | B_K], and likewise [Ū | W̄] for the transposed solve), so the results agree with
 the engine to rounding.
 
-- NumPy: a stacked ``matmul`` of tiny matrices costs about the same for 4×4 as for 4×12
-  operands (the per-matrix call dominates), so products that share an operand are done as
-  one product of side-by-side blocks, e.g. O = [Q | P] [Sᵀ; X] and
-  K̄ = [X | Ḡ + Ḡᵀ | T̄ᵀ] [S̄⁺; K; Q] + diag(β)B̄_K. The blocks live in per-chunk workspaces laid
-  out so that most of them are filled where they are computed. β is broadcast once into a
-  full-width array (a broadcast multiply over 4-wide rows is several times slower than a
-  plain one), row sums are one matrix-vector product over all rows of the chunk, and each
-  substitution step is a product with a full row of the strictly triangular A − I (its
-  zeros stand in for the rows not yet solved). The batch is cut into cache-sized chunks
-  that may run on threads (NumPy releases the GIL inside these loops).
-- CuPy: one CUDA thread per instance (:data:`CUDA_SOURCE`), everything in registers.
+- NumPy: a stacked ``matmul`` of tiny matrices costs little more for 4×12 operands than
+  for 4×4 (a fixed cost per matrix dominates), so products that share an operand are done
+  as one product of side-by-side blocks, e.g. O = [Q | P][Sᵀ; X] and
+  K̄ = [X | Ḡ + Ḡᵀ | T̄ᵀ][S̄⁺; K; Q] + diag(β)B̄_K, and a difference becomes a product with an
+  identity block: X = [U | W][I; −Sᵀ]. The blocks live in per-thread workspaces, filled
+  where they are computed where the layout allows; elementwise steps work on contiguous
+  arrays where they can (on a 4-wide strided slot they are several times slower). β is
+  broadcast once into a full-width array; each row sum is one matrix-vector product over
+  every row of the block; each substitution step is one product with a row of I − (A − I),
+  written over the row it solves. The batch is cut into cache-sized blocks (``chunk``
+  instances) that may run on threads.
+- CuPy: one CUDA thread per instance (:data:`CUDA_SOURCE`): inputs are read from global
+  memory and results written once; every intermediate stays in the thread.
 - Any other array namespace falls back to the engine functions.
 """
 
@@ -45,7 +47,7 @@ from .fused import CUDA_BLOCK, _flat_batch, _pool, sized_source
 
 Array = Any
 
-NUMPY_CHUNK = 512  # instances per chunk: the ~20 workspace arrays (~4 KB an instance) stay in L2
+NUMPY_CHUNK = 512  # instances per block: the workspace (~3 KB an instance) stays in L2
 
 
 @dataclass(frozen=True)
