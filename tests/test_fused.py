@@ -1,9 +1,10 @@
-"""The fused causal attention pass equals the engine's forward and backward.
+"""The fused passes (causal attention; one delta-rule chunk) equal the engine's forward and backward.
 
-Oracles: ``engine.attention`` (causal mask, then ``attention_backward``), which is itself
-checked against loops, finite differences and torch; torch autograd directly where it is
-installed; and, for the CUDA kernel, the kernel's own per-instance source compiled as C on
-the host (the GPU run itself is in test_gpu.py).
+Oracles: ``engine.attention`` (causal mask, then ``attention_backward``) and
+``engine.delta.chunk_forward`` + ``chunk_backward``, which are themselves checked against
+loops, finite differences and torch; torch autograd directly where it is installed (for the
+delta rule, of the token-by-token recurrence); and, for the CUDA kernels, each kernel's own
+per-instance source compiled as C on the host (the GPU runs themselves are in test_gpu.py).
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import subprocess
 import numpy as np
 import pytest
 
+from qkvquiz.engine import delta
 from qkvquiz.engine.attention import attention, attention_backward
 from qkvquiz.engine.fused import INSTANCE_SOURCE, causal_attention_fwd_bwd, sized_source
+from qkvquiz.engine.fused_delta import INSTANCE_SOURCE as DELTA_INSTANCE_SOURCE
+from qkvquiz.engine.fused_delta import delta_chunk_fwd_bwd
 from qkvquiz.engine.masks import causal_allowed
 
 TOL = 1e-12
@@ -157,10 +161,6 @@ def test_cuda_instance_source_compiled_as_c_equals_the_engine(tmp_path, n, d_k, 
 
 
 # ===================================================== one delta-rule chunk, fused
-
-from qkvquiz.engine import delta  # noqa: E402
-from qkvquiz.engine.fused_delta import INSTANCE_SOURCE as DELTA_INSTANCE_SOURCE  # noqa: E402
-from qkvquiz.engine.fused_delta import delta_chunk_fwd_bwd  # noqa: E402
 
 DELTA_NAMES = ("o", "s_next", "dq", "dk", "dv", "dbeta", "ds")
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -149,7 +149,7 @@ class _Workspace:
         self.gbar = np.empty((size, c, c))  # Ḡ
         self.bk = np.empty((size, c, d_k))  # diag(β)B̄_K
 
-    def view(self, size: int) -> "_Workspace":
+    def view(self, size: int) -> _Workspace:
         if size == self.z.shape[0]:
             return self
         part = object.__new__(_Workspace)
@@ -169,7 +169,7 @@ def _workspace(size: int, c: int, d_k: int, d_v: int) -> _Workspace:
     return _local.delta_space
 
 
-@lru_cache(maxsize=None)
+@cache
 def _constants(c: int, d_k: int, d_v: int) -> tuple[np.ndarray, ...]:
     strict, causal = delta.tril_strict_mask(c), delta.causal_mask(c)
     consts = (strict, -strict, causal, np.eye(c), np.ones(d_v + d_k), np.ones(c))
@@ -554,7 +554,7 @@ extern "C" __global__ void delta_chunk_fwd_bwd(
 """
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cuda_kernel(cupy_module, c: int, d_k: int, d_v: int):
     # Compiled once per size (CuPy also caches the binary on disk).
     return cupy_module.RawKernel(sized_source(CUDA_SOURCE, c, d_k, d_v), KERNEL_NAME)
