@@ -14,6 +14,7 @@ checked against the NumPy engine on the same inputs. Then it times a full ``gene
     python benchmarks/engine.py                       # N = 1e4, 1e5, 1e6 (and 1e7 on a GPU)
     python benchmarks/engine.py --sizes 1e4,4e6 --repeat 5 --threads 2
     python benchmarks/engine.py --backend numpy       # CPU rows only, even on a GPU machine
+    python benchmarks/engine.py --tables b --students 0 --submissions 0   # the delta rule alone
 
 Timings are the best of ``--repeat`` runs (the machine may be shared). GPU timings keep the
 data on the device and synchronise before stopping the clock; the transfer to and from the
@@ -41,6 +42,7 @@ from qkvquiz.engine.attention import attention, attention_backward  # noqa: E402
 from qkvquiz.engine.backend import BackendUnavailable, get_xp, to_numpy  # noqa: E402
 from qkvquiz.engine.batching import DEFAULT_CHUNK, batched  # noqa: E402
 from qkvquiz.engine.fused import causal_attention_fwd_bwd, default_workers  # noqa: E402
+from qkvquiz.engine.fused_delta import delta_chunk_fwd_bwd  # noqa: E402
 from qkvquiz.engine.masks import causal_allowed  # noqa: E402
 
 N_TOK, D = 4, 4
@@ -110,6 +112,14 @@ def engine_delta(xp):
         fwd = delta.chunk_forward(q, k, v, beta, s, xp=xp)
         g = delta.chunk_backward(fwd, d_o, d_s, xp=xp)
         return fwd.o, fwd.s_next, g.dq, g.dk, g.dv, g.dbeta, g.ds
+
+    return run
+
+
+def fused_delta(xp, workers: int = 1):
+    def run(q, k, v, beta, s, d_o, d_s):
+        r = delta_chunk_fwd_bwd(q, k, v, beta, s, d_o, d_s, xp=xp, workers=workers)
+        return r.o, r.s_next, r.dq, r.dk, r.dv, r.dbeta, r.ds
 
     return run
 
@@ -308,6 +318,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=default_workers(), help="CPU threads for torch and the fused NumPy pass")
     ap.add_argument("--backend", choices=("numpy", "cupy", "all"), default="all",
                     help="numpy: CPU rows only; cupy: require the GPU rows; all: every row that can run here")
+    ap.add_argument("--tables", default="a,b", help="which engine tables to time: a (attention), b (delta rule), or both")
     ap.add_argument("--students", type=int, default=300, help="students in the generate timing (0 skips it)")
     ap.add_argument("--submissions", type=int, default=10_000, help="submissions in the grading timing (0 skips it)")
     args = ap.parse_args()
@@ -347,7 +358,10 @@ def main() -> None:
     dl_methods = [
         ("per-instance loop (NumPy engine)", "loop", loop_of(engine_delta(np))),
         ("NumPy engine, batched", "numpy-chunked", engine_delta(np)),
+        ("NumPy fused, 1 thread", "numpy", fused_delta(np, 1)),
     ]
+    if t > 1:
+        dl_methods.append((f"NumPy fused, {t} threads", "numpy", fused_delta(np, t)))
     if torch is not None:
         # Both thread counts: on a loaded machine one thread can beat two (OpenMP barriers).
         for threads in sorted({1, t}):
@@ -359,12 +373,15 @@ def main() -> None:
         dl_methods.append(("torch CUDA autograd", "torch-cuda", torch_delta(torch, t)))
     if gpu is not None:
         att_methods += [("CuPy engine", "cupy", engine_attention(gpu)), ("CuPy fused kernel", "cupy", fused_attention(gpu))]
-        dl_methods.append(("CuPy engine", "cupy", engine_delta(gpu)))
+        dl_methods += [("CuPy engine", "cupy", engine_delta(gpu)), ("CuPy fused kernel", "cupy", fused_delta(gpu))]
 
-    engine_table("(a) causal attention forward + backward, n = 4, d = 4", attention_inputs,
-                 engine_attention(np), att_methods, sizes, args.repeat, torch, gpu)
-    engine_table("(b) one delta-rule chunk forward + backward, C = 4, d = 4", delta_inputs,
-                 engine_delta(np), dl_methods, sizes, args.repeat, torch, gpu)
+    tables = set(args.tables.split(","))
+    if "a" in tables:
+        engine_table("(a) causal attention forward + backward, n = 4, d = 4", attention_inputs,
+                     engine_attention(np), att_methods, sizes, args.repeat, torch, gpu)
+    if "b" in tables:
+        engine_table("(b) one delta-rule chunk forward + backward, C = 4, d = 4", delta_inputs,
+                     engine_delta(np), dl_methods, sizes, args.repeat, torch, gpu)
 
     xp = gpu if (gpu is not None and args.backend == "cupy") else np
     if args.students:

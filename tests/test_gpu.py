@@ -16,6 +16,7 @@ from qkvquiz.engine import delta, layernorm, multihead, projection
 from qkvquiz.engine.backend import BackendUnavailable, get_xp, to_numpy
 from qkvquiz.engine.batching import batched
 from qkvquiz.engine.fused import causal_attention_fwd_bwd
+from qkvquiz.engine.fused_delta import delta_chunk_fwd_bwd
 from qkvquiz.engine.masks import causal_allowed, padding_allowed
 from qkvquiz.families import REGISTRY
 from qkvquiz.seeding import Draw
@@ -188,6 +189,18 @@ def test_fused_kernel_on_large_scores_stays_finite(cp):
     for a, b in zip((got.output, got.dq, got.dk, got.dv), (host.output, host.dq, host.dk, host.dv)):
         assert np.isfinite(to_numpy(a)).all()
         np.testing.assert_allclose(to_numpy(a), b, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("batch, c, d_k, d_v", [((10_001,), 4, 4, 4), ((3, 5), 3, 2, 5), ((7,), 1, 3, 2)])
+def test_fused_delta_kernel_equals_the_numpy_engine(cp, batch, c, d_k, d_v):
+    q, k, v = rand(*batch, c, d_k), rand(*batch, c, d_k, seed=1), rand(*batch, c, d_v, seed=2)
+    beta = np.random.default_rng(3).uniform(0.1, 0.9, (*batch, c))
+    s, d_o, d_s = rand(*batch, d_v, d_k, seed=4), rand(*batch, c, d_v, seed=5), rand(*batch, d_v, d_k, seed=6)
+    fwd = delta.chunk_forward(q, k, v, beta, s)
+    g = delta.chunk_backward(fwd, d_o, d_s)
+    got = delta_chunk_fwd_bwd(*dev(cp, q, k, v, beta, s, d_o, d_s), xp=cp)
+    names = ("o", "s_next", "dq", "dk", "dv", "dbeta", "ds")
+    assert_same(tuple(getattr(got, n) for n in names), (fwd.o, fwd.s_next, g.dq, g.dk, g.dv, g.dbeta, g.ds))
 
 
 def test_batched_on_the_device_returns_host_arrays(cp):
