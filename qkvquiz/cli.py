@@ -81,7 +81,9 @@ def _exit_on_terminate() -> Iterator[None]:
 def _fail(message: str, code: int = 2) -> None:
     # Escaped and stripped of terminal escapes: messages quote user text and commands such as
     # pip install 'qkvquiz[gpu]', whose brackets Rich would otherwise take for markup and drop.
-    err.print(f"[bold red]error:[/] {_shown(message)}", highlight=False)
+    # Line by line: a YAML error's own line breaks stay line breaks, other controls are escaped.
+    shown = "\n".join(_shown(line) for line in message.split("\n"))
+    err.print(f"[bold red]error:[/] {shown}", highlight=False)
     raise typer.Exit(code)
 
 
@@ -239,13 +241,27 @@ def init(
 
 
 def _submission_files(paths: list[Path]) -> list[Path]:
+    """The files to grade: files as given, and every ``*.json`` below a folder.
+
+    Skipped in folders: the key and reports, hidden files and folders (``.DS_Store``,
+    ``__MACOSX/._x.json`` from unpacked archives); a file named twice is graded once.
+    """
     files: list[Path] = []
     for p in paths:
+        if not p.exists():
+            _fail(f"{p} does not exist (nothing was graded and no report was written)")
         if p.is_dir():
-            files.extend(sorted(f for f in p.rglob("*.json") if f.name not in ("key.json", "results.json")))
+            files.extend(sorted(
+                f for f in p.rglob("*") if f.suffix.lower() == ".json" and f.is_file()
+                and f.name not in ("key.json", "results.json")
+                and not any(part.startswith(".") or part == "__MACOSX" for part in f.relative_to(p).parts)
+            ))
         else:
             files.append(p)
-    return files
+    unique: dict[Path, Path] = {}
+    for f in files:
+        unique.setdefault(f.resolve(), f)
+    return list(unique.values())
 
 
 @app.command(epilog=TOLERANCE_HELP)
@@ -258,11 +274,13 @@ def grade(
 ) -> None:
     """Grade students' submission files against a key.
 
-    Writes `results.csv` (one row per student: each part's score and the total), `results.json`
-    (every entry: expected, given, verdict, diagnosis), `item-analysis.md`/`.csv` (per part: mean
-    score, share correct, the most common mistakes) and `feedback/<student>.md` (one Markdown file
-    per student, readable on its own). A file that cannot be read is reported by name and the rest
-    are still graded. Tolerance and credit come from the spec (stored in the key).
+    Folders are searched (recursively) for `*.json` files. Writes `results.csv` (one row per
+    student of the key: each part's score and the total; students without a submission score
+    0), `results.json` (every entry: expected, given, verdict, diagnosis), `item-analysis.md`/`.csv`
+    (per part: mean score, share correct, the most common mistakes) and `feedback/<student>.md`
+    (one Markdown file per student, readable on its own). A file that cannot be read is reported
+    by name and the rest are still graded; the exit status is then 1. Tolerance and credit come
+    from the spec (stored in the key).
     """
     from .grade.grader import grade_files
     from .grade.report import write_reports
@@ -281,19 +299,30 @@ def grade(
             task = bar.add_task("grading", total=len(files))
             report = grade_files(loaded, files, progress=lambda: bar.advance(task), xp=xp)
             writing = bar.add_task("writing feedback", total=len(report.results) if feedback else 0)
-            paths = write_reports(report, out, feedback=feedback, progress=lambda: bar.advance(writing))
+            try:
+                paths = write_reports(report, out, feedback=feedback, progress=lambda: bar.advance(writing))
+            except OSError as exc:
+                _fail(f"cannot write the reports to {out}: {exc.strerror or exc}")
     if feedback:
         paths.append(out / "feedback")
 
     table = Table(title=escape(f"{loaded.title}: {len(report.results)} graded"))
-    for col in ("student", "score", "of", "format errors"):
+    for col in ("student", "score", "of", "unreadable", "not answered"):
         table.add_column(col)
     for r in sorted(report.results, key=lambda r: r.student):
-        fmt = sum(p.verdict in ("format", "missing") for p in r.parts)
-        table.add_row(_shown(r.student), f"{r.score:.2f}", f"{r.total:g}", str(fmt or ""))
+        unreadable = sum(p.verdict == "format" for p in r.parts)
+        missing = sum(p.verdict == "missing" for p in r.parts)
+        table.add_row(_shown(r.student), f"{r.score:.2f}", f"{r.total:g}", str(unreadable or ""), str(missing or ""))
     console.print(table)
+    for r in sorted(report.results, key=lambda r: r.student):
+        for note in r.notes:
+            err.print(f"[yellow]note:[/] {_shown(r.source)}: {_shown(note)}", highlight=False)
     for problem in report.problems:
         err.print(f"[yellow]not graded:[/] {_shown(problem.source)}: {_shown(problem.message)}", highlight=False)
+    if report.absent:
+        shown = ", ".join(_shown(s) for s in report.absent[:10]) + (" …" if len(report.absent) > 10 else "")
+        err.print(f"[yellow]no submission[/] from {len(report.absent)} student(s) of the key (0 points in "
+                  f"results.csv): {shown}", highlight=False)
     console.print(f"Wrote {', '.join(_shown(str(p)) for p in paths)}", highlight=False)
     if report.problems:
         raise typer.Exit(1)
@@ -320,7 +349,10 @@ def audit(
         _fail(str(exc))
     text = audit_markdown(report)
     if out is not None:
-        write_atomic(out, text)
+        try:
+            write_atomic(out, text)
+        except OSError as exc:
+            _fail(f"cannot write {out}: {exc.strerror or exc}")
     console.print(Markdown(text))
     if report.wrong:
         raise typer.Exit(1)
@@ -366,7 +398,10 @@ def show(
         name, sep, value = text.partition("=")
         if not sep:
             _fail(f"--param {text!r}: write NAME=VALUE")
-        params[name.strip()] = yaml.safe_load(value)
+        try:
+            params[name.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            _fail(f"--param {text!r}: the value is not readable YAML ({exc.problem if hasattr(exc, 'problem') else exc})")
     try:
         ws = build_worksheet(parse_spec({"title": fam.title, "items": [{"family": fam.name, "params": params}]},
                                         source="--param"), ["sample"], seed)

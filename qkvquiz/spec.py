@@ -8,6 +8,7 @@ names the file, the item and the field, and says what is allowed.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -124,7 +125,9 @@ def load_spec(path: str | Path) -> WorksheetSpec:
     except OSError as exc:
         raise SpecError(str(path), "", f"cannot read the file ({exc.strerror})") from exc
     try:
-        data = yaml.safe_load(text)
+        stream = io.StringIO(text)
+        stream.name = path.name  # PyYAML names the stream in its messages
+        data = yaml.safe_load(stream)
     except yaml.YAMLError as exc:
         raise SpecError(str(path), "", f"not valid YAML: {exc}") from exc
     return parse_spec(data, source=str(path))
