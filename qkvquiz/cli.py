@@ -343,9 +343,11 @@ def audit(
     from .files import write_atomic
     from .grade.audit import audit_file, audit_markdown
 
+    from .worksheet import GenerationError
+
     try:
         report = audit_file(file)
-    except SpecError as exc:
+    except (SpecError, GenerationError) as exc:
         _fail(str(exc))
     text = audit_markdown(report)
     if out is not None:

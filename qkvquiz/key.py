@@ -26,8 +26,10 @@ KEY_VERSION = 1
 
 
 def encode(value: Any) -> Any:
-    """A NumPy value as JSON: nested lists of floats, ±∞ as "inf"/"-inf"."""
+    """A NumPy value as JSON: nested lists of floats, ±∞ as "inf"/"-inf"; NaN is refused (no key holds one)."""
     arr = np.asarray(value, dtype=np.float64)
+    if np.isnan(arr).any():
+        raise ValueError("a value to store is NaN (not a number); no key or report may hold one")
     if arr.ndim == 0:
         x = float(arr)
         if np.isfinite(x):

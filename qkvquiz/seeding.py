@@ -1,7 +1,8 @@
 """Reproducible per-student randomness, drawn for a whole class at once.
 
-Each student's variant of an item comes from a 64-bit key derived from (spec fingerprint,
-item id, student id, seed) by SHA-256, so it never depends on who else is on the roster.
+Each student's variant of an item comes from a 64-bit key derived from (item id, the item's
+fingerprint: family, params and fixed givens; student id, seed) by SHA-256, or HMAC-SHA256
+under an instructor secret, so it never depends on who else is on the roster.
 From the keys, :class:`Draw` produces random numbers with a counter-based generator
 (SplitMix64 applied to key ⊕ counter), vectorised over all students: sampling 300 students
 is one array operation, not 300 generator objects.

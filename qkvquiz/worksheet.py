@@ -20,8 +20,10 @@ from .seeding import Draw, variant_code, variant_key
 from .spec import ItemSpec, SpecError, WorksheetSpec
 
 MAX_CANDIDATES = 4096  # per student and item before giving up
+HOPELESS = 256  # candidates per student after which, with none accepted for anyone, generation stops
 FIRST_ROUND = 8  # candidates per student in the first round; doubles each round
 MAX_BATCH = 1 << 16  # candidates per engine call: bounds memory for a large class
+MAX_ELEMENTS = 1 << 24  # float64 values of all steps per engine call (128 MiB): bounds memory for large sizes
 
 
 class GenerationError(RuntimeError):
@@ -70,7 +72,8 @@ def build_worksheet(
     seed = str(seed)
     envs = []
     for item in spec.items:
-        keys = [variant_key(spec.title, item.id, item.fingerprint(), s, seed, secret=secret) for s in students]
+        # The item's id and content, not the spec's wording: a fixed typo in a title changes no problem.
+        keys = [variant_key(item.id, item.fingerprint(), s, seed, secret=secret) for s in students]
         envs.append(solve_item(item, keys, xp=xp, source=spec.source))
     codes = tuple(variant_code(variant_key(spec.title, s, seed, secret=secret)) for s in students)
     return Worksheet(spec, students, codes, seed, secret is not None, tuple(envs))
@@ -91,16 +94,19 @@ def solve_item(item: ItemSpec, keys: Sequence[int], *, xp=np, source: str = "<sp
     chosen: dict[str, np.ndarray] = {}
     pending = np.arange(len(keys))
     first, count = 0, FIRST_ROUND
+    batch = _batch_size(item, keys[:1], xp, source)
     while pending.size:
-        if first >= MAX_CANDIDATES:
+        hopeless = first >= HOPELESS and len(pending) == len(keys)
+        if first >= MAX_CANDIDATES or hopeless:
+            tried = f"{first} draws for {'every student' if hopeless else 'some students'}"
             raise GenerationError(
-                f"{source}: item {item.id} ({family.name}): no acceptable variant in {MAX_CANDIDATES} draws "
-                "for some students; widen the value ranges or change the fixed givens"
+                f"{source}: item {item.id} ({family.name}): no acceptable variant in {tried}. "
+                + _why_rejected(item, keys[pending[:16]], first - count, count, xp, source)
             )
         if all_fixed:
             count = 1
         found = np.zeros(len(pending), dtype=bool)
-        group = max(1, MAX_BATCH // count)  # students per engine call
+        group = max(1, batch // count)  # students per engine call
         for lo in range(0, len(pending), group):
             part = slice(lo, lo + group)
             hit, givens = _screen(item, keys[pending[part]], first, count, all_fixed, xp, source)
@@ -111,8 +117,39 @@ def solve_item(item: ItemSpec, keys: Sequence[int], *, xp=np, source: str = "<sp
                 chosen[name][pending[part][hit]] = value
         pending = pending[~found]
         first, count = first + count, min(count * 2, 512)
-    env = family.solve(chosen, params, np)
+    with np.errstate(all="ignore"):
+        env = family.solve(chosen, params, np)
+    bad = [name for name in family.step_names if np.isnan(env[name]).any()]
+    if bad:  # only fixed givens get here: drawn candidates with a NaN step are rejected
+        raise GenerationError(
+            f"{source}: item {item.id} ({family.name}): the fixed givens make step {bad[0]!r} not a number "
+            "(NaN), e.g. 0/0; change the givens or params"
+        )
     return Env({name: np.asarray(value, dtype=np.float64) for name, value in env.items()})
+
+
+def _batch_size(item: ItemSpec, key: np.ndarray, xp, source: str) -> int:
+    """Candidates per engine call: at most MAX_BATCH, and few enough that all steps fit MAX_ELEMENTS."""
+    draw = Draw.candidates(key, 0, 1, xp=xp)
+    givens = item.family.sample(draw, item.params)
+    _apply_fixed(item, givens, 1, xp, source)
+    with np.errstate(all="ignore"):
+        env = item.family.solve(givens, item.params, xp)
+    per_candidate = sum(int(np.prod(v.shape[1:], dtype=np.int64)) for v in env.values())
+    return int(max(1, min(MAX_BATCH, MAX_ELEMENTS // max(1, per_candidate))))
+
+
+def _why_rejected(item: ItemSpec, keys: np.ndarray, first: int, count: int, xp, source: str) -> str:
+    """A sentence naming the accept rules that reject most candidates of ``keys``."""
+    draw = Draw.candidates(keys, max(first, 0), max(count, 1), xp=xp)
+    givens = item.family.sample(draw, item.params)
+    _apply_fixed(item, givens, draw.size, xp, source)
+    with np.errstate(all="ignore"):
+        shares = sorted(((float(to_numpy(r).mean()), why) for why, r in
+                         rejections(item, item.family.solve(givens, item.params, xp), xp)), reverse=True)
+    top = [f"{why} ({share:.0%} of draws)" for share, why in shares[:3] if share > 0]
+    return ("Most draws were rejected because " + "; ".join(top) + ". Change the params, the fixed givens, "
+            "the tolerance, or ask fewer steps.") if top else "Change the params or the fixed givens."
 
 
 def _screen(
@@ -150,14 +187,31 @@ def _shape_text(shape: tuple[int, ...]) -> str:
 
 
 def acceptable(item: ItemSpec, env: Env, xp=np) -> Any:
-    """True per candidate: hand-computable, and every asked answer can be told from its mistakes.
+    """True per candidate: hand-computable, and every asked answer can be told from its mistakes."""
+    batch = next(iter(env.values())).shape[0]
+    ok = xp.ones(batch, dtype=bool)
+    for _, rejected in rejections(item, env, xp):
+        ok = ok & ~rejected
+    return ok
 
-    A known mistake that lands within tolerance of the right answer, or two asked parts that
-    would pass for each other, make a candidate useless for grading, so it is rejected.
+
+def rejections(item: ItemSpec, env: Env, xp=np) -> list[tuple[str, Any]]:
+    """Each accept rule, named, with True per candidate that it rejects.
+
+    A candidate is rejected when the family's rule finds it not hand-computable, when a step
+    is not a number, when a known mistake lands within tolerance of the right answer, or when
+    two asked parts would pass for each other: such a variant could not be graded.
     """
     family, params = item.family, item.params
     batch = next(iter(env.values())).shape[0]
-    ok = xp.ones(batch, dtype=bool) if family.accept is None else family.accept(env, params, xp)
+    out = []
+    if family.accept is not None:
+        out.append(("the family's rule for hand-computable values (e.g. no saturated softmax, no huge "
+                    "entries) fails", ~family.accept(env, params, xp)))
+    nan = xp.zeros(batch, dtype=bool)
+    for name in family.step_names:
+        nan = nan | xp.isnan(env[name]).reshape(batch, -1).any(axis=1)
+    out.append(("a step is not a number (NaN)", nan))
 
     def same(a, b, step):
         # Each part is told apart with the tolerance it is graded with.
@@ -169,9 +223,10 @@ def acceptable(item: ItemSpec, env: Env, xp=np) -> Any:
         for mistake in family.mistakes_for(step, params):
             wrong = mistake.fn(env, params, xp)
             if wrong.shape == exact.shape:
-                ok = ok & ~same(wrong, exact, step)
+                out.append((f"the known mistake {mistake.name!r} gives the same {step!r} within tolerance",
+                            same(wrong, exact, step)))
     for i, a in enumerate(asked):
         for b in asked[i + 1:]:
             if env[a].shape == env[b].shape:
-                ok = ok & ~same(env[a], env[b], b)
-    return ok
+                out.append((f"the asked steps {a!r} and {b!r} are equal within tolerance", same(env[a], env[b], b)))
+    return out

@@ -101,3 +101,41 @@ def test_accepted_variants_are_hand_computable_and_mistakes_distinguishable():
             if "weights" in env:
                 multi = (env["mask"] > 0.5).sum(-1) >= 2
                 assert not ((env["weights"].max(-1) > 0.95) & multi).any()
+
+
+def test_fixed_givens_that_make_a_step_nan_are_an_error_not_a_key_with_nan():
+    from qkvquiz.worksheet import GenerationError
+
+    spec = parse_spec({"title": "T", "items": [{
+        "family": "attention.layernorm", "params": {"eps": 0},
+        "givens": {"X": [[1, 2, 3, 4], [1, 1, 1, 1]], "Z": [[0, 0, 0, 1], [0, 0, 0, 0]],
+                   "gamma": [1, 1, 1, 1], "beta": [0, 0, 0, 0]},
+    }]})
+    with pytest.raises(GenerationError, match="not a number"):
+        build_worksheet(spec, ["a"], seed=0)
+
+
+def test_the_key_refuses_to_store_nan():
+    from qkvquiz.key import encode
+
+    with pytest.raises(ValueError, match="NaN"):
+        encode(np.array([1.0, np.nan]))
+
+
+def test_an_impossible_item_fails_fast_and_names_the_rule_that_rejects_it():
+    from qkvquiz.worksheet import GenerationError
+
+    # With every β = 1, V̄ = B̄_V always: asking both can never be graded apart.
+    spec = parse_spec({"title": "T", "items": [{
+        "family": "delta.chunk_backward", "params": {"beta": "one"}, "ask": ["dV", "dBV"],
+    }]})
+    with pytest.raises(GenerationError, match=r"'dV' and 'dBV' are equal"):
+        build_worksheet(spec, ["a", "b"], seed=0)
+
+
+def test_a_new_title_changes_no_problem():
+    items = [{"family": "attention.output"}]
+    a = build_worksheet(parse_spec({"title": "Week 3", "items": items}), ["ada"], seed=1)
+    b = build_worksheet(parse_spec({"title": "Week 3 (fixed typo)", "items": items}), ["ada"], seed=1)
+    for name in a.envs[0]:
+        np.testing.assert_array_equal(a.envs[0][name], b.envs[0][name])

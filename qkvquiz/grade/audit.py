@@ -110,6 +110,9 @@ def audit_spec(data: Any, source: str = "<audit>") -> AuditReport:
             unchecked.append(item.id)
             continue
         checks.extend(_audit_item(item, claimed, source, where))
+    if not checks:
+        raise SpecError(source, "", f"no item has {CLAIMED!r} answers, so there is nothing to check; "
+                                    f"add `{CLAIMED}: {{step: answer}}` to the items to audit")
     return AuditReport(source, spec.title, checks, unchecked)
 
 
