@@ -523,12 +523,61 @@ def math_html(
     so (an answer key's worked steps: many expressions, each with its student's numbers,
     where pictures would cost ten times as much); the rest are pictures as above.
     """
+    pieces = _split_numeric_matrices(latex.strip())
+    if display and sum(isinstance(p, _NumericMatrix) for p in pieces) > 1:
+        # Several matrices side by side (Q =, K =, V = …) may be wider than the page: each
+        # labelled matrix is one unbreakable group, and the line may wrap between groups.
+        return " ".join(
+            f'<span class="math-group">{_pieces_html(group, display, font_size_pt, text)}</span>'
+            for group in _matrix_groups(pieces)
+        )
+    return _pieces_html(pieces, display, font_size_pt, text)
+
+
+_LEADING_COMMA = re.compile(r"\s*,")
+_LEADING_SPACE = re.compile(r"(?:\s+|\\(?:qquad|quad|[,;: ])(?![A-Za-z]))+")
+
+
+def _matrix_groups(
+    pieces: list[str | _NumericMatrix],
+) -> list[list[str | _NumericMatrix]]:
+    """Pieces cut into groups that each end with a matrix; a comma that follows a matrix
+    stays with it, and the space that separates two groups becomes the gap between them."""
+    groups: list[list[str | _NumericMatrix]] = [[]]
+    for piece in pieces:
+        if isinstance(piece, str) and groups[-1] and isinstance(groups[-1][-1], _NumericMatrix):
+            comma = _LEADING_COMMA.match(piece)
+            if comma:
+                groups[-1].append(",")
+                piece = piece[comma.end() :]
+            piece = _LEADING_SPACE.sub("", piece, count=1) if _LEADING_SPACE.match(piece) else piece
+            if piece.strip():
+                groups.append([piece])
+            else:
+                groups.append([])
+            continue
+        if isinstance(piece, _NumericMatrix) and groups[-1] and isinstance(groups[-1][-1], _NumericMatrix):
+            groups.append([])
+        groups[-1].append(piece)
+    groups = [g for g in groups if g]
+    # What follows the last matrix (a full stop) stays with it.
+    if len(groups) > 1 and not any(isinstance(p, _NumericMatrix) for p in groups[-1]):
+        groups[-2].extend(groups.pop())
+    return groups
+
+
+def _pieces_html(
+    pieces: Sequence[str | _NumericMatrix], display: bool, font_size_pt: float, text: bool
+) -> str:
     parts = []
-    for piece in _split_numeric_matrices(latex.strip()):
+    for piece in pieces:
         if isinstance(piece, _NumericMatrix):
             parts.append(matrix_table_html(piece.rows))
             continue
         source = piece.strip()
+        if source == ",":
+            parts.append(",")  # a comma after a matrix: plain text, no picture needed
+            continue
         if text:
             try:
                 parts.append(text_math_html(source, display=display))
