@@ -87,10 +87,12 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def _progress() -> Progress:
+def _progress(auto_refresh: bool = True) -> Progress:
+    """A progress bar on stderr. Without ``auto_refresh`` it redraws only when told
+    (``refresh()``) and runs no thread of its own, so a process pool may fork beside it."""
     return Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err, transient=True,
+        console=err, transient=True, auto_refresh=auto_refresh,
     )
 
 
@@ -130,8 +132,9 @@ def generate(
     backend: BackendOpt = "numpy",
     formats: Annotated[str, typer.Option(
         "--format", "-f",
-        help="Students' files, comma-separated: md (worksheet.md), html (worksheet.html and "
-             "answer-form.html, a page that saves the submission file), pdf (where installed).",
+        help="Students' files, comma-separated: md (worksheet.md), html (worksheet.html with answer "
+             "boxes, and answer-form.html, a page that saves the submission file), pdf (worksheet.pdf "
+             "per student and key.pdf, one student per page; needs WeasyPrint's system libraries).",
     )] = "md",
     secret_file: Annotated[Optional[Path], typer.Option(
         "--secret-file", help=f"Instructor secret (made by `qkvquiz init`) that keys every variant, so that "
@@ -139,6 +142,13 @@ def generate(
     templates: Annotated[Optional[Path], typer.Option(
         help="Folder of templates that replace bundled ones of the same name (e.g. worksheet.md.j2, "
         "families/attention.output.problem.md.j2); rendered in Jinja's sandbox.")] = None,
+    page_size: Annotated[str, typer.Option(
+        "--page-size", help="Page size of the html and pdf files: a4 or letter.")] = "a4",
+    class_pdf: Annotated[bool, typer.Option(
+        "--class-pdf", help="With --format pdf, also write class.pdf: every worksheet in one file for "
+        "printing, each student starting on a new page.")] = False,
+    workers: Annotated[Optional[int], typer.Option(
+        min=1, help="Processes that render PDFs (default: every core).")] = None,
 ) -> None:
     """Generate a personalised worksheet set: per student a worksheet (`--format`) and a blank
     `submission.json`; for you `key.json` (what `grade` reads) and `key.md` (answers with worked steps).
@@ -159,6 +169,17 @@ def generate(
         chosen = parse_formats(formats)
     except ValueError as exc:
         _fail(f"--format: {exc}")
+    if page_size.strip().lower() not in ("a4", "letter"):
+        _fail(f"--page-size: unknown page size {page_size!r}; use a4 or letter")
+    if class_pdf and "pdf" not in chosen:
+        _fail("--class-pdf needs --format with pdf (for example --format md,pdf)")
+    if "pdf" in chosen:
+        from .render.pdf import PdfUnavailable, weasyprint_module
+
+        try:
+            weasyprint_module()
+        except PdfUnavailable as exc:
+            _fail(f"--format pdf: {exc}")
     if roster is not None:
         try:
             ids = read_roster(roster)
@@ -179,11 +200,28 @@ def generate(
     xp = _xp(backend)
     try:
         parsed = load_spec(resolve_spec(spec))
-        with _progress() as bar, _exit_on_terminate():
+        # PDFs render in a forked process pool: the bar draws on each update, from this thread.
+        with _progress(auto_refresh=False) as bar, _exit_on_terminate():
             task = bar.add_task("writing worksheets", total=len(ids))
+            pdf_task = None
+
+            def advance() -> None:
+                bar.advance(task)
+                bar.refresh()
+
+            def pdf_progress(done: int, total: int) -> None:
+                # Documents laid out: each worksheet, and each student's part of the key.
+                nonlocal pdf_task
+                if pdf_task is None:
+                    pdf_task = bar.add_task("rendering PDFs", total=total)
+                bar.update(pdf_task, completed=done, total=total)
+                bar.refresh()
+
             result = generate_set(parsed, ids, out, seed=seed, force=force, xp=xp,
                                   secret=None if secret is None else secret.value, templates=templates,
-                                  progress=lambda: bar.advance(task), formats=chosen)
+                                  progress=advance, formats=chosen,
+                                  page_size=page_size, class_pdf=class_pdf, workers=workers,
+                                  pdf_progress=pdf_progress)
     except (SpecError, GenerationError, FileExistsError, ValueError) as exc:
         _fail(str(exc))
     except (jinja2.TemplateError, OverflowError) as exc:  # OverflowError: the sandbox's cap on range()

@@ -7,7 +7,9 @@ Layout of the output folder::
     students/<name>/worksheet.md  the student's worksheet (format md, the default)
     students/<name>/worksheet.html     the same, typeset, one self-contained page (format html)
     students/<name>/answer-form.html   a page to type answers into; saves submission JSON (format html)
-    students/<name>/worksheet.pdf      the worksheet printed, and key.pdf beside key.md (format pdf)
+    students/<name>/worksheet.pdf      the worksheet printed, with answer boxes (format pdf)
+    key.pdf                       the key typeset, one student per page (format pdf)
+    class.pdf                     every worksheet in one file for printing (format pdf, on request)
     students/<name>/submission.json  a blank submission to fill in
 
 The formats name the students' files; ``key.json`` and ``key.md`` are always written.
@@ -30,6 +32,8 @@ from .worksheet import Worksheet, build_worksheet
 
 FORMATS = ("md", "html", "pdf")
 FORMATS_DEFAULT = ("md",)
+#: Page size of the HTML and PDF documents (``"A4"`` or ``"Letter"``).
+PAGE_SIZE_DEFAULT = "A4"
 # HTML pages are typeset by qkvquiz.render.html (through qkvquiz.render.form); PDF files are
 # those pages printed by qkvquiz.render.pdf (WeasyPrint, a process pool), where installed.
 _HTML_MODULE = "qkvquiz.render.html"
@@ -100,24 +104,44 @@ def generate_set(
     progress: Callable[[], None] | None = None,
     formats: str | Sequence[str] = FORMATS_DEFAULT,
     templates: str | Path | None = None,
+    page_size: str = PAGE_SIZE_DEFAULT,
+    class_pdf: bool = False,
+    pdf_progress: Callable[[int, int], None] | None = None,
+    workers: int | None = None,
 ) -> GeneratedSet:
     """Solve every student's variant (batched) and write worksheets, blank submissions and keys.
 
     ``formats`` (see :func:`parse_formats`) picks the students' files: ``md`` a Markdown
-    worksheet, ``html`` a typeset ``worksheet.html`` and the ``answer-form.html`` that saves
-    a submission, ``pdf`` a ``worksheet.pdf`` (and ``key.pdf``) where the PDF renderer is installed.
+    worksheet, ``html`` a typeset ``worksheet.html`` (with answer boxes) and the
+    ``answer-form.html`` that saves a submission, ``pdf`` a ``worksheet.pdf`` per student and
+    ``key.pdf`` (one student per page), where the PDF renderer is installed; with
+    ``class_pdf`` also ``class.pdf``, every worksheet in one file for printing.
+    ``page_size`` (``"A4"`` or ``"Letter"``) sizes the HTML and PDF pages. PDFs render in a
+    pool of ``workers`` processes (default: every core); ``pdf_progress`` is called with
+    ``(done, total)`` documents laid out as the PDFs render.
     ``secret`` keys every variant with HMAC-SHA256 (see :mod:`qkvquiz.secret`); ``templates``
     is a folder of templates that replace bundled ones of the same name (rendered sandboxed).
     Every file is written atomically, and key.json last: a run that stops early leaves no key.
+    Where PDF output cannot run (WeasyPrint or its system libraries missing), a ValueError
+    that names the packages to install is raised before anything is written.
     """
     out = Path(out)
     formats = parse_formats(formats)
+    if class_pdf and "pdf" not in formats:
+        raise ValueError("a class PDF needs the pdf format (--format …,pdf)")
+    if "html" in formats or "pdf" in formats:
+        from .render.html import page_size_css
+
+        page_size_css(page_size)  # an unknown size is refused before any work
+    if "pdf" in formats:
+        _check_pdf()
     key_path = out / "key.json"
     if key_path.exists() and not force:
         raise FileExistsError(f"{key_path} exists; choose another folder or pass force=True (--force)")
     ws = build_worksheet(spec, students, seed, secret=secret, xp=xp)
-    if "html" in formats or "pdf" in formats:
-        from .render.form import answer_form_html, worksheet_html
+    if "html" in formats:
+        from .render.documents import worksheet_document
+        from .render.form import answer_form_html
     taken: set[str] = set()
     folders = {}
     for i, student in enumerate(ws.students):
@@ -126,26 +150,52 @@ def generate_set(
         if "md" in formats:
             write_atomic(folder / "worksheet.md", worksheet_markdown(ws, i, templates=templates))
         if "html" in formats:
-            write_atomic(folder / "worksheet.html", worksheet_html(ws, i))
+            sheet = worksheet_document(ws, i, page_size=page_size, templates=templates, screen=True)
+            write_atomic(folder / "worksheet.html", sheet)
             write_atomic(folder / "answer-form.html", answer_form_html(ws, i))
         write_atomic(folder / "submission.json", dumps(blank_submission(ws, i)))
         if progress is not None:
             progress()
     write_atomic(out / "key.md", key_markdown(ws, templates=templates))
     if "pdf" in formats:
-        _write_pdfs(ws, folders, out, worksheet_html)
+        _write_pdfs(ws, folders, out, page_size=page_size, templates=templates, class_pdf=class_pdf,
+                    progress=pdf_progress, workers=workers)
     write_atomic(key_path, dumps(key_to_json(ws)))
     return GeneratedSet(ws, out, folders, formats)
 
 
-def _write_pdfs(ws: Worksheet, folders: dict[str, Path], out: Path, worksheet_html: Callable[[Worksheet, int], str]) -> None:
-    """Every student's ``worksheet.pdf`` and the instructor's ``key.pdf``, in one batch."""
+def _check_pdf() -> None:
+    """Raise ValueError with the install hint where WeasyPrint or its libraries are missing."""
     pdf = importlib.import_module(_PDF_MODULE)
-    from .render.html import markdown_to_html
-
-    jobs = [(worksheet_html(ws, i), folders[s] / "worksheet.pdf") for i, s in enumerate(ws.students)]
-    jobs.append((markdown_to_html(key_markdown(ws), title=f"{ws.spec.title}: key"), out / "key.pdf"))
     try:
-        pdf.render_pdfs(jobs, progress=False)
+        pdf.weasyprint_module()
+    except pdf.PdfUnavailable as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def _write_pdfs(
+    ws: Worksheet,
+    folders: dict[str, Path],
+    out: Path,
+    *,
+    page_size: str,
+    templates: str | Path | None,
+    class_pdf: bool,
+    progress: Callable[[int, int], None] | None,
+    workers: int | None,
+) -> None:
+    """Every student's ``worksheet.pdf``, the instructor's ``key.pdf`` (one student per page)
+    and, if asked, ``class.pdf``, in one batch on a process pool."""
+    pdf = importlib.import_module(_PDF_MODULE)
+    from .render.documents import key_documents, worksheet_document
+
+    sheets = [worksheet_document(ws, i, page_size=page_size, templates=templates) for i in range(len(ws.students))]
+    jobs: list[tuple[str | list[str], Path]] = [(sheet, folders[s] / "worksheet.pdf") for sheet, s in zip(sheets, ws.students)]
+    jobs.append((key_documents(ws, page_size=page_size, templates=templates), out / "key.pdf"))
+    if class_pdf:
+        jobs.append((sheets, out / "class.pdf"))
+    try:
+        pdf.render_pdfs(jobs, page_size=page_size, workers=workers,
+                        progress=progress if progress is not None else False)
     except pdf.PdfUnavailable as exc:
         raise ValueError(str(exc)) from exc

@@ -35,7 +35,7 @@ from markupsafe import Markup
 from ..resources import templates_dir
 from ..worksheet import Worksheet
 from .latex import num, shape_text
-from .markdown import render_items, worksheet_markdown
+from .markdown import render_items
 
 FORM_TEMPLATE = "answer-form.html.j2"
 ASSET_DIR = "answer-form"
@@ -201,11 +201,9 @@ def answer_form_html(ws: Worksheet, student: int) -> str:
     )
 
 
-def worksheet_html(ws: Worksheet, student: int) -> str:
-    """The worksheet of one student as a self-contained HTML page (the Markdown worksheet, typeset)."""
-    html = _html_module()
-    return html.markdown_to_html(
-        worksheet_markdown(ws, student),
-        title=f"{ws.spec.title} ({ws.students[student]})",
-        extra_css=["@media screen { body { max-width: 52rem; margin: 1rem auto; padding: 0 1rem; } }"],
-    )
+def worksheet_html(ws: Worksheet, student: int, *, page_size: str = "A4") -> str:
+    """The worksheet of one student as a self-contained HTML page: typeset, with a header for
+    the name and answer boxes under each part (see :mod:`qkvquiz.render.documents`)."""
+    from .documents import worksheet_document
+
+    return worksheet_document(ws, student, page_size=page_size, screen=True)

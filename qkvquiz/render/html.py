@@ -39,6 +39,7 @@ from typing import Any
 from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
+from qkvquiz.render.textmath import Unsupported, text_math_html
 from qkvquiz.resources import templates_dir
 
 #: Body text size; math is laid out at the same size.
@@ -506,20 +507,84 @@ def _svg_piece_cached(latex: str, display: bool, font_size_pt: float) -> str:
 
 
 def math_html(
-    latex: str, *, display: bool = False, font_size_pt: float = FONT_SIZE_PT_DEFAULT
+    latex: str,
+    *,
+    display: bool = False,
+    font_size_pt: float = FONT_SIZE_PT_DEFAULT,
+    text: bool = False,
 ) -> str:
     """One LaTeX expression as inline HTML (SVG pictures and matrix tables).
 
     Numeric matrices are cut out first (they differ per student); the LaTeX around them
     (``Q =``, ``, \\quad K =``) and every other expression is laid out once per process and
     cached by ``(latex, display, font_size_pt)``.
+
+    With ``text``, a piece that :mod:`qkvquiz.render.textmath` can set as HTML text is set
+    so (an answer key's worked steps: many expressions, each with its student's numbers,
+    where pictures would cost ten times as much); the rest are pictures as above.
     """
+    pieces = _split_numeric_matrices(latex.strip())
+    if display and sum(isinstance(p, _NumericMatrix) for p in pieces) > 1:
+        # Several matrices side by side (Q =, K =, V = …) may be wider than the page: each
+        # labelled matrix is one unbreakable group, and the line may wrap between groups.
+        return " ".join(
+            f'<span class="math-group">{_pieces_html(group, display, font_size_pt, text)}</span>'
+            for group in _matrix_groups(pieces)
+        )
+    return _pieces_html(pieces, display, font_size_pt, text)
+
+
+_LEADING_COMMA = re.compile(r"\s*,")
+_LEADING_SPACE = re.compile(r"(?:\s+|\\(?:qquad|quad|[,;: ])(?![A-Za-z]))+")
+
+
+def _matrix_groups(
+    pieces: list[str | _NumericMatrix],
+) -> list[list[str | _NumericMatrix]]:
+    """Pieces cut into groups that each end with a matrix; a comma that follows a matrix
+    stays with it, and the space that separates two groups becomes the gap between them."""
+    groups: list[list[str | _NumericMatrix]] = [[]]
+    for piece in pieces:
+        if isinstance(piece, str) and groups[-1] and isinstance(groups[-1][-1], _NumericMatrix):
+            comma = _LEADING_COMMA.match(piece)
+            if comma:
+                groups[-1].append(",")
+                piece = piece[comma.end() :]
+            piece = _LEADING_SPACE.sub("", piece, count=1) if _LEADING_SPACE.match(piece) else piece
+            if piece.strip():
+                groups.append([piece])
+            else:
+                groups.append([])
+            continue
+        if isinstance(piece, _NumericMatrix) and groups[-1] and isinstance(groups[-1][-1], _NumericMatrix):
+            groups.append([])
+        groups[-1].append(piece)
+    groups = [g for g in groups if g]
+    # What follows the last matrix (a full stop) stays with it.
+    if len(groups) > 1 and not any(isinstance(p, _NumericMatrix) for p in groups[-1]):
+        groups[-2].extend(groups.pop())
+    return groups
+
+
+def _pieces_html(
+    pieces: Sequence[str | _NumericMatrix], display: bool, font_size_pt: float, text: bool
+) -> str:
     parts = []
-    for piece in _split_numeric_matrices(latex.strip()):
+    for piece in pieces:
         if isinstance(piece, _NumericMatrix):
             parts.append(matrix_table_html(piece.rows))
-        else:
-            parts.append(_svg_piece_cached(piece.strip(), display, float(font_size_pt)))
+            continue
+        source = piece.strip()
+        if source == ",":
+            parts.append(",")  # a comma after a matrix: plain text, no picture needed
+            continue
+        if text:
+            try:
+                parts.append(text_math_html(source, display=display))
+                continue
+            except Unsupported:
+                pass
+        parts.append(_svg_piece_cached(source, display, float(font_size_pt)))
     return "".join(parts)
 
 
@@ -550,13 +615,20 @@ def _shape(shape: Sequence[int] | int) -> tuple[int, int] | tuple[()]:
     return (dims[0], dims[1])
 
 
-def answer_grid_html(part_id: str, shape: Sequence[int] | int, *, label: str | None = None) -> str:
+def answer_grid_html(
+    part_id: str,
+    shape: Sequence[int] | int,
+    *,
+    label: str | None = None,
+    caption: str | None = None,
+) -> str:
     """Blank answer boxes for one asked part: one box per entry of its shape.
 
     ``shape`` is ``()`` for a scalar (one box), ``(n,)`` for a vector (one row of boxes) or
     ``(rows, cols)`` for a matrix (a bracketed grid). ``label`` is LaTeX shown before the
     boxes (for example ``"A ="``); the part id is printed small beside them, so that a
-    student can match the boxes to the submission file. The result is one HTML block
+    student can match the boxes to the submission file, or ``caption`` in its place (one
+    grid of several for a part: ``"q1.states, matrix 2"``). The result is one HTML block
     without blank lines; put it on its own lines in the Markdown::
 
         <div class="answer answer-matrix" data-part="q1.weights" data-rows="3"
@@ -579,7 +651,7 @@ def answer_grid_html(part_id: str, shape: Sequence[int] | int, *, label: str | N
     return (
         f'<div class="answer answer-{kind}" data-part="{part}" data-rows="{rows}" '
         f'data-cols="{cols}">{label_html}{grid}'
-        f'<span class="answer-part">{html.escape(part_id)}</span></div>'
+        f'<span class="answer-part">{html.escape(part_id if caption is None else caption)}</span></div>'
     )
 
 
@@ -625,21 +697,24 @@ def header_html(title: str, student_id: str, variant_code: str, *, name_line: bo
 # --------------------------------------------------------------------------- markdown
 
 
-def _markdown_parser(font_size_pt: float) -> MarkdownIt:
+def _markdown_parser(font_size_pt: float, text_math: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": True}).enable("table")
     md.use(dollarmath_plugin, double_inline=True, allow_digits=False)
 
     def inline(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-        return (
-            f'<span class="math">{math_html(tokens[idx].content, font_size_pt=font_size_pt)}</span>'
-        )
+        body = math_html(tokens[idx].content, font_size_pt=font_size_pt, text=text_math)
+        return f'<span class="math">{body}</span>'
 
     def display_in_text(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-        body = math_html(tokens[idx].content, display=True, font_size_pt=font_size_pt)
+        body = math_html(
+            tokens[idx].content, display=True, font_size_pt=font_size_pt, text=text_math
+        )
         return f'<span class="math-display">{body}</span>'
 
     def display(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-        body = math_html(tokens[idx].content, display=True, font_size_pt=font_size_pt)
+        body = math_html(
+            tokens[idx].content, display=True, font_size_pt=font_size_pt, text=text_math
+        )
         return f'<div class="math-display">{body}</div>\n'
 
     md.add_render_rule("math_inline", inline)
@@ -650,13 +725,19 @@ def _markdown_parser(font_size_pt: float) -> MarkdownIt:
 
 
 @lru_cache(maxsize=8)
-def _parser(font_size_pt: float) -> MarkdownIt:
-    return _markdown_parser(font_size_pt)
+def _parser(font_size_pt: float, text_math: bool = False) -> MarkdownIt:
+    return _markdown_parser(font_size_pt, text_math)
 
 
-def markdown_body_html(markdown: str, *, font_size_pt: float = FONT_SIZE_PT_DEFAULT) -> str:
-    """Markdown with math → the HTML that goes inside ``<body>``."""
-    return _expand_empty_grids(_parser(float(font_size_pt)).render(markdown))
+def markdown_body_html(
+    markdown: str, *, font_size_pt: float = FONT_SIZE_PT_DEFAULT, text_math: bool = False
+) -> str:
+    """Markdown with math → the HTML that goes inside ``<body>``.
+
+    ``text_math`` sets the math it can as HTML text rather than pictures (see
+    :func:`math_html`).
+    """
+    return _expand_empty_grids(_parser(float(font_size_pt), text_math).render(markdown))
 
 
 def markdown_to_html(
@@ -673,12 +754,35 @@ def markdown_to_html(
     ``header`` is HTML placed before the body (usually :func:`header_html`); the stylesheet
     (``templates/style.css``, page size applied) is embedded, and so is every picture.
     """
+    return html_document(
+        f"{header}\n{markdown_body_html(markdown)}",
+        title=title,
+        page_size=page_size,
+        lang=lang,
+        extra_css=extra_css,
+    )
+
+
+def html_document(
+    body: str,
+    *,
+    title: str = "",
+    page_size: str = "A4",
+    lang: str = "en",
+    extra_css: Iterable[str] = (),
+    body_class: str = "",
+) -> str:
+    """HTML for inside ``<body>`` → one self-contained document with the print stylesheet.
+
+    ``body_class`` names the kind of document (``"worksheet"``, ``"key"``) for the
+    stylesheet's rules that apply to one kind only.
+    """
     own_css = "\n".join([page_css(page_size), *extra_css])
-    body = markdown_body_html(markdown)
+    body_attr = f' class="{html.escape(body_class, quote=True)}"' if body_class else ""
     return (
         f'<!DOCTYPE html>\n<html lang="{html.escape(lang)}">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{html.escape(title)}</title>\n"
         f"<style {BASE_STYLE_MARKER}>\n{base_stylesheet_text()}\n</style>\n"
         f"<style>\n{own_css}\n</style>\n</head>\n"
-        f"<body>\n{header}\n{body}</body>\n</html>\n"
+        f"<body{body_attr}>\n{body}</body>\n</html>\n"
     )

@@ -17,7 +17,7 @@ import logging
 import multiprocessing
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -160,14 +160,22 @@ def _replace_atomically(target: Path, write: Any) -> None:
         raise
 
 
+#: What one PDF is made of: an HTML document, or several laid out one by one and joined.
+Html = str | Sequence[str]
+
+
 def render_pdf(
-    html: str,
+    html: Html,
     target: Path | str,
     *,
     page_size: str = "A4",
     image_cache: dict[str, Any] | None = None,
 ) -> PdfResult:
     """Write one HTML document to ``target`` as PDF (atomically); return what was written.
+
+    ``html`` may also be a sequence of documents (one per student): each is laid out on
+    its own, so it starts on a new page and counts its own pages ("Page 1 of 2") and
+    running strings, and their pages are joined into one PDF, fonts embedded once.
 
     ``image_cache`` is WeasyPrint's ``cache`` option: a dict shared by the documents of one
     batch, so that a formula every document shows is parsed as SVG once (about 5% of a
@@ -177,15 +185,28 @@ def render_pdf(
     weasyprint = weasyprint_module()
     target = Path(target)
     page_size_css(page_size)  # reject an unknown size before any work
-    html, sheets = _stylesheets(html, page_size)
+    documents = [html] if isinstance(html, str) else list(html)
+    if not documents:
+        raise ValueError(f"{target}: no document to render")
     options: dict[str, Any] = {} if image_cache is None else {"cache": image_cache}
+    if len(documents) > 1:
+        # One font configuration for every part: a face the parts share is embedded once.
+        options["font_config"] = weasyprint.text.fonts.FontConfiguration()
     with _collect_warnings() as warnings:
-        document = weasyprint.HTML(string=html).render(stylesheets=sheets, **options)
+        rendered = []
+        for one in documents:
+            source, sheets = _stylesheets(one, page_size)
+            rendered.append(weasyprint.HTML(string=source).render(stylesheets=sheets, **options))
+        document = (
+            rendered[0]
+            if len(rendered) == 1
+            else rendered[0].copy([page for part in rendered for page in part.pages])
+        )
         pages = len(document.pages)
         _replace_atomically(target, document.write_pdf)
         # A finished Document is a large object graph; keeping it alive made every later
         # render slower (the garbage collector kept walking it), so drop it now.
-        del document
+        del document, rendered
     return PdfResult(target, pages, tuple(warnings))
 
 
@@ -226,7 +247,7 @@ def _batch_gc() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _render_job(html: str, target: str, page_size: str) -> PdfResult:
+def _render_job(html: Html, target: str, page_size: str) -> PdfResult:
     try:
         return render_pdf(html, Path(target), page_size=page_size, image_cache=_worker_image_cache)
     except Exception as exc:
@@ -248,10 +269,32 @@ def _pool_context() -> Any:
     return None
 
 
+def _size(html: Html) -> int:
+    """How many documents a job lays out."""
+    return 1 if isinstance(html, str) else len(html)
+
+
+#: ``progress`` of :func:`render_pdfs`: a rich bar (True), none (False), or a function
+#: called with (documents laid out so far, documents in all) as the work goes on.
+Progress = bool | Callable[[int, int], None]
+
+
 @contextmanager
-def _progress_bar(enabled: bool, total: int) -> Iterator[Any]:
+def _progress_bar(enabled: Progress, total: int) -> Iterator[Callable[[int], None]]:
+    """A function to call with the number of documents just finished."""
+    done = 0
+    if callable(enabled):
+        report = enabled
+
+        def advance(n: int) -> None:
+            nonlocal done
+            done += n
+            report(done, total)
+
+        yield advance
+        return
     if not enabled:
-        yield lambda: None
+        yield lambda n: None
         return
     from rich.progress import (
         BarColumn,
@@ -271,22 +314,28 @@ def _progress_bar(enabled: bool, total: int) -> Iterator[Any]:
     )
     with Progress(*columns, transient=False) as progress:
         task = progress.add_task("PDF", total=total)
-        yield lambda: progress.advance(task)
+        yield lambda n: progress.advance(task, n)
 
 
 def render_pdfs(
-    jobs: Sequence[tuple[str, Path | str]],
+    jobs: Sequence[tuple[Html, Path | str]],
     *,
     page_size: str = "A4",
     workers: int | None = None,
-    progress: bool = True,
+    progress: Progress = True,
 ) -> list[PdfResult]:
     """Write each ``(html, target)`` job as a PDF; results come back in job order.
 
-    Documents render in a pool of ``workers`` processes (default: every core this
-    process may use); a few documents, or ``workers=1``, render in this process.
-    ``progress`` shows a rich progress bar. WeasyPrint's warnings are collected per
-    document (:attr:`PdfResult.warnings`) and logged here once each. The first failure
+    A job's ``html`` is one document or a sequence of documents joined into one PDF (see
+    :func:`render_pdf`). Documents render in a pool of ``workers`` processes (default:
+    every core this process may use); a few documents, or ``workers=1``, render in this
+    process. A joined job is laid out by one worker (its pages must be joined in one
+    process), so the jobs with the most documents start first: the key of a class runs
+    beside the worksheets instead of after them.
+
+    ``progress`` shows a rich progress bar of documents laid out, or is a function called
+    with ``(done, total)`` documents as they finish. WeasyPrint's warnings are collected
+    per document (:attr:`PdfResult.warnings`) and logged here once each. The first failure
     cancels the documents not yet started and raises :class:`PdfRenderError`.
     """
     weasyprint_module()  # fail with the install hint before starting any process
@@ -294,17 +343,18 @@ def render_pdfs(
     # Parsed here, so that forked workers start with them.
     _base_css()
     _page_size_css(page_size)
-    jobs = [(html, Path(target)) for html, target in jobs]
-    targets = [t.resolve() for _, t in jobs]
+    jobs_ = [(html, Path(target)) for html, target in jobs]
+    targets = [t.resolve() for _, t in jobs_]
     if len(set(targets)) != len(targets):
         raise ValueError("two jobs write the same PDF file")
-    n_workers = min(workers or _default_workers(), len(jobs))
-    results: list[PdfResult | None] = [None] * len(jobs)
+    total = sum(_size(html) for html, _ in jobs_)
+    n_workers = min(workers or _default_workers(), total)
+    results: list[PdfResult | None] = [None] * len(jobs_)
 
-    if n_workers <= 1 or len(jobs) < POOL_MIN_JOBS:
+    if n_workers <= 1 or total < POOL_MIN_JOBS:
         image_cache: dict[str, Any] = {}
-        with _batch_gc(), _progress_bar(progress, len(jobs)) as advance:
-            for i, (html, target) in enumerate(jobs):
+        with _batch_gc(), _progress_bar(progress, total) as advance:
+            for i, (html, target) in enumerate(jobs_):
                 try:
                     results[i] = render_pdf(
                         html, target, page_size=page_size, image_cache=image_cache
@@ -313,8 +363,9 @@ def render_pdfs(
                     raise
                 except Exception as exc:
                     raise PdfRenderError(f"{target}: {type(exc).__name__}: {exc}") from exc
-                advance()
+                advance(_size(html))
     else:
+        order = sorted(range(len(jobs_)), key=lambda i: -_size(jobs_[i][0]))
         # Submit everything before the progress bar starts its refresh thread: the pool's
         # workers are forked at the first submit, and a fork should not copy a live thread.
         with ProcessPoolExecutor(
@@ -324,10 +375,9 @@ def render_pdfs(
             initargs=(page_size,),
         ) as pool:
             futures: dict[Future[PdfResult], int] = {
-                pool.submit(_render_job, html, str(target), page_size): i
-                for i, (html, target) in enumerate(jobs)
+                pool.submit(_render_job, jobs_[i][0], str(jobs_[i][1]), page_size): i for i in order
             }
-            with _progress_bar(progress, len(jobs)) as advance:
+            with _progress_bar(progress, total) as advance:
                 pending = set(futures)
                 while pending:
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -337,8 +387,9 @@ def render_pdfs(
                             for other in pending:
                                 other.cancel()
                             raise error
-                        results[futures[future]] = future.result()
-                        advance()
+                        i = futures[future]
+                        results[i] = future.result()
+                        advance(_size(jobs_[i][0]))
 
     final = [r for r in results if r is not None]
     for result in final:

@@ -1,0 +1,278 @@
+"""The typeset documents of a worksheet set: a student's worksheet with answer boxes, the
+instructor's key with one student per page, and the class printout.
+
+The problems and solutions are the family templates that the Markdown files use (a user's
+``--templates`` included, rendered in the same sandbox), typeset by
+:mod:`qkvquiz.render.html`. What only paper needs is added here, after the Markdown has
+become HTML, so that the templates and the Markdown worksheet stay as they are:
+
+* a header with a line for the name, the student id and the variant code
+  (:func:`~qkvquiz.render.html.header_html`; the footer of every page repeats the id);
+* under each asked part an answer area of the part's shape: one box for a number, a row
+  for a vector, a bracketed grid for a matrix, one grid per matrix for a stack
+  (:func:`answer_area_html`). It goes right after the sentence that names the part's id
+  (every bundled template writes ``part `q1.scores```), or, for a template that names
+  no id, at the end of its problem (:func:`place_answer_areas`).
+
+An answer area is drawn from the part's id, shape and symbol alone, never from a value,
+so a student's pages show nothing that the Markdown worksheet does not.
+
+A PDF of several students (the key, the class printout) is a list of documents, one per
+student, that :func:`qkvquiz.render.pdf.render_pdfs` lays out one by one and joins: every
+student starts on a new page, and page numbers and running headers count per student.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from markdown_it.common.utils import escapeHtml
+
+from ..worksheet import Worksheet
+from .form import where
+from .html import answer_grid_html, header_html, html_document, markdown_body_html
+from .latex import num
+from .markdown import render_items
+
+#: Boxes per row and rows per grid; a larger part is split into several grids (a 16-wide
+#: row of 1.6 cm boxes would not fit on the page, nor could a student write in 1 cm boxes).
+ANSWER_TILE = 8
+#: Extra CSS of the HTML worksheet when it is read on a screen rather than printed.
+SCREEN_CSS = "@media screen { body { max-width: 52rem; margin: 1rem auto; padding: 0 1rem; } }"
+#: The printed worksheet's word on how answers are given (the Markdown's sentence is about
+#: the submission file alone).
+HAND_IN_NOTE = (
+    "Write each answer in its boxes, a matrix row by row. The small grey name beside the "
+    "boxes is the part's name in <code>submission.json</code>, if you hand in your answers "
+    "as a file."
+)
+
+
+# --------------------------------------------------------------------------- answer areas
+
+
+def _ranges(n: int) -> list[range]:
+    return [range(lo, min(lo + ANSWER_TILE, n)) for lo in range(0, n, ANSWER_TILE)]
+
+
+def _span(word: str, r: range, n: int) -> str:
+    """``"columns 9–16"`` for a tile of a larger side; ``""`` when the tile is the whole side."""
+    if len(r) == n:
+        return ""
+    if len(r) == 1:
+        return f"{word.rstrip('s')} {r.start + 1}"
+    return f"{word} {r.start + 1}\u2013{r.stop}"
+
+
+def answer_area_html(part_id: str, shape: Sequence[int], symbol: str) -> str:
+    """The boxes for one asked part, labelled ``symbol =`` (LaTeX) and the part id.
+
+    A number is one box, a vector a row of boxes, a matrix a bracketed grid. A stack of
+    matrices (one per head, chunk or time step) is one grid per matrix, side by side where
+    they fit, each captioned with the grader's name for it (``q1.states, matrix 2``). A side
+    longer than :data:`ANSWER_TILE` is cut into grids of at most that many boxes
+    (``q1.dQ, columns 9–16``), so that every box stays big enough to write in.
+    """
+    shape = tuple(int(n) for n in shape)
+    label = f"{symbol} ="
+    fits = len(shape) <= 2 and all(n <= ANSWER_TILE for n in shape)
+    if fits:
+        return answer_grid_html(part_id, shape, label=label)
+    if len(shape) == 1:
+        shape2 = (1, shape[0])
+    else:
+        shape2 = shape[-2:]
+    grids = []
+    for lead in itertools.product(*(range(n) for n in shape[:-2])):
+        for rows in _ranges(shape2[0]):
+            for cols in _ranges(shape2[1]):
+                words = [
+                    where(lead, len(shape)) if lead else "",
+                    "" if len(shape) == 1 else _span("rows", rows, shape2[0]),
+                    _span("entries" if len(shape) == 1 else "columns", cols, shape2[1]),
+                ]
+                tile: tuple[int, ...] = (len(cols),) if len(shape) == 1 else (len(rows), len(cols))
+                grids.append(
+                    answer_grid_html(
+                        part_id,
+                        tile,
+                        label=label if not grids else None,
+                        caption=", ".join([part_id, *(w for w in words if w)]),
+                    )
+                )
+    part = html.escape(part_id, quote=True)
+    return f'<div class="answer-set" data-part="{part}">{"".join(grids)}</div>'
+
+
+def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> str:
+    """Put each ``(part_id, area_html)`` after the sentence that names the part.
+
+    The sentence is the list item or paragraph holding ``<code>part_id</code>``, as every
+    bundled template writes it; areas follow one another in the order of the parts. An
+    area whose part is not named anywhere goes at the end of the problem.
+    """
+    out = problem_html
+    cursor = 0
+    unplaced: list[str] = []
+    for part_id, area in areas:
+        needle = f"<code>{escapeHtml(part_id)}</code>"
+        at = out.find(needle, cursor)
+        if at < 0:
+            at = out.find(needle)
+        if at < 0:
+            unplaced.append(area)
+            continue
+        after = at + len(needle)
+        ends = [(i, tag) for tag in ("</li>", "</p>") if (i := out.find(tag, after)) >= 0]
+        if not ends:
+            unplaced.append(area)
+            continue
+        end, tag = min(ends)
+        # In a list item the boxes stay inside it (indented under its bullet); after a
+        # paragraph they follow it.
+        insert = end if tag == "</li>" else end + len(tag)
+        out = out[:insert] + area + out[insert:]
+        cursor = insert + len(area)
+    if unplaced:
+        out += '<div class="answers">' + "".join(unplaced) + "</div>"
+    return out
+
+
+def problem_areas(ws: Worksheet, student: int) -> list[list[tuple[str, str]]]:
+    """Each item's answer areas for one student: ``(part_id, html)`` in the order asked."""
+    out = []
+    for item, env in zip(ws.spec.items, ws.envs):
+        areas = []
+        for part in item.parts:
+            shape = np.shape(env[part.step][student])
+            symbol = item.family.step(part.step).symbol
+            areas.append((part.id, answer_area_html(part.id, shape, symbol)))
+        out.append(areas)
+    return out
+
+
+# --------------------------------------------------------------------------- worksheets
+
+
+def worksheet_body_html(ws: Worksheet, student: int, *, templates: str | Path | None = None) -> str:
+    """One student's worksheet as the HTML inside ``<body>``: header, instructions, each
+    problem (a ``<section class="problem">``) with its answer areas."""
+    parts = [header_html(ws.spec.title, ws.students[student], ws.codes[student])]
+    if ws.spec.instructions:
+        parts.append(markdown_body_html(ws.spec.instructions))
+    parts.append(f'<p class="hand-in">{HAND_IN_NOTE}</p>')
+    problems = render_items(ws, student, "problem", templates=templates)
+    for markdown, areas in zip(problems, problem_areas(ws, student)):
+        body = place_answer_areas(markdown_body_html(markdown), areas)
+        parts.append(f'<section class="problem">\n{body}</section>')
+    return "\n".join(parts) + "\n"
+
+
+def worksheet_document(
+    ws: Worksheet,
+    student: int,
+    *,
+    page_size: str = "A4",
+    templates: str | Path | None = None,
+    screen: bool = False,
+) -> str:
+    """One student's worksheet as a self-contained HTML document, ready to print.
+
+    ``screen`` adds a reading width for a browser window (the ``worksheet.html`` file);
+    the PDF leaves it out.
+    """
+    return html_document(
+        worksheet_body_html(ws, student, templates=templates),
+        title=f"{ws.spec.title} ({ws.students[student]})",
+        page_size=page_size,
+        extra_css=[SCREEN_CSS] if screen else [],
+        body_class="worksheet",
+    )
+
+
+def class_documents(
+    ws: Worksheet, *, page_size: str = "A4", templates: str | Path | None = None
+) -> list[str]:
+    """Every student's worksheet, in roster order: the documents of the class printout."""
+    return [
+        worksheet_document(ws, i, page_size=page_size, templates=templates)
+        for i in range(len(ws.students))
+    ]
+
+
+# --------------------------------------------------------------------------- the key
+
+
+def _seed_sentence(ws: Worksheet, n: int) -> str:
+    reproducible = (
+        ""
+        if ws.keyed
+        else " (variants are reproducible by anyone who knows the spec and this seed)"
+    )
+    return (
+        f"Seed <code>{html.escape(ws.seed)}</code>{reproducible}. {n} student{'s' if n != 1 else ''}, "
+        f"{num(ws.spec.points, 2)} points each."
+    )
+
+
+def key_cover_document(
+    ws: Worksheet, students: Sequence[int] | None = None, *, page_size: str = "A4"
+) -> str:
+    """The key's first page: title, seed, and the students in the order their pages follow."""
+    chosen = range(len(ws.students)) if students is None else students
+    roster = "".join(
+        f'<li><span class="roster-id">{html.escape(ws.students[i])}</span> '
+        f'<span class="roster-code">{html.escape(ws.codes[i])}</span></li>'
+        for i in chosen
+    )
+    body = (
+        '<header class="sheet-header">'
+        f'<h1 class="sheet-title">Answer key: {html.escape(ws.spec.title)}</h1></header>\n'
+        f"<p>{_seed_sentence(ws, len(chosen))}</p>\n"
+        "<p>Each student's answers and worked steps start on a new page, in this order "
+        "(student id, variant); the PDF's bookmarks lead to each.</p>\n"
+        f'<ol class="key-roster">{roster}</ol>\n'
+    )
+    return html_document(
+        body, title=f"{ws.spec.title}: answer key", page_size=page_size, body_class="key-cover"
+    )
+
+
+def key_student_document(
+    ws: Worksheet, student: int, *, page_size: str = "A4", templates: str | Path | None = None
+) -> str:
+    """One student's part of the key: their problems, answers and worked steps.
+
+    Every page of it names the student at the top and in the footer.
+    """
+    sid = ws.students[student]
+    parts = [header_html(f"{ws.spec.title}: answer key", sid, ws.codes[student], name_line=False)]
+    problems = render_items(ws, student, "problem", templates=templates)
+    solutions = render_items(ws, student, "solution", templates=templates)
+    for problem, solution in zip(problems, solutions):
+        parts.append(f'<section class="key-problem">\n{markdown_body_html(problem + chr(10) + solution, text_math=True)}</section>')
+    return html_document(
+        "\n".join(parts) + "\n",
+        title=f"{ws.spec.title}: answer key ({sid})",
+        page_size=page_size,
+        body_class="key",
+    )
+
+
+def key_documents(
+    ws: Worksheet,
+    students: Sequence[int] | None = None,
+    *,
+    page_size: str = "A4",
+    templates: str | Path | None = None,
+) -> list[str]:
+    """The documents of ``key.pdf``: the cover, then each student's answers (roster order)."""
+    chosen = range(len(ws.students)) if students is None else students
+    return [
+        key_cover_document(ws, chosen, page_size=page_size),
+        *(key_student_document(ws, i, page_size=page_size, templates=templates) for i in chosen),
+    ]
