@@ -6,8 +6,9 @@
 The spec is one page per student: a dot product of one query and one key, and a causal
 attention layer of 3 tokens (scores, weights, output). ``generate_set`` solves every
 variant, writes the Markdown files and blank submissions, and renders each student's
-``worksheet.pdf`` (header, givens, answer boxes) and ``key.pdf`` (a cover, then each
-student's answers with worked steps from a new page), and ``class.pdf`` on request.
+``worksheet.pdf`` (header, givens, answer boxes) and key (``keys/<id>.pdf``: answers with
+worked steps), as separate PDFs; with ``--class-pdf`` also the combined ``key.pdf`` and
+``class.pdf``.
 
 Prints a table: students, PDFs, pages, wall-clock and CPU seconds (this process and the
 pool's workers), per student; then the load average before and after. CPU time divided by
@@ -100,8 +101,10 @@ def main() -> None:
             )
             wall, cpu = time.perf_counter() - wall0, _cpu_seconds() - cpu0
         sheets = [result.folders[s] / "worksheet.pdf" for s in result.worksheet.students]
-        files = {"worksheets": sheets, "key.pdf": [out / "key.pdf"]}
+        keys = [out / "keys" / f"{result.folders[s].name}.pdf" for s in result.worksheet.students]
+        files = {"worksheets": sheets, "keys": keys}
         if args.class_pdf:
+            files["key.pdf"] = [out / "key.pdf"]
             files["class.pdf"] = [out / "class.pdf"]
         pages = {name: sum(_pages(p) for p in paths) for name, paths in files.items()}
     load_after = os.getloadavg()

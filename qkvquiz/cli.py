@@ -134,7 +134,7 @@ def generate(
         "--format", "-f",
         help="Students' files, comma-separated: md (worksheet.md), html (worksheet.html with answer "
              "boxes, and answer-form.html, a page that saves the submission file), pdf (worksheet.pdf "
-             "per student and key.pdf, one student per page; needs WeasyPrint's system libraries).",
+             "per student and keys/STUDENT.pdf, each student's key; needs WeasyPrint's system libraries).",
     )] = "md",
     secret_file: Annotated[Optional[Path], typer.Option(
         "--secret-file", help=f"Instructor secret (made by `qkvquiz init`) that keys every variant, so that "
@@ -145,8 +145,8 @@ def generate(
     page_size: Annotated[str, typer.Option(
         "--page-size", help="Page size of the html and pdf files: a4 or letter.")] = "a4",
     class_pdf: Annotated[bool, typer.Option(
-        "--class-pdf", help="With --format pdf, also write class.pdf: every worksheet in one file for "
-        "printing, each student starting on a new page.")] = False,
+        "--class-pdf", help="With --format pdf, also write class.pdf (every worksheet in one file for "
+        "printing, each student on a new page) and key.pdf (a cover, then every student's key).")] = False,
     workers: Annotated[Optional[int], typer.Option(
         min=1, help="Processes that render PDFs (default: every core).")] = None,
 ) -> None:

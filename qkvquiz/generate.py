@@ -184,16 +184,23 @@ def _write_pdfs(
     progress: Callable[[int, int], None] | None,
     workers: int | None,
 ) -> None:
-    """Every student's ``worksheet.pdf``, the instructor's ``key.pdf`` (one student per page)
-    and, if asked, ``class.pdf``, in one batch on a process pool."""
+    """Every student's ``worksheet.pdf`` and key (``keys/<name>.pdf``), in one batch on a process
+    pool; with ``class_pdf`` also ``class.pdf`` (every worksheet) and ``key.pdf`` (a cover, then
+    every student's key) for printing.
+
+    Separate files render in parallel; a combined file is laid out by one worker, so the
+    combined files are on request (they are the long pole for a large class).
+    """
     pdf = importlib.import_module(_PDF_MODULE)
-    from .render.documents import key_documents, worksheet_document
+    from .render.documents import key_documents, key_student_document, worksheet_document
 
     sheets = [worksheet_document(ws, i, page_size=page_size, templates=templates) for i in range(len(ws.students))]
     jobs: list[tuple[str | list[str], Path]] = [(sheet, folders[s] / "worksheet.pdf") for sheet, s in zip(sheets, ws.students)]
-    jobs.append((key_documents(ws, page_size=page_size, templates=templates), out / "key.pdf"))
-    if class_pdf:
-        jobs.append((sheets, out / "class.pdf"))
+    if class_pdf:  # the long jobs first, so that the pool's other workers fill in around them
+        jobs[:0] = [(key_documents(ws, page_size=page_size, templates=templates), out / "key.pdf"),
+                    (sheets, out / "class.pdf")]
+    jobs += [(key_student_document(ws, i, page_size=page_size, templates=templates), out / "keys" / f"{folders[s].name}.pdf")
+             for i, s in enumerate(ws.students)]
     try:
         pdf.render_pdfs(jobs, page_size=page_size, workers=workers,
                         progress=progress if progress is not None else False)

@@ -203,7 +203,7 @@ def test_the_class_pdf_is_every_worksheet_each_from_a_new_page(made) -> None:
 def test_page_size(size: str, points: str, tmp_path: Path) -> None:
     spec = parse_spec({"title": "Size", "items": ITEMS[:1]})
     result = generate_set(spec, ["ada"], tmp_path, formats="pdf", page_size=size)
-    for pdf in (result.folders["ada"] / "worksheet.pdf", tmp_path / "key.pdf"):
+    for pdf in (result.folders["ada"] / "worksheet.pdf", tmp_path / "keys" / "ada.pdf"):
         assert f"Page size:       {points}" in run("pdfinfo", str(pdf))
 
 
@@ -224,7 +224,7 @@ def test_the_cli_renders_pdfs_with_a_progress_report_and_a_class_pdf(tmp_path: P
 def test_progress_counts_documents_up_to_the_total(tmp_path: Path) -> None:
     calls: list[tuple[int, int]] = []
     generate_set(SPEC, STUDENTS, tmp_path, formats="pdf", workers=1, pdf_progress=lambda d, t: calls.append((d, t)))
-    total = len(STUDENTS) + len(STUDENTS) + 1  # worksheets; the key's cover and students
+    total = len(STUDENTS) + len(STUDENTS)  # worksheets; each student's key
     assert calls[-1] == (total, total)
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
 
@@ -353,3 +353,17 @@ def test_matrices_side_by_side_may_wrap_between_them_but_never_inside() -> None:
         assert group.count('class="bmat"') == 1
     assert groups[0].endswith("</span></span>,</span>")  # the comma stays with Q's matrix
     assert "math-group" not in math_html(latex)  # inline math is never cut
+
+
+@needs_pdf
+def test_each_student_has_a_key_pdf_of_their_own_and_combined_files_are_on_request(made, tmp_path: Path) -> None:
+    for student in made.worksheet.students:
+        own = made.out / "keys" / f"{made.folders[student].name}.pdf"
+        text = run("pdftotext", str(own), "-")
+        assert f"Student {student}" in text
+        assert not any(f"Student {other} " in text for other in made.worksheet.students if other != student)
+    spec = parse_spec({"title": "Alone", "items": ITEMS[:1]})
+    result = generate_set(spec, ["ada"], tmp_path / "alone", formats="pdf")
+    assert (tmp_path / "alone" / "keys" / "ada.pdf").is_file()
+    assert not (tmp_path / "alone" / "key.pdf").exists() and not (tmp_path / "alone" / "class.pdf").exists()
+    assert result.folders["ada"].joinpath("worksheet.pdf").is_file()
