@@ -230,5 +230,5 @@ def test_pdf_format_prints_the_worksheet_and_key_where_the_renderer_is_installed
     result = generate_set(parse_spec({"title": "T", "items": ITEMS[:1]}), ["ada"], tmp_path, formats="pdf")
     folder = result.folders["ada"]
     assert sorted(p.name for p in folder.iterdir()) == ["submission.json", "worksheet.pdf"]
-    for path in (folder / "worksheet.pdf", tmp_path / "key.pdf"):
+    for path in (folder / "worksheet.pdf", tmp_path / "keys" / "ada.pdf"):
         assert path.read_bytes().startswith(b"%PDF-")
