@@ -30,7 +30,7 @@ app = typer.Typer(
         "Write, render and grade exercises on transformer attention math.\n\n"
         "Typical term: `qkvquiz generate SPEC --students 30 --out week3` writes one worksheet and a "
         "blank submission.json per student plus key.json/key.md for you; students fill in their "
-        "submission.json; `qkvquiz grade week3/key.json week3/students --out week3/grades` scores them."
+        "submission.json; `qkvquiz grade week3/key.json week3/submissions --out week3/grades` scores the folder of their files."
     ),
     no_args_is_help=True,
     rich_markup_mode="markdown",
@@ -232,7 +232,7 @@ def generate(
             raise  # a bug in qkvquiz itself: keep the traceback
         _fail(f"a template from {templates} failed: {type(exc).__name__}: {exc}")
     console.print(
-        f"Wrote {len(ids)} worksheets of [bold]{escape(parsed.title)}[/] ({len(parsed.items)} problems, "
+        f"Wrote {len(ids)} worksheet{'s' if len(ids) != 1 else ''} of [bold]{escape(parsed.title)}[/] ({len(parsed.items)} problems, "
         f"{parsed.points:g} points; {', '.join(chosen)}) to {escape(str(out))}/students/, and the key to {escape(str(result.key_path))}.",
         highlight=False,
     )

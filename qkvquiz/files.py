@@ -156,7 +156,8 @@ def read_roster(path: str | Path) -> list[str]:
         header = {h.strip().lower(): h for h in (rows[0].keys() if rows else [])}
         column = header.get("student") or header.get("id")
         if column is None:
-            raise ValueError(f"{path}: a CSV roster needs a 'student' or 'id' column")
+            found = ", ".join(repr(h) for h in header.values()) or "none"
+            raise ValueError(f"{path}: a CSV roster needs a 'student' or 'id' column (found: {found})")
         ids = [(row.get(column) or "").strip() for row in rows]
         # Row i comes from kept line i + 1, unless a quoted field spans lines.
         numbers = [n for n, _ in kept[1:]] if len(kept) == len(ids) + 1 else range(2, len(ids) + 2)

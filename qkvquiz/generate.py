@@ -137,7 +137,7 @@ def generate_set(
         _check_pdf()
     key_path = out / "key.json"
     if key_path.exists() and not force:
-        raise FileExistsError(f"{key_path} exists; choose another folder or pass force=True (--force)")
+        raise FileExistsError(f"{key_path} exists; choose another folder or use --force (force=True) to replace it")
     ws = build_worksheet(spec, students, seed, secret=secret, xp=xp)
     if "html" in formats:
         from .render.documents import worksheet_document
@@ -156,11 +156,11 @@ def generate_set(
         write_atomic(folder / "submission.json", dumps(blank_submission(ws, i)))
         if progress is not None:
             progress()
-    write_atomic(out / "key.md", key_markdown(ws, templates=templates))
+    write_atomic(out / "key.md", key_markdown(ws, templates=templates), private=True)
     if "pdf" in formats:
         _write_pdfs(ws, folders, out, page_size=page_size, templates=templates, class_pdf=class_pdf,
                     progress=pdf_progress, workers=workers)
-    write_atomic(key_path, dumps(key_to_json(ws)))
+    write_atomic(key_path, dumps(key_to_json(ws)), private=True)  # the key: the instructor's eyes only
     return GeneratedSet(ws, out, folders, formats)
 
 

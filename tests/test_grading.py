@@ -190,3 +190,11 @@ def test_an_unknown_student_id_close_to_a_known_one_gets_a_suggestion():
     sub = Submission("x.json", "linsu", doc["students"][0]["answers"])
     (problem,) = grade(key, [sub]).problems
     assert "did you mean 'linus'" in problem.message
+
+
+def test_an_unreadable_answer_is_kept_as_handed_in():
+    key, doc = make_key()
+    subs = submissions_from(doc)
+    subs[1].answers["q3.output"][0][1] = "banana"
+    part = by_part(grade(key, subs).results[1])["q3.output"]
+    assert part.verdict == "format" and part.given[0][1] == "banana"

@@ -751,3 +751,14 @@ def test_results_csv_does_not_depend_on_the_order_of_the_files(tmp_path):
     key, files = graded_class(tmp_path)
     report = grade_files(load_key(key), list(reversed(files)))
     assert results_csv(report) == results_csv(grade_files(load_key(key), files))
+
+
+def test_student_files_get_ordinary_permissions_and_the_key_stays_private(tmp_path):
+    old = os.umask(0o022)
+    try:
+        result = generate_set(parse_spec({"title": "T", "items": [{"family": "attention.scores"}]}), ["ada"], tmp_path)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((result.folders["ada"] / "worksheet.md").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "key.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "key.md").stat().st_mode) == 0o600

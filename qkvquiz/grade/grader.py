@@ -248,6 +248,8 @@ def submission_from_bytes(raw: bytes, source: str) -> Submission:
     except _Refused as exc:
         raise ValueError(str(exc)) from None
     except json.JSONDecodeError as exc:
+        if not text.strip():
+            raise ValueError("the file is empty") from None
         raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
     except RecursionError:  # the nesting check above should make this unreachable
         raise ValueError(f"lists and objects are nested too deeply; at most {MAX_NESTING} levels are allowed") from None
@@ -474,6 +476,7 @@ class Column:
     readable: np.ndarray  # bool (students,)
     problems: dict[int, tuple[str, str]]  # student position -> ("missing" | "format", message)
     notes: dict[int, str] = field(default_factory=dict)  # student position -> a remark on a readable answer
+    raw: dict[int, Any] = field(default_factory=dict)  # student position -> an unreadable answer, as handed in
 
 
 def read_column(answers: Sequence[Any], shape: tuple[int, ...]) -> Column:
@@ -488,6 +491,7 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...]) -> Column:
     readable = np.zeros(len(answers), dtype=bool)
     problems: dict[int, tuple[str, str]] = {}
     notes: dict[int, str] = {}
+    raw: dict[int, Any] = {}
     for j, answer in enumerate(answers):
         if answer is None:
             problems[j] = ("missing", "no answer given")
@@ -505,13 +509,14 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...]) -> Column:
                 arr = parse_answer(answer, shape)
             except AnswerFormatError as exc:
                 problems[j] = ("format", str(exc))
+                raw[j] = answers[j].tolist() if isinstance(answers[j], np.ndarray) else answers[j]
                 notes.pop(j, None)
                 continue
         if blank is not None:
             arr[blank] = np.nan  # an empty box never passes
         values[j] = arr
         readable[j] = True
-    return Column(values, readable, problems, notes)
+    return Column(values, readable, problems, notes, raw)
 
 
 def _blank_boxes(answer: Any, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -691,6 +696,7 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
             r.verdict, r.message = column.problems[j]
             if r.verdict == "format":
                 r.score = points * item.credit.format_error
+                r.given = column.raw.get(j)  # kept as handed in, so a regrade request can be checked
         else:
             r.given, r.entry_ok, r.correct_entries = given[j], entry_ok[j], correct_entries[j]
             if check.right[j]:
