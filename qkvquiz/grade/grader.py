@@ -509,7 +509,7 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...]) -> Column:
                 arr = parse_answer(answer, shape)
             except AnswerFormatError as exc:
                 problems[j] = ("format", str(exc))
-                raw[j] = answers[j].tolist() if isinstance(answers[j], np.ndarray) else answers[j]
+                raw[j] = _as_handed_in(answers[j])
                 notes.pop(j, None)
                 continue
         if blank is not None:
@@ -517,6 +517,17 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...]) -> Column:
         values[j] = arr
         readable[j] = True
     return Column(values, readable, problems, notes, raw)
+
+
+def _as_handed_in(value: Any) -> Any:
+    """An unreadable answer as JSON can hold it: arrays as lists, NaN and ±∞ floats as text."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_as_handed_in(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    return value
 
 
 def _blank_boxes(answer: Any, shape: tuple[int, ...]) -> np.ndarray | None:
