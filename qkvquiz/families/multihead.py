@@ -19,7 +19,7 @@ from ..engine.backend import swap
 from ..engine.multihead import merge_heads, split_heads
 from ..engine.projection import linear
 from ..seeding import Draw
-from .attention import SATURATED
+from .attention import SATURATED, WEIGHTS_INVARIANTS
 from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, int_range
 
 
@@ -109,7 +109,8 @@ MULTIHEAD = Family(
         ),
         Step(
             "weights", "A^{(h)}", r"A^{(h)} = \operatorname{softmax}(S^{(h)})", "Compute every head's attention weights, row by row",
-            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",),
+            # Each head's rows sum to 1; with no mask the row check broadcasts over the head axis.
+            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
         ),
         Step(
             "heads", "Z^{(h)}", r"Z^{(h)} = A^{(h)} V^{(h)}", "Compute every head's output",
