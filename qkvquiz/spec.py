@@ -236,8 +236,11 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
     raw_params = raw.get("params") or {}
     if not isinstance(raw_params, Mapping):
         raise SpecError(source, f"{where} field 'params'", "must be a mapping of param: value")
+    params = _params(family, raw_params, source, where)
     fixed = _fixed(raw.get("givens"), family, source, where)
-    params = _params(family, {**raw_params, **_implied(family, fixed, raw_params, source, where)}, source, where)
+    settled = _settled(family, fixed, params, frozenset(raw_params), source, where)
+    if settled:
+        params = _params(family, {**raw_params, **settled}, source, where)
 
     points = raw.get("points", 1)
     if isinstance(points, bool) or not isinstance(points, (int, float)) or not 0 < points < float("inf"):
@@ -274,24 +277,18 @@ def _params(family: Family, raw_params: Mapping[str, Any], source: str, where: s
         raise SpecError(source, f"{where} field {field_name!r}", str(exc)) from None
 
 
-def _implied(
-    family: Family, fixed: Mapping[str, np.ndarray], raw_params: Mapping[str, Any], source: str, where: str
+def _settled(
+    family: Family, fixed: Mapping[str, np.ndarray], params: Params, written: frozenset, source: str, where: str
 ) -> dict[str, Any]:
-    """Params settled by the fixed givens (a hand-written mask is the explicit mask kind).
-
-    A param written in the spec with another value contradicts the fixed given: refused.
-    """
-    implied: dict[str, Any] = {}
+    """Params the fixed givens decide (a hand-written mask is the explicit mask kind)."""
+    settled: dict[str, Any] = {}
     for given in family.givens:
-        if given.name not in fixed:
-            continue
-        for param, value in given.implies:
-            if param in raw_params and raw_params[param] != value:
-                raise SpecError(source, f"{where} field 'params.{param}'",
-                                f"a fixed {given.name} needs {param}: {value} (or leave {param} out), "
-                                f"got {raw_params[param]!r}")
-            implied[param] = value
-    return implied
+        if given.name in fixed and given.settles is not None:
+            try:
+                settled.update(given.settles(fixed[given.name], params, written))
+            except ValueError as exc:
+                raise SpecError(source, f"{where} field 'givens.{given.name}'", str(exc)) from None
+    return settled
 
 
 def _rejects(family: Family, key: str, value: Any) -> bool:

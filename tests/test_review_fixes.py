@@ -60,7 +60,7 @@ def test_a_fixed_mask_makes_the_other_attention_families_masked_too(family):
 
 def test_a_fixed_mask_contradicting_the_written_mask_kind_is_refused():
     refused({"family": "attention.weights", "params": {"mask": "causal"}, "givens": {"mask": README_MASK}},
-            "params.mask", "mask: random")
+            "givens.mask", "mask: random")
     # Writing the explicit kind itself is fine.
     one_item({"family": "attention.weights", "params": {"mask": "random"}, "givens": {"mask": README_MASK}})
 
@@ -69,6 +69,26 @@ def test_masked_attention_refuses_a_hand_written_mask_and_names_the_families_tha
     refused({"family": "attention.masked", "params": {"mask": "causal"},
              "givens": {"mask": [[1, 1, 1], [1, 1, 1], [0, 1, 1]]}},
             "givens.mask", "use attention.weights or attention.output")
+
+
+@pytest.mark.parametrize("family, params, mask", [
+    # An audit fixes every given: the mask of the item's own kind keeps that kind.
+    ("attention.weights", {"mask": "causal"}, [[1, 0, 0], [1, 1, 0], [1, 1, 1]]),
+    ("attention.output", {}, [[1, 1, 1], [1, 1, 1], [1, 1, 1]]),
+    ("backprop.attention", {"tokens": 4, "mask": "padding", "padded": 1}, [[1, 1, 1, 0]] * 4),
+    ("attention.masked", {"mask": "causal"}, [[1, 0, 0], [1, 1, 0], [1, 1, 1]]),
+    ("attention.masked", {"mask": "causal_padding", "tokens": 4, "padded": 2},
+     [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0]]),
+])
+def test_a_fixed_mask_equal_to_the_kinds_own_mask_keeps_the_kind(family, params, mask):
+    item = one_item({"family": family, "params": params, "givens": {"mask": mask}}).items[0]
+    assert item.params.mask == params.get("mask", "none")
+
+
+def test_the_audit_example_still_loads():
+    from qkvquiz.grade.audit import audit_file
+
+    audit_file(Path(__file__).resolve().parents[1] / "examples" / "audit-example.yaml")
 
 
 @pytest.mark.parametrize("mask, says", [

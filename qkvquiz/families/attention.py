@@ -46,7 +46,7 @@ MASK_PARAMS = {
 
 
 def _mask_domain(value: np.ndarray) -> str | None:
-    """A hand-written mask: 0/1 entries, every query (row) allowed at least one key."""
+    """A fixed mask: 0/1 entries, every query (row) allowed at least one key."""
     if not ((value == 0) | (value == 1)).all():
         return "a mask holds only 0 (masked) and 1 (may attend)"
     if value.ndim < 2:
@@ -56,14 +56,38 @@ def _mask_domain(value: np.ndarray) -> str | None:
     return None
 
 
-def _mask_from_kind(value: np.ndarray) -> str | None:
-    return ("attention.masked builds its mask from params.mask (causal, padding); for a hand-written "
-            "mask use attention.weights or attention.output with the mask as a fixed given")
+def kind_mask(p: Params, n: int, xp=np):
+    """The (n, n) allowed pattern of a fixed mask kind (none, causal, padding); None for random."""
+    if p.mask == "causal":
+        return causal_allowed(n, xp=xp)
+    if p.mask == "padding":
+        return padding_allowed(n, n, p.padded, xp=xp)
+    if p.mask == "none":
+        return xp.ones((n, n), dtype=bool)
+    return None
+
+
+def _is_kind_mask(value: np.ndarray, pattern) -> bool:
+    return pattern is not None and value.shape == pattern.shape and bool((value.astype(bool) == pattern).all())
+
+
+def _settle_explicit_mask(value: np.ndarray, p: Params, written: frozenset) -> dict:
+    """A fixed mask is the explicit kind, unless it is the mask of the item's kind itself.
+
+    An audit fixes every given, a no-mask or causal one included: such a mask keeps its kind.
+    A mask of another shape is left to the shape check, which names the shape needed.
+    """
+    n = p.tokens
+    if p.mask == EXPLICIT_MASK or value.shape != (n, n) or _is_kind_mask(value, kind_mask(p, n)):
+        return {}
+    if "mask" in written:
+        raise ValueError(f"this is not the {p.mask} mask of {n} tokens: a hand-written mask needs "
+                         f"mask: {EXPLICIT_MASK} (or leave mask out)")
+    return {"mask": EXPLICIT_MASK}
 
 
 MASK_DESCRIPTION = "mask: 1 where the query may attend to the key"
-# A fixed mask is the explicit kind: templates show it, mask mistakes apply, the key uses it.
-EXPLICIT_MASK_GIVEN = Given("mask", "M", MASK_DESCRIPTION, check=_mask_domain, implies=(("mask", EXPLICIT_MASK),))
+EXPLICIT_MASK_GIVEN = Given("mask", "M", MASK_DESCRIPTION, check=_mask_domain, settles=_settle_explicit_mask)
 
 
 def qkv_params(tokens: int = 3) -> dict[str, Param]:
@@ -100,12 +124,8 @@ def sample_mask(draw: Draw, p: Params, n: int) -> np.ndarray:
         allowed = draw.uniform(0.0, 1.0, (n, n)) < 0.6
         empty = ~allowed.any(axis=-1, keepdims=True)
         allowed = allowed | (empty & xp.eye(n, dtype=bool))
-    elif p.mask == "causal":
-        allowed = xp.broadcast_to(causal_allowed(n, xp=xp), (draw.size, n, n))
-    elif p.mask == "padding":
-        allowed = xp.broadcast_to(padding_allowed(n, n, p.padded, xp=xp), (draw.size, n, n))
     else:
-        allowed = xp.ones((draw.size, n, n), dtype=bool)
+        allowed = xp.broadcast_to(kind_mask(p, n, xp), (draw.size, n, n))
     return allowed.astype(np.float64)
 
 
@@ -382,6 +402,15 @@ def _kind_allowed(p: Params, xp, triangle: str = "lower", pad_rows: bool = False
     return allowed
 
 
+def _settle_kind_mask(value: np.ndarray, p: Params, written: frozenset) -> dict:
+    # An audit fixes every given: the kind's own mask is fine, any other is not this family's.
+    if value.shape == (p.tokens, p.tokens) and not _is_kind_mask(value, _kind_allowed(p, np)):
+        raise ValueError(f"attention.masked builds its mask from its kind: a fixed mask must be the {p.mask} "
+                         f"mask of {p.tokens} tokens; for a hand-written mask use attention.weights or "
+                         "attention.output with the mask as a fixed given")
+    return {}
+
+
 def _sample_masked(draw: Draw, p: Params) -> dict:
     n = p.tokens
     mask = draw.xp.broadcast_to(_kind_allowed(p, draw.xp), (draw.size, n, n)).astype(np.float64)
@@ -425,7 +454,7 @@ MASKED = Family(
         **qkv_params(),
         "decimals": DECIMALS,
     },
-    givens=(*QKV_GIVENS[:3], Given("mask", "M", MASK_DESCRIPTION, check=_mask_from_kind)),
+    givens=(*QKV_GIVENS[:3], Given("mask", "M", MASK_DESCRIPTION, check=_mask_domain, settles=_settle_kind_mask)),
     sample=_sample_masked,
     steps=(
         Step(

@@ -124,6 +124,10 @@ DECIMALS = Param(3, "decimals shown in the key", low=0, high=8)
 
 # Checks a value an instructor fixes for a given (a float64 array): says what is wrong, or None.
 GivenCheck = Callable[[np.ndarray], str | None]
+# What a fixed value settles about the params: (value, params resolved from the spec, names of
+# the params the spec wrote) → params to override; raises ValueError when the value contradicts
+# a param the spec wrote.
+GivenSettles = Callable[[np.ndarray, "Params", frozenset], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -131,16 +135,16 @@ class Given:
     """A value the student is handed.
 
     ``check`` says what values an instructor may fix it to (its domain, such as β in (0, 2));
-    its shape is checked against the params when the worksheet is drawn. ``implies`` names
-    params that a fixed value settles: a hand-written mask is an explicit mask, so fixing
-    ``mask`` implies ``mask: random`` (the explicit kind) for templates, mistakes and the key.
+    its shape is checked against the params when the worksheet is drawn. ``settles`` lets a
+    fixed value decide params: a hand-written mask is an explicit mask (``mask: random``),
+    so that templates, mistakes and the key all treat the problem as masked.
     """
 
     name: str
     symbol: str  # LaTeX, e.g. "Q"
     description: str
     check: GivenCheck | None = None
-    implies: tuple[tuple[str, Any], ...] = ()
+    settles: GivenSettles | None = None
 
 
 def open_interval(low: float, high: float) -> GivenCheck:
