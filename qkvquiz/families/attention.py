@@ -188,8 +188,8 @@ def masked_chain(e: Env, allowed, xp, *, fill: float | None = None, after: bool 
 MASK_SLIPS = (
     ("mask_after_softmax", lambda e, p, xp: masked_chain(e, _allowed(e, xp), xp, after=True),
      ("weights", "output"),
-     "The mask was applied after the softmax: masked scores must be −∞ before it, so that each "
-     "row's remaining weights still sum to 1."),
+     ("The mask was applied after the softmax: masked scores must be −∞ before it, so that each "
+      "row's remaining weights still sum to 1.")),
     ("zero_not_minus_inf", lambda e, p, xp: masked_chain(e, _allowed(e, xp), xp, fill=0.0),
      ("scores", "weights", "output"),
      "Masked scores were set to 0 instead of −∞; exp(0) = 1, so masked keys still got weight."),

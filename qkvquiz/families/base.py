@@ -127,7 +127,7 @@ GivenCheck = Callable[[np.ndarray], str | None]
 # What a fixed value settles about the params: (value, params resolved from the spec, names of
 # the params the spec wrote) → params to override; raises ValueError when the value contradicts
 # a param the spec wrote.
-GivenSettles = Callable[[np.ndarray, "Params", frozenset], dict[str, Any]]
+GivenSettles = Callable[[np.ndarray, Params, frozenset], dict[str, Any]]
 
 
 @dataclass(frozen=True)
