@@ -222,6 +222,9 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
     if unknown:
         raise SpecError(source, f"{where} field {sorted(unknown)[0]!r}", f"unknown field; allowed: {', '.join(sorted(ITEM_KEYS))}")
     name = raw.get("family")
+    if not isinstance(name, str):
+        raise SpecError(source, f"{where} field 'family'",
+                        f"must be one family name, such as attention.output; known: {', '.join(sorted(REGISTRY))}")
     if name not in REGISTRY:
         raise SpecError(source, f"{where} field 'family'", f"unknown family {name!r}; known: {', '.join(sorted(REGISTRY))}")
     family = get_family(name)
@@ -233,23 +236,22 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
     raw_params = raw.get("params") or {}
     if not isinstance(raw_params, Mapping):
         raise SpecError(source, f"{where} field 'params'", "must be a mapping of param: value")
-    try:
-        params = family.resolve(raw_params)
-    except KeyError as exc:
-        raise SpecError(source, f"{where} field 'params.{exc.args[0]}'",
-                        f"unknown param; {name} takes: {', '.join(family.params)}") from None
-    except ValueError as exc:
-        bad = next((k for k in raw_params if _rejects(family, k, raw_params[k])), None)
-        field_name = f"params.{bad}" if bad else "params"
-        raise SpecError(source, f"{where} field {field_name!r}", str(exc)) from None
+    params = _params(family, raw_params, source, where)
+    fixed = _fixed(raw.get("givens"), family, source, where)
+    settled = _settled(family, fixed, params, frozenset(raw_params), source, where)
+    if settled:
+        params = _params(family, {**raw_params, **settled}, source, where)
 
     points = raw.get("points", 1)
-    if isinstance(points, bool) or not isinstance(points, (int, float)) or points <= 0:
+    if isinstance(points, bool) or not isinstance(points, (int, float)) or not 0 < points < float("inf"):
         raise SpecError(source, f"{where} field 'points'", f"must be a positive number, got {points!r}")
+    if "points" in raw and isinstance(raw.get("ask"), Mapping):
+        raise SpecError(source, f"{where} field 'points'",
+                        "an 'ask' mapping (step: points) already gives each part its points; "
+                        "leave 'points' out, or ask a list of steps to split 'points' evenly")
     parts = _parts(raw.get("ask"), family, float(points), item_id, source, where)
     tolerance, per_step = _item_tolerance(raw.get("tolerance"), default_tol, parts, source, where)
     parts = tuple(Part(p.id, p.step, p.points, per_step.get(p.step)) for p in parts)
-    fixed = _fixed(raw.get("givens"), family, source, where)
     title = raw.get("title", "")
     intro = raw.get("intro", "")
     for key, value in (("title", title), ("intro", intro)):
@@ -261,6 +263,32 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
         credit=_credit(raw.get("credit"), default_credit, source, f"{where} field 'credit'"),
         title=title, intro=intro, fixed=fixed,
     )
+
+
+def _params(family: Family, raw_params: Mapping[str, Any], source: str, where: str) -> Params:
+    try:
+        return family.resolve(raw_params)
+    except KeyError as exc:
+        raise SpecError(source, f"{where} field 'params.{exc.args[0]}'",
+                        f"unknown param; {family.name} takes: {', '.join(family.params)}") from None
+    except ValueError as exc:
+        bad = next((k for k in raw_params if _rejects(family, k, raw_params[k])), None)
+        field_name = f"params.{bad}" if bad else "params"
+        raise SpecError(source, f"{where} field {field_name!r}", str(exc)) from None
+
+
+def _settled(
+    family: Family, fixed: Mapping[str, np.ndarray], params: Params, written: frozenset, source: str, where: str
+) -> dict[str, Any]:
+    """Params the fixed givens decide (a hand-written mask is the explicit mask kind)."""
+    settled: dict[str, Any] = {}
+    for given in family.givens:
+        if given.name in fixed and given.settles is not None:
+            try:
+                settled.update(given.settles(fixed[given.name], params, written))
+            except ValueError as exc:
+                raise SpecError(source, f"{where} field 'givens.{given.name}'", str(exc)) from None
+    return settled
 
 
 def _rejects(family: Family, key: str, value: Any) -> bool:
@@ -278,17 +306,18 @@ def _parts(raw: Any, family: Family, points: float, item_id: str, source: str, w
         raw = list(family.default_ask)
     if isinstance(raw, str):
         raw = [raw]
-    if isinstance(raw, Mapping):
+    if isinstance(raw, Mapping) and raw:
         steps, weights = list(raw), list(raw.values())
         for step, w in raw.items():
-            if isinstance(w, bool) or not isinstance(w, (int, float)) or w <= 0:
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w < float("inf"):
                 raise SpecError(source, f"{where} field 'ask.{step}'", f"points must be a positive number, got {w!r}")
         share = [float(w) for w in weights]
     elif isinstance(raw, list) and raw:
         steps = raw
         share = [points / len(raw)] * len(raw)
     else:
-        raise SpecError(source, f"{where} field 'ask'", f"a list of steps or a mapping step: points; {allowed}")
+        raise SpecError(source, f"{where} field 'ask'",
+                        f"a non-empty list of steps or a mapping step: points; {allowed}")
     for step in steps:
         if step not in askable:
             raise SpecError(source, f"{where} field 'ask'", f"unknown step {step!r}; {allowed}")
@@ -313,5 +342,9 @@ def _fixed(raw: Any, family: Family, source: str, where: str) -> dict[str, np.nd
             raise SpecError(source, f"{where} field 'givens.{name}'", "must be a number or a rectangular list of numbers") from None
         if not np.isfinite(arr).all():
             raise SpecError(source, f"{where} field 'givens.{name}'", "entries must be finite numbers")
+        check = next(g.check for g in family.givens if g.name == name)
+        problem = check(arr) if check is not None else None
+        if problem:
+            raise SpecError(source, f"{where} field 'givens.{name}'", problem)
         fixed[name] = arr
     return fixed

@@ -8,25 +8,86 @@ from ..engine.attention import apply_mask, scaled_scores, softmax
 from ..engine.backend import swap
 from ..engine.masks import MASK_KINDS, allowed_from_given, causal_allowed, padding_allowed
 from ..seeding import Draw
-from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, rows_sum_to, zero_where
+from .base import (
+    DECIMALS,
+    Env,
+    Family,
+    Given,
+    Misconception,
+    Param,
+    Params,
+    Step,
+    int_range,
+    rows_sum_to,
+    zero_where,
+)
 
 SATURATED = 0.95  # a row whose largest weight exceeds this teaches nothing by hand
 
 
+EXPLICIT_MASK = "random"  # the mask kind whose mask is a given of its own, per variant
+
+
 def _check_mask_params(p: Params) -> None:
     # At least two keys must stay visible: with one, every softmax row is (1, 0, …) and there
-    # is nothing to compute (and every gradient through it vanishes).
-    if p.mask == "padding" and not 0 < p.padded <= p.tokens - 2:
+    # is nothing to compute (and every gradient through it vanishes). Every kind with padding.
+    if "padding" in p.mask and not 0 < p.padded <= p.tokens - 2:
         raise ValueError(
-            f"with mask: padding, at least 2 keys must stay unpadded: padded must be from 1 to tokens − 2 "
+            f"with mask: {p.mask}, at least 2 keys must stay unpadded: padded must be from 1 to tokens − 2 "
             f"(tokens is {p.tokens}), got {p.padded}"
         )
 
 
 MASK_PARAMS = {
-    "mask": Param("none", "which keys each query may attend to", choices=MASK_KINDS),
-    "padded": Param(1, "with mask: padding, how many trailing keys are padding", low=1, high=8),
+    "mask": Param("none", "which keys each query may attend to (random: a drawn or hand-written mask)",
+                  choices=MASK_KINDS),
+    "padded": Param(1, "with mask: padding, how many trailing keys are padding (at most tokens − 2)", low=1, high=6),
 }
+
+
+def _mask_domain(value: np.ndarray) -> str | None:
+    """A fixed mask: 0/1 entries, every query (row) allowed at least one key."""
+    if not ((value == 0) | (value == 1)).all():
+        return "a mask holds only 0 (masked) and 1 (may attend)"
+    if value.ndim < 2:
+        return "a mask is a matrix, one row per query"
+    if not (value == 1).any(axis=-1).all():
+        return "every query (row of the mask) must be allowed at least one key"
+    return None
+
+
+def kind_mask(p: Params, n: int, xp=np):
+    """The (n, n) allowed pattern of a fixed mask kind (none, causal, padding); None for random."""
+    if p.mask == "causal":
+        return causal_allowed(n, xp=xp)
+    if p.mask == "padding":
+        return padding_allowed(n, n, p.padded, xp=xp)
+    if p.mask == "none":
+        return xp.ones((n, n), dtype=bool)
+    return None
+
+
+def _is_kind_mask(value: np.ndarray, pattern) -> bool:
+    return pattern is not None and value.shape == pattern.shape and bool((value.astype(bool) == pattern).all())
+
+
+def _settle_explicit_mask(value: np.ndarray, p: Params, written: frozenset) -> dict:
+    """A fixed mask is the explicit kind, unless it is the mask of the item's kind itself.
+
+    An audit fixes every given, a no-mask or causal one included: such a mask keeps its kind.
+    A mask of another shape is left to the shape check, which names the shape needed.
+    """
+    n = p.tokens
+    if p.mask == EXPLICIT_MASK or value.shape != (n, n) or _is_kind_mask(value, kind_mask(p, n)):
+        return {}
+    if "mask" in written:
+        raise ValueError(f"this is not the {p.mask} mask of {n} tokens: a hand-written mask needs "
+                         f"mask: {EXPLICIT_MASK} (or leave mask out)")
+    return {"mask": EXPLICIT_MASK}
+
+
+MASK_DESCRIPTION = "mask: 1 where the query may attend to the key"
+EXPLICIT_MASK_GIVEN = Given("mask", "M", MASK_DESCRIPTION, check=_mask_domain, settles=_settle_explicit_mask)
 
 
 def qkv_params(tokens: int = 3) -> dict[str, Param]:
@@ -35,15 +96,12 @@ def qkv_params(tokens: int = 3) -> dict[str, Param]:
         "tokens": Param(tokens, "number of tokens n", low=2, high=8),
         "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
         "d_v": Param(2, "value dimension d_v", low=1, high=16),
-        "entries": Param((-1, 1), "range of the integer entries of Q and K"),
-        "v_entries": Param((-2, 2), "range of the integer entries of V"),
+        "entries": int_range((-1, 1), "range of the integer entries of Q and K"),
+        "v_entries": int_range((-2, 2), "range of the integer entries of V"),
     }
 
 
-QKV_GIVENS = (
-    Given("Q", "Q", "queries"), Given("K", "K", "keys"), Given("V", "V", "values"),
-    Given("mask", "M", "mask: 1 where the query may attend to the key"),
-)
+QKV_GIVENS = (Given("Q", "Q", "queries"), Given("K", "K", "keys"), Given("V", "V", "values"), EXPLICIT_MASK_GIVEN)
 
 
 def sample_qkv(draw: Draw, p: Params) -> dict:
@@ -66,12 +124,8 @@ def sample_mask(draw: Draw, p: Params, n: int) -> np.ndarray:
         allowed = draw.uniform(0.0, 1.0, (n, n)) < 0.6
         empty = ~allowed.any(axis=-1, keepdims=True)
         allowed = allowed | (empty & xp.eye(n, dtype=bool))
-    elif p.mask == "causal":
-        allowed = xp.broadcast_to(causal_allowed(n, xp=xp), (draw.size, n, n))
-    elif p.mask == "padding":
-        allowed = xp.broadcast_to(padding_allowed(n, n, p.padded, xp=xp), (draw.size, n, n))
     else:
-        allowed = xp.ones((draw.size, n, n), dtype=bool)
+        allowed = xp.broadcast_to(kind_mask(p, n, xp), (draw.size, n, n))
     return allowed.astype(np.float64)
 
 
@@ -82,39 +136,84 @@ def not_saturated(weights, mask, xp) -> np.ndarray:
 
 
 def masked(p: Params) -> bool:
-    return p.mask != "none"
+    return p.get("mask", "none") != "none"
 
 
-MASK_MISTAKES = (
-    Misconception(
-        "weights", "mask_after_softmax",
-        lambda e, p, xp: softmax(e.unmasked, xp=xp) * allowed_from_given(e.mask, xp=xp),
-        "The mask was applied after the softmax: masked scores must be −∞ before the softmax, "
-        "so that the remaining weights of each row still sum to 1.",
-        applies=masked,
-    ),
-    Misconception(
-        "weights", "zero_not_minus_inf",
-        lambda e, p, xp: softmax(xp.where(allowed_from_given(e.mask, xp=xp), e.unmasked, 0.0), xp=xp),
-        "Masked scores were set to 0 instead of −∞; exp(0) = 1, so masked keys still got weight.",
-        applies=masked,
-    ),
-)
+def _allowed(e: Env, xp):
+    """The allowed pairs of the variants' mask, or None where the family has no mask."""
+    return allowed_from_given(e["mask"], xp=xp) if "mask" in e else None
+
+
+def _rows_with_a_key(e: Env, p: Params, xp):
+    allowed = _allowed(e, xp)
+    # Without a mask every row counts (a scalar broadcasts over any stack of rows, heads too).
+    return xp.asarray(True) if allowed is None else allowed.any(axis=-1)
+
 
 # What every right A has, whatever the slip: checked on wrong answers, and no credit is carried
-# forward from weights that break them.
+# forward from weights that break them. Families without a mask (qk_swap, backprop.softmax,
+# multihead's (h, n, n) stacks) check the row sums only.
 WEIGHTS_INVARIANTS = (
     rows_sum_to(
         1.0, "rows_sum_to_one",
         "Each row of A must sum to 1 (every row with at least one allowed key): softmax normalises each row.",
-        rows=lambda e, p, xp: allowed_from_given(e.mask, xp=xp).any(axis=-1),
+        rows=_rows_with_a_key,
     ),
     zero_where(
-        lambda e, p, xp: ~allowed_from_given(e.mask, xp=xp), "masked_zero",
+        lambda e, p, xp: ~_allowed(e, xp), "masked_zero",
         "Masked entries of A must be 0: a masked key gets no weight.",
         applies=masked,
     ),
 )
+
+
+def masked_chain(e: Env, allowed, xp, *, fill: float | None = None, after: bool = False) -> dict:
+    """Scores, weights and (with values V) output computed with ``allowed`` (a possibly wrong mask).
+
+    ``fill`` puts that value at masked scores instead of −∞; ``after`` masks the weights
+    after an unmasked softmax without renormalising (both are known mistakes).
+    """
+    if after:
+        scores, weights = e.unmasked, softmax(e.unmasked, xp=xp) * allowed
+    else:
+        scores = apply_mask(e.unmasked, allowed, xp=xp) if fill is None else xp.where(allowed, e.unmasked, fill)
+        weights = softmax(scores, xp=xp)
+    out = {"scores": scores, "weights": weights}
+    if "V" in e:
+        out["output"] = weights @ e.V
+    return out
+
+
+# Slips with any mask, shared by every masked family: (name, wrong chain, steps it changes, feedback).
+MASK_SLIPS = (
+    ("mask_after_softmax", lambda e, p, xp: masked_chain(e, _allowed(e, xp), xp, after=True),
+     ("weights", "output"),
+     ("The mask was applied after the softmax: masked scores must be −∞ before it, so that each "
+      "row's remaining weights still sum to 1.")),
+    ("zero_not_minus_inf", lambda e, p, xp: masked_chain(e, _allowed(e, xp), xp, fill=0.0),
+     ("scores", "weights", "output"),
+     "Masked scores were set to 0 instead of −∞; exp(0) = 1, so masked keys still got weight."),
+)
+
+
+def _step_of(chain, step: str):
+    return lambda e, p, xp: chain(e, p, xp)[step]
+
+
+def chain_mistakes(slips, steps: tuple[str, ...], applies=None) -> tuple[Misconception, ...]:
+    """A misconception per slip and per step of ``steps`` the slip changes.
+
+    ``slips`` holds (name, chain, steps changed, feedback) or, with a fifth entry, its own
+    ``applies``; a family without a value step lists ("scores", "weights") only.
+    """
+    out = []
+    for slip in slips:
+        name, chain, changed, feedback = slip[:4]
+        when = slip[4] if len(slip) > 4 else applies
+        out.extend(Misconception(step, name, _step_of(chain, step), feedback, applies=when)
+                   for step in changed if step in steps)
+    return tuple(out)
+
 
 COLUMN_SOFTMAX = Misconception(
     "weights", "column_softmax",
@@ -139,6 +238,11 @@ def _scores(e: Env, p: Params, xp) -> np.ndarray:
     return scaled_scores(e.Q, e.K, scale=p.scaled, xp=xp)
 
 
+def scale_shows(p: Params) -> bool:
+    """Whether dividing by √d_k changes anything: scaled scores (the default) with d_k > 1."""
+    return p.get("scaled", True) and p.d_k != 1
+
+
 def _scores_nonzero(e: Env, p: Params, xp) -> np.ndarray:
     # An all-zero score teaches nothing and hides the scaling mistakes.
     s = e.scores.reshape(e.scores.shape[0], -1)
@@ -153,7 +257,7 @@ SCORES = Family(
         "form": Param("matrix", "one query·key pair or the whole score matrix", choices=("vector", "matrix")),
         "tokens": Param(3, "number of tokens n (rows of Q and K)", low=1, high=8),
         "d_k": Param(4, "key dimension d_k (4 makes √d_k = 2, easy by hand)", low=1, high=16),
-        "entries": Param((-2, 2), "range of the integer entries of Q and K"),
+        "entries": int_range((-2, 2), "range of the integer entries of Q and K"),
         "scaled": Param(True, "divide by √d_k (false: the raw dot product)"),
         "decimals": DECIMALS,
     },
@@ -166,11 +270,11 @@ SCORES = Family(
     misconceptions=(
         Misconception(
             "scores", "unscaled", lambda e, p, xp: _scores(e, Params({**p, "scaled": False}), xp),
-            "The scores were not divided by √d_k.", applies=lambda p: p.scaled,
+            "The scores were not divided by √d_k.", applies=scale_shows,
         ),
         Misconception(
             "scores", "divided_by_d", lambda e, p, xp: _scores(e, Params({**p, "scaled": False}), xp) / p.d_k,
-            "The scores were divided by d_k; the scale is 1/√d_k.", applies=lambda p: p.scaled and p.d_k != 1,
+            "The scores were divided by d_k; the scale is 1/√d_k.", applies=scale_shows,
         ),
         Misconception(
             "scores", "scaled_anyway", lambda e, p, xp: _scores(e, Params({**p, "scaled": True}), xp),
@@ -180,7 +284,7 @@ SCORES = Family(
         Misconception(
             "scores", "transposed", lambda e, p, xp: swap(_scores(e, p, xp)),
             "The score matrix is transposed: row i holds query i against every key (S = QKᵀ, not KQᵀ).",
-            applies=lambda p: p.form == "matrix",
+            applies=lambda p: p.form == "matrix" and p.tokens > 1,
         ),
     ),
     accept=_scores_nonzero,
@@ -201,11 +305,11 @@ WEIGHTS = Family(
     summary="A = softmax(S) row by row, with no mask, a causal, padding or explicit mask.",
     params={
         "tokens": Param(3, "number of tokens n (S is n×n)", low=2, high=8),
-        "entries": Param((-2, 2), "range of the integer scores"),
+        "entries": int_range((-2, 2), "range of the integer scores"),
         **MASK_PARAMS,
         "decimals": DECIMALS,
     },
-    givens=(Given("S", "S", "attention scores"), Given("mask", "M", "mask: 1 where the query may attend to the key")),
+    givens=(Given("S", "S", "attention scores"), EXPLICIT_MASK_GIVEN),
     sample=_sample_weights,
     steps=(
         Step("unmasked", "S", "S", "", lambda e, p, xp: e.S, ("S",)),
@@ -216,12 +320,12 @@ WEIGHTS = Family(
         ),
         Step(
             "weights", "A", r"A_{ij} = \frac{e^{\tilde S_{ij}}}{\sum_{l} e^{\tilde S_{il}}}",
-            "Compute the attention weights A = softmax(S̃) row by row",
+            "Compute the attention weights A, the softmax of each row of the scores",
             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
         ),
     ),
     default_ask=("weights",),
-    misconceptions=(COLUMN_SOFTMAX, *MASK_MISTAKES),
+    misconceptions=(COLUMN_SOFTMAX, *chain_mistakes(MASK_SLIPS, ("scores", "weights"), applies=masked)),
     accept=lambda e, p, xp: not_saturated(e.weights, e.mask, xp),
     validate=_check_mask_params,
 )
@@ -245,7 +349,7 @@ OUTPUT = Family(
         Step("unmasked", "S", "S", "", lambda e, p, xp: scaled_scores(e.Q, e.K, xp=xp), ("Q", "K")),
         Step(
             "scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}",
-            "Compute the scaled scores (−∞ where masked)",
+            "Compute the scaled scores",
             lambda e, p, xp: apply_mask(scaled_scores(e.Q, e.K, xp=xp), allowed_from_given(e.mask, xp=xp), xp=xp),
             ("Q", "K", "mask"),
         ),
@@ -260,10 +364,10 @@ OUTPUT = Family(
         Misconception(
             "scores", "unscaled",
             lambda e, p, xp: apply_mask(e.Q @ swap(e.K), allowed_from_given(e.mask, xp=xp), xp=xp),
-            "The scores were not divided by √d_k.", applies=lambda p: p.d_k != 1,
+            "The scores were not divided by √d_k.", applies=scale_shows,
         ),
         COLUMN_SOFTMAX,
-        *MASK_MISTAKES,
+        *chain_mistakes(MASK_SLIPS, ("scores", "weights", "output"), applies=masked),
         Misconception(
             "output", "transposed_weights", lambda e, p, xp: swap(e.weights) @ e.V,
             "Used Aᵀ V: row i of Z mixes the values with query i's weights, Z = AV.",
@@ -298,24 +402,19 @@ def _kind_allowed(p: Params, xp, triangle: str = "lower", pad_rows: bool = False
     return allowed
 
 
+def _settle_kind_mask(value: np.ndarray, p: Params, written: frozenset) -> dict:
+    # An audit fixes every given: the kind's own mask is fine, any other is not this family's.
+    if value.shape == (p.tokens, p.tokens) and not _is_kind_mask(value, _kind_allowed(p, np)):
+        raise ValueError(f"attention.masked builds its mask from its kind: a fixed mask must be the {p.mask} "
+                         f"mask of {p.tokens} tokens; for a hand-written mask use attention.weights or "
+                         "attention.output with the mask as a fixed given")
+    return {}
+
+
 def _sample_masked(draw: Draw, p: Params) -> dict:
     n = p.tokens
     mask = draw.xp.broadcast_to(_kind_allowed(p, draw.xp), (draw.size, n, n)).astype(np.float64)
     return {**sample_qkv(draw, p), "mask": mask}
-
-
-def _masked_chain(e: Env, allowed, xp, *, fill: float | None = None, after: bool = False) -> dict:
-    """Scores, weights and output computed with ``allowed`` (a possibly wrong mask).
-
-    ``fill`` puts that value at masked scores instead of −∞; ``after`` masks the weights
-    after an unmasked softmax without renormalising (both are known mistakes).
-    """
-    if after:
-        weights = softmax(e.unmasked, xp=xp) * allowed
-        return {"scores": e.unmasked, "weights": weights, "output": weights @ e.V}
-    scores = apply_mask(e.unmasked, allowed, xp=xp) if fill is None else xp.where(allowed, e.unmasked, fill)
-    weights = softmax(scores, xp=xp)
-    return {"scores": scores, "weights": weights, "output": weights @ e.V}
 
 
 def _causal(p: Params) -> bool:
@@ -326,34 +425,23 @@ def _padded(p: Params) -> bool:
     return "padding" in p.mask
 
 
-# (name, how the wrong chain is computed, when it can happen, feedback)
-_MASKED_MISTAKES = (
-    ("mask_after_softmax", lambda e, p, xp: _masked_chain(e, allowed_from_given(e.mask, xp=xp), xp, after=True),
-     None, ("weights", "output"),
-     "The mask was applied after the softmax: masked scores must be −∞ before it, so that each "
-     "row's remaining weights still sum to 1."),
-    ("zero_not_minus_inf", lambda e, p, xp: _masked_chain(e, allowed_from_given(e.mask, xp=xp), xp, fill=0.0),
-     None, ("scores", "weights", "output"),
-     "Masked scores were set to 0 instead of −∞; exp(0) = 1, so masked keys still got weight."),
-    ("upper_triangle", lambda e, p, xp: _masked_chain(e, _kind_allowed(p, xp, "upper"), xp),
-     _causal, ("scores", "weights", "output"),
-     "The causal mask keeps the lower triangle: query i may attend to keys j ≤ i, never to later tokens."),
-    ("strict_triangle", lambda e, p, xp: _masked_chain(e, _kind_allowed(p, xp, "strict"), xp),
-     _causal, ("scores", "weights", "output"),
-     "The causal mask includes the diagonal: each query may attend to its own token (j ≤ i, not j < i)."),
-    ("padding_rows", lambda e, p, xp: _masked_chain(e, _kind_allowed(p, xp, pad_rows=True), xp),
-     _padded, ("scores", "weights", "output"),
-     "Padding hides the padded keys (columns of S) from every query, not the padded queries (rows)."),
+def _wrong_kind(**how):
+    """The chain with a wrong mask of the item's kind (``_kind_allowed`` options)."""
+    return lambda e, p, xp: masked_chain(e, _kind_allowed(p, xp, **how), xp)
+
+
+# Slips of a mask's kind: (name, wrong chain, steps it changes, feedback, when it can happen).
+_KIND_SLIPS = (
+    ("upper_triangle", _wrong_kind(triangle="upper"), ("scores", "weights", "output"),
+     "The causal mask keeps the lower triangle: query i may attend to keys j ≤ i, never to later tokens.",
+     _causal),
+    ("strict_triangle", _wrong_kind(triangle="strict"), ("scores", "weights", "output"),
+     "The causal mask includes the diagonal: each query may attend to its own token (j ≤ i, not j < i).",
+     _causal),
+    ("padding_rows", _wrong_kind(pad_rows=True), ("scores", "weights", "output"),
+     "Padding hides the padded keys (columns of S) from every query, not the padded queries (rows).",
+     _padded),
 )
-
-
-def _check_masked_params(p: Params) -> None:
-    if _padded(p) and not 0 < p.padded < p.tokens:
-        raise ValueError(f"padded must be between 1 and tokens − 1 ({p.tokens - 1}), got {p.padded}")
-
-
-def _step_of(chain, step: str):
-    return lambda e, p, xp: chain(e, p, xp)[step]
 
 
 MASKED = Family(
@@ -362,11 +450,11 @@ MASKED = Family(
     summary="Causal and padding masks: the masked scores with −∞, the weights and the output.",
     params={
         "mask": Param("causal", "causal, padding (trailing keys), or both", choices=MASKED_KINDS),
-        "padded": Param(1, "with padding: how many trailing tokens are padding", low=1, high=7),
+        "padded": Param(1, "with padding: how many trailing tokens are padding (at most tokens − 2)", low=1, high=6),
         **qkv_params(),
         "decimals": DECIMALS,
     },
-    givens=QKV_GIVENS,
+    givens=(*QKV_GIVENS[:3], Given("mask", "M", MASK_DESCRIPTION, check=_mask_domain, settles=_settle_kind_mask)),
     sample=_sample_masked,
     steps=(
         Step(
@@ -381,18 +469,14 @@ MASKED = Family(
         ),
         Step(
             "weights", "A", r"A = \operatorname{softmax}(\tilde S)", "Compute the attention weights row by row",
-            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",),
+            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
         ),
         Step("output", "Z", "Z = AV", "Compute the output", lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
     ),
     default_ask=("scores", "weights", "output"),
-    misconceptions=tuple(
-        Misconception(step, name, _step_of(chain, step), feedback, applies=applies)
-        for name, chain, applies, steps, feedback in _MASKED_MISTAKES
-        for step in steps
-    ),
+    misconceptions=chain_mistakes(MASK_SLIPS + _KIND_SLIPS, ("scores", "weights", "output")),
     accept=lambda e, p, xp: not_saturated(e.weights, e.mask, xp),
-    validate=_check_masked_params,
+    validate=_check_mask_params,
 )
 
 
@@ -416,7 +500,7 @@ QK_SWAP = Family(
     params={
         "tokens": Param(3, "number of tokens n", low=2, high=8),
         "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
-        "entries": Param((-1, 1), "range of the integer entries of Q and K"),
+        "entries": int_range((-1, 1), "range of the integer entries of Q and K"),
         "decimals": DECIMALS,
     },
     givens=(Given("Q", "Q", "queries, one row per token"), Given("K", "K", "keys, one row per token")),
@@ -425,11 +509,13 @@ QK_SWAP = Family(
         Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", "Compute the scaled scores",
              lambda e, p, xp: scaled_scores(e.Q, e.K, xp=xp), ("Q", "K")),
         Step("weights", "A", r"A = \operatorname{softmax}(S)", "Compute the attention weights, softmax of each row of S",
-             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",)),
+             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS),
         Step(
             "swapped", r"\tilde A", r"\tilde A = \operatorname{softmax}\!\left(\frac{KQ^\top}{\sqrt{d_k}}\right) = \operatorname{softmax}(S^\top)",
             "Swap the roles of Q and K: compute the weights from KQᵀ/√d_k, again row by row",
             lambda e, p, xp: softmax(swap(e.scores), xp=xp), ("scores",),
+            (rows_sum_to(1.0, "rows_sum_to_one",
+                         "Each row of Ã must sum to 1: softmax(Sᵀ) is still taken row by row."),),
         ),
         Step(
             "received", "c", r"c_j = \sum_i A_{ij}", "Add up each column of A: the total weight each key receives",

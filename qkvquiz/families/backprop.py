@@ -15,8 +15,17 @@ from ..engine.backend import swap
 from ..engine.masks import allowed_from_given
 from ..engine.projection import linear, linear_backward, matvec, matvec_backward
 from ..seeding import Draw
-from .attention import MASK_PARAMS, QKV_GIVENS, _check_mask_params, not_saturated, qkv_params, sample_mask, sample_qkv
-from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, rows_sum_to
+from .attention import (
+    MASK_PARAMS,
+    QKV_GIVENS,
+    WEIGHTS_INVARIANTS,
+    _check_mask_params,
+    not_saturated,
+    qkv_params,
+    sample_mask,
+    sample_qkv,
+)
+from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, int_range, rows_sum_to, transposable
 
 # Softmax's Jacobian has rows summing to 0 (adding a constant to a score row changes nothing),
 # so every row of ∇S sums to 0.
@@ -25,7 +34,7 @@ DS_INVARIANTS = (
                 "Each row of ∇S must sum to 0: shifting a row of scores by a constant leaves the softmax unchanged."),
 )
 
-GRAD_ENTRIES = Param((-1, 1), "range of the integer entries of the upstream gradient")
+GRAD_ENTRIES = int_range((-1, 1), "range of the integer entries of the upstream gradient")
 
 
 def _inv_sqrt(d: int) -> float:
@@ -73,6 +82,11 @@ def _scaled(p: Params) -> bool:
     return p.d_k != 1
 
 
+def _several_tokens(p: Params) -> bool:
+    """Whether ∇S (n × n) can be told from its transpose."""
+    return p.tokens > 1
+
+
 SCORES = Family(
     name="backprop.scores",
     title="Gradients of the scores",
@@ -80,7 +94,7 @@ SCORES = Family(
     params={
         "tokens": Param(3, "number of tokens n (rows of Q and K; ∇S is n×n)", low=1, high=8),
         "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
-        "entries": Param((-2, 2), "range of the integer entries of Q and K"),
+        "entries": int_range((-2, 2), "range of the integer entries of Q and K"),
         "grad_entries": GRAD_ENTRIES,
         "decimals": DECIMALS,
     },
@@ -99,14 +113,15 @@ SCORES = Family(
     default_ask=("dQ", "dK"),
     misconceptions=(
         Misconception("dQ", "transposed_dS", lambda e, p, xp: _dq_from(swap(e.dS), e.K, p),
-                      "Used ∇Sᵀ K: row i of ∇Q collects row i of ∇S (query i's scores), so ∇Q = ∇S K/√d_k."),
+                      "Used ∇Sᵀ K: row i of ∇Q collects row i of ∇S (query i's scores), so ∇Q = ∇S K/√d_k.",
+                      applies=_several_tokens),
         Misconception("dQ", "unscaled", lambda e, p, xp: e.dS @ e.K,
                       "The factor 1/√d_k was forgotten: S = QKᵀ/√d_k, so every gradient through S carries it.",
                       applies=_scaled),
         Misconception("dQ", "used_Q", lambda e, p, xp: _dq_from(e.dS, e.Q, p),
                       "Multiplied by Q: ∂S_ij/∂Q_i = K_j/√d_k, so ∇Q = ∇S K/√d_k uses the keys."),
         Misconception("dK", "untransposed_dS", lambda e, p, xp: _dk_from(swap(e.dS), e.Q, p),
-                      "Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√d_k."),
+                      "Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√d_k.", applies=_several_tokens),
         Misconception("dK", "unscaled", lambda e, p, xp: swap(e.dS) @ e.Q,
                       "The factor 1/√d_k was forgotten: S = QKᵀ/√d_k, so every gradient through S carries it.",
                       applies=_scaled),
@@ -138,8 +153,8 @@ SOFTMAX = Family(
     summary="Given A = softmax(S) and ∇A: ∇S = A ⊙ (∇A − rowsum(∇A ⊙ A)).",
     params={
         "tokens": Param(3, "number of tokens n (S and A are n×n)", low=2, high=8),
-        "entries": Param((-1, 1), "range of the integer scores S"),
-        "grad_entries": Param((-2, 2), "range of the integer entries of ∇A"),
+        "entries": int_range((-1, 1), "range of the integer scores S"),
+        "grad_entries": int_range((-2, 2), "range of the integer entries of ∇A"),
         "decimals": DECIMALS,
     },
     givens=(
@@ -149,7 +164,7 @@ SOFTMAX = Family(
     sample=_sample_softmax,
     steps=(
         Step("weights", "A", r"A_{ij} = \frac{e^{S_{ij}}}{\sum_l e^{S_{il}}}", "Compute the weights A = softmax(S) row by row",
-             lambda e, p, xp: softmax(e.S, xp=xp), ("S",)),
+             lambda e, p, xp: softmax(e.S, xp=xp), ("S",), WEIGHTS_INVARIANTS),
         Step("rowdot", "c", r"c_i = \sum_j \nabla A_{ij} A_{ij}", "Compute each row's weighted sum c_i of the upstream gradient",
              lambda e, p, xp: xp.sum(e.dA * e.weights, axis=-1), ("dA", "weights")),
         Step("dS", r"\nabla S", r"\nabla S_{ij} = A_{ij} (\nabla A_{ij} - c_i)", "Compute the gradient of the scores",
@@ -207,12 +222,12 @@ ATTENTION = Family(
     givens=(*QKV_GIVENS, Given("dZ", r"\nabla Z", "upstream gradient ∂L/∂Z")),
     sample=_sample_attention,
     steps=(
-        Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}} \text{ (} -\infty \text{ where masked)}",
-             "Compute the scaled scores (−∞ where masked)",
+        Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}",
+             "Compute the scaled scores",
              lambda e, p, xp: apply_mask(scaled_scores(e.Q, e.K, xp=xp), allowed_from_given(e.mask, xp=xp), xp=xp),
              ("Q", "K", "mask")),
         Step("weights", "A", r"A = \operatorname{softmax}(S)", "Compute the attention weights row by row",
-             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",)),
+             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS),
         Step("output", "Z", "Z = AV", "Compute the output", lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
         Step("dV", r"\nabla V", r"\nabla V = A^\top \nabla Z", "Compute the gradient of the values",
              lambda e, p, xp: swap(e.weights) @ e.dZ, ("weights", "dZ")),
@@ -262,8 +277,8 @@ def _vector(p: Params) -> bool:
     return p.form == "vector"
 
 
-def _square(p: Params) -> bool:
-    return p.d_in == p.d_out
+# W (d_out × d_in, or d_in × d_out for token rows) and its transpose.
+_square = transposable("d_in", "d_out")
 
 
 def _sample_projection(draw: Draw, p: Params) -> dict:
@@ -314,7 +329,7 @@ PROJECTION = Family(
         "d_in": Param(3, "input dimension (length of a token x)", low=1, high=16),
         "d_out": Param(3, "output dimension (length of q); equal to d_in, the transposed mistakes fit the shape",
                        low=1, high=16),
-        "entries": Param((-2, 2), "range of the integer entries of X and W"),
+        "entries": int_range((-2, 2), "range of the integer entries of X and W"),
         "grad_entries": GRAD_ENTRIES,
         "decimals": DECIMALS,
     },

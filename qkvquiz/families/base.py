@@ -8,6 +8,7 @@ the same operation: call a step function on an environment.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,13 +57,18 @@ class Params(Mapping):
 
 @dataclass(frozen=True)
 class Param:
-    """One knob of a family, with its default and what values are allowed."""
+    """One knob of a family, with its default and what values are allowed.
+
+    A range param (default a pair) with ``integer`` set feeds integer draws: both ends must be
+    whole numbers (a range such as [-1.5, 1] would otherwise draw half-integers).
+    """
 
     default: Any
     help: str
     choices: tuple[Any, ...] | None = None
     low: float | None = None
     high: float | None = None
+    integer: bool = False
 
     def check(self, value: Any) -> Any:
         """Return ``value`` converted to the default's type, or raise ValueError saying what is allowed."""
@@ -83,12 +89,10 @@ class Param:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"must be a number, got {value!r}")
             value = float(value)
+            if not math.isfinite(value):
+                raise ValueError(f"must be a finite number, got {value!r}")
         elif kind is tuple:
-            if not (isinstance(value, (list, tuple)) and len(value) == 2
-                    and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
-                    and value[0] < value[1]):
-                raise ValueError(f"must be a range [low, high] with low < high, got {value!r}")
-            value = tuple(value)
+            value = self._check_range(value)
         if self.choices is not None and value not in self.choices:
             allowed = ", ".join(repr(c) for c in self.choices)
             raise ValueError(f"must be one of {allowed}, got {value!r}")
@@ -96,17 +100,73 @@ class Param:
             raise ValueError(f"must be between {self.low} and {self.high}, got {value!r}")
         return value
 
+    def _check_range(self, value: Any) -> tuple:
+        what = "whole numbers" if self.integer else "finite numbers"
+        if not (isinstance(value, (list, tuple)) and len(value) == 2
+                and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+                and value[0] < value[1]):
+            raise ValueError(f"must be a range [low, high] of {what} with low < high, got {value!r}")
+        if self.integer:
+            if any(v != int(v) for v in value):
+                raise ValueError(f"must be a range [low, high] of whole numbers (the values drawn are integers), "
+                                 f"got {list(value)!r}")
+            return tuple(int(v) for v in value)
+        return tuple(value)
+
+
+def int_range(default: tuple[int, int], help: str) -> Param:
+    """A range ``[low, high]`` that whole numbers are drawn from."""
+    return Param(default, help, integer=True)
+
 
 DECIMALS = Param(3, "decimals shown in the key", low=0, high=8)
 
 
+# Checks a value an instructor fixes for a given (a float64 array): says what is wrong, or None.
+GivenCheck = Callable[[np.ndarray], str | None]
+# What a fixed value settles about the params: (value, params resolved from the spec, names of
+# the params the spec wrote) → params to override; raises ValueError when the value contradicts
+# a param the spec wrote.
+GivenSettles = Callable[[np.ndarray, Params, frozenset], dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class Given:
-    """A value the student is handed."""
+    """A value the student is handed.
+
+    ``check`` says what values an instructor may fix it to (its domain, such as β in (0, 2));
+    its shape is checked against the params when the worksheet is drawn. ``settles`` lets a
+    fixed value decide params: a hand-written mask is an explicit mask (``mask: random``),
+    so that templates, mistakes and the key all treat the problem as masked.
+    """
 
     name: str
     symbol: str  # LaTeX, e.g. "Q"
     description: str
+    check: GivenCheck | None = None
+    settles: GivenSettles | None = None
+
+
+def open_interval(low: float, high: float) -> GivenCheck:
+    """Every entry strictly between ``low`` and ``high``."""
+
+    def check(value: np.ndarray) -> str | None:
+        if ((value > low) & (value < high)).all():
+            return None
+        return f"every entry must lie strictly between {low:g} and {high:g}"
+
+    return check
+
+
+def whole_at_least(minimum: int) -> GivenCheck:
+    """Every entry a whole number ≥ ``minimum``."""
+
+    def check(value: np.ndarray) -> str | None:
+        if ((value == np.round(value)) & (value >= minimum)).all():
+            return None
+        return f"must be a whole number ≥ {minimum}"
+
+    return check
 
 
 @dataclass(frozen=True)
@@ -168,6 +228,15 @@ def zero_where(
         return _per_variant((xp.abs(value) <= band) | ~where(env, params, xp))
 
     return Invariant(name, check, feedback, applies)
+
+
+def transposable(rows: str, cols: str) -> Callable[[Params], bool]:
+    """Whether a matrix of ``rows`` × ``cols`` (param names) can be told from its transpose.
+
+    Transposing fits the shape only when it is square, and changes nothing when it is 1 × 1:
+    the "transposed" mistakes can happen only in between.
+    """
+    return lambda p: p[rows] == p[cols] > 1
 
 
 @dataclass(frozen=True)

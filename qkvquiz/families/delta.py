@@ -27,7 +27,19 @@ from ..engine.delta import (
     tril_strict_mask,
 )
 from ..seeding import Draw
-from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step
+from .base import (
+    DECIMALS,
+    Env,
+    Family,
+    Given,
+    Misconception,
+    Param,
+    Params,
+    Step,
+    int_range,
+    open_interval,
+    transposable,
+)
 
 TAME = 100.0  # with integer keys a variant whose numbers grow past this is not for hand work
 BETA_KINDS = ("half", "one", "half_or_one", "uniform")
@@ -84,8 +96,8 @@ def _tame(e: Env, p: Params, names, xp):
     return ok
 
 
-def _square(p: Params) -> bool:
-    return p.d_k == p.d_v
+# The state S (d_v × d_k) and its transpose.
+_square = transposable("d_v", "d_k")
 
 
 def _beta_varies(p: Params) -> bool:
@@ -98,13 +110,31 @@ def _beta_not_one(p: Params) -> bool:
     return p.beta != "one"
 
 
+def _state_read(p: Params) -> bool:
+    """Whether some token reads a non-zero state (from S₀ = 0, one token erases nothing)."""
+    return p.tokens > 1 or p.state != "zero"
+
+
+def _rows_tell_beta(p: Params) -> bool:
+    """Whether Ḡ with β on its columns can differ from both the right Ḡ and Ḡ without β.
+
+    With C = 2, Ḡ has one entry, (2, 1): right β₂Ā₂₁, columns β₁Ā₂₁, no β Ā₂₁. With β ∈ {½, 1}
+    the three are never all different, so asking for both slips forces β = (1, ½) on every
+    student and makes the two slips the same number; a uniform β keeps them apart.
+    """
+    return _beta_varies(p) and (p.chunk > 2 or p.beta == "uniform")
+
+
+BETA_DOMAIN = open_interval(0.0, 2.0)  # the delta rule is stable for β in (0, 2) with unit keys
+
+
 COMMON_PARAMS = {
     "d_k": Param(2, "key dimension d_k (columns of the state)", low=1, high=16),
     "d_v": Param(2, "value dimension d_v (rows of the state)", low=1, high=16),
-    "entries": Param((-2, 2), "range of the integer entries of queries, values and the initial state"),
+    "entries": int_range((-2, 2), "range of the integer entries of queries, values and the initial state"),
     # Not named "keys": Params is a Mapping, whose keys() method an attribute of that name would hide.
     "unit_keys": Param(False, "L2-normalised random keys, to two decimals (numeric practice), instead of integer keys"),
-    "key_entries": Param((-1, 1), "range of the integer key entries (without unit_keys)"),
+    "key_entries": int_range((-1, 1), "range of the integer key entries (without unit_keys)"),
     "beta": Param("half_or_one", "writing strengths βₜ: all ½, all 1, each ½ or 1, or uniform in [0.1, 1.9]",
                   choices=BETA_KINDS),
     "decimals": DECIMALS,
@@ -186,7 +216,7 @@ RECURRENT = Family(
         Given("Q", "Q", "queries qₜ, one row per token"),
         Given("K", "K", "keys kₜ, one row per token"),
         Given("V", "V", "values vₜ, one row per token"),
-        Given("beta", r"\beta", "writing strength βₜ of each token"),
+        Given("beta", r"\beta", "writing strength βₜ of each token", check=BETA_DOMAIN),
         Given("S0", "S_0", "the state before the first token (d_v × d_k)"),
     ),
     sample=_sample_recurrent,
@@ -209,23 +239,24 @@ RECURRENT = Family(
                       "The recall uses the state before the update: rₜ = Sₜ₋₁kₜ, not Sₜkₜ."),
         Misconception("recalled", "transposed_state",
                       lambda e, p, xp: _apply(swap(_previous_states(e.S0, e.states, xp)), e.K),
-                      "S is d_v × d_k and maps a key to a value: rₜ = Sₜ₋₁kₜ, not Sₜ₋₁ᵀkₜ.", applies=_square),
+                      "S is d_v × d_k and maps a key to a value: rₜ = Sₜ₋₁kₜ, not Sₜ₋₁ᵀkₜ.",
+                      applies=lambda p: _square(p) and _state_read(p)),
         Misconception("states", "no_delta", _no_delta_states,
                       "The correction −βₜSₜ₋₁kₜkₜᵀ was left out (plain linear attention): the delta rule writes "
-                      "βₜ(vₜ − Sₜ₋₁kₜ)kₜᵀ, the error against what the memory already recalls."),
+                      "βₜ(vₜ − Sₜ₋₁kₜ)kₜᵀ, the error against what the memory already recalls.", applies=_state_read),
         Misconception("states", "erase_without_beta", _erase_without_beta,
                       "β scales the erase as well as the write: Sₜ = Sₜ₋₁(I − βₜkₜkₜᵀ) + βₜvₜkₜᵀ.",
-                      applies=_beta_not_one),
+                      applies=lambda p: _beta_not_one(p) and _state_read(p)),
         Misconception("states", "left_multiplied", _left_multiplied,
                       "The transition multiplies the state from the right: Sₜ₋₁(I − βₜkₜkₜᵀ), not (I − βₜkₜkₜᵀ)Sₜ₋₁.",
-                      applies=_square),
+                      applies=lambda p: _square(p) and _state_read(p)),
         Misconception("outputs", "previous_state",
                       lambda e, p, xp: _apply(_previous_states(e.S0, e.states, xp), e.Q),
                       "The output reads the state after this token's update: oₜ = Sₜqₜ, not Sₜ₋₁qₜ."),
         Misconception("outputs", "transposed_state", lambda e, p, xp: _apply(swap(e.states), e.Q),
                       "oₜ = Sₜqₜ with S of shape d_v × d_k; Sₜᵀqₜ transposes the memory.", applies=_square),
         Misconception("final_state", "no_delta", lambda e, p, xp: _no_delta_states(e, p, xp)[..., -1, :, :],
-                      "The correction −βₜSₜ₋₁kₜkₜᵀ was left out (plain linear attention)."),
+                      "The correction −βₜSₜ₋₁kₜkₜᵀ was left out (plain linear attention).", applies=_state_read),
     ),
     accept=lambda e, p, xp: _tame(e, p, ("states", "outputs"), xp),
 )
@@ -385,7 +416,7 @@ CHUNK_GIVENS = (
     Given("Q", "Q", "queries, one row per token of the chunk"),
     Given("K", "K", "keys, one row per token of the chunk"),
     Given("V", "V", "values, one row per token of the chunk"),
-    Given("beta", r"\beta", "writing strength of each token"),
+    Given("beta", r"\beta", "writing strength of each token", check=BETA_DOMAIN),
     Given("S", "S", "the state entering the (first) chunk, d_v × d_k"),
 )
 
@@ -519,7 +550,7 @@ BACKWARD_MISTAKES = (
                   "Only the strict lower triangle of A depends on G: the diagonal of Ḡ is 0."),
     Misconception("dG", "beta_on_columns",
                   lambda e, p, xp: tril_strict_mask(_c(e), xp) * (e.dA * e.beta[..., None, :]),
-                  "Row r of A carries βᵣ, so Ḡ_rs = βᵣĀ_rs (scale rows, not columns).", applies=_beta_varies),
+                  "Row r of A carries βᵣ, so Ḡ_rs = βᵣĀ_rs (scale rows, not columns).", applies=_rows_tell_beta),
     Misconception("dbeta", "missing_A_path", lambda e, p, xp: _dbeta(e, xp, a=False),
                   "β also enters A = I + tril(diag(β)G, −1): add Σ_{s<i} Āᵢs Gᵢs."),
     Misconception("dbeta", "missing_B_path", lambda e, p, xp: _dbeta(e, xp, b=False),
@@ -554,7 +585,7 @@ CHUNK_BACKWARD = Family(
     summary="Given Ō and S̄⁺ of one chunk (or a sequence of chunks): X̄, P̄, W̄, Ā, B̄_K, B̄_V, Ḡ, β̄, K̄, Q̄, V̄, S̄.",
     params={
         **{**CHUNK_PARAMS, "chunk": Param(2, "chunk length C", low=2, high=16)},
-        "grad_entries": Param((-1, 1), "range of the integer entries of Ō and S̄⁺"),
+        "grad_entries": int_range((-1, 1), "range of the integer entries of Ō and S̄⁺"),
         "final_grad": Param("drawn", "S̄⁺ after the last chunk: integer entries, or zero (the loss reads only O)",
                             choices=("drawn", "zero")),
     },

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..engine.layernorm import EPS_DEFAULT, layer_norm
 from ..seeding import Draw
-from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step
+from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, int_range
 
 VISIBLE_EPS = 0.1  # from here on, leaving ε out changes answers at a couple of decimals
 
@@ -37,8 +37,13 @@ def _sample(draw: Draw, p: Params) -> dict:
     x = draw.integers(lo, hi, (n, d))
     z = draw.integers(lo, hi, (n, d))
     if p.zero_variance_row:
-        # The last residual row becomes the constant c: Z's last row is c − X's last row.
-        c = draw.integers(lo, hi, (1, 1))
+        # The last residual row becomes the constant c: Z's last row is c − X's last row, and
+        # stays within `entries` when c lies in [max x + lo, min x + hi] (never empty, since
+        # max x − min x ≤ hi − lo); c is drawn uniformly there.
+        row = x[:, n - 1:, :]
+        c_lo = row.max(axis=-1, keepdims=True) + lo
+        span = row.min(axis=-1, keepdims=True) + hi - c_lo + 1
+        c = c_lo + xp.floor(draw.uniform(0.0, 1.0, (1, 1)) * span)
         last = xp.arange(n) == n - 1
         z = xp.where(last[:, None], c - x, z)
     glo, ghi = p.gamma_entries
@@ -109,9 +114,9 @@ LAYERNORM = Family(
     params={
         "tokens": Param(2, "number of tokens n (rows)", low=1, high=8),
         "d": Param(4, "features per token d", low=2, high=16),
-        "entries": Param((-2, 2), "range of the integer entries of X and Z"),
-        "gamma_entries": Param((1, 2), "range of the integer entries of γ"),
-        "beta_entries": Param((-1, 1), "range of the integer entries of β"),
+        "entries": int_range((-2, 2), "range of the integer entries of X and Z"),
+        "gamma_entries": int_range((1, 2), "range of the integer entries of γ"),
+        "beta_entries": int_range((-1, 1), "range of the integer entries of β"),
         "eps": Param(EPS_DEFAULT, "ε added to the variance inside the root", low=0.0, high=1.0),
         "zero_variance_row": Param(False, "make the last row of X + Z constant (σ² = 0)"),
         "decimals": DECIMALS,

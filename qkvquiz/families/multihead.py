@@ -19,8 +19,8 @@ from ..engine.backend import swap
 from ..engine.multihead import merge_heads, split_heads
 from ..engine.projection import linear
 from ..seeding import Draw
-from .attention import SATURATED
-from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step
+from .attention import SATURATED, WEIGHTS_INVARIANTS
+from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, int_range
 
 
 def _check(p: Params) -> None:
@@ -87,9 +87,9 @@ MULTIHEAD = Family(
         "tokens": Param(2, "number of tokens n", low=2, high=8),
         "d_model": Param(4, "model width d_model (columns of Q, K, V)", low=2, high=32),
         "heads": Param(2, "number of heads h (d_model must be a multiple of h)", low=1, high=8),
-        "entries": Param((-1, 1), "range of the integer entries of Q and K"),
-        "v_entries": Param((-2, 2), "range of the integer entries of V"),
-        "w_entries": Param((-1, 1), "range of the integer entries of Wᴼ"),
+        "entries": int_range((-1, 1), "range of the integer entries of Q and K"),
+        "v_entries": int_range((-2, 2), "range of the integer entries of V"),
+        "w_entries": int_range((-1, 1), "range of the integer entries of Wᴼ"),
         "decimals": DECIMALS,
     },
     givens=(
@@ -109,7 +109,8 @@ MULTIHEAD = Family(
         ),
         Step(
             "weights", "A^{(h)}", r"A^{(h)} = \operatorname{softmax}(S^{(h)})", "Compute every head's attention weights, row by row",
-            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",),
+            # Each head's rows sum to 1; with no mask the row check broadcasts over the head axis.
+            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
         ),
         Step(
             "heads", "Z^{(h)}", r"Z^{(h)} = A^{(h)} V^{(h)}", "Compute every head's output",

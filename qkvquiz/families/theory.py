@@ -19,7 +19,7 @@ import numpy as np
 from ..engine.attention import softmax
 from ..seeding import Draw
 from .attention import SATURATED
-from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step
+from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, int_range, whole_at_least
 
 # --- theory.dot_variance ------------------------------------------------------------------
 
@@ -67,15 +67,15 @@ DOT_VARIANCE = Family(
     title="Why divide by √d_k: the variance of q·k",
     summary="Var(q·k) = d_k·v² for independent entries of variance v; σ, the 3σ range, the variance after 1/√d_k; an empirical check.",
     params={
-        "d_k_range": Param((16, 144), "range d_k is drawn from"),
+        "d_k_range": int_range((16, 144), "range d_k is drawn from"),
         "squares": Param(True, "draw only perfect squares, so that σ = √d_k is a whole number"),
-        "entry_var": Param(1.0, "variance v of each entry of q and k (1: unit variance)", low=0.01, high=100.0),
+        "entry_var": Param(1.0, "variance v of each entry of q and k (1: unit variance)", low=0.1, high=100.0),
         "pairs": Param(4, "empirical check: how many (q, k) pairs are drawn", low=2, high=16),
         "check_dim": Param(4, "empirical check: entries per drawn vector", low=1, high=64),
         "decimals": DECIMALS,
     },
     givens=(
-        Given("d_k", "d_k", "dimension of queries and keys"),
+        Given("d_k", "d_k", "dimension of queries and keys", check=whole_at_least(1)),
         Given("q_samples", r"q^{(s)}", "drawn queries for the empirical check, one per row"),
         Given("k_samples", r"k^{(s)}", "drawn keys for the empirical check, one per row"),
     ),
@@ -130,10 +130,11 @@ def _sample_logits(draw: Draw, p: Params) -> dict:
     lo, hi = p.entries
     z = draw.integers(lo, hi, (p.size,))
     if p.case == "saturated":
-        # One logit sits `gap` above all the others: p is nearly one-hot.
+        # One logit sits `gap` above the largest of the others: p is nearly one-hot.
         top = draw.choice(p.size)
         at_top = xp.arange(p.size) == top[:, None]
-        z = xp.where(at_top, xp.max(z, axis=-1, keepdims=True) + p.gap, z)
+        rest = xp.max(xp.where(at_top, -xp.inf, z), axis=-1, keepdims=True)
+        z = xp.where(at_top, rest + p.gap, z)
     return {"z": z}
 
 
@@ -165,7 +166,7 @@ SOFTMAX_JACOBIAN = Family(
     summary="∂p_j/∂z_k = p_j(δ_jk − p_k) for given logits z, and how it vanishes when softmax saturates.",
     params={
         "size": Param(3, "number of logits n", low=2, high=8),
-        "entries": Param((-2, 2), "range of the integer logits"),
+        "entries": int_range((-2, 2), "range of the integer logits"),
         "case": Param("moderate", "moderate logits, or saturated (one logit far above the rest)",
                       choices=("moderate", "saturated")),
         "gap": Param(12, "saturated: how far the largest logit sits above the others", low=5, high=60),
@@ -226,12 +227,13 @@ COMPLEXITY = Family(
     title="Cost of dot-product against additive attention",
     summary="Multiplications for the n×n scores: n²d for QKᵀ, n²(2d² + d) for additive attention (or 2nd² + n²d reusing projections).",
     params={
-        "n_range": Param((2, 8), "range the sequence length n is drawn from"),
-        "d_range": Param((2, 8), "range the width d is drawn from"),
+        "n_range": int_range((2, 8), "range the sequence length n is drawn from"),
+        "d_range": int_range((2, 8), "range the width d is drawn from"),
         "reuse": Param(False, "additive attention computes W_a q_i and U_a k_j once each, not once per pair"),
         "decimals": Param(3, "decimals shown in the key (the counts are whole numbers)", low=0, high=8),
     },
-    givens=(Given("n", "n", "sequence length"), Given("d", "d", "width of queries, keys and values")),
+    givens=(Given("n", "n", "sequence length", check=whole_at_least(1)),
+            Given("d", "d", "width of queries, keys and values", check=whole_at_least(1))),
     sample=_sample_sizes,
     steps=(
         Step("dot_scores", r"N_{QK^\top}", r"N_{QK^\top} = n \cdot n \cdot d",
