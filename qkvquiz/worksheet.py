@@ -163,7 +163,8 @@ def _screen(
     if all_fixed:
         ok = np.ones((len(keys), count), dtype=bool)
     else:
-        ok = to_numpy(acceptable(item, family.solve(givens, params, xp), xp)).reshape(len(keys), count)
+        with np.errstate(all="ignore"):  # a 0/0 in a candidate makes NaN, which the accept rules reject
+            ok = to_numpy(acceptable(item, family.solve(givens, params, xp), xp)).reshape(len(keys), count)
     found = ok.any(axis=1)
     pick = np.flatnonzero(found) * count + ok.argmax(axis=1)[found]  # first accepted candidate
     index = xp.asarray(pick)
