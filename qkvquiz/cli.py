@@ -237,6 +237,11 @@ def generate(
         highlight=False,
     )
     console.print(escape(secrecy_note(seed, None if secret is None else secret.source)), highlight=False)
+    current = {folder.name for folder in result.folders.values()}
+    stale = sorted(p.name for p in (out / "students").iterdir() if p.is_dir() and p.name not in current)
+    if stale:  # left by an earlier run into this folder (--force with another roster)
+        err.print(f"[yellow]note:[/] {len(stale)} folder(s) in {_shown(str(out / 'students'))} belong to no student "
+                  f"of this key (an earlier run?): {_shown(', '.join(stale[:10]))}", highlight=False)
 
 
 def secrecy_note(seed: str, secret_source: str | None) -> str:

@@ -90,3 +90,9 @@ def test_key_and_blank_submission_validate_against_the_shipped_schemas(tmp_path)
 def test_python_dash_m_works():
     result = subprocess.run([sys.executable, "-m", "qkvquiz", "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "generate" in result.stdout
+
+
+def test_regenerating_with_a_smaller_roster_points_out_the_stale_folders(tmp_path):
+    assert generate(tmp_path, "--students", "3").exit_code == 0
+    again = generate(tmp_path, "--students", "2", "--force")
+    assert again.exit_code == 0 and "s03" in again.output and "belong to no student" in again.output
