@@ -322,8 +322,14 @@ def test_text_math_sets_fractions_scripts_and_signs() -> None:
     out = text_math_html(r"S_{12} = \frac{(1)(-2) + (0)(3)}{\sqrt{2}} = -1.414")
     assert "<i>S</i><sub>12</sub>" in out
     assert '<span class="tfrac"><span class="tnum">' in out and "\u221a" in out
-    assert f'<span class="sign">{MINUS}</span>1.414' in out  # a sign, not a binary minus
-    assert '<span class="bin">+</span>' in out and '<span class="rel">=</span>' in out
+    # Spacing is text: a thin space around a binary operator, a wider one around a relation,
+    # none after a sign.
+    assert f"=\u2005{MINUS}1.414" in out  # a sign, not a binary minus
+    assert "(1)(\u22122)\u2009+\u2009(0)(3)" in out and "\u2005=\u2005" in out
+    assert "<span" not in out.replace('<span class="t', "").replace('<span class="rad"', "")  # no element per operator
+    assert text_math_html("= 1").startswith('<span class="tm">=\u2005')  # a relation opening: no space before
+    assert text_math_html("+ 0.5", continues=True) == '<span class="tm">\u2009+\u20090.5</span>'
+    assert text_math_html("+ 0.5") == '<span class="tm">+0.5</span>'  # at the start it is a sign
     assert "<sup>\u22a4</sup>" in text_math_html(r"QK^\top")
     assert "\u2207" in text_math_html(r"\nabla_S L") and "X\u0304" in text_math_html(r"\bar X")
 

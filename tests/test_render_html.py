@@ -39,29 +39,30 @@ def overlay_texts(fragment: str) -> list[str]:
 
 
 class _Matrices(HTMLParser):
-    """Collects every text matrix (``span.bmat`` > ``span.r`` > ``span.c``) as cell texts."""
+    """Collects every text matrix (``span.bmat``: one line of text per row, entries apart by
+    spaces) as rows of cell texts."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.matrices: list[list[list[str]]] = []
+        self.texts: list[str] = []
         self._open: list[str] = []
+
+    @property
+    def matrices(self) -> list[list[list[str]]]:
+        return [[line.split() for line in text.split("\n")] for text in self.texts]
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         cls = dict(attrs).get("class") or ""
         self._open.append(cls)
         if cls == "bmat":
-            self.matrices.append([])
-        elif cls == "r" and "bmat" in self._open:
-            self.matrices[-1].append([])
-        elif cls == "c" and "bmat" in self._open:
-            self.matrices[-1][-1].append("")
+            self.texts.append("")
 
     def handle_endtag(self, tag: str) -> None:
         self._open.pop()
 
     def handle_data(self, data: str) -> None:
-        if self._open and self._open[-1] == "c":
-            self.matrices[-1][-1][-1] += data
+        if "bmat" in self._open:
+            self.texts[-1] += data
 
 
 def matrix_rows(fragment: str) -> list[list[list[str]]]:
@@ -148,6 +149,49 @@ def test_transposed_matrix_lays_out_instead_of_failing() -> None:
     assert "<path" in svg
 
 
+def _font_file(family: str) -> str:
+    try:
+        found = subprocess.run(
+            ["fc-match", "-f", "%{file}", family], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("fontconfig (fc-match) is not installed")
+    if "DejaVuSerif" not in found.replace("-", ""):
+        pytest.skip(f"{family} is not installed")
+    return found
+
+
+def test_matrix_columns_line_up_in_the_body_font() -> None:
+    # The oracle: advance widths read from the font file itself.
+    ttlib = pytest.importorskip("fontTools.ttLib")
+    font = ttlib.TTFont(_font_file("DejaVu Serif"))
+    cmap, hmtx, upm = font.getBestCmap(), font["hmtx"], font["head"].unitsPerEm
+
+    def em(ch: str) -> float:
+        return hmtx[cmap[ord(ch)]][0] / upm
+
+    values = [["0.5", "-10.25", r"-\infty"], ["-1", "3", "0.125"], ["100", "-0.5", "7"]]
+    latex = r"\begin{bmatrix}" + r"\\".join(" & ".join(r) for r in values) + r"\end{bmatrix}"
+    (text,) = re.findall(r'<span class="bm">([^<]*)</span>', math_html(latex, display=True))
+    centres: list[list[float]] = []
+    for line in text.split("\n"):
+        x, row, start = 0.0, [], None
+        for ch in line + " ":
+            if ch.isspace():
+                if start is not None:
+                    row.append((start + x) / 2)
+                    start = None
+            elif start is None:
+                start = x
+            x += em(ch) if ch != " " else 0.0
+        centres.append(row)
+    assert [len(r) for r in centres] == [3, 3, 3]
+    for column in zip(*centres):  # every entry centred in its column, to within 0.06 em
+        assert max(column) - min(column) < 0.06, column
+    for row in centres:  # and the columns well apart
+        assert all(b - a > 1.5 for a, b in zip(row, row[1:])), row
+
+
 # --------------------------------------------------------------------------- SVG math
 
 
@@ -228,6 +272,13 @@ def test_an_inline_matrix_stays_inside_its_paragraph() -> None:
     (matrix_parents,) = [stack for tag, stack in tree.seen if tag == "span.bmat"]
     assert "p" in matrix_parents
     assert "<table" not in body
+
+
+def test_a_tight_bullet_list_writes_its_bullets_as_text() -> None:
+    body = markdown_body_html("- one $x_1$\n- two\n\n1. first\n2. second\n\n- loose\n\n- list\n")
+    assert body.count('<li class="tb">\u2022\u00a0') == 2  # on the line, not a marker box
+    assert "<li>first</li>" in body  # numbers stay the list's own markers
+    assert body.count("<li>\n<p>") == 2  # items of paragraphs keep theirs
 
 
 def test_markdown_tables_pass_through() -> None:
