@@ -72,6 +72,28 @@ def matrix_rows(fragment: str) -> list[list[list[str]]]:
     return parser.matrices
 
 
+def box_grids(fragment: str) -> list[tuple[int, int]]:
+    """(rows, columns) of every grid of answer boxes: one element whose classes size it,
+    the boxes its tiled background."""
+    return [(int(r), int(c)) for r, c in re.findall(r'<span class="boxes r(\d) c(\d)"></span>', fragment)]
+
+
+def test_a_grid_of_boxes_is_as_many_tiles_as_its_shape() -> None:
+    # The stylesheet sizes a grid in whole tiles of its background, so that every box is
+    # drawn whole and none is cut off at an edge.
+    css = render_html.base_stylesheet_text()
+    tile = re.search(r"\.boxes \{[^}]*/ ([\d.]+)px ([\d.]+)px repeat", css)
+    assert tile is not None
+    width, height = float(tile.group(1)), float(tile.group(2))
+    svg = base64.b64decode(re.search(r"\.boxes \{[^}]*base64,([A-Za-z0-9+/=]+)", css).group(1)).decode()
+    assert f'width="{tile.group(1)}" height="{tile.group(2)}"' in svg  # the picture is one tile
+    for n in range(1, render_html.ANSWER_GRID_MAX + 1):
+        assert f".boxes.c{n} {{ width: {n * width:.2f}px; }}" in css
+        assert f".boxes.r{n} {{ height: {n * height:.2f}px; }}" in css
+    # A box is 1.6 cm × 0.68 cm (CSS px: 96 per inch) inside its tile.
+    assert abs(width - 1.6 / 2.54 * 96) < 2 and abs(height - 0.68 / 2.54 * 96) < 2
+
+
 class _Tree(HTMLParser):
     """Records, for every start tag, the stack of open tags (as a browser parser keeps)."""
 
@@ -302,8 +324,7 @@ def test_answer_grid_has_one_box_per_entry(
     shape: tuple[int, ...], rows: int, cols: int, kind: str
 ) -> None:
     out = answer_grid_html("q1.weights", shape, label="A =")
-    assert out.count('<td class="box">') == rows * cols
-    assert out.count("<tr>") == rows
+    assert box_grids(out) == [(rows, cols)]
     assert f'data-rows="{rows}" data-cols="{cols}"' in out
     assert 'data-part="q1.weights"' in out and f"answer-{kind}" in out
     assert "\n\n" not in out  # a blank line would end the Markdown HTML block
@@ -320,14 +341,14 @@ def test_answer_grid_placeholder_in_markdown_is_filled_in() -> None:
         'Fill in:\n\n<div class="answer-grid" data-rows="2" data-cols="3" data-part="q1.w"></div>\n'
     )
     body = markdown_body_html(md)
-    assert body.count('<td class="box">') == 6 and 'data-part="q1.w"' in body
+    assert box_grids(body) == [(2, 3)] and 'data-part="q1.w"' in body
 
 
 def test_answer_grid_from_the_helper_survives_markdown() -> None:
     body = markdown_body_html(
         "(a) The weights.\n\n" + answer_grid_html("q1.weights", (2, 2)) + "\n"
     )
-    assert body.count('<td class="box">') == 4
+    assert box_grids(body) == [(2, 2)]
 
 
 def test_header_shows_and_escapes_the_student_fields() -> None:

@@ -690,8 +690,8 @@ def answer_grid_html(
     rows, cols = dims if dims else (1, 1)
     kind = "scalar" if not dims else "matrix"
     label_html = f'<span class="answer-label">{math_html(label, text=True)}</span>' if label else ""
-    cells = '<td class="box"></td>' * cols
-    grid = f'<table class="answer-grid">{f"<tr>{cells}</tr>" * rows}</table>'
+    # One element, the boxes its tiled background (see .boxes in the stylesheet).
+    grid = f'<span class="boxes r{rows} c{cols}"></span>'
     if dims:
         # The bracket of a matrix's grid: drawn as a matrix's (see matrix_table_html).
         grid = f'<span class="bracket">{grid}</span>'
