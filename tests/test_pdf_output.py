@@ -330,6 +330,7 @@ def test_text_math_sets_fractions_scripts_and_signs() -> None:
     assert "(1)(\u22122)\u2009+\u2009(0)(3)" in out and "\u2005=\u2005" in out
     assert "<span" not in out.replace('<span class="t', "").replace('<span class="rad"', "")  # no element per operator
     assert text_math_html("= 1").startswith('<span class="tm">=\u2005')  # a relation opening: no space before
+    assert text_math_html(r"j \le") == '<span class="tm"><i>j</i>\u2005\u2264</span>'  # nor after one ending
     assert text_math_html("+ 0.5", continues=True) == '<span class="tm">\u2009+\u20090.5</span>'
     assert text_math_html("+ 0.5") == '<span class="tm">+0.5</span>'  # at the start it is a sign
     assert "<sup>\u22a4</sup>" in text_math_html(r"QK^\top")

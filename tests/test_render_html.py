@@ -82,16 +82,19 @@ def test_a_grid_of_boxes_is_as_many_tiles_as_its_shape() -> None:
     # The stylesheet sizes a grid in whole tiles of its background, so that every box is
     # drawn whole and none is cut off at an edge.
     css = render_html.base_stylesheet_text()
-    tile = re.search(r"\.boxes \{[^}]*/ ([\d.]+)px ([\d.]+)px repeat", css)
+    tile = re.search(r"\.boxes \{[^}]*background-size: ([\d.]+)px ([\d.]+)px", css)
     assert tile is not None
     width, height = float(tile.group(1)), float(tile.group(2))
-    svg = base64.b64decode(re.search(r"\.boxes \{[^}]*base64,([A-Za-z0-9+/=]+)", css).group(1)).decode()
+    (b64,) = re.findall(r"base64,([A-Za-z0-9+/=]+)", render_html.BOXES_CSS)
+    svg = base64.b64decode(b64).decode()
     assert f'width="{tile.group(1)}" height="{tile.group(2)}"' in svg  # the picture is one tile
     for n in range(1, render_html.ANSWER_GRID_MAX + 1):
         assert f".boxes.c{n} {{ width: {n * width:.2f}px; }}" in css
         assert f".boxes.r{n} {{ height: {n * height:.2f}px; }}" in css
     # A box is 1.6 cm × 0.68 cm (CSS px: 96 per inch) inside its tile.
     assert abs(width - 1.6 / 2.54 * 96) < 2 and abs(height - 0.68 / 2.54 * 96) < 2
+    # Every document with boxes brings the tile; the stylesheet loads nothing.
+    assert render_html.BOXES_CSS in markdown_to_html("x") and "url(" not in css
 
 
 class _Tree(HTMLParser):

@@ -97,6 +97,24 @@ def base_stylesheet_text() -> str:
     return _read_stylesheet(stylesheet_path())
 
 
+#: One answer box as the tile of a grid's background (``.boxes`` in the stylesheet sizes
+#: it, 61.94 × 27.17 CSS px): 1.6 cm × 0.68 cm (60.47 × 25.70 px) framed by a grey 0.6pt
+#: (0.8 px) line inside its edge, and half the 0.1em gap between boxes around it.
+BOX_TILE_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="61.94" height="27.17">'
+    '<rect x="1.13" y="1.13" width="59.67" height="24.9" fill="none" stroke="#777" '
+    'stroke-width="0.8"/></svg>'
+)
+#: The tile, for the documents that have answer boxes. It is not in ``style.css``: the
+#: answer form embeds that stylesheet under a Content-Security-Policy that loads nothing,
+#: not even a ``data:`` picture, and has boxes of its own.
+BOXES_CSS = (
+    ".boxes { background-image: url('data:image/svg+xml;base64,"
+    + base64.b64encode(BOX_TILE_SVG.encode("ascii")).decode("ascii")
+    + "'); }"
+)
+
+
 def page_css(page_size: str = "A4") -> str:
     """The rule that sets the page size (``@page`` cannot take a CSS variable)."""
     return f"@page {{ size: {page_size_css(page_size)}; }}"
@@ -871,7 +889,7 @@ def html_document(
     ``body_class`` names the kind of document (``"worksheet"``, ``"key"``) for the
     stylesheet's rules that apply to one kind only.
     """
-    own_css = "\n".join([page_css(page_size), *extra_css])
+    own_css = "\n".join([page_css(page_size), BOXES_CSS, *extra_css])
     body_attr = f' class="{html.escape(body_class, quote=True)}"' if body_class else ""
     return (
         f'<!DOCTYPE html>\n<html lang="{html.escape(lang)}">\n<head>\n<meta charset="utf-8">\n'

@@ -280,5 +280,7 @@ def text_math_html(latex: str, *, display: bool = False, continues: bool = False
     body = parser.sequence(previous="ord" if continues else "start")
     if parser.peek() is not None:
         raise Unsupported(f"unbalanced {parser.peek()}")
-    # Letters next to each other share one italic run (fewer elements, same look).
-    return f'<span class="tm">{body.replace("</i><i>", "")}</span>'
+    # As in TeX, a relation that ends the expression has no space after it ("$j \\le$
+    # query"); letters next to each other share one italic run (fewer elements).
+    body = body.removesuffix(REL_SPACE).replace("</i><i>", "")
+    return f'<span class="tm">{body}</span>'
