@@ -290,17 +290,19 @@ def test_each_area_follows_the_sentence_that_names_its_part() -> None:
 
 
 def test_answer_areas_take_the_shape_of_the_part() -> None:
-    assert answer_area_html("q.s", (), "s").count('<td class="box">') == 1
-    vector = answer_area_html("q.v", (4,), "v")
-    assert vector.count('<td class="box">') == 4 and vector.count("<tr>") == 1
+    def grids(area: str) -> list[tuple[int, int]]:  # (rows, columns) of each grid of boxes
+        return [(int(r), int(c)) for r, c in re.findall(r'class="boxes r(\d) c(\d)"', area)]
+
+    assert grids(answer_area_html("q.s", (), "s")) == [(1, 1)]
+    assert grids(answer_area_html("q.v", (4,), "v")) == [(1, 4)]
     stack = answer_area_html("q.states", (3, 2, 2), "S_t")
-    assert stack.count('class="answer-grid"') == 3 and stack.count('<td class="box">') == 12
+    assert grids(stack) == [(2, 2)] * 3
     assert "q.states, matrix 3" in stack
     wide = answer_area_html("q.dQ", (3, 12), r"\nabla Q")
-    assert wide.count('<td class="box">') == 36 and "q.dQ, columns 9\u201312" in wide
+    assert grids(wide) == [(3, 8), (3, 4)] and "q.dQ, columns 9\u201312" in wide
     assert "q.dQ, columns 1\u20138" in wide
     tall = answer_area_html("q.o", (16, 2), "o")
-    assert tall.count("<tr>") == 16 and "q.o, rows 9\u201316" in tall
+    assert sum(r for r, _ in grids(tall)) == 16 and "q.o, rows 9\u201316" in tall
 
 
 def test_the_key_sets_worked_steps_as_text_and_every_student_after_the_cover() -> None:
@@ -322,8 +324,15 @@ def test_text_math_sets_fractions_scripts_and_signs() -> None:
     out = text_math_html(r"S_{12} = \frac{(1)(-2) + (0)(3)}{\sqrt{2}} = -1.414")
     assert "<i>S</i><sub>12</sub>" in out
     assert '<span class="tfrac"><span class="tnum">' in out and "\u221a" in out
-    assert f'<span class="sign">{MINUS}</span>1.414' in out  # a sign, not a binary minus
-    assert '<span class="bin">+</span>' in out and '<span class="rel">=</span>' in out
+    # Spacing is text: a thin space around a binary operator, a wider one around a relation,
+    # none after a sign.
+    assert f"=\u2005{MINUS}1.414" in out  # a sign, not a binary minus
+    assert "(1)(\u22122)\u2009+\u2009(0)(3)" in out and "\u2005=\u2005" in out
+    assert "<span" not in out.replace('<span class="t', "").replace('<span class="rad"', "")  # no element per operator
+    assert text_math_html("= 1").startswith('<span class="tm">=\u2005')  # a relation opening: no space before
+    assert text_math_html(r"j \le") == '<span class="tm"><i>j</i>\u2005\u2264</span>'  # nor after one ending
+    assert text_math_html("+ 0.5", continues=True) == '<span class="tm">\u2009+\u20090.5</span>'
+    assert text_math_html("+ 0.5") == '<span class="tm">+0.5</span>'  # at the start it is a sign
     assert "<sup>\u22a4</sup>" in text_math_html(r"QK^\top")
     assert "\u2207" in text_math_html(r"\nabla_S L") and "X\u0304" in text_math_html(r"\bar X")
 

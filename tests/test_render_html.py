@@ -39,29 +39,30 @@ def overlay_texts(fragment: str) -> list[str]:
 
 
 class _Matrices(HTMLParser):
-    """Collects every text matrix (``span.bmat`` > ``span.r`` > ``span.c``) as cell texts."""
+    """Collects every text matrix (``span.bmat``: one line of text per row, entries apart by
+    spaces) as rows of cell texts."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.matrices: list[list[list[str]]] = []
+        self.texts: list[str] = []
         self._open: list[str] = []
+
+    @property
+    def matrices(self) -> list[list[list[str]]]:
+        return [[line.split() for line in text.split("\n")] for text in self.texts]
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         cls = dict(attrs).get("class") or ""
         self._open.append(cls)
         if cls == "bmat":
-            self.matrices.append([])
-        elif cls == "r" and "bmat" in self._open:
-            self.matrices[-1].append([])
-        elif cls == "c" and "bmat" in self._open:
-            self.matrices[-1][-1].append("")
+            self.texts.append("")
 
     def handle_endtag(self, tag: str) -> None:
         self._open.pop()
 
     def handle_data(self, data: str) -> None:
-        if self._open and self._open[-1] == "c":
-            self.matrices[-1][-1][-1] += data
+        if "bmat" in self._open:
+            self.texts[-1] += data
 
 
 def matrix_rows(fragment: str) -> list[list[list[str]]]:
@@ -69,6 +70,31 @@ def matrix_rows(fragment: str) -> list[list[list[str]]]:
     parser = _Matrices()
     parser.feed(fragment)
     return parser.matrices
+
+
+def box_grids(fragment: str) -> list[tuple[int, int]]:
+    """(rows, columns) of every grid of answer boxes: one element whose classes size it,
+    the boxes its tiled background."""
+    return [(int(r), int(c)) for r, c in re.findall(r'<span class="boxes r(\d) c(\d)"></span>', fragment)]
+
+
+def test_a_grid_of_boxes_is_as_many_tiles_as_its_shape() -> None:
+    # The stylesheet sizes a grid in whole tiles of its background, so that every box is
+    # drawn whole and none is cut off at an edge.
+    css = render_html.base_stylesheet_text()
+    tile = re.search(r"\.boxes \{[^}]*background-size: ([\d.]+)px ([\d.]+)px", css)
+    assert tile is not None
+    width, height = float(tile.group(1)), float(tile.group(2))
+    (b64,) = re.findall(r"base64,([A-Za-z0-9+/=]+)", render_html.BOXES_CSS)
+    svg = base64.b64decode(b64).decode()
+    assert f'width="{tile.group(1)}" height="{tile.group(2)}"' in svg  # the picture is one tile
+    for n in range(1, render_html.ANSWER_GRID_MAX + 1):
+        assert f".boxes.c{n} {{ width: {n * width:.2f}px; }}" in css
+        assert f".boxes.r{n} {{ height: {n * height:.2f}px; }}" in css
+    # A box is 1.6 cm × 0.68 cm (CSS px: 96 per inch) inside its tile.
+    assert abs(width - 1.6 / 2.54 * 96) < 2 and abs(height - 0.68 / 2.54 * 96) < 2
+    # Every document with boxes brings the tile; the stylesheet loads nothing.
+    assert render_html.BOXES_CSS in markdown_to_html("x") and "url(" not in css
 
 
 class _Tree(HTMLParser):
@@ -146,6 +172,49 @@ def test_transposed_matrix_lays_out_instead_of_failing() -> None:
         math_html(r"\begin{bmatrix} a & b \\ c & d \end{bmatrix}^\top", display=True)
     )
     assert "<path" in svg
+
+
+def _font_file(family: str) -> str:
+    try:
+        found = subprocess.run(
+            ["fc-match", "-f", "%{file}", family], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("fontconfig (fc-match) is not installed")
+    if "DejaVuSerif" not in found.replace("-", ""):
+        pytest.skip(f"{family} is not installed")
+    return found
+
+
+def test_matrix_columns_line_up_in_the_body_font() -> None:
+    # The oracle: advance widths read from the font file itself.
+    ttlib = pytest.importorskip("fontTools.ttLib")
+    font = ttlib.TTFont(_font_file("DejaVu Serif"))
+    cmap, hmtx, upm = font.getBestCmap(), font["hmtx"], font["head"].unitsPerEm
+
+    def em(ch: str) -> float:
+        return hmtx[cmap[ord(ch)]][0] / upm
+
+    values = [["0.5", "-10.25", r"-\infty"], ["-1", "3", "0.125"], ["100", "-0.5", "7"]]
+    latex = r"\begin{bmatrix}" + r"\\".join(" & ".join(r) for r in values) + r"\end{bmatrix}"
+    (text,) = re.findall(r'<span class="bm">([^<]*)</span>', math_html(latex, display=True))
+    centres: list[list[float]] = []
+    for line in text.split("\n"):
+        x, row, start = 0.0, [], None
+        for ch in line + " ":
+            if ch.isspace():
+                if start is not None:
+                    row.append((start + x) / 2)
+                    start = None
+            elif start is None:
+                start = x
+            x += em(ch) if ch != " " else 0.0
+        centres.append(row)
+    assert [len(r) for r in centres] == [3, 3, 3]
+    for column in zip(*centres):  # every entry centred in its column, to within 0.06 em
+        assert max(column) - min(column) < 0.06, column
+    for row in centres:  # and the columns well apart
+        assert all(b - a > 1.5 for a, b in zip(row, row[1:])), row
 
 
 # --------------------------------------------------------------------------- SVG math
@@ -230,6 +299,13 @@ def test_an_inline_matrix_stays_inside_its_paragraph() -> None:
     assert "<table" not in body
 
 
+def test_a_tight_bullet_list_writes_its_bullets_as_text() -> None:
+    body = markdown_body_html("- one $x_1$\n- two\n\n1. first\n2. second\n\n- loose\n\n- list\n")
+    assert body.count('<li class="tb">\u2022\u00a0') == 2  # on the line, not a marker box
+    assert "<li>first</li>" in body  # numbers stay the list's own markers
+    assert body.count("<li>\n<p>") == 2  # items of paragraphs keep theirs
+
+
 def test_markdown_tables_pass_through() -> None:
     body = markdown_body_html("| a | b |\n|---|---|\n| 1 | $x$ |\n")
     assert "<table>" in body and '<span class="math">' in body
@@ -251,8 +327,7 @@ def test_answer_grid_has_one_box_per_entry(
     shape: tuple[int, ...], rows: int, cols: int, kind: str
 ) -> None:
     out = answer_grid_html("q1.weights", shape, label="A =")
-    assert out.count('<td class="box">') == rows * cols
-    assert out.count("<tr>") == rows
+    assert box_grids(out) == [(rows, cols)]
     assert f'data-rows="{rows}" data-cols="{cols}"' in out
     assert 'data-part="q1.weights"' in out and f"answer-{kind}" in out
     assert "\n\n" not in out  # a blank line would end the Markdown HTML block
@@ -269,14 +344,14 @@ def test_answer_grid_placeholder_in_markdown_is_filled_in() -> None:
         'Fill in:\n\n<div class="answer-grid" data-rows="2" data-cols="3" data-part="q1.w"></div>\n'
     )
     body = markdown_body_html(md)
-    assert body.count('<td class="box">') == 6 and 'data-part="q1.w"' in body
+    assert box_grids(body) == [(2, 3)] and 'data-part="q1.w"' in body
 
 
 def test_answer_grid_from_the_helper_survives_markdown() -> None:
     body = markdown_body_html(
         "(a) The weights.\n\n" + answer_grid_html("q1.weights", (2, 2)) + "\n"
     )
-    assert body.count('<td class="box">') == 4
+    assert box_grids(body) == [(2, 2)]
 
 
 def test_header_shows_and_escapes_the_student_fields() -> None:

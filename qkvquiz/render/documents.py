@@ -167,7 +167,7 @@ def worksheet_body_html(ws: Worksheet, student: int, *, templates: str | Path | 
     parts.append(f'<p class="hand-in">{HAND_IN_NOTE}</p>')
     problems = render_items(ws, student, "problem", templates=templates)
     for markdown, areas in zip(problems, problem_areas(ws, student)):
-        body = place_answer_areas(markdown_body_html(markdown), areas)
+        body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas)
         parts.append(f'<section class="problem">\n{body}</section>')
     return "\n".join(parts) + "\n"
 

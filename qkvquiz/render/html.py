@@ -97,6 +97,24 @@ def base_stylesheet_text() -> str:
     return _read_stylesheet(stylesheet_path())
 
 
+#: One answer box as the tile of a grid's background (``.boxes`` in the stylesheet sizes
+#: it, 61.94 × 27.17 CSS px): 1.6 cm × 0.68 cm (60.47 × 25.70 px) framed by a grey 0.6pt
+#: (0.8 px) line inside its edge, and half the 0.1em gap between boxes around it.
+BOX_TILE_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="61.94" height="27.17">'
+    '<rect x="1.13" y="1.13" width="59.67" height="24.9" fill="none" stroke="#777" '
+    'stroke-width="0.8"/></svg>'
+)
+#: The tile, for the documents that have answer boxes. It is not in ``style.css``: the
+#: answer form embeds that stylesheet under a Content-Security-Policy that loads nothing,
+#: not even a ``data:`` picture, and has boxes of its own.
+BOXES_CSS = (
+    ".boxes { background-image: url('data:image/svg+xml;base64,"
+    + base64.b64encode(BOX_TILE_SVG.encode("ascii")).decode("ascii")
+    + "'); }"
+)
+
+
 def page_css(page_size: str = "A4") -> str:
     """The rule that sets the page size (``@page`` cannot take a CSS variable)."""
     return f"@page {{ size: {page_size_css(page_size)}; }}"
@@ -471,7 +489,7 @@ def _svg_math_html(latex: str, display: bool, font_size_pt: float) -> str:
     )
 
 
-def _matrix_cell_html(text: str) -> str:
+def _matrix_cell_text(text: str) -> str:
     """A number as it prints: a leading sign becomes the minus sign U+2212.
 
     Plain text (no markup around the sign) keeps every number one word for text
@@ -482,23 +500,67 @@ def _matrix_cell_html(text: str) -> str:
         text = _MINUS + text[1:]
     elif text.startswith("+"):
         text = text[1:]
-    return html.escape(text)
+    return text
+
+
+#: Advance widths (em) in DejaVu Serif, the body face, of what a matrix of numbers holds.
+#: Its digits all have one width (that of FIGURE SPACE) and the full stop half of it.
+_GLYPH_EM = {**{d: 0.6362 for d in "0123456789"}, ".": 0.3179, _MINUS: 0.8379, _INFINITY: 0.833}
+#: Fixed-width spaces and their widths (em) in DejaVu Serif, widest first: EM, FIGURE,
+#: EN, THREE-PER-EM, PUNCTUATION, FOUR-PER-EM, THIN, SIX-PER-EM, HAIR.
+_SPACES_EM = (
+    ("\u2003", 1.0), ("\u2007", 0.6362), ("\u2002", 0.5), ("\u2004", 0.3296),
+    ("\u2008", 0.3179), ("\u2005", 0.25), ("\u2009", 0.1997), ("\u2006", 0.167),
+    ("\u200a", 0.0996),
+)
+#: Space between two columns of a matrix (em), as TeX's bmatrix leaves about.
+MATRIX_COLUMN_GAP_EM = 0.84
+
+
+def _text_em(text: str) -> float:
+    return sum(_GLYPH_EM.get(ch, 0.6362) for ch in text)
+
+
+def _space(width_em: float) -> str:
+    """Fixed-width spaces that add up to ``width_em`` (to within 0.05 em)."""
+    out = []
+    left = width_em
+    for char, width in _SPACES_EM:
+        while left >= width - 0.05:
+            out.append(char)
+            left -= width
+    return "".join(out)
 
 
 def matrix_table_html(rows: Sequence[Sequence[str]]) -> str:
-    """A matrix of plain numbers (strings as they should print) as a bracketed table.
+    """A matrix of plain numbers (strings as they should print) in brackets.
 
-    Built from ``<span>`` elements laid out as a CSS table, not from ``<table>``: an HTML
-    parser closes an open ``<p>`` at ``<table>``, which would break a sentence around an
-    inline matrix. The brackets are the table's side borders and corner ticks.
+    Each row is one line of text, its entries centred in their columns by fixed-width
+    spaces (U+2007 FIGURE SPACE is as wide as a digit, and so on), the lines one under
+    the other in a ``white-space: pre`` box. A CSS table of one element per entry looked
+    the same and cost four times as much to lay out; as text, each row also reads left to
+    right when searched or copied. Spans, not ``<table>``: an HTML parser closes an open
+    ``<p>`` at ``<table>``, which would break a sentence around an inline matrix.
+
+    The brackets are a border all round the outer box; the inner box, on white, covers
+    the middle of its top and bottom and leaves the corner ticks (four gradients drew the
+    ticks before and cost more than the whole table).
     """
-    body = "".join(
-        '<span class="r">'
-        + "".join(f'<span class="c">{_matrix_cell_html(c)}</span>' for c in row)
-        + "</span>"
-        for row in rows
-    )
-    return f'<span class="bmat">{body}</span>'
+    cells = [[_matrix_cell_text(c) for c in row] for row in rows]
+    ncols = max((len(r) for r in cells), default=0)
+    widths = [max((_text_em(r[j]) for r in cells if j < len(r)), default=0.0) for j in range(ncols)]
+    lines = []
+    for row in cells:
+        parts = []
+        carry = 0.0  # space still owed to the right of the previous entry
+        for j, cell in enumerate(row):
+            spare = widths[j] - _text_em(cell)
+            gap = carry + (MATRIX_COLUMN_GAP_EM if j else 0.0) + spare / 2
+            parts.append(_space(gap) + html.escape(cell))
+            carry = spare / 2
+        parts.append(_space(carry))
+        lines.append("".join(parts))
+    return f'<span class="bmat"><span class="bm">{chr(10).join(lines)}</span></span>'
 
 
 @lru_cache(maxsize=16384)
@@ -580,7 +642,8 @@ def _pieces_html(
             continue
         if text:
             try:
-                parts.append(text_math_html(source, display=display))
+                after_matrix = bool(parts) and parts[-1].startswith('<span class="bmat">')
+                parts.append(text_math_html(source, display=display, continues=after_matrix))
                 continue
             except Unsupported:
                 pass
@@ -644,9 +707,12 @@ def answer_grid_html(
     dims = _shape(shape)
     rows, cols = dims if dims else (1, 1)
     kind = "scalar" if not dims else "matrix"
-    label_html = f'<span class="answer-label">{math_html(label)}</span>' if label else ""
-    cells = '<td class="box"></td>' * cols
-    grid = f'<table class="answer-grid">{f"<tr>{cells}</tr>" * rows}</table>'
+    label_html = f'<span class="answer-label">{math_html(label, text=True)}</span>' if label else ""
+    # One element, the boxes its tiled background (see .boxes in the stylesheet).
+    grid = f'<span class="boxes r{rows} c{cols}"></span>'
+    if dims:
+        # The bracket of a matrix's grid: drawn as a matrix's (see matrix_table_html).
+        grid = f'<span class="bracket">{grid}</span>'
     part = html.escape(part_id, quote=True)
     return (
         f'<div class="answer answer-{kind}" data-part="{part}" data-rows="{rows}" '
@@ -697,12 +763,37 @@ def header_html(title: str, student_id: str, variant_code: str, *, name_line: bo
 # --------------------------------------------------------------------------- markdown
 
 
+#: The bullet of a tight list's item, written as text at the start of its first line
+#: (``li.tb`` in the stylesheet hangs it in the margin): BULLET and NO-BREAK SPACE, 0.908
+#: em in DejaVu Serif, as wide as WeasyPrint's own marker. Text sits on the baseline of
+#: its line; WeasyPrint's marker is a box of its own that it sets at the top of a line
+#: made tall by a fraction or a matrix, and it cost the PDF renderer a box per item.
+TEXT_BULLET = "\u2022\u00a0"
+
+_TM_OPEN = '<span class="tm">'
+
+
+def _lone_text_math(body: str) -> bool:
+    """Whether ``body`` (from :func:`math_html`) is one expression set as text and nothing
+    else: every other piece is a picture or a matrix, and only a matrix brings a comma."""
+    return (
+        body.startswith(_TM_OPEN)
+        and body.count(_TM_OPEN) == 1
+        and 'class="math-svg"' not in body
+        and 'class="bmat"' not in body
+    )
+
+
 def _markdown_parser(font_size_pt: float, text_math: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": True}).enable("table")
     md.use(dollarmath_plugin, double_inline=True, allow_digits=False)
 
     def inline(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
         body = math_html(tokens[idx].content, font_size_pt=font_size_pt, text=text_math)
+        if _lone_text_math(body):
+            # One element instead of two (.math only keeps the expression on one line,
+            # as .tm does): a key has dozens of these per student.
+            return '<span class="math tm">' + body[len(_TM_OPEN) :]
         return f'<span class="math">{body}</span>'
 
     def display_in_text(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
@@ -717,6 +808,27 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False) -> MarkdownIt
         )
         return f'<div class="math-display">{body}</div>\n'
 
+    def list_item_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        token = tokens[idx]
+        following = tokens[idx + 1] if idx + 1 < len(tokens) else None
+        if (
+            token.markup in ("-", "*", "+")
+            and following is not None
+            and following.type == "paragraph_open"
+            and following.hidden
+        ):
+            # An item of a tight bullet list: its bullet is text that opens its first
+            # line (see TEXT_BULLET).
+            token.attrSet("class", "tb")
+            following.meta["text_bullet"] = True
+        return self.renderToken(tokens, idx, options, env)
+
+    def paragraph_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        out = self.renderToken(tokens, idx, options, env)
+        return out + TEXT_BULLET if tokens[idx].meta.get("text_bullet") else out
+
+    md.add_render_rule("list_item_open", list_item_open)
+    md.add_render_rule("paragraph_open", paragraph_open)
     md.add_render_rule("math_inline", inline)
     md.add_render_rule("math_inline_double", display_in_text)
     md.add_render_rule("math_block", display)
@@ -777,7 +889,7 @@ def html_document(
     ``body_class`` names the kind of document (``"worksheet"``, ``"key"``) for the
     stylesheet's rules that apply to one kind only.
     """
-    own_css = "\n".join([page_css(page_size), *extra_css])
+    own_css = "\n".join([page_css(page_size), BOXES_CSS, *extra_css])
     body_attr = f' class="{html.escape(body_class, quote=True)}"' if body_class else ""
     return (
         f'<!DOCTYPE html>\n<html lang="{html.escape(lang)}">\n<head>\n<meta charset="utf-8">\n'

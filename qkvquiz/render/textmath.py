@@ -60,6 +60,12 @@ SPACES: dict[str, str] = {
 }
 #: One-letter accents as combining marks.
 ACCENTS: dict[str, str] = {"bar": "\u0304", "hat": "\u0302", "tilde": "\u0303", "vec": "\u20d7", "dot": "\u0307"}
+#: Space on each side of a binary operator (TeX's medium space is 4/18 em): THIN SPACE,
+#: 0.2 em in DejaVu Serif.
+BIN_SPACE = "\u2009"
+#: Space on each side of a relation (TeX's thick space is 5/18 em): FOUR-PER-EM SPACE,
+#: 0.25 em.
+REL_SPACE = "\u2005"
 _FRAC = frozenset({"frac", "dfrac", "tfrac"})
 _UPRIGHT_TEXT = frozenset({"text", "textrm", "mathrm", "operatorname"})
 
@@ -107,10 +113,13 @@ class _Parser:
             out.append(SPACES.get(tok[1:], tok[1:]) if tok.startswith("\\") else tok)
         raise Unsupported("unclosed {")
 
-    def sequence(self, closer: str | None = None) -> str:
-        """Atoms up to ``closer`` (``}`` or ``\\right``) or the end; spacing by atom kind."""
+    def sequence(self, closer: str | None = None, *, previous: str = "start") -> str:
+        """Atoms up to ``closer`` (``}`` or ``\\right``) or the end; spacing by atom kind.
+
+        ``previous`` is the kind of what stands before: ``"start"`` (nothing), or
+        ``"ord"`` where the expression goes on from a matrix (``… ] + 0.5 [ … ]``).
+        """
         out: list[str] = []
-        previous = "start"  # start | open | op | ord
         while True:
             tok = self.peek()
             if tok is None:
@@ -122,13 +131,16 @@ class _Parser:
             if tok in ("}", "\\right") and tok != closer:
                 raise Unsupported(f"unbalanced {tok}")
             kind, piece = self.atom()
+            # Spacing is made of Unicode spaces of fixed width, not of padded elements:
+            # every element costs the PDF renderer a box, a style and a text run of its
+            # own, and the key shows hundreds of operators per student.
             if kind == "bin" and previous in ("start", "open", "op"):
-                kind = "ord"  # a sign: −3, (−1, = −2
-                piece = f'<span class="sign">{piece}</span>'
+                kind = "ord"  # a sign: −3, (−1, = −2 (no space: it hugs its operand)
             elif kind == "bin":
-                piece = f'<span class="bin">{piece}</span>'
+                piece = f"{BIN_SPACE}{piece}{BIN_SPACE}"
             elif kind == "rel":
-                piece = f'<span class="rel">{piece}</span>'
+                # As in TeX, a relation that opens the expression has no space before it.
+                piece = f"{'' if previous == 'start' else REL_SPACE}{piece}{REL_SPACE}"
             out.append(piece)
             if kind != "space":
                 previous = {"bin": "op", "rel": "op", "punct": "op"}.get(kind, kind)
@@ -223,7 +235,7 @@ class _Parser:
         if name == "sqrt":
             if self.peek() == "[":
                 raise Unsupported("an n-th root")
-            return "ord", f'<span class="tsqrt">\u221a<span class="rad">{self.argument()}</span></span>'
+            return "ord", f'\u221a<span class="rad">{self.argument()}</span>'
         if name in ACCENTS:
             arg = self.argument()
             letter = re.fullmatch(r"(<i>)?(\w)(</i>)?", arg)
@@ -255,12 +267,20 @@ def _delimiter(tok: str) -> str:
     raise Unsupported(f"delimiter {tok}")
 
 
-def text_math_html(latex: str, *, display: bool = False) -> str:
-    """``latex`` as an HTML ``<span class="tm">``, or :class:`Unsupported`."""
+def text_math_html(latex: str, *, display: bool = False, continues: bool = False) -> str:
+    """``latex`` as an HTML ``<span class="tm">``, or :class:`Unsupported`.
+
+    ``continues``: the expression goes on from a term before it (a matrix set apart), so
+    an operator that opens it is binary (``] + 0.5``), not a sign, and a relation is
+    spaced on both sides.
+    """
     if "\\begin" in latex or "&" in latex or "\\\\" in latex:
         raise Unsupported("an environment or an alignment")
     parser = _Parser(latex, display)
-    body = parser.sequence()
+    body = parser.sequence(previous="ord" if continues else "start")
     if parser.peek() is not None:
         raise Unsupported(f"unbalanced {parser.peek()}")
+    # As in TeX, a relation that ends the expression has no space after it ("$j \\le$
+    # query"); letters next to each other share one italic run (fewer elements).
+    body = body.removesuffix(REL_SPACE).replace("</i><i>", "")
     return f'<span class="tm">{body}</span>'
