@@ -8,8 +8,9 @@ the peak memory on the device is one chunk's work whatever N is.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -79,3 +80,37 @@ def batched(
     if kind == "tuple":
         return tuple(outputs)
     return outputs[0]
+
+
+class Workspace:
+    """Named NumPy buffers for a chunk of instances (leading axis), reused chunk after chunk.
+
+    A subclass's ``__init__(size, *dims)`` allocates its buffers as attributes.
+    """
+
+    def view(self: W, size: int) -> W:
+        """The same buffers cut to the first ``size`` instances (a shorter last chunk)."""
+        first = next(iter(vars(self).values()))
+        if size == first.shape[0]:
+            return self
+        part = object.__new__(type(self))
+        for name, buf in vars(self).items():
+            setattr(part, name, buf[:size])
+        return part
+
+
+W = TypeVar("W", bound=Workspace)
+_local = threading.local()
+
+
+def thread_workspace(kind: type[W], size: int, *dims: int) -> W:
+    """This thread's workspace of ``kind`` for these sizes, kept between calls: fresh buffers
+    are fresh pages, and faulting them in costs as much as the arithmetic of a small batch."""
+    spaces = getattr(_local, "spaces", None)
+    if spaces is None:
+        spaces = _local.spaces = {}
+    key = (size, *dims)
+    cached = spaces.get(kind)
+    if cached is None or cached[0] != key:
+        cached = spaces[kind] = (key, kind(size, *dims))
+    return cached[1]

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -37,7 +36,7 @@ import numpy as np
 
 from .attention import attention, attention_backward
 from .backend import swap
-from .batching import chunk_slices
+from .batching import Workspace, chunk_slices, thread_workspace
 from .masks import causal_allowed
 
 Array = Any
@@ -98,7 +97,7 @@ def _flat_batch(arrays: tuple[Array, ...], xp) -> tuple[tuple[int, ...], list[Ar
     return batch, flat
 
 
-class _Workspace:
+class _Workspace(Workspace):
     """Buffers for one chunk of ``size`` instances, reused chunk after chunk."""
 
     def __init__(self, size: int, n: int, d_k: int, d_v: int) -> None:
@@ -109,25 +108,8 @@ class _Workspace:
         self.vt = np.empty((size, d_v, n))  # Vᵀ, contiguous
         self.row = np.empty((size, n))  # a per-row statistic (max, then 1/sum, then rowsum)
 
-    def view(self, size: int) -> "_Workspace":
-        if size == self.s.shape[0]:
-            return self
-        part = object.__new__(_Workspace)
-        for name, buf in vars(self).items():
-            setattr(part, name, buf[:size])
-        return part
 
 
-_local = threading.local()
-
-
-def _workspace(size: int, n: int, d_k: int, d_v: int) -> _Workspace:
-    """This thread's workspace, kept between calls: fresh buffers of this size are fresh
-    pages, and faulting them in costs as much as the arithmetic of a small batch."""
-    key = (size, n, d_k, d_v)
-    if getattr(_local, "key", None) != key:
-        _local.key, _local.space = key, _Workspace(size, n, d_k, d_v)
-    return _local.space
 
 
 def _row_reduce(op, m: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -186,7 +168,7 @@ def _numpy_fused(q, k, v, dz, *, chunk: int, workers: int) -> FusedAttention:
     workers = max(1, min(workers, len(parts)))
 
     def run(group: list[slice]) -> None:
-        space = _workspace(min(chunk, total), n, d_k, d_v)
+        space = thread_workspace(_Workspace, min(chunk, total), n, d_k, d_v)
         with np.errstate(all="ignore"):  # exp(−∞) = 0 is intended
             for p in group:
                 _numpy_block(q[p], k[p], v[p], dz[p], z[p], dq[p], dk[p], dv[p],

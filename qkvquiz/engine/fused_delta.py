@@ -33,7 +33,6 @@ the engine to rounding.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -42,7 +41,7 @@ import numpy as np
 
 from . import delta
 from .backend import swap
-from .batching import chunk_slices
+from .batching import Workspace, chunk_slices, thread_workspace
 from .fused import CUDA_BLOCK, _flat_batch, _pool, sized_source
 
 Array = Any
@@ -104,7 +103,7 @@ def delta_chunk_fwd_bwd(
 # ----------------------------------------------------------------------------- NumPy
 
 
-class _Workspace:
+class _Workspace(Workspace):
     """Buffers for one block of ``size`` instances, reused block after block.
 
     Side-by-side blocks are single arrays so that one ``matmul`` reads them: the comments say
@@ -149,24 +148,8 @@ class _Workspace:
         self.gbar = np.empty((size, c, c))  # Ḡ
         self.bk = np.empty((size, c, d_k))  # diag(β)B̄_K
 
-    def view(self, size: int) -> _Workspace:
-        if size == self.z.shape[0]:
-            return self
-        part = object.__new__(_Workspace)
-        for name, buf in vars(self).items():
-            setattr(part, name, buf[:size])
-        return part
 
 
-_local = threading.local()
-
-
-def _workspace(size: int, c: int, d_k: int, d_v: int) -> _Workspace:
-    """This thread's workspace, kept between calls (fresh pages cost as much as the math)."""
-    key = (size, c, d_k, d_v)
-    if getattr(_local, "delta_key", None) != key:
-        _local.delta_key, _local.delta_space = key, _Workspace(size, c, d_k, d_v)
-    return _local.delta_space
 
 
 @cache
@@ -302,7 +285,7 @@ def _numpy_fused(q, k, v, beta, s, d_o, d_s, *, chunk: int, workers: int) -> Fus
     workers = max(1, min(workers, len(parts)))
 
     def run(group: list[slice]) -> None:
-        space = _workspace(min(chunk, total), c, d_k, d_v)
+        space = thread_workspace(_Workspace, min(chunk, total), c, d_k, d_v)
         for p in group:
             _numpy_block(q[p], k[p], v[p], beta[p], s[p], d_o[p], d_s[p],
                          tuple(a[p] for a in outs), space.view(p.stop - p.start))
