@@ -278,7 +278,7 @@ def time_generate(students: int, xp, repeat: int) -> None:
 
 def time_grading(submissions: int, xp, repeat: int) -> None:
     from qkvquiz.grade.grader import grade, grade_files, read_submission
-    from qkvquiz.key import key_from_json, key_to_json
+    from qkvquiz.key import encode, key_from_json, key_to_json
     from qkvquiz.spec import load_spec
     from qkvquiz.worksheet import build_worksheet
 
@@ -293,8 +293,8 @@ def time_grading(submissions: int, xp, repeat: int) -> None:
             answers = student["answers"]
             if i % 3 == 1:  # a third of the class slips in one part: diagnosis and carried credit run
                 part = list(answers)[rng.integers(len(answers))]
-                answers[part] = np.where(np.isfinite(np.asarray(answers[part], dtype=float)),
-                                         np.asarray(answers[part], dtype=float) + 0.5, -np.inf).tolist()
+                values = np.asarray(answers[part], dtype=float)  # "-inf" texts read as -inf
+                answers[part] = encode(np.where(np.isfinite(values), values + 0.5, -np.inf))
             elif i % 3 == 2:  # and a third leave a part blank
                 answers[next(iter(answers))] = None
             path = Path(tmp) / f"{student['student']}.json"
