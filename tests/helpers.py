@@ -31,3 +31,27 @@ def make_key(items=None, students=("a", "b", "c"), seed=1):
 def write_json(path: Path, doc: Any) -> Path:
     path.write_text(json.dumps(doc), encoding="utf-8")
     return path
+
+
+def assert_every_mistake_told_apart(solved_cases, families) -> None:
+    """Every listed mistake of ``families`` is exercised by some case and never passes for the answer.
+
+    ``solved_cases`` yields ``(label, item, env)``: an item solved for a class (env's leading axis).
+    """
+    import numpy as np
+
+    from qkvquiz.families import get_family
+
+    checked: set[tuple[str, str, str]] = set()
+    for label, item, env in solved_cases:
+        n = next(iter(env.values())).shape[0]
+        for part in item.parts:
+            for mistake in item.family.mistakes_for(part.step, item.params):
+                wrong = mistake.fn(env, item.params, np)
+                if wrong.shape != env[part.step].shape:
+                    continue
+                same = item.tolerance.passes(wrong, env[part.step]).reshape(n, -1).all(axis=1)
+                assert not same.any(), f"{label}: {mistake.name} passes for the answer"
+                checked.add((item.family.name, mistake.step, mistake.name))
+    every = {(f, m.step, m.name) for f in families for m in get_family(f).misconceptions}
+    assert checked == every, f"never exercised: {sorted(every - checked)}"
