@@ -55,3 +55,25 @@ def assert_every_mistake_told_apart(solved_cases, families) -> None:
                 checked.add((item.family.name, mistake.step, mistake.name))
     every = {(f, m.step, m.name) for f in families for m in get_family(f).misconceptions}
     assert checked == every, f"never exercised: {sorted(every - checked)}"
+
+
+FD_STEP = 1e-5
+
+
+def fd_grad(loss, x):
+    """Central differences of a per-variant loss (batch,) with respect to x (batch, ...)."""
+    import numpy as np
+
+    grad = np.zeros_like(x)
+    for idx in np.ndindex(*x.shape[1:]):
+        at = (slice(None), *idx)
+        up, down = x.copy(), x.copy()
+        up[at] += FD_STEP
+        down[at] -= FD_STEP
+        grad[at] = (loss(up) - loss(down)) / (2 * FD_STEP)
+    return grad
+
+
+def total(a, b):
+    """Σ a ⊙ b per variant: the scalar loss whose upstream gradient is a."""
+    return (a * b).reshape(a.shape[0], -1).sum(axis=1)

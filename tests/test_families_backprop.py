@@ -27,10 +27,9 @@ from qkvquiz.seeding import Draw
 from qkvquiz.spec import parse_spec
 from qkvquiz.worksheet import build_worksheet
 
-from .helpers import assert_every_mistake_told_apart
+from .helpers import assert_every_mistake_told_apart, fd_grad, total
 
 TORCH_TOL = 1e-10
-FD_STEP = 1e-5
 FD_RTOL = 1e-7
 FD_ATOL = 1e-8
 FAMILIES = ("backprop.scores", "backprop.softmax", "backprop.attention", "backprop.projection")
@@ -70,21 +69,6 @@ def naive_softmax(s):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def fd_grad(loss, x):
-    """Central differences of a per-variant loss (batch,) with respect to x (batch, ...)."""
-    grad = np.zeros_like(x)
-    for idx in np.ndindex(*x.shape[1:]):
-        at = (slice(None), *idx)
-        up, down = x.copy(), x.copy()
-        up[at] += FD_STEP
-        down[at] -= FD_STEP
-        grad[at] = (loss(up) - loss(down)) / (2 * FD_STEP)
-    return grad
-
-
-def total(a, b):
-    """Σ a ⊙ b per variant: the scalar loss whose upstream gradient is a."""
-    return (a * b).reshape(a.shape[0], -1).sum(axis=1)
 
 
 def T(x):

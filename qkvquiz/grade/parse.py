@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -371,8 +371,11 @@ def describe_shape(shape: tuple[int, ...]) -> str:
     )
 
 
-def _where(path: list[int], ndim: int) -> str:
-    """Where an item sits, counting from 1: ``entry 3``, ``row 2, column 3``, ``matrix 1``."""
+def entry_place(path: Sequence[int], ndim: int) -> str:
+    """Where an item sits, counting from 1: ``entry 3``, ``row 2, column 3``, ``matrix 1``.
+
+    The one wording of an entry's place, shared by the grader's messages and the answer form.
+    """
     parts = []
     for k, i in enumerate(path):
         below = ndim - k - 1
@@ -436,13 +439,13 @@ def parse_answer(value: object, shape: tuple[int, ...]) -> np.ndarray:
             try:
                 flat.append(parse_entry(item))
             except AnswerFormatError as err:
-                raise AnswerFormatError(f"{_where(path, ndim)}: {err}") from None
+                raise AnswerFormatError(f"{entry_place(path, ndim)}: {err}") from None
             return
         item = _as_list(item)
         n = shape[level]
         unit = _UNITS[ndim - level - 1]
         if level > 0:
-            where = _where(path, ndim)
+            where = entry_place(path, ndim)
             if not isinstance(item, (list, tuple)):
                 raise AnswerFormatError(
                     f"{where} is {_found(item, unit)}, expected a list of "

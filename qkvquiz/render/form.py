@@ -32,6 +32,7 @@ import jinja2.sandbox
 import numpy as np
 from markupsafe import Markup
 
+from ..grade.parse import entry_place
 from ..resources import templates_dir
 from ..worksheet import Worksheet
 from .latex import num, shape_text
@@ -43,7 +44,6 @@ ASSET_DIR = "answer-form"
 STORAGE_PREFIX = "qkvquiz:answers:"
 
 # Names of the levels of a part's shape, counted from the innermost, as the grader names them.
-_LEVEL_NAMES = {1: "row", 2: "matrix", 3: "block"}
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _FILE_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
@@ -85,15 +85,8 @@ class FormProblem:
 
 
 def where(index: Sequence[int], ndim: int) -> str:
-    """An entry's place in words, counting from 1, as the grader writes it in messages."""
-    words = []
-    for level, i in enumerate(index):
-        below = ndim - level - 1
-        if below == 0:
-            words.append(f"{'column' if ndim >= 2 else 'entry'} {i + 1}")
-        else:
-            words.append(f"{_LEVEL_NAMES[below]} {i + 1}")
-    return ", ".join(words)
+    """An entry's place in words (``index`` counts from 0), exactly as the grader's messages say it."""
+    return entry_place([i + 1 for i in index], ndim)
 
 
 def grid_blocks(shape: Sequence[int]) -> tuple[Block, ...]:
