@@ -36,8 +36,10 @@ app = typer.Typer(
     rich_markup_mode="markdown",
     pretty_exceptions_enable=False,
 )
-console = Console()
-err = Console(stderr=True)
+# soft_wrap: a message is one line however long its paths (the terminal may fold it; logs and
+# pipes keep it whole, so it can be searched), never cut at 80 columns where stdout is no terminal.
+console = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 TOLERANCE_HELP = (
     f"Default tolerance (when a spec sets none): {TOLERANCE_DEFAULT.to_json()['value']} decimals, i.e. an entry "

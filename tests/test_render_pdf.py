@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.abc
+import logging
 import shutil
 import subprocess
 import sys
@@ -235,3 +236,13 @@ def test_a_shared_image_cache_serves_the_next_document(tmp_path: Path) -> None:
     assert cached > 0 and len(cache) == cached  # the second document parsed no new picture
     assert first.warnings == second.warnings == ()
     assert "S = QK\u1d40" in pdftotext(second.path)
+
+
+def test_the_missing_subset_library_note_is_not_a_warning_about_the_document() -> None:
+    # Where libharfbuzz-subset is missing WeasyPrint says so for every font of every document;
+    # weasyprint_module() tells the machine's owner once, and documents stay warning-free.
+    log = logging.getLogger("weasyprint")
+    with render_pdf_module._collect_warnings() as warnings:
+        log.warning('Using fontTools instead of HarfBuzz-Subset for font "%s". Install it.', "DejaVu Serif")
+        log.warning("Ignored `foo: bar` at 1:2, unknown property.")
+    assert warnings == ["Ignored `foo: bar` at 1:2, unknown property."]

@@ -94,15 +94,21 @@ def pdf_available() -> bool:
 # --------------------------------------------------------------------------- one document
 
 
+# WeasyPrint's fallback note where libharfbuzz-subset is missing: a fact about the machine,
+# said once by weasyprint_module(), not a problem of the document being rendered.
+_MACHINE_NOTE = "Using fontTools instead of HarfBuzz-Subset"
+
+
 class _WarningCollector(logging.Handler):
-    """Keeps WeasyPrint's warnings for the document being rendered."""
+    """Keeps WeasyPrint's warnings about the document being rendered."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.messages: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
+        if not str(record.msg).startswith(_MACHINE_NOTE):
+            self.messages.append(record.getMessage())
 
 
 @contextmanager
