@@ -12,11 +12,16 @@ Scoring of one part, in order:
 - missing (no answer): 0; format error (given but unreadable): ``credit.format_error`` of
   the points (0 by default);
 - every entry within tolerance: ``correct``, full points;
+- the answer equals this step re-run on the student's own earlier answers, and those were all
+  accepted (right within tolerance, or themselves right for the student's own accepted values):
+  ``correct``, full points. Rounding each step to the asked decimals is right work;
 - otherwise the larger of the per-entry share (``credit.per_entry``; all-or-nothing gives 0)
   and, when the answer equals this step re-run on the student's own earlier answers,
   ``credit.carried_forward`` of the points (``carried``). No credit is carried from an earlier
   answer that is missing, malformed, or wrong and breaking one of its step's invariants, nor
-  to an answer that breaks one of its own step's invariants.
+  to an answer that breaks one of its own step's invariants, nor within a file whose answers
+  are another student's variant; the part's ``carry`` sentence names the earlier part and the
+  rule it broke.
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ class PartResult:
     given: Any = None  # the answer as read (JSON form), None when not readable
     expected: Any = None
     entry_ok: Any = None  # per entry, within tolerance (nested like the answer)
+    carry: str = ""  # how the part relates to earlier answers: right for rounded ones, or why nothing was carried
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -77,7 +83,7 @@ class PartResult:
             "correct_entries": self.correct_entries, "entries": self.entries, "message": self.message,
             "diagnosis": self.diagnosis, "mistakes": self.mistakes,
             "broken_invariants": self.broken, "invariants": self.invariants,
-            "given": self.given, "expected": self.expected, "entry_ok": self.entry_ok,
+            "given": self.given, "expected": self.expected, "entry_ok": self.entry_ok, "carry": self.carry,
         }
 
 
@@ -653,26 +659,115 @@ def rerun_on_own(family: Family, step: str, env: Env, own: Mapping[str, np.ndarr
         return family.rerun(step, redo, params, xp)
 
 
-def grade_item(item: KeyItem, rows: np.ndarray, columns: Mapping[str, Column], xp=np) -> dict[str, list[PartResult]]:
+def grade_item(item: KeyItem, rows: np.ndarray, columns: Mapping[str, Column], xp=np,
+               no_carry: np.ndarray | None = None) -> dict[str, list[PartResult]]:
     """Every part of one item for the students at ``rows`` of the key (in submission order).
 
     The comparisons, known mistakes and carried-forward re-runs run for the whole class on
-    ``xp`` (NumPy or CuPy); only booleans come back to the host.
+    ``xp`` (NumPy or CuPy); only booleans come back to the host. ``no_carry`` (bool per
+    student) marks submissions that earn no carried credit (answers of another variant).
     """
     if len(rows) == 0:
         return {part.id: [] for part in item.parts}
     host = Env({name: value[rows] for name, value in item.env.items()})
     env = host if xp is np else Env({name: xp.asarray(value) for name, value in host.items()})
     checks = {part.id: check_part(item, part, columns[part.id], env, xp) for part in item.parts}
-    return {part.id: _part_results(item, part, columns, checks, env, host, xp) for part in item.parts}
+    if no_carry is None:
+        no_carry = np.zeros(len(rows), dtype=bool)
+    chains = chain_checks(item, columns, checks, env, no_carry, xp)
+    return {part.id: _part_results(item, part, columns, checks, chains[part.id], env, host, xp) for part in item.parts}
+
+
+@dataclass
+class ChainCheck:
+    """How each student's answer to a part relates to their own earlier answers."""
+
+    accepted: np.ndarray  # bool (students,): right, or right for their own accepted earlier answers
+    from_own: np.ndarray  # bool (students,): accepted only because it follows from accepted rounded values
+    carried: np.ndarray  # bool (students,): wrong only because an earlier answer was wrong: carried credit
+    inputs: list[str]  # part ids of the earlier answers it is computed from
+    why_not: dict[int, str] = field(default_factory=dict)  # student position -> why no credit was carried
+
+
+def chain_checks(item: KeyItem, columns: Mapping[str, Column], checks: Mapping[str, PartCheck], env: Env,
+                 no_carry: np.ndarray, xp=np) -> dict[str, ChainCheck]:
+    """Every part's :class:`ChainCheck`, in the family's step order.
+
+    An earlier answer that is itself accepted (right, or right for the student's own accepted
+    values: rounding at each step) makes a later answer computed from it correct, not carried;
+    so parts are checked in step order and each one sees its inputs' verdicts.
+    """
+    order = sorted(item.parts, key=lambda p: item.family.step_names.index(p.step))
+    by_step = {p.step: p.id for p in item.parts}
+    chains: dict[str, ChainCheck] = {}
+    for part in order:
+        chains[part.id] = _chain(item, part, by_step, columns, checks, chains, env, no_carry, xp)
+    return chains
+
+
+def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mapping[str, Column],
+           checks: Mapping[str, PartCheck], chains: Mapping[str, ChainCheck], env: Env, no_carry: np.ndarray,
+           xp=np) -> ChainCheck:
+    column, check = columns[part.id], checks[part.id]
+    n = len(column.readable)
+    none = np.zeros(n, dtype=bool)
+    steps, between = carried_inputs(item.family, part.step, by_step)
+    inputs = [by_step[s] for s in steps]
+    if not inputs:
+        return ChainCheck(check.right.copy(), none, none.copy(), [])
+    readable = column.readable & np.logical_and.reduce([columns[i].readable for i in inputs])
+    redo = rerun_on_own(item.family, part.step, env, {s: columns[by_step[s]].values for s in steps}, between,
+                        item.params, xp)
+    with np.errstate(all="ignore"):
+        same = to_numpy(item.tolerance_for(part.step).passes(xp.asarray(column.values), redo, xp=xp))
+    follows = readable & same.reshape(n, -1).all(axis=1)
+    inputs_accepted = np.logical_and.reduce([chains[i].accepted for i in inputs])
+    # No credit is carried from a missing or malformed earlier answer, or from one that is
+    # wrong and breaks its step's invariants (weights whose rows do not sum to 1).
+    inputs_sound = np.logical_and.reduce([checks[i].sound for i in inputs])
+    from_own = follows & inputs_accepted & check.holds & ~check.right
+    accepted = check.right | from_own
+    carried = follows & inputs_sound & check.holds & ~accepted & ~no_carry
+    if item.credit.carried_forward <= 0:
+        carried = none.copy()
+    chain = ChainCheck(accepted, from_own, carried, inputs)
+    if item.credit.carried_forward > 0:
+        for j in np.flatnonzero(column.readable & ~accepted & ~carried).tolist():
+            chain.why_not[j] = _why_not_carried(j, inputs, columns, checks, follows, check, no_carry)
+    return chain
+
+
+def _why_not_carried(j: int, inputs: Sequence[str], columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
+                     follows: np.ndarray, check: PartCheck, no_carry: np.ndarray) -> str:
+    """Why student ``j``'s wrong answer earns no carried credit, naming the earlier part and the rule."""
+    if no_carry[j]:
+        return "no credit is carried forward: the answers in this file match another student's worksheet"
+    for part in inputs:
+        if not columns[part].readable[j]:
+            kind = columns[part].problems.get(j, ("missing", ""))[0]
+            state = "is not answered" if kind == "missing" else "could not be read"
+            return f"no credit is carried forward: it is computed from your answer to {part}, which {state}"
+    for part in inputs:
+        if not checks[part].sound[j]:
+            broken = [sentence for _, sentence, hits in checks[part].broken if hits[j]]
+            rule = f" ({broken[0].rstrip('.')})" if broken else ""
+            return (f"no credit is carried forward from your answer to {part}: it is wrong and breaks a property "
+                    f"every right value has{rule}")
+    if follows[j] and not check.holds[j]:
+        return ("it follows from your earlier answers, but no credit is carried forward to an answer that breaks "
+                "a property of its own step")
+    return f"no credit is carried forward: it does not follow from your own answers to {', '.join(inputs)} either"
+
+
+FROM_OWN_MESSAGE = "Correct for your own rounded earlier answers ({inputs}), which were accepted: full points."
 
 
 def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
-                  env: Env, host: Env, xp=np) -> list[PartResult]:
+                  chain: ChainCheck, env: Env, host: Env, xp=np) -> list[PartResult]:
     column, check = columns[part.id], checks[part.id]
     n = len(column.readable)
     tol = item.tolerance_for(part.step)
-    pending = column.readable & ~check.right  # answers that earn less than full points
+    pending = column.readable & ~chain.accepted  # answers that earn less than full points
 
     # Known mistakes: the answer matches what the mistake gives, within tolerance.
     mistakes: list[tuple[str, str, np.ndarray]] = []
@@ -685,13 +780,10 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
         hit = pending & to_numpy(tol.passes(values, wrong, xp=xp)).reshape(n, -1).all(axis=1)
         mistakes.append((mistake.name, mistake.feedback, hit))
 
-    # A carried answer must itself have the properties every right value has.
-    carried = _carried_forward(item, part, columns, checks, env, xp) & pending & check.holds
-
     points = part.points
     share = check.ok.mean(axis=1) if check.ok.shape[1] else np.ones(n)
     entry_score = points * share if item.credit.per_entry else np.zeros(n)
-    carried_score = np.where(carried, points * item.credit.carried_forward, 0.0)
+    carried_score = np.where(chain.carried, points * item.credit.carried_forward, 0.0)
     expected = encode_rows(host[part.step])
     given = encode_rows(column.values)
     entry_ok = check.ok.reshape(column.values.shape).tolist()
@@ -710,8 +802,10 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
                 r.given = column.raw.get(j)  # kept as handed in, so a regrade request can be checked
         else:
             r.given, r.entry_ok, r.correct_entries = given[j], entry_ok[j], correct_entries[j]
-            if check.right[j]:
+            if chain.accepted[j]:
                 r.verdict, r.score = "correct", points
+                if chain.from_own[j]:
+                    r.carry = FROM_OWN_MESSAGE.format(inputs=", ".join(chain.inputs))
             elif carried_score[j] > entry_score[j]:
                 r.verdict, r.score, r.message = "carried", float(carried_score[j]), CARRIED_MESSAGE
             else:
@@ -720,6 +814,10 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
                 r.message = f"{r.correct_entries} of {entries} {'entry' if entries == 1 else 'entries'} within tolerance"
                 if not item.credit.per_entry:
                     r.message += " (this part is all or nothing)"
+                if chain.carried[j]:  # carried credit was less than the per-entry share
+                    r.carry = "it follows from your earlier answers, but its correct entries earn more than carried credit"
+                else:
+                    r.carry = chain.why_not.get(j, "")
             if j in column.notes:
                 r.message = "; ".join(filter(None, (r.message, column.notes[j])))
         out.append(r)
@@ -732,29 +830,6 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
             out[j].broken.append(name)
             out[j].invariants.append(sentence)
     return out
-
-
-def _carried_forward(item: KeyItem, part: Part, columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
-                     env: Env, xp=np) -> np.ndarray:
-    """True per student whose answer equals this step re-run on their own earlier answers."""
-    n = len(columns[part.id].readable)
-    if item.credit.carried_forward <= 0:
-        return np.zeros(n, dtype=bool)
-    by_step = {p.step: p.id for p in item.parts}
-    inputs, between = carried_inputs(item.family, part.step, by_step)
-    if not inputs:
-        return np.zeros(n, dtype=bool)
-    usable = columns[part.id].readable.copy()
-    own = {}
-    for step in inputs:
-        # No credit is carried from a missing or malformed earlier answer, or from one that
-        # is wrong and breaks its step's invariants (weights whose rows do not sum to 1).
-        usable &= checks[by_step[step]].sound
-        own[step] = columns[by_step[step]].values
-    redo = rerun_on_own(item.family, part.step, env, own, between, item.params, xp)
-    tol = item.tolerance_for(part.step)
-    passes = to_numpy(tol.passes(xp.asarray(columns[part.id].values), redo, xp=xp))
-    return usable & passes.reshape(n, -1).all(axis=1)
 
 
 def encode_rows(values: np.ndarray) -> list[Any]:

@@ -1,0 +1,128 @@
+"""The grading rules of the issue: credit for rounded work, why carried credit is refused,
+which of several files for one student is graded, set identity, copied work, escaped names."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from qkvquiz.families import Env
+from qkvquiz.grade.audit import audit_spec
+from qkvquiz.grade.feedback import feedback_markdown
+from qkvquiz.grade.grader import Submission, grade
+from qkvquiz.key import key_from_json, key_to_json
+from qkvquiz.spec import parse_spec
+from qkvquiz.worksheet import build_worksheet
+
+from .helpers import make_key
+
+BANK = Path(__file__).resolve().parent.parent / "problem_bank"
+
+
+def parts_of(report, i=0):
+    return {p.part: p for p in report.results[i].parts}
+
+
+def as_json(value: np.ndarray):
+    """An array in the submission format (−∞ as text)."""
+    return json.loads(json.dumps(np.asarray(value).tolist()).replace("-Infinity", '"-inf"'))
+
+
+def rounding_answers(key, row: int, decimals: int = 2) -> dict:
+    """What a careful student hands in who rounds every step to ``decimals`` and goes on from there."""
+    answers = {}
+    for item in key.items:
+        env = Env({name: value[row:row + 1] for name, value in item.env.items()})
+        asked = {p.step: p.id for p in item.parts}
+        for name in item.family.step_names:
+            value = item.family.rerun(name, env, item.params, np)
+            if name in asked:
+                value = np.round(value, decimals)
+                answers[asked[name]] = as_json(value[0])
+            env[name] = value
+    return answers
+
+
+# --- credit for rounded work ----------------------------------------------------------------
+
+
+def multihead_key(students, carried=0.5):
+    raw = yaml.safe_load((BANK / "multihead.yaml").read_text(encoding="utf-8"))
+    for item in raw["items"]:
+        item["credit"] = {"carried_forward": carried}
+    ws = build_worksheet(parse_spec(raw, source="multihead.yaml"), students, 1)
+    return key_from_json(json.loads(json.dumps(key_to_json(ws))))
+
+
+def test_a_student_who_rounds_every_step_loses_no_points_under_half_carried_credit():
+    students = [f"s{i}" for i in range(40)]
+    key = multihead_key(students)
+    subs = [Submission(f"{s}.json", s, rounding_answers(key, i)) for i, s in enumerate(students)]
+    report = grade(key, subs)
+    lost = [(r.student, p.part, p.verdict) for r in report.results for p in r.parts if p.score < p.points - 1e-9]
+    assert lost == []
+    assert all(p.verdict == "correct" for r in report.results for p in r.parts)
+    # Some parts are off the exact value by more than the tolerance: those say why they are right.
+    noted = [p for r in report.results for p in r.parts if p.carry]
+    assert noted and all("rounded" in p.carry for p in noted)
+
+
+def test_a_part_from_a_wrong_earlier_answer_still_gets_carried_credit_only():
+    key, doc = make_key([{"family": "attention.output", "ask": ["weights", "output"],
+                          "credit": {"carried_forward": 0.5}}], students=["a"])
+    env = key.items[0].env
+    w = np.array(env["weights"][0])
+    w[0] = w[0][::-1]  # a slip that keeps rows summing to 1
+    answers = {"q1.weights": w.tolist(), "q1.output": (w @ env["V"][0]).tolist()}
+    out = parts_of(grade(key, [Submission("a", "a", answers)]))["q1.output"]
+    if out.correct_entries < out.entries:
+        assert out.verdict in ("carried", "partial")
+        assert out.verdict == "carried" or "follows from your earlier answers" in out.carry
+
+
+def test_refused_carried_credit_names_the_earlier_part_and_the_rule():
+    key, doc = make_key([{"family": "attention.output", "ask": ["weights", "output"]}], students=["a", "b"])
+    env = key.items[0].env
+    zero_row = np.array(env["weights"][0])
+    zero_row[0] = 0.0  # breaks "each row sums to 1"
+    subs = [Submission("a", "a", {"q1.weights": zero_row.tolist(), "q1.output": (zero_row @ env["V"][0]).tolist()}),
+            Submission("b", "b", {"q1.output": (np.array(env["output"][1]) + 1).tolist()})]
+    report = grade(key, subs)
+    a, b = parts_of(report, 0)["q1.output"], parts_of(report, 1)["q1.output"]
+    assert a.verdict in ("partial", "wrong")
+    assert "q1.weights" in a.carry and "sum" in a.carry
+    assert "q1.weights" in b.carry and "not answered" in b.carry
+    text = feedback_markdown(report, report.results[0])
+    assert a.carry[1:] in text
+
+
+def test_a_wrong_answer_that_does_not_follow_either_says_so():
+    key, doc = make_key([{"family": "attention.output", "ask": ["weights", "output"]}], students=["a"])
+    env = key.items[0].env
+    answers = {"q1.weights": env["weights"][0].tolist(), "q1.output": (env["output"][0] + 1).tolist()}
+    out = parts_of(grade(key, [Submission("a", "a", answers)]))["q1.output"]
+    assert out.verdict in ("partial", "wrong") and "does not follow" in out.carry and "q1.weights" in out.carry
+
+
+def test_audit_accepts_a_claim_built_from_the_claimants_rounded_values():
+    students = ["s0"]
+    key = multihead_key(students)
+    item = key.items[1]  # four heads: rounding shows in the later steps
+    givens = {g: item.env[g][0].tolist() for g in item.family.given_names}
+    claimed = rounding_answers(key, 0)
+    claims = {p.step: claimed[p.id] for p in item.parts}
+    params = {k: list(v) if isinstance(v, tuple) else v for k, v in item.params.items()}
+    raw = {"title": "t", "items": [{"family": item.family.name, "params": params, "givens": givens, "claimed": claims}]}
+    report = audit_spec(raw)
+    assert [c.verdict for c in report.checks] == ["right"] * len(claims)
+    # A claim off the exact value by more than the tolerance says why it is right.
+    assert any(c.follows_own for c in report.checks)
+    for c in report.checks:
+        exact = np.asarray(c.expected, dtype=float)
+        if not np.allclose(np.asarray(c.claimed, dtype=float), exact, atol=0.01 + 1e-9):
+            assert c.follows_own and "rounded" in c.message
