@@ -126,3 +126,73 @@ def test_audit_accepts_a_claim_built_from_the_claimants_rounded_values():
         exact = np.asarray(c.expected, dtype=float)
         if not np.allclose(np.asarray(c.claimed, dtype=float), exact, atol=0.01 + 1e-9):
             assert c.follows_own and "rounded" in c.message
+
+
+# --- the set's identity ---------------------------------------------------------------------
+
+SET_SPEC = {"title": "Sets", "items": [{"family": "attention.weights", "ask": ["scores", "weights"]}]}
+
+
+def set_of(students, seed=1, secret=None, spec=SET_SPEC):
+    return build_worksheet(parse_spec(copy.deepcopy(spec)), students, seed, secret=secret).set_id
+
+
+def test_the_set_id_names_the_problems_not_the_roster():
+    base = set_of(["a", "b"])
+    assert len(base) == 12 and int(base, 16) >= 0
+    assert set_of(["a", "b", "c"]) == base  # adding a student keeps the set
+    assert set_of(["a", "b"], seed=2) != base
+    keyed = set_of(["a"], secret=b"k" * 32)
+    assert keyed != base and keyed == set_of(["b"], secret=b"k" * 32) != set_of(["a"], secret=b"j" * 32)
+    other = copy.deepcopy(SET_SPEC)
+    other["items"][0]["params"] = {"tokens": 4}
+    assert set_of(["a"], spec=other) != base
+    retitled = dict(SET_SPEC, title="Another wording")
+    assert set_of(["a"], spec=retitled) == base
+
+
+def test_every_student_file_carries_the_set(tmp_path):
+    from qkvquiz.generate import generate_set
+
+    result = generate_set(parse_spec(copy.deepcopy(SET_SPEC)), ["ada"], tmp_path / "w", seed=3, formats="md,html")
+    set_id = result.worksheet.set_id
+    key = json.loads(result.key_path.read_text(encoding="utf-8"))
+    assert key["set"] == set_id
+    folder = result.folders["ada"]
+    assert json.loads((folder / "submission.json").read_text(encoding="utf-8"))["set"] == set_id
+    for name in ("worksheet.md", "worksheet.html", "answer-form.html"):
+        assert set_id in (folder / name).read_text(encoding="utf-8"), name
+    form = (folder / "answer-form.html").read_text(encoding="utf-8")
+    assert f'data-set="{set_id}"' in form and "saved_at" in form
+
+
+def test_an_old_key_without_a_set_still_loads_and_grades():
+    key, doc = make_key()
+    assert key.set_id
+    del doc["set"]
+    old = key_from_json(doc)
+    assert old.set_id == ""
+    subs = [Submission(f"{s['student']}.json", s["student"], copy.deepcopy(s["answers"]), s["variant"], "abcdef012345")
+            for s in doc["students"]]
+    assert all(not r.flags for r in grade(old, subs).results)
+
+
+def test_a_file_of_another_set_or_variant_is_flagged_per_student():
+    key, doc = make_key()
+    students = doc["students"]
+    subs = [
+        Submission("a.json", "a", copy.deepcopy(students[0]["answers"]), students[0]["variant"], key.set_id),
+        Submission("b.json", "b", copy.deepcopy(students[1]["answers"]), students[1]["variant"], "0123456789ab"),
+        Submission("c.json", "c", copy.deepcopy(students[2]["answers"]), students[0]["variant"], key.set_id),
+    ]
+    report = grade(key, subs)
+    flags = {r.student: r.flags for r in report.results}
+    assert flags["a"] == []
+    assert flags["b"] == ["other set 0123456789ab"]
+    assert flags["c"] == [f"other variant {students[0]['variant']}"]
+    notes = {r.student: " ".join(r.notes) for r in report.results}
+    assert "another worksheet set" in notes["b"] and "variant" in notes["c"]
+    from qkvquiz.grade.report import results_csv
+
+    rows = {line.split(",")[0]: line for line in results_csv(report).splitlines()[1:]}
+    assert "other set 0123456789ab" in rows["b"]

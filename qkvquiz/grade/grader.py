@@ -94,6 +94,7 @@ class StudentResult:
     variant: str
     parts: list[PartResult]
     notes: list[str] = field(default_factory=list)  # about the file as a whole (a variant that differs …)
+    flags: list[str] = field(default_factory=list)  # short marks for the instructor: other-set, other-variant, copy
 
     @property
     def score(self) -> float:
@@ -106,7 +107,7 @@ class StudentResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "student": self.student, "source": self.source, "variant": self.variant,
-            "score": round(self.score, 6), "total": self.total, "notes": self.notes,
+            "score": round(self.score, 6), "total": self.total, "flags": self.flags, "notes": self.notes,
             "parts": [p.to_json() for p in self.parts],
         }
 
@@ -147,6 +148,9 @@ class Submission:
     student: str
     answers: Mapping[str, Any]
     variant: str | None = None  # the code printed on the worksheet, when the file names one
+    set_id: str | None = None  # the set code printed on the worksheet, when the file names one
+    saved_at: str | None = None  # when the answer form saved it (ISO 8601), when the file says
+    mtime: float | None = None  # the file's modification time, when read from a file
 
 
 def display_path(path: str | Path) -> str:
@@ -343,8 +347,9 @@ def submission_from_json(doc: Any, source: str) -> Submission:
     answers = doc.get("answers")
     if not isinstance(answers, Mapping):
         raise ValueError('field "answers" is missing or not an object of part id: answer')
-    variant = doc.get("variant")
-    return Submission(source, student, answers, variant if isinstance(variant, str) else None)
+    variant, set_id, saved_at = (doc.get(name) for name in ("variant", "set", "saved_at"))
+    return Submission(source, student, answers, variant if isinstance(variant, str) else None,
+                      set_id if isinstance(set_id, str) else None, saved_at if isinstance(saved_at, str) else None)
 
 
 def unknown_student_message(key: Key, student: str) -> str:
@@ -445,13 +450,20 @@ def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns:
             for result, part_result in zip(results, part_results):
                 result.parts.append(part_result)
     for (index, sub), result in zip(accepted, results):
-        _explain_file(sub, key.variants[index], result)
+        _explain_file(sub, key.variants[index], result, key.set_id)
     return GradeReport(key, results, problems)
 
 
-def _explain_file(sub: Submission, variant: str, result: StudentResult) -> None:
-    """Notes on what a file holds beyond its parts: another variant's code, answers under unknown ids."""
+def _explain_file(sub: Submission, variant: str, result: StudentResult, set_id: str = "") -> None:
+    """Notes on what a file holds beyond its parts: another set's or variant's code, answers under unknown ids."""
+    if sub.set_id and set_id and sub.set_id != set_id:
+        result.flags.append(f"other set {sub.set_id}")
+        result.notes.append(
+            f"the file is from set {sub.set_id!r}, but the key is set {set_id!r}: it belongs to another worksheet "
+            "set (another spec, seed or secret); it was graded against this student's variant of this set"
+        )
     if sub.variant and variant and sub.variant != variant:
+        result.flags.append(f"other variant {sub.variant}")
         result.notes.append(
             f"the file names variant {sub.variant!r}, but {sub.student!r} has variant {variant!r}: it may be "
             "another student's file or an older worksheet; it was graded against this student's key"
