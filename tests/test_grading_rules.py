@@ -196,3 +196,107 @@ def test_a_file_of_another_set_or_variant_is_flagged_per_student():
 
     rows = {line.split(",")[0]: line for line in results_csv(report).splitlines()[1:]}
     assert "other set 0123456789ab" in rows["b"]
+
+
+# --- several files for one student ----------------------------------------------------------
+
+
+@pytest.fixture
+def week3(tmp_path):
+    """A generated set (its blank templates under students/) and a folder of hand-ins."""
+    from qkvquiz.generate import generate_set
+
+    result = generate_set(parse_spec(copy.deepcopy(SET_SPEC)), ["ada", "alan", "grace"], tmp_path / "week3", seed=3)
+    doc = json.loads(result.key_path.read_text(encoding="utf-8"))
+    return result.out, doc
+
+
+def hand_in(path: Path, entry: dict, set_id: str, *, answers=None, variant=None, **extra) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"student": entry["student"], "variant": entry["variant"] if variant is None else variant, "set": set_id,
+           "answers": copy.deepcopy(entry["answers"]) if answers is None else answers, **extra}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def grade_folder(folder, *args):
+    from typer.testing import CliRunner
+
+    from qkvquiz.cli import app
+
+    out = folder.parent / "grades"
+    result = CliRunner().invoke(app, ["grade", str(folder / "key.json"), str(folder), "--out", str(out), *args])
+    return result, json.loads((out / "results.json").read_text(encoding="utf-8")) if (out / "results.json").exists() else None
+
+
+def test_the_blank_template_beside_a_real_submission_is_never_graded(week3):
+    folder, doc = week3
+    ada = doc["students"][0]
+    hand_in(folder / "submissions" / "ada.json", ada, doc["set"])
+    result, detail = grade_folder(folder)
+    assert result.exit_code == 0, result.output
+    graded = {s["student"]: s for s in detail["students"]}
+    assert set(graded) == {"ada"}  # alan and grace handed in nothing: their templates are skipped
+    assert graded["ada"]["score"] == graded["ada"]["total"]
+    (chosen,) = [c for c in graded["ada"]["candidates"] if c["graded"]]
+    assert chosen["source"].endswith("ada.json")
+    assert any("blank submission that generate wrote" in c["why"] for c in graded["ada"]["candidates"])
+    assert sorted(Path(s["source"]).parent.name for s in detail["skipped"]) == ["alan", "grace"]
+    assert "claim ada" in result.output and "skipped:" in result.output
+
+
+def test_files_planted_to_claim_a_student_lose_to_the_real_one(week3):
+    folder, doc = week3
+    ada, alan = doc["students"][0], doc["students"][1]
+    hand_in(folder / "submissions" / "zz-ada.json", ada, doc["set"], saved_at="2026-01-01T00:00:00Z")
+    empty = {k: None for k in ada["answers"]}
+    for k in range(10):  # blank files that sort first, with and without ada's variant
+        hand_in(folder / "submissions" / f"0000-{k}-ada.json", ada, doc["set"], answers=empty,
+                variant=ada["variant"] if k % 2 else "", saved_at="2030-01-01T00:00:00Z")
+    # A filled file, saved later, but with another student's answers and variant.
+    hand_in(folder / "submissions" / "0001-ada.json", dict(alan, student="ada"), doc["set"],
+            saved_at="2031-01-01T00:00:00Z")
+    result, detail = grade_folder(folder)
+    assert result.exit_code == 0, result.output
+    (graded,) = [s for s in detail["students"] if s["student"] == "ada"]
+    assert graded["source"].endswith("zz-ada.json") and graded["score"] == graded["total"]
+    assert len(graded["candidates"]) == 13
+    why = {Path(c["source"]).name: c["why"] for c in graded["candidates"]}
+    assert "another variant" in why["0001-ada.json"] and "blank" in why["0000-1-ada.json"]
+    assert "names this student's variant" in why["zz-ada.json"]
+    assert not detail["problems"]
+
+
+def test_the_latest_saved_wins_and_first_and_error_are_chosen_by_flag(week3):
+    folder, doc = week3
+    ada = doc["students"][0]
+    wrong = copy.deepcopy(ada["answers"])
+    wrong["q1.scores"] = (np.array(wrong["q1.scores"], dtype=float) + 1).tolist()
+    hand_in(folder / "in" / "a-early.json", ada, doc["set"], answers=wrong, saved_at="2026-11-20T10:00:00Z")
+    hand_in(folder / "in" / "b-late.json", ada, doc["set"], saved_at="2026-11-21T10:00:00.000Z")
+    _, latest = grade_folder(folder)
+    (s,) = latest["students"]
+    assert s["source"].endswith("b-late.json") and "latest saved" in next(c["why"] for c in s["candidates"] if c["graded"])
+    _, first = grade_folder(folder, "--duplicates", "first")
+    assert first["students"][0]["source"].endswith("a-early.json")
+    result, error = grade_folder(folder, "--duplicates", "error")
+    assert result.exit_code == 1 and error["students"] == []
+    assert sorted(Path(p["source"]).name for p in error["problems"]) == ["a-early.json", "b-late.json"]
+    assert all("--duplicates error" in p["message"] for p in error["problems"])
+
+
+def test_without_saved_at_the_file_time_decides(tmp_path):
+    import os
+
+    key, doc = make_key()
+    a = doc["students"][0]
+    paths = [hand_in(tmp_path / name, a, key.set_id) for name in ("x.json", "y.json")]
+    os.utime(paths[0], (2_000_000_000, 2_000_000_000))
+    os.utime(paths[1], (1_000_000_000, 1_000_000_000))
+    from qkvquiz.grade.grader import grade_files
+
+    report = grade_files(key, paths)
+    assert report.results[0].source.endswith("x.json")
+    assert "file time 2033" in next(c.why for c in report.results[0].candidates if c.graded)
+    with pytest.raises(ValueError, match="duplicates"):
+        grade_files(key, paths, duplicates="newest")

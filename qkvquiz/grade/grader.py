@@ -95,6 +95,7 @@ class StudentResult:
     parts: list[PartResult]
     notes: list[str] = field(default_factory=list)  # about the file as a whole (a variant that differs …)
     flags: list[str] = field(default_factory=list)  # short marks for the instructor: other-set, other-variant, copy
+    candidates: list[Candidate] = field(default_factory=list)  # every file that claimed the student
 
     @property
     def score(self) -> float:
@@ -108,8 +109,21 @@ class StudentResult:
         return {
             "student": self.student, "source": self.source, "variant": self.variant,
             "score": round(self.score, 6), "total": self.total, "flags": self.flags, "notes": self.notes,
+            "candidates": [c.to_json() for c in self.candidates],
             "parts": [p.to_json() for p in self.parts],
         }
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One of the files that claim a student: whether it was graded, and why (or why not)."""
+
+    source: str
+    graded: bool
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "graded": self.graded, "why": self.why}
 
 
 @dataclass(frozen=True)
@@ -125,6 +139,7 @@ class GradeReport:
     key: Key
     results: list[StudentResult]
     problems: list[FileProblem]
+    skipped: list[FileProblem] = field(default_factory=list)  # files deliberately not graded (blank templates)
 
     @property
     def absent(self) -> list[str]:
@@ -139,6 +154,7 @@ class GradeReport:
             "students": [r.to_json() for r in self.results],
             "absent": self.absent,
             "problems": [{"source": p.source, "message": p.message} for p in self.problems],
+            "skipped": [{"source": p.source, "message": p.message} for p in self.skipped],
         }
 
 
@@ -382,7 +398,9 @@ def read_submissions(
     submissions, problems = [], []
     for path in paths:
         try:
-            submissions.append(read_submission(path))
+            sub = read_submission(path)
+            sub.mtime = _mtime(path)  # the last tie-break among several files for one student
+            submissions.append(sub)
         except ValueError as exc:
             problems.append(FileProblem(display_path(path), str(exc)))
         if progress is not None:
@@ -390,48 +408,51 @@ def read_submissions(
     return submissions, problems
 
 
+def _mtime(path: str | Path) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
 def grade_files(key: Key, paths: Iterable[str | Path], *, progress: Callable[[], None] | None = None,
-                xp=np) -> GradeReport:
+                xp=np, duplicates: str = "latest") -> GradeReport:
     """Grade submission files against ``key``; unreadable files are reported, not fatal.
 
-    ``xp`` is the array backend of the comparisons (see :func:`grade`).
+    ``xp`` is the array backend of the comparisons and ``duplicates`` the rule among several
+    files for one student (see :func:`grade`).
     """
     submissions, problems = read_submissions(paths, progress=progress)
-    report = grade(key, submissions, xp=xp)
+    report = grade(key, submissions, xp=xp, duplicates=duplicates)
     report.problems[:0] = problems
     return report
 
 
-def grade(key: Key, submissions: Iterable[Submission], *, xp=np) -> GradeReport:
-    """Grade already-read submissions (one per student; a second one is reported).
+def grade(key: Key, submissions: Iterable[Submission], *, xp=np, duplicates: str = "latest") -> GradeReport:
+    """Grade already-read submissions: one per student, chosen by :func:`select_submissions`.
 
     The comparisons, known mistakes and carried-forward re-runs of each part are computed for
     the whole class on ``xp`` (NumPy or CuPy); verdicts come back to the host, so the same key
     and answers give the same report on either backend.
     """
-    accepted, problems = match_students(key, submissions)
-    columns = read_columns(key, [sub.answers for _, sub in accepted])
-    return grade_columns(key, accepted, columns, problems, xp=xp)
+    from .choose import select_submissions
+
+    chosen = select_submissions(key, submissions, duplicates)
+    columns = read_columns(key, [sub.answers for _, sub in chosen.accepted])
+    report = grade_columns(key, chosen.accepted, columns, chosen.problems, xp=xp)
+    for result in report.results:
+        result.candidates = chosen.candidates.get(result.student, [])
+    report.skipped = chosen.skipped
+    return report
 
 
-def match_students(key: Key, submissions: Iterable[Submission]) -> tuple[list[tuple[int, Submission]], list[FileProblem]]:
-    """Each submission with its student's row in the key; unknown and repeated students are problems."""
-    accepted: list[tuple[int, Submission]] = []
-    problems: list[FileProblem] = []
-    seen: dict[str, str] = {}
-    position = {student: i for i, student in enumerate(key.students)}  # Key.index is a linear search
-    for sub in submissions:
-        index = position.get(sub.student)
-        if index is None:
-            problems.append(FileProblem(sub.source, unknown_student_message(key, sub.student)))
-        elif sub.student in seen:
-            problems.append(FileProblem(
-                sub.source, f"a second submission for student {sub.student!r} (graded {seen[sub.student]} instead)"
-            ))
-        else:
-            seen[sub.student] = sub.source
-            accepted.append((index, sub))
-    return accepted, problems
+def match_students(key: Key, submissions: Iterable[Submission], duplicates: str = "latest"
+                   ) -> tuple[list[tuple[int, Submission]], list[FileProblem]]:
+    """Each chosen submission with its student's row in the key; unknown students are problems."""
+    from .choose import select_submissions
+
+    chosen = select_submissions(key, submissions, duplicates)
+    return chosen.accepted, chosen.problems
 
 
 def read_columns(key: Key, answers: Sequence[Mapping[str, Any]]) -> dict[str, Column]:
