@@ -300,3 +300,51 @@ def test_without_saved_at_the_file_time_decides(tmp_path):
     assert "file time 2033" in next(c.why for c in report.results[0].candidates if c.graded)
     with pytest.raises(ValueError, match="duplicates"):
         grade_files(key, paths, duplicates="newest")
+
+
+# --- copied work ----------------------------------------------------------------------------
+
+CLASS = [f"s{i:02d}" for i in range(24)]
+
+
+def test_a_classmates_whole_submission_is_flagged_and_earns_no_carried_credit():
+    key, doc = make_key(students=CLASS)
+    n = len(CLASS)
+    copied = [Submission(f"{s}.json", s, copy.deepcopy(doc["students"][(i + 1) % n]["answers"]))
+              for i, s in enumerate(CLASS)]
+    report = grade(key, copied)
+    for i, r in enumerate(report.results):
+        other = CLASS[(i + 1) % n]
+        assert r.copied_from == other
+        assert r.flags and r.flags[0].startswith(f"copy of {other}:")
+        assert all(p.verdict != "carried" for p in r.parts)
+        assert any("no credit is carried forward" in p.carry for p in r.parts if p.verdict in ("partial", "wrong"))
+        assert other not in " ".join(r.notes)  # the student's feedback names no classmate
+    from qkvquiz.grade.report import results_csv
+
+    rows = {line.split(",")[0]: line for line in results_csv(report).splitlines()[1:]}
+    assert f"copy of {CLASS[1]}" in rows[CLASS[0]]
+    detail = json.loads(json.dumps(report.to_json()))
+    assert detail["students"][0]["copied_from"] == CLASS[1]
+
+
+def test_honest_work_is_never_flagged():
+    key, doc = make_key(students=CLASS)
+    subs = []
+    for i, s in enumerate(CLASS):
+        answers = rounding_answers(key, i) if i % 2 else copy.deepcopy(doc["students"][i]["answers"])
+        if i % 3 == 0:  # a slip in one part
+            answers["q1.scores"] = (np.array(answers["q1.scores"], dtype=float) + 1).tolist()
+        subs.append(Submission(f"{s}.json", s, answers))
+    subs.append(Submission("blank.json", "s00", {}))
+    report = grade(key, subs)
+    assert all(r.copied_from is None and not r.flags for r in report.results)
+
+
+def test_a_partly_copied_submission_below_the_threshold_is_not_flagged():
+    key, doc = make_key(students=CLASS)
+    mine, theirs = doc["students"][0]["answers"], doc["students"][1]["answers"]
+    ids = list(mine)
+    answers = {k: copy.deepcopy(theirs[k] if k == ids[0] else mine[k]) for k in ids}
+    report = grade(key, [Submission("s00.json", "s00", answers)])
+    assert report.results[0].copied_from is None

@@ -96,6 +96,7 @@ class StudentResult:
     notes: list[str] = field(default_factory=list)  # about the file as a whole (a variant that differs …)
     flags: list[str] = field(default_factory=list)  # short marks for the instructor: other-set, other-variant, copy
     candidates: list[Candidate] = field(default_factory=list)  # every file that claimed the student
+    copied_from: str | None = None  # the classmate whose variant the answers match, when flagged
 
     @property
     def score(self) -> float:
@@ -109,7 +110,7 @@ class StudentResult:
         return {
             "student": self.student, "source": self.source, "variant": self.variant,
             "score": round(self.score, 6), "total": self.total, "flags": self.flags, "notes": self.notes,
-            "candidates": [c.to_json() for c in self.candidates],
+            "candidates": [c.to_json() for c in self.candidates], "copied_from": self.copied_from,
             "parts": [p.to_json() for p in self.parts],
         }
 
@@ -464,10 +465,20 @@ def read_columns(key: Key, answers: Sequence[Mapping[str, Any]]) -> dict[str, Co
 def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns: Mapping[str, Column],
                   problems: list[FileProblem], *, xp=np) -> GradeReport:
     """Grade answers already read by :func:`read_columns`, item by item for the whole class."""
+    from .copies import copy_note, detect_copies
+
     results = [StudentResult(sub.student, sub.source, key.variants[index], []) for index, sub in accepted]
     rows = np.array([index for index, _ in accepted], dtype=np.int64)
+    # Copies first: answers of another student's variant earn no carried credit.
+    copies = detect_copies(key, rows, columns)
+    no_carry = np.zeros(len(rows), dtype=bool)
+    no_carry[list(copies)] = True
+    for j, match in copies.items():
+        results[j].copied_from = match.other
+        results[j].flags.append(match.flag())
+        results[j].notes.append(copy_note(match))
     for item in key.items:
-        for part_results in grade_item(item, rows, columns, xp).values():
+        for part_results in grade_item(item, rows, columns, xp, no_carry).values():
             for result, part_result in zip(results, part_results):
                 result.parts.append(part_result)
     for (index, sub), result in zip(accepted, results):
