@@ -348,3 +348,28 @@ def test_a_partly_copied_submission_below_the_threshold_is_not_flagged():
     answers = {k: copy.deepcopy(theirs[k] if k == ids[0] else mine[k]) for k in ids}
     report = grade(key, [Submission("s00.json", "s00", answers)])
     assert report.results[0].copied_from is None
+
+
+# --- names with control characters ----------------------------------------------------------
+
+
+def test_control_characters_in_file_names_are_shown_escaped_everywhere(week3):
+    folder, doc = week3
+    ada = doc["students"][0]
+    odd = "ada\x1b[2J\u202egnp.json"
+    hand_in(folder / "in" / odd, ada, doc["set"])
+    hand_in(folder / "in" / "ada-old\x07.json", ada, doc["set"], saved_at="2020-01-01T00:00:00Z")
+    (folder / "in" / "junk\x1b]0;x\x07.json").write_text("{", encoding="utf-8")
+    result, detail = grade_folder(folder)
+    out = folder.parent / "grades"
+    texts = {"terminal": result.output, "results.csv": (out / "results.csv").read_text(encoding="utf-8"),
+             "results.json": (out / "results.json").read_text(encoding="utf-8")}
+    for name, text in texts.items():
+        for raw in ("\x1b", "\x07", "\u202e"):
+            assert raw not in text, (name, raw)
+    terminal = "".join(texts["terminal"].split())  # the summary wraps long lines
+    assert "\\x1b[2J\\u202egnp.json" in terminal and "\\x1b[2J\\u202egnp.json" in texts["results.csv"]
+    (graded,) = detail["students"]
+    assert graded["source"].endswith("\\x1b[2J\\u202egnp.json")
+    assert any(c["source"].endswith("ada-old\\x07.json") for c in graded["candidates"])
+    assert any(p["source"].endswith("junk\\x1b]0;x\\x07.json") for p in detail["problems"])

@@ -30,6 +30,7 @@ import yaml
 from ..families import Env
 from ..key import encode
 from ..spec import ItemSpec, SpecError, parse_spec
+from ..untrusted import terminal_text
 from ..worksheet import solve_item
 from .feedback import entry_name, number_text, table
 from .grader import carried_inputs, entry_band, rerun_on_own
@@ -222,7 +223,7 @@ def audit_markdown(report: AuditReport) -> str:
     lines = [f"# Audit: {report.title}", ""]
     wrong = report.wrong
     lines.append(
-        f"{len(report.checks)} claimed answer{'s' if len(report.checks) != 1 else ''} checked in {report.source}: "
+        f"{len(report.checks)} claimed answer{'s' if len(report.checks) != 1 else ''} checked in {terminal_text(report.source)}: "
         + (f"{len(wrong)} wrong." if wrong else "all right.")
     )
     if report.unchecked:

@@ -182,7 +182,8 @@ def _why_not(r: _Ranked, best: _Ranked, duplicates: str) -> str:
     if r.template:
         return TEMPLATE_MESSAGE
     if r.identity < best.identity:
-        return f"not graded: it {_IDENTITY[r.identity]} ({r.sub.variant or 'no variant'})"
+        return f"not graded: it {_IDENTITY[r.identity]} ({r.sub.variant!r})" if r.sub.variant else \
+            f"not graded: it {_IDENTITY[r.identity]}"
     if r.filled < best.filled:
         return "not graded: blank (every part empty)"
     if duplicates == "latest" and r.when < best.when:

@@ -45,7 +45,7 @@ from ..engine.backend import to_numpy
 from ..families import Env, Family
 from ..key import Key, KeyItem
 from ..spec import Part
-from ..untrusted import MAX_ID_LENGTH, char_name, invisible_characters, lookalike_key
+from ..untrusted import MAX_ID_LENGTH, char_name, invisible_characters, lookalike_key, terminal_text
 from .parse import AnswerFormatError, parse_answer
 from .tolerance import SLACK, Tolerance
 
@@ -108,7 +108,7 @@ class StudentResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "student": self.student, "source": self.source, "variant": self.variant,
+            "student": self.student, "source": terminal_text(self.source), "variant": self.variant,
             "score": round(self.score, 6), "total": self.total, "flags": self.flags, "notes": self.notes,
             "candidates": [c.to_json() for c in self.candidates], "copied_from": self.copied_from,
             "parts": [p.to_json() for p in self.parts],
@@ -124,7 +124,7 @@ class Candidate:
     why: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"source": self.source, "graded": self.graded, "why": self.why}
+        return {"source": terminal_text(self.source), "graded": self.graded, "why": terminal_text(self.why)}
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,10 @@ class FileProblem:
 
     source: str
     message: str
+
+    def to_json(self) -> dict[str, str]:
+        # A file name may hold control characters (an escape sequence): reports show them escaped.
+        return {"source": terminal_text(self.source), "message": terminal_text(self.message)}
 
 
 @dataclass
@@ -154,8 +158,8 @@ class GradeReport:
             "points": self.key.points,
             "students": [r.to_json() for r in self.results],
             "absent": self.absent,
-            "problems": [{"source": p.source, "message": p.message} for p in self.problems],
-            "skipped": [{"source": p.source, "message": p.message} for p in self.skipped],
+            "problems": [p.to_json() for p in self.problems],
+            "skipped": [p.to_json() for p in self.skipped],
         }
 
 
@@ -489,13 +493,13 @@ def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns:
 def _explain_file(sub: Submission, variant: str, result: StudentResult, set_id: str = "") -> None:
     """Notes on what a file holds beyond its parts: another set's or variant's code, answers under unknown ids."""
     if sub.set_id and set_id and sub.set_id != set_id:
-        result.flags.append(f"other set {sub.set_id}")
+        result.flags.append(f"other set {terminal_text(sub.set_id)}")
         result.notes.append(
             f"the file is from set {sub.set_id!r}, but the key is set {set_id!r}: it belongs to another worksheet "
             "set (another spec, seed or secret); it was graded against this student's variant of this set"
         )
     if sub.variant and variant and sub.variant != variant:
-        result.flags.append(f"other variant {sub.variant}")
+        result.flags.append(f"other variant {terminal_text(sub.variant)}")
         result.notes.append(
             f"the file names variant {sub.variant!r}, but {sub.student!r} has variant {variant!r}: it may be "
             "another student's file or an older worksheet; it was graded against this student's key"

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..files import safe_name, write_atomic, write_atomic_all
-from ..untrusted import csv_cell
+from ..untrusted import csv_cell, terminal_text
 from .analysis import item_analysis, item_analysis_csv, item_analysis_markdown
 from .feedback import feedback_markdown
 from .grader import GradeReport
@@ -53,7 +53,8 @@ def results_csv(report: GradeReport) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["student", "variant", "source", "flags", *parts, "score", "total"])
     for student, variant, source, flags, scores, score, total in sorted(rows, key=lambda row: row[0]):
-        writer.writerow([csv_cell(student), csv_cell(variant), csv_cell(source), csv_cell(flags), *scores, score, total])
+        writer.writerow([csv_cell(student), csv_cell(variant), csv_cell(terminal_text(source)),
+                         csv_cell(terminal_text(flags)), *scores, score, total])
     return buf.getvalue()
 
 
