@@ -385,7 +385,7 @@ def _print_grade_notes(report) -> None:
         if len(r.candidates) > 1:
             err.print(f"[yellow]{len(r.candidates)} files[/] claim {_shown(r.student)}:", highlight=False)
             for c in r.candidates:
-                err.print(f"  {'graded' if c.graded else '      '} {_shown(c.source)}: {_shown(c.why)}", highlight=False)
+                err.print(f"  {'→' if c.graded else ' '} {_shown(c.source)}: {_shown(c.why)}", highlight=False)
     for problem in report.problems:
         err.print(f"[yellow]not graded:[/] {_shown(problem.source)}: {_shown(problem.message)}", highlight=False)
     for skipped in report.skipped:

@@ -160,7 +160,7 @@ def _why_chosen(best: _Ranked, usable: list[_Ranked], duplicates: str) -> str:
     reasons = []
     lower = [r for r in others if r.identity < best.identity]
     if lower:
-        reasons.append(f"it {_IDENTITY[best.identity]}, {_files(len(lower))} do not")
+        reasons.append(f"it {_IDENTITY[best.identity]}, {_files(len(lower))} {'does' if len(lower) == 1 else 'do'} not")
     rivals = [r for r in others if r.identity == best.identity]
     blank = [r for r in rivals if r.filled < best.filled]
     if blank:
