@@ -20,10 +20,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..key import Key
+from .grader import Column
 
 COPY_SHARE = 0.5  # share of the answered, telling entries that must match the other variant
 COPY_MIN_ENTRIES = 4  # fewer telling entries answered: never flagged
 BLOCK_ELEMENTS = 1 << 22  # comparisons per array call: bounds memory for a large class
+# What the student reads in their feedback: the classmate is named to the instructor only.
+COPY_NOTE = ("most answers match another student's worksheet rather than yours; they were graded against your "
+             "own variant and no credit was carried forward")
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,7 @@ class CopyMatch:
                 f"{self.own} this student's")
 
 
-def detect_copies(key: Key, rows: np.ndarray, columns: Mapping[str, object]) -> dict[int, CopyMatch]:
+def detect_copies(key: Key, rows: np.ndarray, columns: Mapping[str, Column]) -> dict[int, CopyMatch]:
     """Submission position -> :class:`CopyMatch` for every submission flagged as another variant's.
 
     ``rows`` are the key rows of the submissions, ``columns`` their answers read per part
@@ -78,8 +82,4 @@ def detect_copies(key: Key, rows: np.ndarray, columns: Mapping[str, object]) -> 
             for j in np.flatnonzero(flagged)}
 
 
-def copy_note(match: CopyMatch) -> str:  # noqa: ARG001 - the match is the instructor's, not the student's
-    """What the student reads: no classmate is named."""
-    return ("most answers match another student's worksheet rather than yours; they were graded against your "
-            "own variant and no credit was carried forward")
 

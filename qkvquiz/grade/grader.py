@@ -469,7 +469,7 @@ def read_columns(key: Key, answers: Sequence[Mapping[str, Any]]) -> dict[str, Co
 def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns: Mapping[str, Column],
                   problems: list[FileProblem], *, xp=np) -> GradeReport:
     """Grade answers already read by :func:`read_columns`, item by item for the whole class."""
-    from .copies import copy_note, detect_copies
+    from .copies import COPY_NOTE, detect_copies
 
     results = [StudentResult(sub.student, sub.source, key.variants[index], []) for index, sub in accepted]
     rows = np.array([index for index, _ in accepted], dtype=np.int64)
@@ -480,7 +480,7 @@ def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns:
     for j, match in copies.items():
         results[j].copied_from = match.other
         results[j].flags.append(match.flag())
-        results[j].notes.append(copy_note(match))
+        results[j].notes.append(COPY_NOTE)
     for item in key.items:
         for part_results in grade_item(item, rows, columns, xp, no_carry).values():
             for result, part_result in zip(results, part_results):
