@@ -316,6 +316,10 @@ def grade(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the results, item analysis and feedback.")],
     feedback: Annotated[bool, typer.Option(help="Write feedback/STUDENT.md, one Markdown file per student.")] = True,
     backend: BackendOpt = "numpy",
+    duplicates: Annotated[str, typer.Option(
+        help="Among several files for one student, after the variant matching the key and filled before blank: "
+             "grade the latest saved (latest), the first path (first), or none and report them (error).",
+    )] = "latest",
 ) -> None:
     """Grade students' submission files against a key.
 
@@ -327,10 +331,13 @@ def grade(
     by name and the rest are still graded; the exit status is then 1. Tolerance and credit come
     from the spec (stored in the key).
     """
+    from .grade.choose import DUPLICATES
     from .grade.grader import grade_files
     from .grade.report import write_reports
     from .key import KeyFileError, load_key
 
+    if duplicates not in DUPLICATES:
+        _fail(f"--duplicates must be one of {', '.join(DUPLICATES)}, not {_shown(duplicates)}")
     xp = _xp(backend)
     try:
         loaded = load_key(key)
@@ -342,7 +349,7 @@ def grade(
     with _exit_on_terminate():
         with _progress() as bar:
             task = bar.add_task("grading", total=len(files))
-            report = grade_files(loaded, files, progress=lambda: bar.advance(task), xp=xp)
+            report = grade_files(loaded, files, progress=lambda: bar.advance(task), xp=xp, duplicates=duplicates)
             writing = bar.add_task("writing feedback", total=len(report.results) if feedback else 0)
             try:
                 paths = write_reports(report, out, feedback=feedback, progress=lambda: bar.advance(writing))
@@ -359,11 +366,7 @@ def grade(
         missing = sum(p.verdict == "missing" for p in r.parts)
         table.add_row(_shown(r.student), f"{r.score:.2f}", f"{r.total:g}", str(unreadable or ""), str(missing or ""))
     console.print(table)
-    for r in sorted(report.results, key=lambda r: r.student):
-        for note in r.notes:
-            err.print(f"[yellow]note:[/] {_shown(r.source)}: {_shown(note)}", highlight=False)
-    for problem in report.problems:
-        err.print(f"[yellow]not graded:[/] {_shown(problem.source)}: {_shown(problem.message)}", highlight=False)
+    _print_grade_notes(report)
     if report.absent:
         shown = ", ".join(_shown(s) for s in report.absent[:10]) + (" …" if len(report.absent) > 10 else "")
         err.print(f"[yellow]no submission[/] from {len(report.absent)} student(s) of the key (0 points in "
@@ -371,6 +374,24 @@ def grade(
     console.print(f"Wrote {', '.join(_shown(str(p)) for p in paths)}", highlight=False)
     if report.problems:
         raise typer.Exit(1)
+
+
+def _print_grade_notes(report) -> None:
+    """Per student: flags, notes, and every file that claimed them when there were several; then
+    the files not graded. Every name is shown with control characters escaped."""
+    for r in sorted(report.results, key=lambda r: r.student):
+        for flag in r.flags:
+            err.print(f"[red]flag:[/] {_shown(r.student)}: {_shown(flag)}", highlight=False)
+        for note in r.notes:
+            err.print(f"[yellow]note:[/] {_shown(r.source)}: {_shown(note)}", highlight=False)
+        if len(r.candidates) > 1:
+            err.print(f"[yellow]{len(r.candidates)} files[/] claim {_shown(r.student)}:", highlight=False)
+            for c in r.candidates:
+                err.print(f"  {'→' if c.graded else ' '} {_shown(c.source)}: {_shown(c.why)}", highlight=False)
+    for problem in report.problems:
+        err.print(f"[yellow]not graded:[/] {_shown(problem.source)}: {_shown(problem.message)}", highlight=False)
+    for skipped in report.skipped:
+        err.print(f"[dim]skipped:[/] {_shown(skipped.source)}: {_shown(skipped.message)}", highlight=False)
 
 
 @app.command()

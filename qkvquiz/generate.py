@@ -83,13 +83,13 @@ class GeneratedSet:
 
 
 def blank_submission(ws: Worksheet, student: int) -> dict:
-    """The submission a student fills in: every asked part, entries null."""
+    """The submission a student fills in: every asked part, entries null; the set and variant name it."""
     answers = {}
     for item, env in zip(ws.spec.items, ws.envs):
         for part in item.parts:
             shape = env[part.step].shape[1:]
             answers[part.id] = np.full(shape, None, dtype=object).tolist() if shape else None
-    return {"student": ws.students[student], "variant": ws.codes[student], "answers": answers}
+    return {"student": ws.students[student], "variant": ws.codes[student], "set": ws.set_id, "answers": answers}
 
 
 def generate_set(

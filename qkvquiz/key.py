@@ -84,6 +84,7 @@ def key_to_json(ws: Worksheet) -> dict[str, Any]:
         "instructions": ws.spec.instructions,
         "spec": Path(ws.spec.source).name,
         "seed": ws.seed,
+        "set": ws.set_id,
         "keyed": ws.keyed,
         "points": ws.spec.points,
         "items": items,
@@ -152,6 +153,7 @@ class Key:
     students: tuple[str, ...]
     variants: tuple[str, ...]
     answers: tuple[Mapping[str, Any], ...]  # per student, the submission-format answers
+    set_id: str = ""  # the set's identity ("" in keys written before sets were named)
 
     def index(self, student: str) -> int | None:
         try:
@@ -206,6 +208,7 @@ def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:
         students=tuple(s["student"] for s in students),
         variants=tuple(s.get("variant", "") for s in students),
         answers=tuple(s["answers"] for s in students),
+        set_id=str(doc.get("set") or ""),
     )
 
 

@@ -37,6 +37,18 @@ def variant_code(key: int) -> str:
     return f"{digest[:4]}-{digest[4:8]}"
 
 
+def set_code(parts: Sequence[str], secret: bytes | None = None) -> str:
+    """A 12-hex-digit code naming a worksheet set (what defines its problems, never its roster).
+
+    Keyed by ``secret`` (HMAC-SHA256) when one is given, so that the code reveals nothing
+    about the seed; the same spec items, seed and secret always give the same code.
+    """
+    message = "\x1f".join(("qkvquiz-set", *parts)).encode("utf-8")
+    if secret is None:
+        return hashlib.sha256(message).hexdigest()[:12]
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()[:12]
+
+
 def _splitmix64(x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         z = x + _GOLDEN

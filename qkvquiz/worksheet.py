@@ -16,7 +16,7 @@ import numpy as np
 
 from .engine.backend import to_numpy
 from .families import Env
-from .seeding import Draw, variant_code, variant_key
+from .seeding import Draw, set_code, variant_code, variant_key
 from .spec import ItemSpec, SpecError, WorksheetSpec
 
 MAX_CANDIDATES = 4096  # per student and item before giving up
@@ -40,6 +40,7 @@ class Worksheet:
     seed: str
     keyed: bool  # variants derived from an instructor secret
     envs: tuple[Env, ...]  # one per item, NumPy arrays
+    set_id: str = ""  # names the set (items, asked parts, seed, secret); the same for any roster
 
     def variant(self, student: int) -> list[dict[str, Any]]:
         """One student's items: givens and every step's value."""
@@ -76,7 +77,17 @@ def build_worksheet(
         keys = [variant_key(item.id, item.fingerprint(), s, seed, secret=secret) for s in students]
         envs.append(solve_item(item, keys, xp=xp, source=spec.source))
     codes = tuple(variant_code(variant_key(spec.title, s, seed, secret=secret)) for s in students)
-    return Worksheet(spec, students, codes, seed, secret is not None, tuple(envs))
+    return Worksheet(spec, students, codes, seed, secret is not None, tuple(envs), worksheet_set_id(spec, seed, secret))
+
+
+def worksheet_set_id(spec: WorksheetSpec, seed: str, secret: bytes | None = None) -> str:
+    """The set's identity: its items' content and asked parts, the seed and the secret.
+
+    Wording (titles, instructions) and the roster are left out: fixing a typo or adding a
+    student keeps the set, so submissions already handed in still belong to it.
+    """
+    items = [f"{item.id}:{item.fingerprint()}:{','.join(p.id for p in item.parts)}" for item in spec.items]
+    return set_code([str(seed), *items], secret=secret)
 
 
 def solve_item(item: ItemSpec, keys: Sequence[int], *, xp=np, source: str = "<spec>") -> Env:

@@ -195,7 +195,9 @@ def test_typing_the_key_and_saving_scores_full_marks(browser, generated, tmp_pat
     browser.find_element(By.ID, "save-answers").click()
     saved = wait_for_download(browser.downloads, before)
     doc = json.loads(saved.read_text(encoding="utf-8"))
-    assert set(doc) == {"student", "variant", "answers"}
+    assert set(doc) == {"student", "variant", "set", "answers", "saved_at"}
+    assert doc["set"] == json.loads(generated["key_path"].read_text(encoding="utf-8"))["set"]
+    assert doc["saved_at"].endswith("Z")  # ISO 8601, UTC: the grader prefers the latest saved file
     assert (doc["student"], doc["variant"]) == (STUDENT, generated["entry"]["variant"])
     assert {k: np.ravel(np.array(v, dtype=object)).tolist() for k, v in doc["answers"].items()} == texts
     assert "Saved" in browser.find_element(By.ID, "form-status").text

@@ -97,7 +97,11 @@ def test_malformed_files_are_reported_by_name_and_others_still_graded(tmp_path):
     assert "not valid JSON" in problems["broken.json"]
     assert "'zed' is not in the key" in problems["stranger.json"]
     assert '"student"' in problems["noid.json"]
-    assert "second submission" in problems["twice.json"]
+    # A second, blank file for "a" is not a problem: it loses to the real hand-in, and says so.
+    assert "twice.json" not in problems
+    (a,) = [r for r in report.results if r.student == "a"]
+    why = {c.source.split("/")[-1]: (c.graded, c.why) for c in a.candidates}
+    assert why["twice.json"] == (False, "not graded: blank (every part empty)")
 
 
 def test_diagnosis_names_a_known_mistake():

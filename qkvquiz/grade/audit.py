@@ -30,6 +30,7 @@ import yaml
 from ..families import Env
 from ..key import encode
 from ..spec import ItemSpec, SpecError, parse_spec
+from ..untrusted import terminal_text
 from ..worksheet import solve_item
 from .feedback import entry_name, number_text, table
 from .grader import carried_inputs, entry_band, rerun_on_own
@@ -55,6 +56,7 @@ class ClaimCheck:
     mistakes: list[str] = field(default_factory=list)
     invariants: list[str] = field(default_factory=list)
     follows_from: list[str] = field(default_factory=list)  # wrong earlier claims this one follows from
+    follows_own: list[str] = field(default_factory=list)  # right (rounded) earlier claims it is right for
     right_table: list[str] = field(default_factory=list)  # Markdown table of the right value, wrong entries bold
 
     def to_json(self) -> dict[str, Any]:
@@ -62,7 +64,7 @@ class ClaimCheck:
             "item": self.item, "family": self.family, "step": self.step, "verdict": self.verdict,
             "tolerance": self.tolerance, "expected": self.expected, "claimed": self.claimed,
             "message": self.message, "diagnosis": self.diagnosis, "mistakes": self.mistakes,
-            "invariants": self.invariants, "follows_from": self.follows_from,
+            "invariants": self.invariants, "follows_from": self.follows_from, "follows_own": self.follows_own,
         }
 
 
@@ -151,6 +153,8 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
             ok = tol.passes(value, exact)[0]
         if ok.all():
             continue
+        if _follows_from_right_claims(item, env, step, value, read, checks):
+            continue
         check.verdict = "wrong"
         wrong = np.argwhere(~ok) if ok.ndim else [()]
         for index in wrong:
@@ -185,12 +189,41 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
     return list(checks.values())
 
 
+def _follows_from_right_claims(item: ItemSpec, env: Env, step: str, value: np.ndarray,
+                               read: Mapping[str, np.ndarray], checks: Mapping[str, ClaimCheck]) -> bool:
+    """A claim off the exact value that is right for the claimant's own earlier claims, all accepted.
+
+    Rounding each step to the asked decimals is right work: the later value is then compared
+    with the step re-run on the rounded values, not with the exact one. When it matches (and
+    keeps its step's invariants), the claim is marked right with a message saying so.
+    """
+    family, params = item.family, item.params
+    inputs, between = carried_inputs(family, step, {s for s in read if s != step})
+    if not inputs or any(checks[s].verdict != "right" for s in inputs):
+        return False
+    tol = item.tolerance_for(step)
+    redo = rerun_on_own(family, step, env, {s: read[s] for s in inputs}, between, params)
+    with np.errstate(all="ignore"):
+        if redo.shape != value.shape or not tol.passes(value, redo).all():
+            return False
+        band = entry_band(tol, value)
+        if any(not bool(np.asarray(inv.holds(value, Env(env), params, band, np))[0])
+               for inv in family.invariants_for(step, params)):
+            return False
+    listed = ", ".join(inputs)
+    checks[step].follows_own = list(inputs)
+    checks[step].message = (f"right: it follows from the claimed {listed} (the claimant's rounded values, "
+                            "within tolerance of the exact ones), though it differs from the exact value by more "
+                            "than the tolerance")
+    return True
+
+
 def audit_markdown(report: AuditReport) -> str:
     """The audit as Markdown: a summary, then every wrong claim with the right value and why."""
     lines = [f"# Audit: {report.title}", ""]
     wrong = report.wrong
     lines.append(
-        f"{len(report.checks)} claimed answer{'s' if len(report.checks) != 1 else ''} checked in {report.source}: "
+        f"{len(report.checks)} claimed answer{'s' if len(report.checks) != 1 else ''} checked in {terminal_text(report.source)}: "
         + (f"{len(wrong)} wrong." if wrong else "all right.")
     )
     if report.unchecked:
@@ -198,6 +231,11 @@ def audit_markdown(report: AuditReport) -> str:
     lines.append("")
     for c in report.checks:
         title = f"## {c.item}.{c.step} ({c.family}): "
+        if c.verdict == "right" and c.follows_own:
+            listed = ", ".join(f"`{s}`" for s in c.follows_own)
+            lines += [title + f"right for the claimed {listed}", "", f"The claim follows from the claimed {listed}, "
+                      "whose rounded values are within tolerance; it is right for them, so it is accepted.", ""]
+            continue
         if c.verdict == "right":
             lines += [title + "right", ""]
             continue

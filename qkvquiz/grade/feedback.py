@@ -93,7 +93,7 @@ def part_view(item: KeyItem, letter: str, r: PartResult) -> dict[str, Any]:
     view: dict[str, Any] = {
         "letter": letter, "id": r.part, "prompt": step.prompt or step.name, "verdict": r.verdict,
         "verdict_text": VERDICTS[r.verdict], "score": points_text(r.score), "points": points_text(r.points),
-        "message": r.message, "diagnosis": r.diagnosis, "invariants": r.invariants,
+        "message": r.message, "carry": r.carry, "diagnosis": r.diagnosis, "invariants": r.invariants,
         "tolerance": tol.describe(), "expected": "", "expected_table": [], "wrong": [], "more": 0,
     }
     if r.verdict == "correct":

@@ -12,11 +12,16 @@ Scoring of one part, in order:
 - missing (no answer): 0; format error (given but unreadable): ``credit.format_error`` of
   the points (0 by default);
 - every entry within tolerance: ``correct``, full points;
+- the answer equals this step re-run on the student's own earlier answers, and those were all
+  accepted (right within tolerance, or themselves right for the student's own accepted values):
+  ``correct``, full points. Rounding each step to the asked decimals is right work;
 - otherwise the larger of the per-entry share (``credit.per_entry``; all-or-nothing gives 0)
   and, when the answer equals this step re-run on the student's own earlier answers,
   ``credit.carried_forward`` of the points (``carried``). No credit is carried from an earlier
   answer that is missing, malformed, or wrong and breaking one of its step's invariants, nor
-  to an answer that breaks one of its own step's invariants.
+  to an answer that breaks one of its own step's invariants, nor within a file whose answers
+  are another student's variant; the part's ``carry`` sentence names the earlier part and the
+  rule it broke.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from ..engine.backend import to_numpy
 from ..families import Env, Family
 from ..key import Key, KeyItem
 from ..spec import Part
-from ..untrusted import MAX_ID_LENGTH, char_name, invisible_characters, lookalike_key
+from ..untrusted import MAX_ID_LENGTH, char_name, invisible_characters, lookalike_key, terminal_text
 from .parse import AnswerFormatError, parse_answer
 from .tolerance import SLACK, Tolerance
 
@@ -70,6 +75,7 @@ class PartResult:
     given: Any = None  # the answer as read (JSON form), None when not readable
     expected: Any = None
     entry_ok: Any = None  # per entry, within tolerance (nested like the answer)
+    carry: str = ""  # how the part relates to earlier answers: right for rounded ones, or why nothing was carried
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -77,7 +83,7 @@ class PartResult:
             "correct_entries": self.correct_entries, "entries": self.entries, "message": self.message,
             "diagnosis": self.diagnosis, "mistakes": self.mistakes,
             "broken_invariants": self.broken, "invariants": self.invariants,
-            "given": self.given, "expected": self.expected, "entry_ok": self.entry_ok,
+            "given": self.given, "expected": self.expected, "entry_ok": self.entry_ok, "carry": self.carry,
         }
 
 
@@ -88,6 +94,9 @@ class StudentResult:
     variant: str
     parts: list[PartResult]
     notes: list[str] = field(default_factory=list)  # about the file as a whole (a variant that differs …)
+    flags: list[str] = field(default_factory=list)  # short marks for the instructor: other-set, other-variant, copy
+    candidates: list[Candidate] = field(default_factory=list)  # every file that claimed the student
+    copied_from: str | None = None  # the classmate whose variant the answers match, when flagged
 
     @property
     def score(self) -> float:
@@ -99,10 +108,23 @@ class StudentResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "student": self.student, "source": self.source, "variant": self.variant,
-            "score": round(self.score, 6), "total": self.total, "notes": self.notes,
+            "student": self.student, "source": terminal_text(self.source), "variant": self.variant,
+            "score": round(self.score, 6), "total": self.total, "flags": self.flags, "notes": self.notes,
+            "candidates": [c.to_json() for c in self.candidates], "copied_from": self.copied_from,
             "parts": [p.to_json() for p in self.parts],
         }
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One of the files that claim a student: whether it was graded, and why (or why not)."""
+
+    source: str
+    graded: bool
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": terminal_text(self.source), "graded": self.graded, "why": terminal_text(self.why)}
 
 
 @dataclass(frozen=True)
@@ -112,12 +134,17 @@ class FileProblem:
     source: str
     message: str
 
+    def to_json(self) -> dict[str, str]:
+        # A file name may hold control characters (an escape sequence): reports show them escaped.
+        return {"source": terminal_text(self.source), "message": terminal_text(self.message)}
+
 
 @dataclass
 class GradeReport:
     key: Key
     results: list[StudentResult]
     problems: list[FileProblem]
+    skipped: list[FileProblem] = field(default_factory=list)  # files deliberately not graded (blank templates)
 
     @property
     def absent(self) -> list[str]:
@@ -131,7 +158,8 @@ class GradeReport:
             "points": self.key.points,
             "students": [r.to_json() for r in self.results],
             "absent": self.absent,
-            "problems": [{"source": p.source, "message": p.message} for p in self.problems],
+            "problems": [p.to_json() for p in self.problems],
+            "skipped": [p.to_json() for p in self.skipped],
         }
 
 
@@ -141,6 +169,9 @@ class Submission:
     student: str
     answers: Mapping[str, Any]
     variant: str | None = None  # the code printed on the worksheet, when the file names one
+    set_id: str | None = None  # the set code printed on the worksheet, when the file names one
+    saved_at: str | None = None  # when the answer form saved it (ISO 8601), when the file says
+    mtime: float | None = None  # the file's modification time, when read from a file
 
 
 def display_path(path: str | Path) -> str:
@@ -337,8 +368,9 @@ def submission_from_json(doc: Any, source: str) -> Submission:
     answers = doc.get("answers")
     if not isinstance(answers, Mapping):
         raise ValueError('field "answers" is missing or not an object of part id: answer')
-    variant = doc.get("variant")
-    return Submission(source, student, answers, variant if isinstance(variant, str) else None)
+    variant, set_id, saved_at = (doc.get(name) for name in ("variant", "set", "saved_at"))
+    return Submission(source, student, answers, variant if isinstance(variant, str) else None,
+                      set_id if isinstance(set_id, str) else None, saved_at if isinstance(saved_at, str) else None)
 
 
 def unknown_student_message(key: Key, student: str) -> str:
@@ -371,7 +403,9 @@ def read_submissions(
     submissions, problems = [], []
     for path in paths:
         try:
-            submissions.append(read_submission(path))
+            sub = read_submission(path)
+            sub.mtime = _mtime(path)  # the last tie-break among several files for one student
+            submissions.append(sub)
         except ValueError as exc:
             problems.append(FileProblem(display_path(path), str(exc)))
         if progress is not None:
@@ -379,48 +413,51 @@ def read_submissions(
     return submissions, problems
 
 
+def _mtime(path: str | Path) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
 def grade_files(key: Key, paths: Iterable[str | Path], *, progress: Callable[[], None] | None = None,
-                xp=np) -> GradeReport:
+                xp=np, duplicates: str = "latest") -> GradeReport:
     """Grade submission files against ``key``; unreadable files are reported, not fatal.
 
-    ``xp`` is the array backend of the comparisons (see :func:`grade`).
+    ``xp`` is the array backend of the comparisons and ``duplicates`` the rule among several
+    files for one student (see :func:`grade`).
     """
     submissions, problems = read_submissions(paths, progress=progress)
-    report = grade(key, submissions, xp=xp)
+    report = grade(key, submissions, xp=xp, duplicates=duplicates)
     report.problems[:0] = problems
     return report
 
 
-def grade(key: Key, submissions: Iterable[Submission], *, xp=np) -> GradeReport:
-    """Grade already-read submissions (one per student; a second one is reported).
+def grade(key: Key, submissions: Iterable[Submission], *, xp=np, duplicates: str = "latest") -> GradeReport:
+    """Grade already-read submissions: one per student, chosen by :func:`select_submissions`.
 
     The comparisons, known mistakes and carried-forward re-runs of each part are computed for
     the whole class on ``xp`` (NumPy or CuPy); verdicts come back to the host, so the same key
     and answers give the same report on either backend.
     """
-    accepted, problems = match_students(key, submissions)
-    columns = read_columns(key, [sub.answers for _, sub in accepted])
-    return grade_columns(key, accepted, columns, problems, xp=xp)
+    from .choose import select_submissions
+
+    chosen = select_submissions(key, submissions, duplicates)
+    columns = read_columns(key, [sub.answers for _, sub in chosen.accepted])
+    report = grade_columns(key, chosen.accepted, columns, chosen.problems, xp=xp)
+    for result in report.results:
+        result.candidates = chosen.candidates.get(result.student, [])
+    report.skipped = chosen.skipped
+    return report
 
 
-def match_students(key: Key, submissions: Iterable[Submission]) -> tuple[list[tuple[int, Submission]], list[FileProblem]]:
-    """Each submission with its student's row in the key; unknown and repeated students are problems."""
-    accepted: list[tuple[int, Submission]] = []
-    problems: list[FileProblem] = []
-    seen: dict[str, str] = {}
-    position = {student: i for i, student in enumerate(key.students)}  # Key.index is a linear search
-    for sub in submissions:
-        index = position.get(sub.student)
-        if index is None:
-            problems.append(FileProblem(sub.source, unknown_student_message(key, sub.student)))
-        elif sub.student in seen:
-            problems.append(FileProblem(
-                sub.source, f"a second submission for student {sub.student!r} (graded {seen[sub.student]} instead)"
-            ))
-        else:
-            seen[sub.student] = sub.source
-            accepted.append((index, sub))
-    return accepted, problems
+def match_students(key: Key, submissions: Iterable[Submission], duplicates: str = "latest"
+                   ) -> tuple[list[tuple[int, Submission]], list[FileProblem]]:
+    """Each chosen submission with its student's row in the key; unknown students are problems."""
+    from .choose import select_submissions
+
+    chosen = select_submissions(key, submissions, duplicates)
+    return chosen.accepted, chosen.problems
 
 
 def read_columns(key: Key, answers: Sequence[Mapping[str, Any]]) -> dict[str, Column]:
@@ -432,20 +469,37 @@ def read_columns(key: Key, answers: Sequence[Mapping[str, Any]]) -> dict[str, Co
 def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns: Mapping[str, Column],
                   problems: list[FileProblem], *, xp=np) -> GradeReport:
     """Grade answers already read by :func:`read_columns`, item by item for the whole class."""
+    from .copies import COPY_NOTE, detect_copies
+
     results = [StudentResult(sub.student, sub.source, key.variants[index], []) for index, sub in accepted]
     rows = np.array([index for index, _ in accepted], dtype=np.int64)
+    # Copies first: answers of another student's variant earn no carried credit.
+    copies = detect_copies(key, rows, columns)
+    no_carry = np.zeros(len(rows), dtype=bool)
+    no_carry[list(copies)] = True
+    for j, match in copies.items():
+        results[j].copied_from = match.other
+        results[j].flags.append(match.flag())
+        results[j].notes.append(COPY_NOTE)
     for item in key.items:
-        for part_results in grade_item(item, rows, columns, xp).values():
+        for part_results in grade_item(item, rows, columns, xp, no_carry).values():
             for result, part_result in zip(results, part_results):
                 result.parts.append(part_result)
     for (index, sub), result in zip(accepted, results):
-        _explain_file(sub, key.variants[index], result)
+        _explain_file(sub, key.variants[index], result, key.set_id)
     return GradeReport(key, results, problems)
 
 
-def _explain_file(sub: Submission, variant: str, result: StudentResult) -> None:
-    """Notes on what a file holds beyond its parts: another variant's code, answers under unknown ids."""
+def _explain_file(sub: Submission, variant: str, result: StudentResult, set_id: str = "") -> None:
+    """Notes on what a file holds beyond its parts: another set's or variant's code, answers under unknown ids."""
+    if sub.set_id and set_id and sub.set_id != set_id:
+        result.flags.append(f"other set {terminal_text(sub.set_id)}")
+        result.notes.append(
+            f"the file is from set {sub.set_id!r}, but the key is set {set_id!r}: it belongs to another worksheet "
+            "set (another spec, seed or secret); it was graded against this student's variant of this set"
+        )
     if sub.variant and variant and sub.variant != variant:
+        result.flags.append(f"other variant {terminal_text(sub.variant)}")
         result.notes.append(
             f"the file names variant {sub.variant!r}, but {sub.student!r} has variant {variant!r}: it may be "
             "another student's file or an older worksheet; it was graded against this student's key"
@@ -653,26 +707,115 @@ def rerun_on_own(family: Family, step: str, env: Env, own: Mapping[str, np.ndarr
         return family.rerun(step, redo, params, xp)
 
 
-def grade_item(item: KeyItem, rows: np.ndarray, columns: Mapping[str, Column], xp=np) -> dict[str, list[PartResult]]:
+def grade_item(item: KeyItem, rows: np.ndarray, columns: Mapping[str, Column], xp=np,
+               no_carry: np.ndarray | None = None) -> dict[str, list[PartResult]]:
     """Every part of one item for the students at ``rows`` of the key (in submission order).
 
     The comparisons, known mistakes and carried-forward re-runs run for the whole class on
-    ``xp`` (NumPy or CuPy); only booleans come back to the host.
+    ``xp`` (NumPy or CuPy); only booleans come back to the host. ``no_carry`` (bool per
+    student) marks submissions that earn no carried credit (answers of another variant).
     """
     if len(rows) == 0:
         return {part.id: [] for part in item.parts}
     host = Env({name: value[rows] for name, value in item.env.items()})
     env = host if xp is np else Env({name: xp.asarray(value) for name, value in host.items()})
     checks = {part.id: check_part(item, part, columns[part.id], env, xp) for part in item.parts}
-    return {part.id: _part_results(item, part, columns, checks, env, host, xp) for part in item.parts}
+    if no_carry is None:
+        no_carry = np.zeros(len(rows), dtype=bool)
+    chains = chain_checks(item, columns, checks, env, no_carry, xp)
+    return {part.id: _part_results(item, part, columns, checks, chains[part.id], env, host, xp) for part in item.parts}
+
+
+@dataclass
+class ChainCheck:
+    """How each student's answer to a part relates to their own earlier answers."""
+
+    accepted: np.ndarray  # bool (students,): right, or right for their own accepted earlier answers
+    from_own: np.ndarray  # bool (students,): accepted only because it follows from accepted rounded values
+    carried: np.ndarray  # bool (students,): wrong only because an earlier answer was wrong: carried credit
+    inputs: list[str]  # part ids of the earlier answers it is computed from
+    why_not: dict[int, str] = field(default_factory=dict)  # student position -> why no credit was carried
+
+
+def chain_checks(item: KeyItem, columns: Mapping[str, Column], checks: Mapping[str, PartCheck], env: Env,
+                 no_carry: np.ndarray, xp=np) -> dict[str, ChainCheck]:
+    """Every part's :class:`ChainCheck`, in the family's step order.
+
+    An earlier answer that is itself accepted (right, or right for the student's own accepted
+    values: rounding at each step) makes a later answer computed from it correct, not carried;
+    so parts are checked in step order and each one sees its inputs' verdicts.
+    """
+    order = sorted(item.parts, key=lambda p: item.family.step_names.index(p.step))
+    by_step = {p.step: p.id for p in item.parts}
+    chains: dict[str, ChainCheck] = {}
+    for part in order:
+        chains[part.id] = _chain(item, part, by_step, columns, checks, chains, env, no_carry, xp)
+    return chains
+
+
+def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mapping[str, Column],
+           checks: Mapping[str, PartCheck], chains: Mapping[str, ChainCheck], env: Env, no_carry: np.ndarray,
+           xp=np) -> ChainCheck:
+    column, check = columns[part.id], checks[part.id]
+    n = len(column.readable)
+    none = np.zeros(n, dtype=bool)
+    steps, between = carried_inputs(item.family, part.step, by_step)
+    inputs = [by_step[s] for s in steps]
+    if not inputs:
+        return ChainCheck(check.right.copy(), none, none.copy(), [])
+    readable = column.readable & np.logical_and.reduce([columns[i].readable for i in inputs])
+    redo = rerun_on_own(item.family, part.step, env, {s: columns[by_step[s]].values for s in steps}, between,
+                        item.params, xp)
+    with np.errstate(all="ignore"):
+        same = to_numpy(item.tolerance_for(part.step).passes(xp.asarray(column.values), redo, xp=xp))
+    follows = readable & same.reshape(n, -1).all(axis=1)
+    inputs_accepted = np.logical_and.reduce([chains[i].accepted for i in inputs])
+    # No credit is carried from a missing or malformed earlier answer, or from one that is
+    # wrong and breaks its step's invariants (weights whose rows do not sum to 1).
+    inputs_sound = np.logical_and.reduce([checks[i].sound for i in inputs])
+    from_own = follows & inputs_accepted & check.holds & ~check.right
+    accepted = check.right | from_own
+    carried = follows & inputs_sound & check.holds & ~accepted & ~no_carry
+    if item.credit.carried_forward <= 0:
+        carried = none.copy()
+    chain = ChainCheck(accepted, from_own, carried, inputs)
+    if item.credit.carried_forward > 0:
+        for j in np.flatnonzero(column.readable & ~accepted & ~carried).tolist():
+            chain.why_not[j] = _why_not_carried(j, inputs, columns, checks, follows, check, no_carry)
+    return chain
+
+
+def _why_not_carried(j: int, inputs: Sequence[str], columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
+                     follows: np.ndarray, check: PartCheck, no_carry: np.ndarray) -> str:
+    """Why student ``j``'s wrong answer earns no carried credit, naming the earlier part and the rule."""
+    if no_carry[j]:
+        return "no credit is carried forward: the answers in this file match another student's worksheet"
+    for part in inputs:
+        if not columns[part].readable[j]:
+            kind = columns[part].problems.get(j, ("missing", ""))[0]
+            state = "is not answered" if kind == "missing" else "could not be read"
+            return f"no credit is carried forward: it is computed from your answer to {part}, which {state}"
+    for part in inputs:
+        if not checks[part].sound[j]:
+            broken = [sentence for _, sentence, hits in checks[part].broken if hits[j]]
+            rule = f" ({broken[0].rstrip('.')})" if broken else ""
+            return (f"no credit is carried forward from your answer to {part}: it is wrong and breaks a property "
+                    f"every right value has{rule}")
+    if follows[j] and not check.holds[j]:
+        return ("it follows from your earlier answers, but no credit is carried forward to an answer that breaks "
+                "a property of its own step")
+    return f"no credit is carried forward: it does not follow from your own answers to {', '.join(inputs)} either"
+
+
+FROM_OWN_MESSAGE = "Correct for your own rounded earlier answers ({inputs}), which were accepted: full points."
 
 
 def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
-                  env: Env, host: Env, xp=np) -> list[PartResult]:
+                  chain: ChainCheck, env: Env, host: Env, xp=np) -> list[PartResult]:
     column, check = columns[part.id], checks[part.id]
     n = len(column.readable)
     tol = item.tolerance_for(part.step)
-    pending = column.readable & ~check.right  # answers that earn less than full points
+    pending = column.readable & ~chain.accepted  # answers that earn less than full points
 
     # Known mistakes: the answer matches what the mistake gives, within tolerance.
     mistakes: list[tuple[str, str, np.ndarray]] = []
@@ -685,13 +828,10 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
         hit = pending & to_numpy(tol.passes(values, wrong, xp=xp)).reshape(n, -1).all(axis=1)
         mistakes.append((mistake.name, mistake.feedback, hit))
 
-    # A carried answer must itself have the properties every right value has.
-    carried = _carried_forward(item, part, columns, checks, env, xp) & pending & check.holds
-
     points = part.points
     share = check.ok.mean(axis=1) if check.ok.shape[1] else np.ones(n)
     entry_score = points * share if item.credit.per_entry else np.zeros(n)
-    carried_score = np.where(carried, points * item.credit.carried_forward, 0.0)
+    carried_score = np.where(chain.carried, points * item.credit.carried_forward, 0.0)
     expected = encode_rows(host[part.step])
     given = encode_rows(column.values)
     entry_ok = check.ok.reshape(column.values.shape).tolist()
@@ -710,8 +850,10 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
                 r.given = column.raw.get(j)  # kept as handed in, so a regrade request can be checked
         else:
             r.given, r.entry_ok, r.correct_entries = given[j], entry_ok[j], correct_entries[j]
-            if check.right[j]:
+            if chain.accepted[j]:
                 r.verdict, r.score = "correct", points
+                if chain.from_own[j]:
+                    r.carry = FROM_OWN_MESSAGE.format(inputs=", ".join(chain.inputs))
             elif carried_score[j] > entry_score[j]:
                 r.verdict, r.score, r.message = "carried", float(carried_score[j]), CARRIED_MESSAGE
             else:
@@ -720,6 +862,10 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
                 r.message = f"{r.correct_entries} of {entries} {'entry' if entries == 1 else 'entries'} within tolerance"
                 if not item.credit.per_entry:
                     r.message += " (this part is all or nothing)"
+                if chain.carried[j]:  # carried credit was less than the per-entry share
+                    r.carry = "it follows from your earlier answers, but its correct entries earn more than carried credit"
+                else:
+                    r.carry = chain.why_not.get(j, "")
             if j in column.notes:
                 r.message = "; ".join(filter(None, (r.message, column.notes[j])))
         out.append(r)
@@ -732,29 +878,6 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
             out[j].broken.append(name)
             out[j].invariants.append(sentence)
     return out
-
-
-def _carried_forward(item: KeyItem, part: Part, columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
-                     env: Env, xp=np) -> np.ndarray:
-    """True per student whose answer equals this step re-run on their own earlier answers."""
-    n = len(columns[part.id].readable)
-    if item.credit.carried_forward <= 0:
-        return np.zeros(n, dtype=bool)
-    by_step = {p.step: p.id for p in item.parts}
-    inputs, between = carried_inputs(item.family, part.step, by_step)
-    if not inputs:
-        return np.zeros(n, dtype=bool)
-    usable = columns[part.id].readable.copy()
-    own = {}
-    for step in inputs:
-        # No credit is carried from a missing or malformed earlier answer, or from one that
-        # is wrong and breaks its step's invariants (weights whose rows do not sum to 1).
-        usable &= checks[by_step[step]].sound
-        own[step] = columns[by_step[step]].values
-    redo = rerun_on_own(item.family, part.step, env, own, between, item.params, xp)
-    tol = item.tolerance_for(part.step)
-    passes = to_numpy(tol.passes(xp.asarray(columns[part.id].values), redo, xp=xp))
-    return usable & passes.reshape(n, -1).all(axis=1)
 
 
 def encode_rows(values: np.ndarray) -> list[Any]:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..files import safe_name, write_atomic, write_atomic_all
-from ..untrusted import csv_cell
+from ..untrusted import csv_cell, terminal_text
 from .analysis import item_analysis, item_analysis_csv, item_analysis_markdown
 from .feedback import feedback_markdown
 from .grader import GradeReport
@@ -34,6 +34,9 @@ NO_SUBMISSION = "(no submission)"
 def results_csv(report: GradeReport) -> str:
     """One row per student of the key, sorted by id: each part's score, then the total.
 
+    ``flags`` marks what the instructor should look at: a file of another set or variant, and
+    answers that match another student's variant (``copy of <id>``).
+
     A student with no graded submission gets a row too (source "(no submission)", every score
     0), so the file is a complete gradebook.
     """
@@ -41,15 +44,17 @@ def results_csv(report: GradeReport) -> str:
     rows = []
     for r in report.results:
         by_part = {p.part: p.score for p in r.parts}
-        rows.append((r.student, r.variant, r.source, [_pts(by_part[p]) for p in parts], _pts(r.score), _pts(r.total)))
+        rows.append((r.student, r.variant, r.source, "; ".join(r.flags), [_pts(by_part[p]) for p in parts],
+                     _pts(r.score), _pts(r.total)))
     variants = dict(zip(report.key.students, report.key.variants))
     for student in report.absent:
-        rows.append((student, variants[student], NO_SUBMISSION, ["0"] * len(parts), "0", _pts(report.key.points)))
+        rows.append((student, variants[student], NO_SUBMISSION, "", ["0"] * len(parts), "0", _pts(report.key.points)))
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["student", "variant", "source", *parts, "score", "total"])
-    for student, variant, source, scores, score, total in sorted(rows, key=lambda row: row[0]):
-        writer.writerow([csv_cell(student), csv_cell(variant), csv_cell(source), *scores, score, total])
+    writer.writerow(["student", "variant", "source", "flags", *parts, "score", "total"])
+    for student, variant, source, flags, scores, score, total in sorted(rows, key=lambda row: row[0]):
+        writer.writerow([csv_cell(student), csv_cell(variant), csv_cell(terminal_text(source)),
+                         csv_cell(terminal_text(flags)), *scores, score, total])
     return buf.getvalue()
 
 

@@ -161,7 +161,7 @@ def problem_areas(ws: Worksheet, student: int) -> list[list[tuple[str, str]]]:
 def worksheet_body_html(ws: Worksheet, student: int, *, templates: str | Path | None = None) -> str:
     """One student's worksheet as the HTML inside ``<body>``: header, instructions, each
     problem (a ``<section class="problem">``) with its answer areas."""
-    parts = [header_html(ws.spec.title, ws.students[student], ws.codes[student])]
+    parts = [header_html(ws.spec.title, ws.students[student], ws.codes[student], set_id=ws.set_id)]
     if ws.spec.instructions:
         parts.append(markdown_body_html(ws.spec.instructions))
     parts.append(f'<p class="hand-in">{HAND_IN_NOTE}</p>')
@@ -250,7 +250,7 @@ def key_student_document(
     Every page of it names the student at the top and in the footer.
     """
     sid = ws.students[student]
-    parts = [header_html(f"{ws.spec.title}: answer key", sid, ws.codes[student], name_line=False)]
+    parts = [header_html(f"{ws.spec.title}: answer key", sid, ws.codes[student], name_line=False, set_id=ws.set_id)]
     problems = render_items(ws, student, "problem", templates=templates)
     solutions = render_items(ws, student, "solution", templates=templates)
     for problem, solution in zip(problems, solutions):

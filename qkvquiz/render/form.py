@@ -5,7 +5,11 @@ student's problems with their givens (math typeset as in the other formats: SVG 
 tables of numbers, inline), and for each asked part a grid of text boxes of the part's
 shape. Its "Save answers" button downloads the submission JSON that ``qkvquiz grade`` reads::
 
-    {"student": "ada", "variant": "K7QF-2M", "answers": {"q1.scores": "5/√2", "q2.weights": [["0,19", …], …]}}
+    {"student": "ada", "variant": "K7QF-2M", "set": "3f9c0a12be47", "answers": {"q1.scores": "5/√2", …},
+     "saved_at": "2026-11-23T14:05:00.000Z"}
+
+``set`` names the worksheet set and ``saved_at`` records when the file was saved: among
+several files for one student the grader takes the latest saved.
 
 Every entry is the text the student typed (the grader reads exactly that text), an empty box
 is ``null``. While the student types, a port of the grader's entry parser
@@ -183,6 +187,7 @@ def answer_form_html(ws: Worksheet, student: int) -> str:
         spec=ws.spec,
         student=sid,
         variant=code,
+        set_id=ws.set_id,
         instructions=instructions,
         problems=form_problems(ws, student),
         filename=submission_filename(sid, code),

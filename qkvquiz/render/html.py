@@ -741,7 +741,7 @@ def _expand_empty_grids(body: str) -> str:
     return _EMPTY_GRID.sub(expand, body)
 
 
-def header_html(title: str, student_id: str, variant_code: str, *, name_line: bool = True) -> str:
+def header_html(title: str, student_id: str, variant_code: str, *, name_line: bool = True, set_id: str = "") -> str:
     """The top of a student's sheet: title, a line for the name, student id and variant.
 
     The student id and variant also run in the footer of every page (CSS ``string-set``),
@@ -756,7 +756,8 @@ def header_html(title: str, student_id: str, variant_code: str, *, name_line: bo
         f'<table class="{fields_class}"><tr>{name}'
         f'<td class="field-label">Student ID</td><td class="student-id">{sid}</td>'
         f'<td class="field-label">Variant</td><td class="variant-code">{variant}</td>'
-        "</tr></table></header>"
+        + (f'<td class="field-label">Set</td><td class="set-id">{html.escape(set_id)}</td>' if set_id else "")
+        + "</tr></table></header>"
     )
 
 

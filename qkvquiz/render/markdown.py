@@ -90,7 +90,7 @@ def render_items(ws: Worksheet, student: int, kind: str, *, templates: str | Pat
 def worksheet_markdown(ws: Worksheet, student: int, *, templates: str | Path | None = None) -> str:
     """The worksheet one student works on: givens and questions, no answers."""
     return environment(_templates_key(templates)).get_template("worksheet.md.j2").render(
-        spec=ws.spec, student=ws.students[student], code=ws.codes[student],
+        spec=ws.spec, student=ws.students[student], code=ws.codes[student], set_id=ws.set_id,
         problems=render_items(ws, student, "problem", templates=templates), items=ws.spec.items,
     )
 

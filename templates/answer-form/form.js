@@ -12,6 +12,7 @@
   var statusLine = document.getElementById("form-status");
   var student = form.dataset.student;
   var variant = form.dataset.variant;
+  var setId = form.dataset.set || "";
   var storageKey = form.dataset.storageKey;
   var inputs = Array.prototype.slice.call(form.querySelectorAll("input.entry"));
   var parts = Array.prototype.slice.call(form.querySelectorAll("fieldset.part"));
@@ -113,7 +114,9 @@
       };
       answers[fieldset.dataset.part] = build(0, 0);
     });
-    return { student: student, variant: variant, answers: answers };
+    var doc = { student: student, variant: variant, answers: answers };
+    if (setId) doc.set = setId;
+    return doc;
   }
 
   /** Fill the boxes from a submission's answers; returns the part ids that did not fit. */
@@ -185,6 +188,8 @@
       return null;
     }
     var doc = collect();
+    // When it was saved: among several files for one student, the grader takes the latest.
+    doc.saved_at = new Date().toISOString();
     var text = JSON.stringify(doc, null, 2) + "\n";
     var blob = new Blob([text], { type: "application/json" });
     var link = document.createElement("a");
@@ -213,7 +218,8 @@
         say(file.name + " is not a saved answer file (no answers in it).", true);
         return;
       }
-      if ((doc.variant && doc.variant !== variant) || (doc.student && doc.student !== student)) {
+      if ((doc.variant && doc.variant !== variant) || (doc.student && doc.student !== student) ||
+          (doc.set && setId && doc.set !== setId)) {
         say(file.name + " belongs to " + (doc.student || "?") + ", variant " + (doc.variant || "?") +
             ", not to this form (" + student + ", variant " + variant + "); nothing was loaded.", true);
         return;

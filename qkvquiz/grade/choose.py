@@ -1,0 +1,192 @@
+"""Which file is graded when several claim one student.
+
+Files are ranked, best first, by:
+
+1. identity: the file names the student's variant (and the key's set, or none) > names no
+   variant > names another variant or another set. A file planted to claim a classmate
+   cannot know their variant code, so it loses to the real hand-in;
+2. filled: a file with any answer beats a blank one (every part empty);
+3. the blank submission that ``generate`` wrote (``students/<id>/submission.json``, every part
+   empty, never saved by the answer form) is never graded, even alone;
+4. ``duplicates="latest"`` (default): the latest saved (the answer form's ``saved_at``, else
+   the file's modification time); ``"first"``: the first path in sort order;
+   ``"error"``: a student with several files that are not blank templates is not graded,
+   and each of the files is reported.
+
+Remaining ties go to the first path in sort order, so the choice never depends on the order
+in which files were listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import PurePath
+from typing import Any
+
+from ..key import Key
+from .grader import Candidate, FileProblem, Submission, unknown_student_message
+
+DUPLICATES = ("latest", "first", "error")
+DUPLICATES_DEFAULT = "latest"
+TEMPLATE_NAME = "submission.json"  # what generate writes under students/<id>/
+TEMPLATE_MESSAGE = "the blank submission that generate wrote (every part empty): not a hand-in, so not graded"
+
+
+@dataclass
+class Selection:
+    """The submissions to grade, with every candidate file per student and why it was (not) chosen."""
+
+    accepted: list[tuple[int, Submission]]
+    problems: list[FileProblem]
+    candidates: dict[str, list[Candidate]] = field(default_factory=dict)
+    skipped: list[FileProblem] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Ranked:
+    sub: Submission
+    identity: int  # 2 the student's variant, 1 none named, 0 another variant or set
+    filled: bool
+    template: bool
+    when: float  # saved_at, else the file's modification time (seconds since the epoch); -inf unknown
+    when_text: str  # the same, in words
+
+
+def select_submissions(key: Key, submissions: Iterable[Submission], duplicates: str = DUPLICATES_DEFAULT) -> Selection:
+    """Each student's graded submission, chosen among the files that claim them (see the module)."""
+    if duplicates not in DUPLICATES:
+        raise ValueError(f"unknown duplicates rule {duplicates!r}; choose from {', '.join(DUPLICATES)}")
+    position = {student: i for i, student in enumerate(key.students)}  # Key.index is a linear search
+    claims: dict[str, list[Submission]] = {}
+    selection = Selection([], [])
+    for sub in submissions:
+        if sub.student not in position:
+            selection.problems.append(FileProblem(sub.source, unknown_student_message(key, sub.student)))
+        else:
+            claims.setdefault(sub.student, []).append(sub)
+    part_ids = [part.id for _, part in key.parts]
+    for student, subs in claims.items():
+        index = position[student]
+        ranked = [_rank(sub, key.variants[index], key.set_id, part_ids) for sub in subs]
+        chosen, candidates = _choose(ranked, duplicates)
+        if chosen is not None:
+            selection.accepted.append((index, chosen))
+        elif duplicates == "error" and sum(not r.template for r in ranked) > 1:
+            selection.problems += [FileProblem(c.source, c.why) for c in candidates if c.why != TEMPLATE_MESSAGE]
+        else:  # only blank templates claim this student
+            selection.skipped += [FileProblem(r.sub.source, TEMPLATE_MESSAGE) for r in ranked]
+        selection.candidates[student] = candidates
+    selection.accepted.sort(key=lambda pair: pair[0])
+    return selection
+
+
+def _rank(sub: Submission, variant: str, set_id: str, part_ids: list[str]) -> _Ranked:
+    other = (bool(sub.variant and variant and sub.variant != variant)
+             or bool(sub.set_id and set_id and sub.set_id != set_id))
+    identity = 0 if other else 2 if sub.variant and sub.variant == variant else 1
+    filled = any(not _empty(sub.answers.get(part)) for part in part_ids)
+    return _Ranked(sub, identity, filled, is_template(sub, filled), *_when(sub))
+
+
+def is_template(sub: Submission, filled: bool) -> bool:
+    """The blank submission ``generate`` writes: every part empty, never saved by the form, at its path."""
+    path = PurePath(sub.source)
+    return (not filled and sub.saved_at is None and path.name == TEMPLATE_NAME
+            and len(path.parts) >= 3 and path.parts[-3] == "students")
+
+
+def _empty(answer: Any) -> bool:
+    """No answer, or a grid whose every box is ``null``; walked without recursion."""
+    stack = [answer]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif value is not None:
+            return False
+    return True
+
+
+def _when(sub: Submission) -> tuple[float, str]:
+    """When the file was saved: the form's ``saved_at`` when readable, else the file's time."""
+    if sub.saved_at:
+        try:
+            stamp = datetime.fromisoformat(sub.saved_at.strip())
+        except ValueError:
+            stamp = None
+        if stamp is not None:
+            if stamp.tzinfo is None:
+                stamp = stamp.replace(tzinfo=timezone.utc)
+            return stamp.timestamp(), f"saved_at {sub.saved_at.strip()}"
+    if sub.mtime is None:
+        return float("-inf"), "no time known"
+    return sub.mtime, "file time " + datetime.fromtimestamp(sub.mtime, timezone.utc).isoformat(timespec="seconds")
+
+
+def _choose(ranked: list[_Ranked], duplicates: str) -> tuple[Submission | None, list[Candidate]]:
+    """The graded file (None when none may be) and every candidate with why it was or was not chosen."""
+    ranked = sorted(ranked, key=lambda r: r.sub.source)  # ties: the first path in sort order
+    usable = [r for r in ranked if not r.template]
+    if not usable:
+        return None, [Candidate(r.sub.source, False, TEMPLATE_MESSAGE) for r in ranked]
+    if duplicates == "error" and len(usable) > 1:
+        why = (f"one of {len(usable)} files for this student; with --duplicates error none of them is graded: "
+               "keep one, or choose another rule")
+        return None, [Candidate(r.sub.source, False, TEMPLATE_MESSAGE if r.template else why) for r in ranked]
+
+    def order(r: _Ranked) -> tuple:
+        return (r.identity, r.filled, r.when if duplicates == "latest" else 0.0)
+
+    best = max(usable, key=order)  # max keeps the first of equals: the first path in sort order
+    candidates = []
+    for r in ranked:
+        if r is best:
+            candidates.append(Candidate(r.sub.source, True, _why_chosen(best, usable, duplicates)))
+        else:
+            candidates.append(Candidate(r.sub.source, False, _why_not(r, best, duplicates)))
+    return best.sub, candidates
+
+
+_IDENTITY = {2: "names this student's variant", 1: "names no variant", 0: "names another variant or set"}
+
+
+def _why_chosen(best: _Ranked, usable: list[_Ranked], duplicates: str) -> str:
+    """Every rule that set the graded file above the others, in the order the rules apply."""
+    others = [r for r in usable if r is not best]
+    if not others:
+        return "graded: the only hand-in for this student"
+    reasons = []
+    lower = [r for r in others if r.identity < best.identity]
+    if lower:
+        reasons.append(f"it {_IDENTITY[best.identity]}, {_files(len(lower))} {'does' if len(lower) == 1 else 'do'} not")
+    rivals = [r for r in others if r.identity == best.identity]
+    blank = [r for r in rivals if r.filled < best.filled]
+    if blank:
+        reasons.append(f"{_files(len(blank))} like it {'is' if len(blank) == 1 else 'are'} blank")
+    rivals = [r for r in rivals if r.filled == best.filled]
+    if rivals:
+        if duplicates == "latest" and all(r.when < best.when for r in rivals):
+            reasons.append(f"the latest saved ({best.when_text})")
+        else:
+            reasons.append("the first in path order among equal files")
+    return "graded: " + "; ".join(reasons)
+
+
+def _files(n: int) -> str:
+    return "1 other file" if n == 1 else f"{n} other files"
+
+
+def _why_not(r: _Ranked, best: _Ranked, duplicates: str) -> str:
+    if r.template:
+        return TEMPLATE_MESSAGE
+    if r.identity < best.identity:
+        return f"not graded: it {_IDENTITY[r.identity]} ({r.sub.variant!r})" if r.sub.variant else \
+            f"not graded: it {_IDENTITY[r.identity]}"
+    if r.filled < best.filled:
+        return "not graded: blank (every part empty)"
+    if duplicates == "latest" and r.when < best.when:
+        return f"not graded: saved earlier ({r.when_text})"
+    return "not graded: a file earlier in path order was graded"
+
