@@ -35,7 +35,10 @@ MAX_ROSTER_BYTES = 5_000_000  # about 20,000 ids of up to 200 characters, with r
 MAX_SECRET_BYTES = 4_096  # `qkvquiz init` writes 65 bytes
 MAX_KEY_BYTES = 1_000_000_000  # key.json of MAX_STUDENTS students of a long spec (16 KB each for delta-rule)
 MAX_YAML_DEPTH = 32  # mappings and lists inside each other (a spec needs 6)
-MAX_YAML_NODES = 200_000  # values in a YAML document once its aliases are expanded
+# Values in a YAML document, counted as written and again once its aliases are expanded. The
+# pure-Python parser takes about 2 s for this many; a spec holds hundreds, an audit file with
+# every given written out a few thousand.
+MAX_YAML_NODES = 50_000
 MAX_WALK_ENTRIES = 200_000  # files and folders looked at below one folder of submissions
 MAX_WALK_DEPTH = 32  # folders inside each other below one folder of submissions
 
@@ -151,13 +154,18 @@ class _BoundedLoader(yaml.SafeLoader):
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
         self._depth = 0
+        self._nodes = 0
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:  # type: ignore[override]
         self._depth += 1
+        self._nodes += 1
         try:
             if self._depth > MAX_YAML_DEPTH:
                 mark = self.peek_event().start_mark
                 raise _YamlRefused(f"mappings and lists are nested more than {MAX_YAML_DEPTH} deep", mark.line + 1)
+            if self._nodes > MAX_YAML_NODES:  # stop parsing here: the rest is never scanned
+                mark = self.peek_event().start_mark
+                raise _YamlRefused(f"the document holds more than {MAX_YAML_NODES:,} values", mark.line + 1)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1

@@ -118,6 +118,20 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("text", [
+    "a: [" + "1," * 499_990 + "]\n",
+    "".join(f"k{i}: 1\n" for i in range(100_000)),
+])
+def test_a_1mb_yaml_of_tiny_values_stops_at_the_value_bound(tmp_path, text):
+    path = tmp_path / "many.yaml"
+    path.write_text(text)
+    assert path.stat().st_size < 1_000_000
+    start = time.perf_counter()
+    with pytest.raises(SpecError, match="many.yaml: line [0-9]+: the document holds more than 50,000 values"):
+        load_spec(path)
+    assert time.perf_counter() - start < 30  # about 3 s: parsing stops at the bound
+
+
 def test_a_recursive_alias_is_refused():
     with pytest.raises(InputError, match="contains it"):
         load_yaml("a: &a [1, *a]\n", "r.yaml")
@@ -323,6 +337,15 @@ def test_links_inside_a_submissions_folder_do_not_lead_out_of_it(tmp_path):
     assert "skipped:" in result.output and "outside the folder" in " ".join(result.output.split())
     graded = json.loads((tmp_path / "g" / "results.json").read_text())
     assert all("outside" not in s["source"] for s in graded["students"])
+
+
+@pytest.mark.skipif(os.name != "posix", reason="symbolic links")
+def test_read_bytes_can_refuse_a_link(tmp_path):
+    (tmp_path / "real.json").write_text("{}")
+    (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
+    assert read_bytes(tmp_path / "link.json", 10, "submission") == b"{}"
+    with pytest.raises(InputError, match="link.json: is a link"):
+        read_bytes(tmp_path / "link.json", 10, "submission", follow=False)
 
 
 def test_a_walk_that_meets_too_many_entries_stops_with_a_message(tmp_path, monkeypatch):
