@@ -18,11 +18,11 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .capacity import REPORT_FROM_STUDENTS, class_size_problem
 from .engine.backend import BACKENDS, BackendUnavailable, get_xp
 from .families import REGISTRY, get_family
 from .grade.tolerance import TOLERANCE_DEFAULT
 from .resources import bank_dir, schemas_dir
-from .capacity import REPORT_FROM_STUDENTS, class_size_problem
 from .secret import SECRET_ENV, Secret
 from .spec import SpecError, WorksheetSpec, load_spec
 from .untrusted import terminal_text
@@ -323,9 +323,10 @@ def init(
 ) -> None:
     """Create an instructor secret: 256 random bits in a file only you can read (mode 0600).
 
-    Pass it to `generate --secret-file PATH` (or put its content in $QKVQUIZ_SECRET) and no one
-    without it can rebuild your keys, not even with qkvquiz, the spec and the seed. An existing
-    file is never replaced: keys made with it could not be rebuilt.
+    `generate` uses the default one without being told (and creates it on its first run if
+    `init` never did); pass another with `generate --secret-file PATH` (or put its content in
+    $QKVQUIZ_SECRET). No one without it can rebuild your keys, not even with qkvquiz, the spec
+    and the seed. An existing file is never replaced: keys made with it could not be rebuilt.
     """
     from .secret import SecretError, create_secret, default_secret_path
 
@@ -334,9 +335,10 @@ def init(
         written = create_secret(target)
     except (SecretError, OSError) as exc:
         _fail(str(exc))
+    use = ("`qkvquiz generate` uses it by default." if path is None else
+           f"Use it with\n  qkvquiz generate SPEC --secret-file {escape(str(written))} …")
     console.print(
-        f"Wrote a new secret to {escape(str(written))} (readable by you only). Use it with\n"
-        f"  qkvquiz generate SPEC --secret-file {escape(str(written))} …\n"
+        f"Wrote a new secret to {escape(str(written))} (readable by you only). {use}\n"
         "Back it up somewhere private: without it, lost keys cannot be rebuilt.",
         highlight=False,
     )
