@@ -372,9 +372,9 @@ def _submission_files(paths: list[Path]) -> list[Path]:
                 err.print(f"[yellow]skipped:[/] {_shown(str(s.path))}: {_shown(s.reason)}", highlight=False)
         else:
             files.append(p)
-    unique: dict[Path, Path] = {}
+    unique: dict[str, Path] = {}
     for f in files:
-        unique.setdefault(f.resolve(), f)
+        unique.setdefault(os.path.realpath(f), f)  # never raises on a link loop, unlike Path.resolve
     return list(unique.values())
 
 

@@ -337,7 +337,7 @@ def walk_json_files(top: Path, skip_names: frozenset[str] = frozenset()) -> tupl
     left out silently, as are names in ``skip_names``. More than ``MAX_WALK_ENTRIES`` entries
     or folders ``MAX_WALK_DEPTH`` deep: InputError, so ``/`` named by mistake ends quickly.
     """
-    root = top.resolve()
+    root = Path(os.path.realpath(top))
     found: list[Path] = []
     skipped: list[Skipped] = []
     seen = 0
@@ -366,7 +366,8 @@ def walk_json_files(top: Path, skip_names: frozenset[str] = frozenset()) -> tupl
                         continue
                     if not name.lower().endswith(".json") or name in skip_names:
                         continue
-                    target = path.resolve()
+                    # realpath, not Path.resolve: a link loop must not raise (it fails when read).
+                    target = Path(os.path.realpath(path))
                     if not target.is_relative_to(root):
                         skipped.append(Skipped(path, "a link to a file outside the folder; not followed"))
                         continue

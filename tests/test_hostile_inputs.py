@@ -348,6 +348,21 @@ def test_read_bytes_can_refuse_a_link(tmp_path):
         read_bytes(tmp_path / "link.json", 10, "submission", follow=False)
 
 
+@pytest.mark.skipif(os.name != "posix", reason="symbolic links")
+def test_a_link_loop_among_submissions_is_reported_not_a_crash(tmp_path):
+    from .test_integrity import graded_class
+
+    key, files = graded_class(tmp_path)
+    subs = files[0].parent
+    (subs / "a.json").symlink_to(subs / "b.json")
+    (subs / "b.json").symlink_to(subs / "a.json")
+    (subs / "gone.json").symlink_to(tmp_path / "nowhere")
+    result = runner.invoke(app, ["grade", str(key), str(subs), "--out", str(tmp_path / "g")])
+    assert result.exit_code == 1, result.output
+    said = "".join(result.output.split())
+    assert "a.json:cannotreadthesubmissionfile" in said and (tmp_path / "g" / "results.csv").is_file()
+
+
 def test_a_walk_that_meets_too_many_entries_stops_with_a_message(tmp_path, monkeypatch):
     import qkvquiz.inputs as inputs
 
