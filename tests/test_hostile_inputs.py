@@ -472,3 +472,8 @@ def test_a_bad_default_secret_is_a_message_not_a_traceback(tmp_path, monkeypatch
     (tmp_path / "config" / "qkvquiz" / "secret").write_text("short\n")
     one_line_error(generate("attention-basics", "-n", "1", "--out", str(tmp_path / "o")),
                    "secret", "at least 16 characters", "--public")
+
+
+def test_a_submission_that_is_not_utf8_is_reported_with_its_line():
+    with pytest.raises(ValueError, match="not UTF-8 text: line 2, column 6: byte 0xe9"):
+        submission_from_bytes(b'{"student":\n "caf\xe9"}', "x.json")

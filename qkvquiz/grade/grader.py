@@ -34,7 +34,7 @@ import numpy as np
 
 from ..engine.backend import to_numpy
 from ..families import Env, Family
-from ..inputs import InputError, json_nesting, read_bytes
+from ..inputs import InputError, decode_text, json_nesting, read_bytes
 from ..key import Key, KeyItem
 from ..spec import Part
 from ..untrusted import MAX_ID_LENGTH, char_name, invisible_characters, lookalike_key
@@ -216,9 +216,9 @@ def submission_from_bytes(raw: bytes, source: str) -> Submission:
     if len(raw) > MAX_SUBMISSION_BYTES:
         raise ValueError(f"the file is {len(raw)} bytes or more; a submission may be at most {MAX_SUBMISSION_BYTES}")
     try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ValueError("the file is not UTF-8 text") from None
+        text = decode_text(raw, source, "submission")
+    except InputError as exc:  # the report names the file; say where in it
+        raise ValueError(f"the file is not UTF-8 text: line {exc.line}, {exc.message}") from None
     depth = _nesting(text)
     if depth > MAX_NESTING:
         raise ValueError(f"lists and objects are nested {depth} deep; at most {MAX_NESTING} levels are allowed")
