@@ -127,7 +127,7 @@ BackendOpt = Annotated[str, typer.Option(
 def generate(
     spec: Annotated[str, typer.Argument(help="Worksheet spec (YAML file), or a bundled spec name such as attention-basics.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write into (created if needed).")],
-    students: Annotated[Optional[int], typer.Option("--students", "-n", min=1, help="Number of students: ids s01, s02, …")] = None,
+    students: Annotated[Optional[int], typer.Option("--students", "-n", min=1, help="Number of students: ids s01, s02, … (at most 20,000 per set).")] = None,
     roster: Annotated[Optional[Path], typer.Option(help="Roster file: one student id per line, or a CSV with a 'student' or 'id' column.")] = None,
     seed: Annotated[str, typer.Option(help="Seed: the same spec, student and seed always give the same variant.")] = "0",
     force: Annotated[bool, typer.Option(help="Overwrite an existing key.json in OUT.")] = False,
