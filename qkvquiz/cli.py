@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -17,12 +18,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .capacity import REPORT_FROM_STUDENTS, class_size_problem
 from .engine.backend import BACKENDS, BackendUnavailable, get_xp
 from .families import REGISTRY, get_family
 from .grade.tolerance import TOLERANCE_DEFAULT
 from .resources import bank_dir, schemas_dir
-from .secret import SECRET_ENV
-from .spec import SpecError, load_spec
+from .secret import SECRET_ENV, Secret
+from .spec import SpecError, WorksheetSpec, load_spec
 from .untrusted import terminal_text
 
 app = typer.Typer(
@@ -127,7 +129,7 @@ BackendOpt = Annotated[str, typer.Option(
 def generate(
     spec: Annotated[str, typer.Argument(help="Worksheet spec (YAML file), or a bundled spec name such as attention-basics.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write into (created if needed).")],
-    students: Annotated[Optional[int], typer.Option("--students", "-n", min=1, help="Number of students: ids s01, s02, …")] = None,
+    students: Annotated[Optional[int], typer.Option("--students", "-n", min=1, help="Number of students: ids s01, s02, … (at most 20,000 per set).")] = None,
     roster: Annotated[Optional[Path], typer.Option(help="Roster file: one student id per line, or a CSV with a 'student' or 'id' column.")] = None,
     seed: Annotated[str, typer.Option(help="Seed: the same spec, student and seed always give the same variant.")] = "0",
     force: Annotated[bool, typer.Option(help="Overwrite an existing key.json in OUT.")] = False,
@@ -140,7 +142,11 @@ def generate(
     )] = "md",
     secret_file: Annotated[Optional[Path], typer.Option(
         "--secret-file", help=f"Instructor secret (made by `qkvquiz init`) that keys every variant, so that "
-        f"nobody without it can rebuild the key. Default: ${SECRET_ENV} if set, else no secret.")] = None,
+        f"nobody without it can rebuild the key. Default: ${SECRET_ENV} if set, else ~/.config/qkvquiz/secret "
+        "(created on first use).")] = None,
+    public: Annotated[bool, typer.Option(
+        "--public", help="No secret: a practice set that anyone with qkvquiz, the spec, the ids and the seed "
+        "can rebuild, answers included.")] = False,
     templates: Annotated[Optional[Path], typer.Option(
         help="Folder of templates that replace bundled ones of the same name (e.g. worksheet.md.j2, "
         "families/attention.output.problem.md.j2); rendered in Jinja's sandbox.")] = None,
@@ -162,11 +168,15 @@ def generate(
 
     from .files import read_roster
     from .generate import generate_set, parse_formats
-    from .secret import SecretError, load_secret, readable_by_others
+    from .secret import readable_by_others
     from .worksheet import GenerationError
 
     if (students is None) == (roster is None):
         _fail("give exactly one of --students N or --roster FILE")
+    if public and secret_file is not None:
+        _fail("--public makes a set without a secret; leave out --secret-file, or --public")
+    if students is not None and class_size_problem(students):
+        _fail(f"--students: {class_size_problem(students)}")
     try:
         chosen = parse_formats(formats)
     except ValueError as exc:
@@ -193,15 +203,18 @@ def generate(
     if templates is not None and not templates.is_dir():
         _fail(f"--templates {templates}: not a folder")
     try:
-        secret = load_secret(secret_file)
-    except SecretError as exc:
+        parsed = load_spec(resolve_spec(spec))
+    except SpecError as exc:
         _fail(str(exc))
+    # The spec and roster are good: only now may a first run create the instructor's secret.
+    secret, secret_file = _generate_secret(secret_file, public)
     if secret_file is not None and readable_by_others(secret_file):
         err.print(f"[yellow]warning:[/] {escape(str(secret_file))} is readable by other users; "
                   f"`chmod 600 {escape(str(secret_file))}` keeps it yours.", highlight=False)
     xp = _xp(backend)
+    if len(ids) >= REPORT_FROM_STUDENTS:
+        _check_memory(parsed, len(ids), seed)
     try:
-        parsed = load_spec(resolve_spec(spec))
         # PDFs render in a forked process pool: the bar draws on each update, from this thread.
         with _progress(auto_refresh=False) as bar, _exit_on_terminate():
             task = bar.add_task("writing worksheets", total=len(ids))
@@ -246,13 +259,59 @@ def generate(
                   f"of this key (an earlier run?): {_shown(', '.join(stale[:10]))}", highlight=False)
 
 
+def _generate_secret(secret_file: Path | None, public: bool) -> tuple[Secret | None, Path | None]:
+    """The secret `generate` keys the set with, and the file it came from (None from the environment).
+
+    ``--secret-file`` first, then ``$QKVQUIZ_SECRET``; ``--public`` means none. Otherwise the
+    secret at the default path, created there (as `qkvquiz init` does) on the first run, so
+    that a set is never rebuildable by students unless asked for.
+    """
+    from .secret import SecretError, create_secret, default_secret_path, load_secret
+
+    try:
+        if secret_file is not None:
+            return load_secret(secret_file), secret_file
+        if public:
+            if os.environ.get(SECRET_ENV, "").strip():
+                err.print(f"[yellow]note:[/] --public: ${SECRET_ENV} is set but not used.", highlight=False)
+            return None, None
+        from_env = load_secret(None)
+        if from_env is not None:
+            return from_env, None
+        path = default_secret_path()
+        if not path.exists() and not path.is_symlink():
+            create_secret(path)
+            err.print(f"Created the instructor secret {_shown(str(path))} (readable by you only); every set "
+                      "made without --public is keyed by it. Back it up somewhere private: keys made with "
+                      "it cannot be rebuilt without it.", highlight=False)
+        return load_secret(path), path
+    except (SecretError, OSError) as exc:
+        _fail(f"{exc}\n(--secret-file PATH names another secret; --public makes a set without one)")
+    raise AssertionError  # unreachable
+
+
+def _check_memory(parsed: WorksheetSpec, students: int, seed: str) -> None:
+    """Print what a large class will cost before solving it; refuse one this machine cannot hold."""
+    from .capacity import estimate, physical_memory
+    from .worksheet import GenerationError
+
+    try:
+        guess = estimate(parsed, students, seed)
+    except (GenerationError, ValueError) as exc:
+        _fail(str(exc))
+    err.print(f"[yellow]note:[/] {escape(guess.describe())}", highlight=False)
+    memory = physical_memory()
+    if memory is not None and guess.memory > memory:
+        _fail(f"this machine has {memory / 1e9:.1f} GB of memory; split the class into several sets")
+
+
 def secrecy_note(seed: str, secret_source: str | None) -> str:
     """The sentence `generate` prints about who can rebuild the key."""
     if secret_source is None:
         return (
-            f"No secret: every variant follows from the spec, the student ids and the seed {seed!r}, so anyone "
-            "with qkvquiz (students have it), the spec and this seed can rebuild this key. To prevent that, "
-            f"create a secret with `qkvquiz init` and pass --secret-file (or set ${SECRET_ENV})."
+            f"No secret (--public): every variant follows from the spec, the student ids and the seed {seed!r}, so "
+            "anyone with qkvquiz (students have it), the spec and this seed can rebuild this key. Leave out "
+            "--public to key the set with your secret (`qkvquiz init` makes one; so does the first generate)."
         )
     return (
         f"Variants are keyed by the secret from {secret_source}: without it, the spec and the seed {seed!r} do not "
@@ -266,9 +325,10 @@ def init(
 ) -> None:
     """Create an instructor secret: 256 random bits in a file only you can read (mode 0600).
 
-    Pass it to `generate --secret-file PATH` (or put its content in $QKVQUIZ_SECRET) and no one
-    without it can rebuild your keys, not even with qkvquiz, the spec and the seed. An existing
-    file is never replaced: keys made with it could not be rebuilt.
+    `generate` uses the default one without being told (and creates it on its first run if
+    `init` never did); pass another with `generate --secret-file PATH` (or put its content in
+    $QKVQUIZ_SECRET). No one without it can rebuild your keys, not even with qkvquiz, the spec
+    and the seed. An existing file is never replaced: keys made with it could not be rebuilt.
     """
     from .secret import SecretError, create_secret, default_secret_path
 
@@ -277,9 +337,10 @@ def init(
         written = create_secret(target)
     except (SecretError, OSError) as exc:
         _fail(str(exc))
+    use = ("`qkvquiz generate` uses it by default." if path is None else
+           f"Use it with\n  qkvquiz generate SPEC --secret-file {escape(str(written))} …")
     console.print(
-        f"Wrote a new secret to {escape(str(written))} (readable by you only). Use it with\n"
-        f"  qkvquiz generate SPEC --secret-file {escape(str(written))} …\n"
+        f"Wrote a new secret to {escape(str(written))} (readable by you only). {use}\n"
         "Back it up somewhere private: without it, lost keys cannot be rebuilt.",
         highlight=False,
     )
@@ -289,23 +350,33 @@ def _submission_files(paths: list[Path]) -> list[Path]:
     """The files to grade: files as given, and every ``*.json`` below a folder.
 
     Skipped in folders: the key and reports, hidden files and folders (``.DS_Store``,
-    ``__MACOSX/._x.json`` from unpacked archives); a file named twice is graded once.
+    ``__MACOSX/._x.json`` from unpacked archives); a file named twice is graded once. Folders
+    are walked by :func:`qkvquiz.inputs.walk_json_files`: links to folders and links out of
+    the folder are not followed (each is noted), and a folder named on the command line must
+    not itself be a link (it could lead anywhere, ``/`` included).
     """
+    from .inputs import InputError, walk_json_files
+
     files: list[Path] = []
     for p in paths:
-        if not p.exists():
+        if not p.exists() and not p.is_symlink():
             _fail(f"{p} does not exist (nothing was graded and no report was written)")
+        if p.is_symlink() and p.is_dir():
+            _fail(f"{p} is a link to the folder {os.path.realpath(p)}; links to folders are not followed: "
+                  "name the folder itself (nothing was graded)")
         if p.is_dir():
-            files.extend(sorted(
-                f for f in p.rglob("*") if f.suffix.lower() == ".json" and f.is_file()
-                and f.name not in ("key.json", "results.json")
-                and not any(part.startswith(".") or part == "__MACOSX" for part in f.relative_to(p).parts)
-            ))
+            try:
+                found, skipped = walk_json_files(p, frozenset({"key.json", "results.json"}))
+            except InputError as exc:
+                _fail(f"{exc} (nothing was graded)")
+            files.extend(found)
+            for s in skipped:
+                err.print(f"[yellow]skipped:[/] {_shown(str(s.path))}: {_shown(s.reason)}", highlight=False)
         else:
             files.append(p)
-    unique: dict[Path, Path] = {}
+    unique: dict[str, Path] = {}
     for f in files:
-        unique.setdefault(f.resolve(), f)
+        unique.setdefault(os.path.realpath(f), f)  # never raises on a link loop, unlike Path.resolve
     return list(unique.values())
 
 
@@ -451,8 +522,7 @@ def show(
     param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="Override a param: NAME=VALUE (YAML value), repeatable.")] = None,
 ) -> None:
     """Print one sample problem of a family with its worked solution."""
-    import yaml
-
+    from .inputs import InputError, load_yaml
     from .render.markdown import render_items
     from .spec import parse_spec
     from .worksheet import GenerationError, build_worksheet
@@ -467,9 +537,9 @@ def show(
         if not sep:
             _fail(f"--param {text!r}: write NAME=VALUE")
         try:
-            params[name.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            _fail(f"--param {text!r}: the value is not readable YAML ({exc.problem if hasattr(exc, 'problem') else exc})")
+            params[name.strip()] = load_yaml(value, f"--param {name.strip()}")
+        except InputError as exc:
+            _fail(str(exc))
     try:
         ws = build_worksheet(parse_spec({"title": fam.title, "items": [{"family": fam.name, "params": params}]},
                                         source="--param"), ["sample"], seed)

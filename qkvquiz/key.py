@@ -18,11 +18,13 @@ import numpy as np
 
 from .families import Env, Family, Params, get_family
 from .grade.tolerance import Tolerance
+from .inputs import MAX_KEY_BYTES, InputError, json_nesting, read_text, shown_path
 from .spec import Credit, Part, graded_tolerance
 from .worksheet import Worksheet
 
 KEY_FORMAT = "qkvquiz-key"
 KEY_VERSION = 1
+MAX_KEY_NESTING = 64  # a key nests at most about 10 levels (students → steps → a stack of matrices)
 
 
 def encode(value: Any) -> Any:
@@ -168,12 +170,18 @@ class Key:
 
 def load_key(path: str | Path) -> Key:
     """Read a key file written by ``qkvquiz generate``."""
-    path = Path(path)
+    source = shown_path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise KeyFileError(f"{path}: not a readable key file ({exc})") from exc
-    return key_from_json(doc, source=str(path))
+        text = read_text(path, MAX_KEY_BYTES, "key")
+    except InputError as exc:
+        raise KeyFileError(str(exc)) from None
+    if json_nesting(text) > MAX_KEY_NESTING:  # json.loads would recurse once per level
+        raise KeyFileError(f"{source}: lists and objects are nested more than {MAX_KEY_NESTING} deep; not a key file")
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise KeyFileError(f"{source}: not a readable key file ({exc})") from None
+    return key_from_json(doc, source=source)
 
 
 def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .inputs import MAX_SECRET_BYTES, InputError, read_text
+
 SECRET_ENV = "QKVQUIZ_SECRET"
 MIN_SECRET_LENGTH = 16
 SECRET_BYTES = 32
@@ -92,12 +94,13 @@ def _checked(text: str, where: str) -> bytes:
 def read_secret(path: str | Path) -> Secret:
     """The secret in a file; SecretError names the file when it is missing, unreadable or short."""
     path = Path(path).expanduser()
+    if not path.exists() and not path.is_symlink():
+        raise SecretError(f"{path}: no such secret file (create one with `qkvquiz init {path}`)")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SecretError(f"{path}: no such secret file (create one with `qkvquiz init {path}`)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SecretError(f"{path}: cannot read the secret file ({exc})") from None
+        # Bounded and regular files only: /dev/zero or a FIFO named as the secret must not hang.
+        text = read_text(path, MAX_SECRET_BYTES, "secret")
+    except InputError as exc:
+        raise SecretError(str(exc)) from None
     return Secret(_checked(text, str(path)), f"file {path}")
 
 

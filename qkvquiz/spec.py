@@ -8,7 +8,6 @@ names the file, the item and the field, and says what is allowed.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from .families import REGISTRY, Family, Params, get_family
 from .grade.tolerance import TOLERANCE_DEFAULT, Tolerance
+from .inputs import MAX_SPEC_BYTES, InputError, read_yaml, shown_path
 
 SPEC_KEYS = {"title", "instructions", "tolerance", "items", "credit"}
+MAX_GIVEN = 1e6  # largest magnitude of an entry of a fixed given
 PART_TOLERANCE_DEFAULT = "default"  # in a per-part tolerance mapping: the item's other parts
 ITEM_KEYS = {"id", "family", "title", "intro", "params", "points", "ask", "tolerance", "givens", "credit"}
 
@@ -118,19 +118,17 @@ def graded_tolerance(item: Any, step: str) -> Tolerance:
 
 
 def load_spec(path: str | Path) -> WorksheetSpec:
-    """Read and validate a YAML spec file (safe loader)."""
-    path = Path(path)
+    """Read and validate a YAML spec file through :mod:`qkvquiz.inputs` (size, file kind,
+    UTF-8, depth, aliases and duplicate keys bounded; errors name the file and the line)."""
+    return parse_spec(read_spec_data(path, "spec"), source=shown_path(path))
+
+
+def read_spec_data(path: str | Path, what: str = "spec") -> Any:
+    """The YAML of a spec or audit file as Python objects; SpecError names the file (and line)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(str(path), "", f"cannot read the file ({exc.strerror})") from exc
-    try:
-        stream = io.StringIO(text)
-        stream.name = path.name  # PyYAML names the stream in its messages
-        data = yaml.safe_load(stream)
-    except yaml.YAMLError as exc:
-        raise SpecError(str(path), "", f"not valid YAML: {exc}") from exc
-    return parse_spec(data, source=str(path))
+        return read_yaml(path, MAX_SPEC_BYTES, what)
+    except InputError as exc:
+        raise SpecError(exc.source, "" if exc.line is None else f"line {exc.line}", exc.message) from None
 
 
 def parse_spec(data: Any, source: str = "<spec>") -> WorksheetSpec:
@@ -342,6 +340,10 @@ def _fixed(raw: Any, family: Family, source: str, where: str) -> dict[str, np.nd
             raise SpecError(source, f"{where} field 'givens.{name}'", "must be a number or a rectangular list of numbers") from None
         if not np.isfinite(arr).all():
             raise SpecError(source, f"{where} field 'givens.{name}'", "entries must be finite numbers")
+        if arr.size and np.abs(arr).max() > MAX_GIVEN:
+            # Beyond this, exp() in a softmax or a product of givens overflows, or prints unreadably.
+            raise SpecError(source, f"{where} field 'givens.{name}'",
+                            f"entries must be between {-MAX_GIVEN:g} and {MAX_GIVEN:g}")
         check = next(g.check for g in family.givens if g.name == name)
         problem = check(arr) if check is not None else None
         if problem:

@@ -195,7 +195,8 @@ def test_generate_with_a_secret_file_or_variable_matches_the_library_and_says_so
     by_env = runner.invoke(app, ["generate", "attention-basics", "-n", "2", "--seed", "w3", "--out", str(tmp_path / "e")])
     assert by_env.exit_code == 0 and f"${SECRET_ENV}" in " ".join(by_env.output.split())
     monkeypatch.delenv(SECRET_ENV)
-    plain = runner.invoke(app, ["generate", "attention-basics", "-n", "2", "--seed", "w3", "--out", str(tmp_path / "p")])
+    plain = runner.invoke(app, ["generate", "attention-basics", "-n", "2", "--seed", "w3", "--public",
+                                "--out", str(tmp_path / "p")])
     assert "No secret" in plain.output and "anyone with qkvquiz" in " ".join(plain.output.split())
     library = build_worksheet(load_spec(ROOT / "problem_bank" / "attention-basics.yaml"), ["s01", "s02"], "w3", secret=secret)
     expected = json.loads(json.dumps(key_to_json(library)))

@@ -55,6 +55,12 @@ class Params(Mapping):
         return f"Params({self._values!r})"
 
 
+# The largest end of a range of entries (``entries: [low, high]``): far beyond hand
+# computation, and far below where drawing, multiplying or printing them could overflow.
+# Ranges of sizes (theory.complexity's n and d) set their own bound.
+MAX_RANGE_END = 1000
+
+
 @dataclass(frozen=True)
 class Param:
     """One knob of a family, with its default and what values are allowed.
@@ -69,6 +75,7 @@ class Param:
     low: float | None = None
     high: float | None = None
     integer: bool = False
+    bound: float = 0.0  # a range param: the largest |end| allowed (0: MAX_RANGE_END)
 
     def check(self, value: Any) -> Any:
         """Return ``value`` converted to the default's type, or raise ValueError saying what is allowed."""
@@ -106,6 +113,11 @@ class Param:
                 and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
                 and value[0] < value[1]):
             raise ValueError(f"must be a range [low, high] of {what} with low < high, got {value!r}")
+        bound = self.bound or MAX_RANGE_END
+        if any(abs(v) > bound for v in value):
+            # Past this, draws overflow int64, or products lose exactness or print unreadably.
+            raise ValueError(f"must be a range [low, high] with both ends between {-bound:,g} and "
+                             f"{bound:,g}, got {list(value)!r}")
         if self.integer:
             if any(v != int(v) for v in value):
                 raise ValueError(f"must be a range [low, high] of whole numbers (the values drawn are integers), "
@@ -114,9 +126,9 @@ class Param:
         return tuple(value)
 
 
-def int_range(default: tuple[int, int], help: str) -> Param:
-    """A range ``[low, high]`` that whole numbers are drawn from."""
-    return Param(default, help, integer=True)
+def int_range(default: tuple[int, int], help: str, bound: int = MAX_RANGE_END) -> Param:
+    """A range ``[low, high]`` that whole numbers are drawn from, both ends within ±``bound``."""
+    return Param(default, help, integer=True, bound=bound)
 
 
 DECIMALS = Param(3, "decimals shown in the key", low=0, high=8)

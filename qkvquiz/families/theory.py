@@ -67,7 +67,7 @@ DOT_VARIANCE = Family(
     title="Why divide by √d_k: the variance of q·k",
     summary="Var(q·k) = d_k·v² for independent entries of variance v; σ, the 3σ range, the variance after 1/√d_k; an empirical check.",
     params={
-        "d_k_range": int_range((16, 144), "range d_k is drawn from"),
+        "d_k_range": int_range((16, 144), "range d_k is drawn from", bound=1_000_000),
         "squares": Param(True, "draw only perfect squares, so that σ = √d_k is a whole number"),
         "entry_var": Param(1.0, "variance v of each entry of q and k (1: unit variance)", low=0.1, high=100.0),
         "pairs": Param(4, "empirical check: how many (q, k) pairs are drawn", low=2, high=16),
@@ -227,8 +227,9 @@ COMPLEXITY = Family(
     title="Cost of dot-product against additive attention",
     summary="Multiplications for the n×n scores: n²d for QKᵀ, n²(2d² + d) for additive attention (or 2nd² + n²d reusing projections).",
     params={
-        "n_range": int_range((2, 8), "range the sequence length n is drawn from"),
-        "d_range": int_range((2, 8), "range the width d is drawn from"),
+        # n²d and 2nd² stay below 2⁵³, so every count is exact in float64.
+        "n_range": int_range((2, 8), "range the sequence length n is drawn from", bound=100_000),
+        "d_range": int_range((2, 8), "range the width d is drawn from", bound=100_000),
         "reuse": Param(False, "additive attention computes W_a q_i and U_a k_j once each, not once per pair"),
         "decimals": Param(3, "decimals shown in the key (the counts are whole numbers)", low=0, high=8),
     },

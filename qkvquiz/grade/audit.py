@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from ..families import Env
 from ..key import encode
-from ..spec import ItemSpec, SpecError, parse_spec
+from ..inputs import shown_path
+from ..spec import ItemSpec, SpecError, parse_spec, read_spec_data
 from ..untrusted import terminal_text
 from ..worksheet import solve_item
 from .feedback import entry_name, number_text, table
@@ -85,15 +85,12 @@ class AuditReport:
 
 
 def audit_file(path: str | Path) -> AuditReport:
-    """Audit a YAML file; raises :class:`SpecError` naming the file, item and field when unusable."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SpecError(str(path), "", f"cannot read the file ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
-        raise SpecError(str(path), "", f"not valid YAML: {exc}") from exc
-    return audit_spec(data, source=str(path))
+    """Audit a YAML file; raises :class:`SpecError` naming the file, item and field when unusable.
+
+    Read like a spec (:func:`qkvquiz.spec.read_spec_data`): size, file kind, encoding, depth,
+    aliases and duplicate keys are checked, each error naming the file and the line.
+    """
+    return audit_spec(read_spec_data(path, "audit"), source=shown_path(path))
 
 
 def audit_spec(data: Any, source: str = "<audit>") -> AuditReport:

@@ -29,13 +29,9 @@ from __future__ import annotations
 import difflib
 import json
 import math
-import os
-import re
-import stat
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +39,7 @@ import numpy as np
 
 from ..engine.backend import to_numpy
 from ..families import Env, Family
+from ..inputs import InputError, decode_text, json_nesting, read_bytes
 from ..key import Key, KeyItem
 from ..spec import Part
 from ..untrusted import MAX_ID_LENGTH, char_name, invisible_characters, lookalike_key, terminal_text
@@ -180,23 +177,13 @@ def display_path(path: str | Path) -> str:
 
 
 def _read_limited(path: Path) -> bytes:
-    """At most MAX_SUBMISSION_BYTES + 1 bytes of a regular file; never blocks on a pipe or device."""
+    """At most MAX_SUBMISSION_BYTES bytes of a regular file (:func:`qkvquiz.inputs.read_bytes`:
+    never blocks on a pipe, never reads a device); ValueError says why not, without the name
+    (the report names the file)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    except OSError as exc:
-        raise ValueError(f"cannot read the file ({exc.strerror})") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file (a folder, pipe or device), so it was not read")
-        if info.st_size > MAX_SUBMISSION_BYTES:
-            raise ValueError(f"the file is {info.st_size} bytes; a submission may be at most {MAX_SUBMISSION_BYTES}")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read(MAX_SUBMISSION_BYTES + 1)
-    except OSError as exc:
-        raise ValueError(f"cannot read the file ({exc.strerror})") from exc
-    finally:
-        os.close(fd)
+        return read_bytes(path, MAX_SUBMISSION_BYTES, "submission")
+    except InputError as exc:
+        raise ValueError(exc.message) from None
 
 
 def read_submission(path: str | Path) -> Submission:
@@ -244,14 +231,9 @@ def _quoted(text: str, limit: int = 40) -> str:
     return json.dumps(shown)  # quotes, and control characters written as escapes
 
 
-# A JSON string (the unrolled form of "(?:[^"\\]|\\.)*" runs in linear time on long strings).
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-
-
 def _nesting(text: str) -> int:
-    """How deeply arrays and objects nest in JSON text (brackets inside strings ignored)."""
-    brackets = re.sub(r"[^\[\]{}]+", "", _JSON_STRING.sub("", text))
-    return max(accumulate(1 if ch in "[{" else -1 for ch in brackets), default=0)
+    """How deeply arrays and objects nest in JSON text (brackets inside strings ignored); linear time."""
+    return json_nesting(text)
 
 
 def submission_from_bytes(raw: bytes, source: str) -> Submission:
@@ -265,9 +247,9 @@ def submission_from_bytes(raw: bytes, source: str) -> Submission:
     if len(raw) > MAX_SUBMISSION_BYTES:
         raise ValueError(f"the file is {len(raw)} bytes or more; a submission may be at most {MAX_SUBMISSION_BYTES}")
     try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ValueError("the file is not UTF-8 text") from None
+        text = decode_text(raw, source, "submission")
+    except InputError as exc:  # the report names the file; say where in it
+        raise ValueError(f"the file is not UTF-8 text: line {exc.line}, {exc.message}") from None
     depth = _nesting(text)
     if depth > MAX_NESTING:
         raise ValueError(f"lists and objects are nested {depth} deep; at most {MAX_NESTING} levels are allowed")

@@ -1,0 +1,390 @@
+"""Reading files that come from outside: the one door every untrusted path goes through.
+
+Specs, audit files, rosters, the secret, key files and submissions are read here, and
+folders of submissions are walked here. Whatever the file holds, reading it ends quickly, in
+bounded memory, with either the data or an :class:`InputError` whose message names the file
+(and the line, where there is one):
+
+- only regular files are read: a folder, a FIFO (which would block), a device (``/dev/zero``
+  never ends) or a socket is refused after ``open`` with ``O_NONBLOCK``, by ``fstat`` of the
+  open descriptor, so what is checked is what is read;
+- at most ``limit + 1`` bytes are read, whatever the file claims its size is;
+- text must be UTF-8; a bad byte is reported with its line and column;
+- YAML goes through :func:`load_yaml`: a safe loader that refuses duplicate keys (with both
+  lines), nesting deeper than ``MAX_YAML_DEPTH`` and documents whose aliases would expand
+  to more than ``MAX_YAML_NODES`` values (the "billion laughs" bomb), before anything is built;
+- folders are walked by :func:`walk_json_files` without following a link out of the folder,
+  into a folder, or from the command line into a folder, and with a bound on entries visited.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, SequenceNode
+
+# Limits, each far above what an honest file needs (the largest bundled spec is about 3 KB).
+MAX_SPEC_BYTES = 1_000_000  # a spec or an audit file
+MAX_ROSTER_BYTES = 5_000_000  # about 20,000 ids of up to 200 characters, with room for CSV columns
+MAX_SECRET_BYTES = 4_096  # `qkvquiz init` writes 65 bytes
+MAX_KEY_BYTES = 1_000_000_000  # key.json of MAX_STUDENTS students of a long spec (16 KB each for delta-rule)
+MAX_YAML_DEPTH = 32  # mappings and lists inside each other (a spec needs 6)
+# Values in a YAML document, counted as written and again once its aliases are expanded. The
+# pure-Python parser takes about 2 s for this many; a spec holds hundreds, an audit file with
+# every given written out a few thousand.
+MAX_YAML_NODES = 50_000
+MAX_WALK_ENTRIES = 200_000  # files and folders looked at below one folder of submissions
+MAX_WALK_DEPTH = 32  # folders inside each other below one folder of submissions
+
+# Students in one generated set. Each student costs roughly the key's share (tens of KB for
+# a long spec) plus their worksheet files; generate prints an estimate before solving.
+MAX_STUDENTS = 20_000
+
+
+class InputError(ValueError):
+    """A file that cannot be used; ``str()`` is one sentence that starts with the file's name."""
+
+    def __init__(self, source: str, message: str, line: int | None = None) -> None:
+        self.source, self.message, self.line = source, message, line
+        where = f"{source}: line {line}" if line is not None else source
+        super().__init__(f"{where}: {message}")
+
+
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """A path as text that can always be printed or written as UTF-8 (odd bytes become ``\\udcff`` escapes)."""
+    return os.fspath(path).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _a(word: str) -> str:
+    return ("an " if word[:1] in "aeiou" else "a ") + word
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_bytes(path: str | os.PathLike[str], limit: int, what: str, *, follow: bool = True) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them; InputError otherwise.
+
+    ``what`` names the file's role in messages ("spec", "roster"). Opened non-blocking, so a
+    FIFO with no writer cannot hang the open; the kind is checked on the open descriptor
+    (``fstat``), never on the name. ``follow=False`` refuses a symbolic link as the last part
+    of the path (``O_NOFOLLOW``), for files found by walking a folder.
+    """
+    source = shown_path(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise InputError(source, f"cannot read the {what} file: there is no such file") from None
+    except IsADirectoryError:
+        raise InputError(source, f"is a folder, not {_a(what)} file") from None
+    except OSError as exc:
+        if not follow and os.path.islink(path):
+            raise InputError(source, "is a link; links are not followed here") from None
+        raise InputError(source, f"cannot read the {what} file ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(source, f"is {_kind(info.st_mode)}, not a regular file; nothing was read from it")
+        if info.st_size > limit:
+            raise InputError(source, f"the file is {info.st_size:,} bytes; {_a(what)} file may be at most {limit:,}")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:  # the size in fstat may be stale: stop at limit + 1 bytes regardless
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise InputError(source, f"cannot read the {what} file ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise InputError(source, f"the file is more than {limit:,} bytes; {_a(what)} file may be at most {limit:,}")
+    return b"".join(chunks)
+
+
+def decode_text(raw: bytes, source: str, what: str) -> str:
+    """``raw`` as UTF-8 text (a leading byte-order mark dropped); InputError names the line and column of a bad byte."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        start = exc.start
+        line = raw.count(b"\n", 0, start) + 1
+        column = start - (raw.rfind(b"\n", 0, start) + 1) + 1
+        raise InputError(source, f"column {column}: byte 0x{raw[start]:02x} is not UTF-8; "
+                                 f"save the {what} as UTF-8 text", line) from None
+
+
+def read_text(path: str | os.PathLike[str], limit: int, what: str) -> str:
+    """A regular file of at most ``limit`` bytes, as UTF-8 text; InputError otherwise."""
+    return decode_text(read_bytes(path, limit, what), shown_path(path), what)
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with depth, alias expansion and duplicate keys checked.
+
+    Depth is counted while composing (the composer recurses once per level, so a deep
+    document would otherwise end in RecursionError). Alias expansion is measured on the
+    composed node graph before any Python object is built: an alias costs what its anchor
+    expands to, so a 700-byte bomb is refused without allocating its expansion.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._nodes = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:  # type: ignore[override]
+        self._depth += 1
+        self._nodes += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark
+                raise _YamlRefused(f"mappings and lists are nested more than {MAX_YAML_DEPTH} deep", mark.line + 1)
+            if self._nodes > MAX_YAML_NODES:  # stop parsing here: the rest is never scanned
+                mark = self.peek_event().start_mark
+                raise _YamlRefused(f"the document holds more than {MAX_YAML_NODES:,} values", mark.line + 1)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:  # type: ignore[override]
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError) as exc:  # int("9" * 5000), a date out of range
+            reason = str(exc).split(";")[0].split(": value has")[0][:120]  # Python's own advice is not for users
+            raise _YamlRefused(f"the value cannot be read ({reason})", node.start_mark.line + 1) from None
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Hashable, Any]:  # type: ignore[override]
+        if isinstance(node, MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *base` keys are meant to be overridden
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    first = seen.get(key)
+                except TypeError:
+                    continue  # an unhashable key: the base constructor reports it
+                if first is not None:
+                    lines = f"on line {line}" if first == line else f"(lines {first} and {line})"
+                    raise _YamlRefused(f"the key {key!r} appears twice in one mapping {lines}; "
+                                       "which one counts would be a guess", line)
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+class _YamlRefused(Exception):
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.message, self.line = message, line
+
+
+def _expansion(root: Node) -> tuple[int, int]:
+    """(values, depth) of the document ``root`` once every alias is expanded; _YamlRefused past the bounds.
+
+    Shared nodes (aliases) are measured once and counted at every use; the walk keeps its
+    own stack, and a node met again while still being measured is a recursive alias.
+    """
+    size: dict[int, tuple[int, int]] = {}
+    on_stack: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        ident = id(node)
+        children: list[Node]
+        if isinstance(node, SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            children = []
+        if done:
+            values = 1 + sum(size[id(c)][0] for c in children)
+            depth = 1 + max((size[id(c)][1] for c in children), default=0)
+            on_stack.discard(ident)
+            size[ident] = (values, depth)
+            if values > MAX_YAML_NODES:
+                raise _YamlRefused(f"its aliases expand to more than {MAX_YAML_NODES:,} values (an alias bomb?)",
+                                   node.start_mark.line + 1)
+            if depth > MAX_YAML_DEPTH:
+                raise _YamlRefused(f"its aliases nest mappings and lists more than {MAX_YAML_DEPTH} deep",
+                                   node.start_mark.line + 1)
+            continue
+        if ident in size:
+            continue
+        if ident in on_stack:
+            raise _YamlRefused("an alias refers to the mapping or list that contains it", node.start_mark.line + 1)
+        on_stack.add(ident)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in size)
+    return size[id(root)]
+
+
+def _compose_checked(text: str) -> tuple[_BoundedLoader, Node | None]:
+    loader = _BoundedLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            _expansion(node)
+        return loader, node
+    except BaseException:
+        loader.dispose()
+        raise
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """One YAML document from ``text`` with the safe loader and the bounds above; InputError names ``source`` and the line.
+
+    Also turned into InputError: YAML syntax errors (with their line), and values the
+    constructor cannot build (an integer of more than 4,300 digits, a bad date).
+    """
+    try:
+        loader, node = _compose_checked(text)
+        try:
+            return None if node is None else loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except _YamlRefused as exc:
+        raise InputError(source, exc.message, exc.line) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        what = " ".join(str(p) for p in (exc.context, exc.problem) if p) or "not valid YAML"
+        raise InputError(source, f"not valid YAML: {what}", None if mark is None else mark.line + 1) from None
+    except yaml.YAMLError as exc:
+        raise InputError(source, f"not valid YAML: {exc}") from None
+    except (ValueError, OverflowError, RecursionError) as exc:
+        # Raised by constructors (int("9" * 5000), a date out of range); the line is not known here.
+        raise InputError(source, f"a value cannot be read ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def read_yaml(path: str | os.PathLike[str], limit: int, what: str) -> Any:
+    """A YAML file through every check above (size, kind, UTF-8, depth, aliases, duplicate keys)."""
+    source = shown_path(path)
+    return load_yaml(decode_text(read_bytes(path, limit, what), source, what), source)
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def json_nesting(text: str) -> int:
+    """How deeply arrays and objects nest in JSON text, brackets inside strings ignored.
+
+    One pass over the text with two bits of state (inside a string; after a backslash), so
+    it takes linear time on any input, unlike a regex that rescans from every quote.
+    """
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+# --------------------------------------------------------------------------- folders
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A path met while walking a folder and left out, and why (for a note to the user)."""
+
+    path: Path
+    reason: str
+
+
+def walk_json_files(top: Path, skip_names: frozenset[str] = frozenset()) -> tuple[list[Path], list[Skipped]]:
+    """``*.json`` regular files below the folder ``top``, sorted, and what was left out.
+
+    Never followed: a link to a folder (it may lead out of ``top``, or in a circle); a link
+    to a file outside ``top``. A link to a file inside ``top`` is kept (the grader dedupes by
+    the resolved path). Hidden files and folders and ``__MACOSX`` (unpacked archives) are
+    left out silently, as are names in ``skip_names``. More than ``MAX_WALK_ENTRIES`` entries
+    or folders ``MAX_WALK_DEPTH`` deep: InputError, so ``/`` named by mistake ends quickly.
+    """
+    root = Path(os.path.realpath(top))
+    found: list[Path] = []
+    skipped: list[Skipped] = []
+    seen = 0
+    stack: list[tuple[Path, int]] = [(top, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            skipped.append(Skipped(folder, f"cannot list the folder ({exc.strerror or exc})"))
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > MAX_WALK_ENTRIES:
+                raise InputError(shown_path(top), f"holds more than {MAX_WALK_ENTRIES:,} files and folders; "
+                                                  "name the folder of submissions itself")
+            name = entry.name
+            if name.startswith(".") or name == "__MACOSX":
+                continue
+            path = Path(entry.path)
+            try:
+                if entry.is_symlink():
+                    if _is_dir_link(path):
+                        skipped.append(Skipped(path, "a link to a folder; links to folders are not followed"))
+                        continue
+                    if not name.lower().endswith(".json") or name in skip_names:
+                        continue
+                    # realpath, not Path.resolve: a link loop must not raise (it fails when read).
+                    target = Path(os.path.realpath(path))
+                    if not target.is_relative_to(root):
+                        skipped.append(Skipped(path, "a link to a file outside the folder; not followed"))
+                        continue
+                    found.append(path)
+                elif entry.is_dir(follow_symlinks=False):
+                    if depth + 1 > MAX_WALK_DEPTH:
+                        raise InputError(shown_path(top), f"folders are nested more than {MAX_WALK_DEPTH} deep")
+                    stack.append((path, depth + 1))
+                elif name.lower().endswith(".json") and name not in skip_names:
+                    found.append(path)  # a FIFO or device named *.json is refused when read
+            except OSError as exc:
+                skipped.append(Skipped(path, f"cannot be looked at ({exc.strerror or exc})"))
+    return sorted(found), skipped
+
+
+def _is_dir_link(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False

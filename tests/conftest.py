@@ -1,0 +1,25 @@
+"""Shared test set-up: no test reads or writes the real instructor secret.
+
+`qkvquiz generate` without --secret-file creates and uses ~/.config/qkvquiz/secret (under
+$XDG_CONFIG_HOME when set). For the whole session that points at a fresh temporary folder,
+and $QKVQUIZ_SECRET is cleared, before any fixture of any scope runs.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_config_home(tmp_path_factory: pytest.TempPathFactory):
+    saved = {name: os.environ.get(name) for name in ("XDG_CONFIG_HOME", "QKVQUIZ_SECRET")}
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("config-home"))
+    os.environ.pop("QKVQUIZ_SECRET", None)
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
