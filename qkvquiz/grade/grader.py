@@ -29,6 +29,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
