@@ -160,6 +160,7 @@ def generate(
 
     from .files import read_roster
     from .generate import generate_set, parse_formats
+    from .render.sandbox import TemplateFailed
     from .secret import SecretError, load_secret, readable_by_others
     from .worksheet import GenerationError
 
@@ -224,6 +225,8 @@ def generate(
                                   pdf_progress=pdf_progress)
     except (SpecError, GenerationError, FileExistsError, ValueError) as exc:
         _fail(str(exc))
+    except TemplateFailed as exc:  # a user's template, refused or stopped: the message names it
+        _fail(f"template {exc}")
     except (jinja2.TemplateError, OverflowError) as exc:  # OverflowError: the sandbox's cap on range()
         where = f" ({exc.filename}, line {exc.lineno})" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
         _fail(f"a template could not be rendered{where}: {type(exc).__name__}: {exc}")
