@@ -13,13 +13,17 @@ is ``null``. While the student types, a port of the grader's entry parser
 the browser's local storage under the variant code, and a saved file can be loaded back.
 
 The page carries the problem, the part ids and their shapes, never a step's value. Its
-Content-Security-Policy forbids every network request, so nothing can be fetched either.
+Content-Security-Policy forbids every network request, so nothing can be fetched either, and
+runs only the form's own two scripts (named by their SHA-256): spec text is Markdown without
+raw HTML, and even a ``<script>`` that got in would not run.
 Templates: ``templates/answer-form.html.j2`` with ``templates/answer-form/{parse.js,form.js,form.css}``,
 rendered by Jinja's sandbox with autoescaping on (student ids come from rosters).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import itertools
 import re
 from collections.abc import Sequence
@@ -172,6 +176,11 @@ def _asset(name: str, closing_tag: str) -> Markup:
     return Markup(text)
 
 
+def script_hash(text: str) -> str:
+    """A CSP source that allows the inline script whose text is exactly ``text``."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+
+
 def answer_form_html(ws: Worksheet, student: int) -> str:
     """The answer form of one student (a complete HTML document)."""
     html = _html_module()
@@ -179,7 +188,9 @@ def answer_form_html(ws: Worksheet, student: int) -> str:
     instructions = (
         Markup(html.markdown_body_html(ws.spec.instructions)) if ws.spec.instructions else ""
     )
+    parse_js, form_js = _asset("parse.js", "</script"), _asset("form.js", "</script")
     return environment().get_template(FORM_TEMPLATE).render(
+        script_hashes=Markup(" ".join(script_hash(js) for js in (parse_js, form_js))),
         spec=ws.spec,
         student=sid,
         variant=code,
@@ -189,8 +200,8 @@ def answer_form_html(ws: Worksheet, student: int) -> str:
         storage_key=STORAGE_PREFIX + code,
         stylesheet=Markup(html.stylesheet()),
         form_css=_asset("form.css", "</style"),
-        parse_js=_asset("parse.js", "</script"),
-        form_js=_asset("form.js", "</script"),
+        parse_js=parse_js,
+        form_js=form_js,
     )
 
 
