@@ -141,7 +141,8 @@ def generate(
         f"nobody without it can rebuild the key. Default: ${SECRET_ENV} if set, else no secret.")] = None,
     templates: Annotated[Optional[Path], typer.Option(
         help="Folder of templates that replace bundled ones of the same name (e.g. worksheet.md.j2, "
-        "families/attention.output.problem.md.j2); rendered in Jinja's sandbox.")] = None,
+        "families/attention.output.problem.md.j2); rendered in Jinja's sandbox, in a process with a "
+        "time, memory and output budget.")] = None,
     page_size: Annotated[str, typer.Option(
         "--page-size", help="Page size of the html and pdf files: a4 or letter.")] = "a4",
     class_pdf: Annotated[bool, typer.Option(
