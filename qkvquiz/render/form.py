@@ -41,6 +41,7 @@ from ..resources import templates_dir
 from ..worksheet import Worksheet
 from .latex import num, shape_text
 from .markdown import render_items
+from .sandbox import Record
 
 FORM_TEMPLATE = "answer-form.html.j2"
 ASSET_DIR = "answer-form"
@@ -190,8 +191,8 @@ def answer_form_html(ws: Worksheet, student: int) -> str:
     )
     parse_js, form_js = _asset("parse.js", "</script"), _asset("form.js", "</script")
     return environment().get_template(FORM_TEMPLATE).render(
+        spec=Record(title=ws.spec.title),  # plain data; autoescaping makes it text
         script_hashes=Markup(" ".join(script_hash(js) for js in (parse_js, form_js))),
-        spec=ws.spec,
         student=sid,
         variant=code,
         instructions=instructions,

@@ -56,6 +56,9 @@ class TemplateBudgetError(TemplateFailed):
 
 def _limit_self(budget: Budget) -> None:
     """Limits the worker sets on itself once, right after it starts."""
+    # Ctrl-C is for the process that started the worker: it stops the worker (kill, or EOF).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         import resource
     except ImportError:  # not a Unix: the wall-clock timeout and the output budget still hold
@@ -145,6 +148,7 @@ class RenderWorker:
     def __init__(self, directory: str, budget: Budget = BUDGET) -> None:
         self.directory = directory
         self.budget = budget
+        self.owner = os.getpid()
         self._process: Any = None
         self._conn: Connection | None = None
 
@@ -217,6 +221,10 @@ def render_custom(directory: str, names: Sequence[str], context: dict[str, Any])
     the folder's worker; raises :class:`TemplateFailed` (or :class:`TemplateBudgetError`)
     with a message that names the template."""
     worker = _WORKERS.get(directory)
+    if worker is not None and worker.owner != os.getpid():
+        # A process forked from the one that started the worker (a PDF pool worker): the
+        # pipe belongs to its parent, so start a worker of its own.
+        worker = _WORKERS[directory] = RenderWorker(directory, BUDGET)
     if worker is None or worker.budget != BUDGET:
         if worker is not None:
             worker.close()
@@ -228,4 +236,6 @@ def render_custom(directory: str, names: Sequence[str], context: dict[str, Any])
 def close_workers() -> None:
     """End every worker (also at exit; each would end by itself once this process is gone)."""
     while _WORKERS:
-        _WORKERS.popitem()[1].close()
+        worker = _WORKERS.popitem()[1]
+        if worker.owner == os.getpid():
+            worker.close()
