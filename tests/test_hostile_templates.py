@@ -176,6 +176,10 @@ def test_the_loader_reads_only_regular_files(tmp_path):
     ("{{ '{:>999999999}'.format(1) }}", "format width"),
     ("{{ np.ones(250000000) }}", "more than"),
     ("{{ np.arange(0, 1e12) }}", "more than"),
+    ("{{ np.arange(stop=1e12) }}", "more than"),
+    ("{{ np.eye(N=100000) }}", "more than"),
+    ("{{ [1]|batch(1000000000, 0)|list }}", "batches"),
+    ("{{ [1]|slice(1000000000)|list }}", "slices"),
     ("{{ 'x' * 10 ** 9 }}", "repeating"),
 ])
 def test_allocation_bombs_are_refused_with_the_template_named(bomb, expected, folder, tmp_path):

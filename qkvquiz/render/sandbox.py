@@ -41,7 +41,7 @@ from typing import Any
 import jinja2
 import numpy as np
 from jinja2.exceptions import SecurityError, TemplateError, TemplateNotFound
-from jinja2.filters import do_center, do_format, do_indent
+from jinja2.filters import do_batch, do_center, do_format, do_indent, do_slice
 from jinja2.sandbox import SandboxedEnvironment
 
 # Pure functions of arrays: no I/O, no global state, no in-place writes to their inputs.
@@ -80,21 +80,23 @@ def _elements(n: Any) -> int:
     return math.prod(int(k) for k in np.atleast_1d(n).ravel())
 
 
-def _arange_size(*args: Any, **_: Any) -> int:
-    start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args[:2], args[2] if len(args) > 2 else 1)
-    return 0 if step == 0 else max(0, math.ceil((stop - start) / step))
+def _arange_size(*args: Any, start: Any = None, stop: Any = None, step: Any = None, **_: Any) -> int:
+    given = [*args, *(v for v in (start, stop, step) if v is not None)]
+    first, last, by = (0, given[0], 1) if len(given) == 1 else (*given[:2], given[2] if len(given) > 2 else 1)
+    return 0 if by == 0 else max(0, math.ceil((last - first) / by))
 
 
-# How many entries a call would make, worked out before NumPy allocates them.
+# How many entries a call would make, worked out before NumPy allocates them (NumPy's own
+# parameter names, so that keyword calls are checked too).
 _SIZE_BEFORE_CALL: dict[str, Callable[..., int]] = {
     "ones": lambda shape, *a, **k: _elements(shape),
     "zeros": lambda shape, *a, **k: _elements(shape),
     "full": lambda shape, *a, **k: _elements(shape),
-    "eye": lambda n, m=None, *a, **k: int(n) * int(n if m is None else m),
+    "eye": lambda N, M=None, *a, **k: int(N) * int(N if M is None else M),
     "linspace": lambda start, stop, num=50, *a, **k: int(num),
     "arange": _arange_size,
-    "tile": lambda x, reps: np.size(x) * _elements(reps),
-    "repeat": lambda x, repeats, *a, **k: np.size(x) * int(np.max(repeats, initial=0)),
+    "tile": lambda A, reps: np.size(A) * _elements(reps),
+    "repeat": lambda a, repeats, *r, **k: np.size(a) * int(np.max(repeats, initial=0)),
     "outer": lambda a, b, *r, **k: np.size(a) * np.size(b),
 }
 
@@ -231,6 +233,18 @@ def _format(value: str, *args: Any, **kwargs: Any) -> str:
     return do_format(value, *args, **kwargs)
 
 
+def _batch(value: Any, linecount: int, fill_with: Any = None) -> Any:
+    if _is_int(linecount) and linecount > MAX_REPEAT:  # fill_with pads the last batch to linecount
+        raise SecurityError(f"batches of more than {MAX_REPEAT} items are too much for a template")
+    return do_batch(value, linecount, fill_with)
+
+
+def _slice(value: Any, slices: int, fill_with: Any = None) -> Any:
+    if _is_int(slices) and slices > MAX_REPEAT:
+        raise SecurityError(f"more than {MAX_REPEAT} slices are too much for a template")
+    return do_slice(value, slices, fill_with)
+
+
 class TemplateSandbox(SandboxedEnvironment):
     """Jinja's sandbox with plain data only (see the module docstring).
 
@@ -247,7 +261,7 @@ class TemplateSandbox(SandboxedEnvironment):
         super().__init__(**options)
         self.globals["np"] = SAFE_NUMPY
         self.globals.pop("lipsum", None)  # lipsum(10**9) writes paragraphs for ever
-        self.filters.update(center=_center, indent=_indent, format=_format)
+        self.filters.update(center=_center, indent=_indent, format=_format, batch=_batch, slice=_slice)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "**" and _is_int(left) and _is_int(right) and abs(right) > MAX_POWER and abs(left) > 1:

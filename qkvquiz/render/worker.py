@@ -188,8 +188,12 @@ class RenderWorker:
         return names[0]
 
     def render(self, names: Sequence[str], context: dict[str, Any]) -> str:
+        try:
+            self._start().send((list(names), context))
+        except OSError:  # the worker is gone (killed from outside): one fresh start
+            self.close()
+            self._start().send((list(names), context))
         conn = self._start()
-        conn.send((list(names), context))
         budget = self.budget
         if not conn.poll(budget.seconds):
             self.close()
@@ -197,7 +201,8 @@ class RenderWorker:
                 f"{self._named(names)}: still rendering after {budget.seconds:g} s (the time budget); stopped"
             )
         try:
-            reply = json.loads(conn.recv_bytes(4 * budget.output_chars + (1 << 20)))
+            # At most 12 bytes per character in JSON (a surrogate pair escaped), plus room.
+            reply = json.loads(conn.recv_bytes(12 * budget.output_chars + (1 << 20)))
         except (EOFError, OSError):
             code = self._process.exitcode if self._process is not None else None
             self.close()
