@@ -149,7 +149,8 @@ def generate(
         "can rebuild, answers included.")] = False,
     templates: Annotated[Optional[Path], typer.Option(
         help="Folder of templates that replace bundled ones of the same name (e.g. worksheet.md.j2, "
-        "families/attention.output.problem.md.j2); rendered in Jinja's sandbox.")] = None,
+        "families/attention.output.problem.md.j2); rendered in Jinja's sandbox, in a process with a "
+        "time, memory and output budget.")] = None,
     page_size: Annotated[str, typer.Option(
         "--page-size", help="Page size of the html and pdf files: a4 or letter.")] = "a4",
     class_pdf: Annotated[bool, typer.Option(
@@ -168,6 +169,7 @@ def generate(
 
     from .files import read_roster
     from .generate import generate_set, parse_formats
+    from .render.sandbox import TemplateFailed
     from .secret import readable_by_others
     from .worksheet import GenerationError
 
@@ -239,6 +241,8 @@ def generate(
                                   pdf_progress=pdf_progress)
     except (SpecError, GenerationError, FileExistsError, ValueError) as exc:
         _fail(str(exc))
+    except TemplateFailed as exc:  # a user's template, refused or stopped: the message names it
+        _fail(f"template {exc}")
     except (jinja2.TemplateError, OverflowError) as exc:  # OverflowError: the sandbox's cap on range()
         where = f" ({exc.filename}, line {exc.lineno})" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
         _fail(f"a template could not be rendered{where}: {type(exc).__name__}: {exc}")

@@ -17,13 +17,17 @@ is ``null``. While the student types, a port of the grader's entry parser
 the browser's local storage under the variant code, and a saved file can be loaded back.
 
 The page carries the problem, the part ids and their shapes, never a step's value. Its
-Content-Security-Policy forbids every network request, so nothing can be fetched either.
+Content-Security-Policy forbids every network request, so nothing can be fetched either, and
+runs only the form's own two scripts (named by their SHA-256): spec text is Markdown without
+raw HTML, and even a ``<script>`` that got in would not run.
 Templates: ``templates/answer-form.html.j2`` with ``templates/answer-form/{parse.js,form.js,form.css}``,
 rendered by Jinja's sandbox with autoescaping on (student ids come from rosters).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import itertools
 import re
 from collections.abc import Sequence
@@ -41,6 +45,7 @@ from ..resources import templates_dir
 from ..worksheet import Worksheet
 from .latex import num, shape_text
 from .markdown import render_items
+from .sandbox import Record
 
 FORM_TEMPLATE = "answer-form.html.j2"
 ASSET_DIR = "answer-form"
@@ -176,6 +181,11 @@ def _asset(name: str, closing_tag: str) -> Markup:
     return Markup(text)
 
 
+def script_hash(text: str) -> str:
+    """A CSP source that allows the inline script whose text is exactly ``text``."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+
+
 def answer_form_html(ws: Worksheet, student: int) -> str:
     """The answer form of one student (a complete HTML document)."""
     html = _html_module()
@@ -183,8 +193,10 @@ def answer_form_html(ws: Worksheet, student: int) -> str:
     instructions = (
         Markup(html.markdown_body_html(ws.spec.instructions)) if ws.spec.instructions else ""
     )
+    parse_js, form_js = _asset("parse.js", "</script"), _asset("form.js", "</script")
     return environment().get_template(FORM_TEMPLATE).render(
-        spec=ws.spec,
+        spec=Record(title=ws.spec.title),  # plain data; autoescaping makes it text
+        script_hashes=Markup(" ".join(script_hash(js) for js in (parse_js, form_js))),
         student=sid,
         variant=code,
         set_id=ws.set_id,
@@ -194,8 +206,8 @@ def answer_form_html(ws: Worksheet, student: int) -> str:
         storage_key=STORAGE_PREFIX + code,
         stylesheet=Markup(html.stylesheet()),
         form_css=_asset("form.css", "</style"),
-        parse_js=_asset("parse.js", "</script"),
-        form_js=_asset("form.js", "</script"),
+        parse_js=parse_js,
+        form_js=form_js,
     )
 
 

@@ -785,8 +785,12 @@ def _lone_text_math(body: str) -> bool:
     )
 
 
-def _markdown_parser(font_size_pt: float, text_math: bool = False) -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: bool = False) -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": raw_html}).enable("table")
+    if not raw_html:
+        # Text from a spec or a user's template: <img>, <a rel="attachment" href="file:…">,
+        # <script> stay text, and ![](http://…) is no picture (a page or PDF would fetch it).
+        md.disable("image")
     md.use(dollarmath_plugin, double_inline=True, allow_digits=False)
 
     def inline(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
@@ -838,19 +842,22 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False) -> MarkdownIt
 
 
 @lru_cache(maxsize=8)
-def _parser(font_size_pt: float, text_math: bool = False) -> MarkdownIt:
-    return _markdown_parser(font_size_pt, text_math)
+def _parser(font_size_pt: float, text_math: bool = False, raw_html: bool = False) -> MarkdownIt:
+    return _markdown_parser(font_size_pt, text_math, raw_html)
 
 
 def markdown_body_html(
-    markdown: str, *, font_size_pt: float = FONT_SIZE_PT_DEFAULT, text_math: bool = False
+    markdown: str, *, font_size_pt: float = FONT_SIZE_PT_DEFAULT, text_math: bool = False,
+    raw_html: bool = False,
 ) -> str:
     """Markdown with math → the HTML that goes inside ``<body>``.
 
     ``text_math`` sets the math it can as HTML text rather than pictures (see
-    :func:`math_html`).
+    :func:`math_html`). Raw HTML and Markdown images are text unless ``raw_html``: spec
+    text and template output come from users; pass ``raw_html=True`` only for Markdown you
+    wrote yourself (such as answer boxes from :func:`answer_grid_html`).
     """
-    return _expand_empty_grids(_parser(float(font_size_pt), text_math).render(markdown))
+    return _expand_empty_grids(_parser(float(font_size_pt), text_math, raw_html).render(markdown))
 
 
 def markdown_to_html(
@@ -866,14 +873,20 @@ def markdown_to_html(
 
     ``header`` is HTML placed before the body (usually :func:`header_html`); the stylesheet
     (``templates/style.css``, page size applied) is embedded, and so is every picture.
+    ``markdown`` is trusted: raw HTML in it (answer boxes) passes through.
     """
     return html_document(
-        f"{header}\n{markdown_body_html(markdown)}",
+        f"{header}\n{markdown_body_html(markdown, raw_html=True)}",
         title=title,
         page_size=page_size,
         lang=lang,
         extra_css=extra_css,
     )
+
+
+#: A document's pictures are data: URLs and its style is inline; it runs no script and
+#: loads nothing, so a browser that opens it fetches nothing either.
+DOCUMENT_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; form-action 'none'; base-uri 'none'"
 
 
 def html_document(
@@ -894,6 +907,7 @@ def html_document(
     body_attr = f' class="{html.escape(body_class, quote=True)}"' if body_class else ""
     return (
         f'<!DOCTYPE html>\n<html lang="{html.escape(lang)}">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{DOCUMENT_CSP}">\n'
         f"<title>{html.escape(title)}</title>\n"
         f"<style {BASE_STYLE_MARKER}>\n{base_stylesheet_text()}\n</style>\n"
         f"<style>\n{own_css}\n</style>\n</head>\n"

@@ -3,10 +3,14 @@
 Each family may have ``templates/families/<name>.problem.md.j2`` (how the problem is stated)
 and ``<name>.solution.md.j2`` (the worked solution); families without their own use the
 generic ones, which show the givens and every step's formula and value.
+
+Templates see plain data only (:func:`item_context`, :func:`spec_view`): records of fields,
+copies of arrays, text; an instructor's text comes as Markdown without raw HTML.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -16,11 +20,11 @@ import jinja2
 import numpy as np
 
 from ..resources import templates_dir
-from ..spec import ItemSpec
+from ..spec import ItemSpec, WorksheetSpec
 from ..untrusted import md_code
 from ..worksheet import Worksheet
 from .latex import bmatrix, mask_sentences, num, shape_text
-from .sandbox import TemplateSandbox
+from .sandbox import FolderLoader, Record, TemplateSandbox
 
 
 @lru_cache(maxsize=4)
@@ -30,12 +34,12 @@ def environment(directory: str | None = None) -> jinja2.Environment:
     ``directory`` holds a user's templates: any template found there (``worksheet.md.j2``,
     ``families/attention.output.problem.md.j2`` …) replaces the bundled one of the same name,
     and every other name falls back to the bundled templates. Bundled or not, templates
-    render in :class:`~qkvquiz.render.sandbox.TemplateSandbox`.
+    render in :class:`~qkvquiz.render.sandbox.TemplateSandbox` and load (``include``,
+    ``import``) only regular files inside those folders (:class:`~qkvquiz.render.sandbox.FolderLoader`).
     """
-    bundled = jinja2.FileSystemLoader(str(templates_dir()))
-    loader = bundled if directory is None else jinja2.ChoiceLoader([jinja2.FileSystemLoader(directory), bundled])
+    folders = [templates_dir()] if directory is None else [Path(directory), templates_dir()]
     env = TemplateSandbox(
-        loader=loader,
+        loader=FolderLoader(folders),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -44,6 +48,78 @@ def environment(directory: str | None = None) -> jinja2.Environment:
     env.filters.update(bmatrix=bmatrix, num=num, shape=shape_text, mask_sentences=mask_sentences, md_code=md_code)
     env.globals.update(zip=zip, len=len, enumerate=enumerate)  # np and a bounded range come with the sandbox
     return env
+
+
+def render_template(names: Sequence[str], context: dict[str, Any], templates: str | None = None) -> str:
+    """The first of ``names`` that exists, rendered with ``context`` (plain data only).
+
+    Bundled templates are our own code and render here. With a user's folder every template
+    renders in a worker process with a time, memory and output budget
+    (:mod:`qkvquiz.render.worker`): even a bundled template may import a user's macros.
+    """
+    if templates is None:
+        return environment().select_template(list(names)).render(context)
+    from .worker import render_custom
+
+    return render_custom(templates, names, context)
+
+
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def spec_text(text: str) -> str:
+    """An instructor's text (title, instructions, an item's intro) as Markdown without raw HTML.
+
+    CommonMark reads ``<`` as the start of HTML (or of an autolink) only where a letter,
+    ``/``, ``!`` or ``?`` follows; that ``<`` becomes ``&lt;``, which every Markdown reader
+    shows as ``<``. ``a < b`` and the rest of the Markdown (emphasis, lists, math) stay as written.
+    """
+    return _TAG_START.sub("&lt;", text)
+
+
+def _step_view(step: Any) -> Record:
+    return Record(name=step.name, symbol=step.symbol, formula=step.formula, prompt=step.prompt, askable=step.askable)
+
+
+def _family_view(fam: Any) -> Record:
+    return Record(
+        name=fam.name, title=fam.title, summary=fam.summary,
+        givens=tuple(Record(name=g.name, symbol=g.symbol, description=g.description) for g in fam.givens),
+        steps=tuple(_step_view(s) for s in fam.steps), default_ask=tuple(fam.default_ask),
+    )
+
+
+def item_view(item: ItemSpec) -> Record:
+    """What templates see of an item: its fields as plain data (its text without raw HTML)."""
+    return Record(
+        id=item.id, title=spec_text(item.title), intro=spec_text(item.intro), points=item.points,
+        params=Record(**dict(item.params)),
+        parts=tuple(Record(id=p.id, step=p.step, points=p.points) for p in item.parts),
+        family=_family_view(item.family),
+    )
+
+
+def spec_view(spec: WorksheetSpec) -> Record:
+    """What templates see of a spec: title, instructions, points and items, as plain data."""
+    return Record(
+        title=spec_text(spec.title), instructions=spec_text(spec.instructions), points=spec.points,
+        items=tuple(item_view(i) for i in spec.items),
+    )
+
+
+# The views of the last few specs: for a class of 300 each item renders 900 times.
+_SPEC_VIEWS: dict[int, tuple[WorksheetSpec, Record]] = {}
+
+
+def _spec_view(spec: WorksheetSpec) -> Record:
+    hit = _SPEC_VIEWS.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    if len(_SPEC_VIEWS) >= 4:
+        _SPEC_VIEWS.clear()
+    view = spec_view(spec)
+    _SPEC_VIEWS[id(spec)] = (spec, view)
+    return view
 
 
 def _copy(value: Any) -> Any:
@@ -55,44 +131,48 @@ def _templates_key(templates: str | Path | None) -> str | None:
     return None if templates is None else str(Path(templates).resolve())
 
 
-def _family_template(env: jinja2.Environment, family: str, kind: str) -> jinja2.Template:
-    return env.select_template([f"families/{family}.{kind}.md.j2", f"families/_generic.{kind}.md.j2"])
+def _family_names(family: str, kind: str) -> list[str]:
+    return [f"families/{family}.{kind}.md.j2", f"families/_generic.{kind}.md.j2"]
 
 
-def item_context(item: ItemSpec, number: int, givens: dict, steps: dict) -> dict[str, Any]:
-    """What a family's templates see for one student's variant of one item."""
-    fam = item.family
+def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: Record | None = None) -> dict[str, Any]:
+    """What a family's templates see for one student's variant of one item: plain data only."""
+    view = item_view(item) if view is None else view
+    fam = view.family
+    by_name = {s.name: s for s in fam.steps}
     parts = [
-        {"id": p.id, "step": fam.step(p.step), "points": p.points, "shape": np.shape(steps[p.step])}
+        {"id": p.id, "step": by_name[p.step], "points": p.points, "shape": np.shape(steps[p.step])}
         for p in item.parts
     ]
     # Templates get copies: whatever one does to an array cannot reach the solved worksheet or the key.
     givens = {k: _copy(v) for k, v in givens.items()}
     steps = {k: _copy(v) for k, v in steps.items()}
     return {
-        "item": item, "family": fam, "p": item.params, "g": givens, "s": steps, "parts": parts,
+        "item": view, "family": fam, "p": view.params, "g": givens, "s": steps, "parts": parts,
         "number": number, "d": item.params.get("decimals", 3),
-        "title": item.title or fam.title,
+        "title": view.title or fam.title,
     }
 
 
 def render_items(ws: Worksheet, student: int, kind: str, *, templates: str | Path | None = None) -> list[str]:
     """Each item of one student's variant rendered with its ``problem`` or ``solution`` template."""
-    env = environment(_templates_key(templates))
+    key = _templates_key(templates)
+    views = {id(item): view for item, view in zip(ws.spec.items, _spec_view(ws.spec).items)}
     out = []
     for number, variant in enumerate(ws.variant(student), start=1):
         item = variant["item"]
-        ctx = item_context(item, number, variant["givens"], variant["steps"])
-        out.append(_family_template(env, item.family.name, kind).render(ctx))
+        ctx = item_context(item, number, variant["givens"], variant["steps"], views.get(id(item)))
+        out.append(render_template(_family_names(item.family.name, kind), ctx, key))
     return out
 
 
 def worksheet_markdown(ws: Worksheet, student: int, *, templates: str | Path | None = None) -> str:
     """The worksheet one student works on: givens and questions, no answers."""
-    return environment(_templates_key(templates)).get_template("worksheet.md.j2").render(
-        spec=ws.spec, student=ws.students[student], code=ws.codes[student], set_id=ws.set_id,
-        problems=render_items(ws, student, "problem", templates=templates), items=ws.spec.items,
-    )
+    view = _spec_view(ws.spec)
+    return render_template(["worksheet.md.j2"], dict(
+        spec=view, student=ws.students[student], code=ws.codes[student], set_id=ws.set_id,
+        problems=render_items(ws, student, "problem", templates=templates), items=view.items,
+    ), _templates_key(templates))
 
 
 def key_markdown(ws: Worksheet, students: Sequence[int] | None = None, *, templates: str | Path | None = None) -> str:
@@ -104,6 +184,6 @@ def key_markdown(ws: Worksheet, students: Sequence[int] | None = None, *, templa
          "solutions": render_items(ws, i, "solution", templates=templates)}
         for i in chosen
     ]
-    return environment(_templates_key(templates)).get_template("key.md.j2").render(
-        spec=ws.spec, entries=entries, seed=ws.seed, keyed=ws.keyed,
-    )
+    return render_template(["key.md.j2"], dict(
+        spec=_spec_view(ws.spec), entries=entries, seed=ws.seed, keyed=ws.keyed,
+    ), _templates_key(templates))

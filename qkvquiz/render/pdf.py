@@ -125,17 +125,73 @@ def _collect_warnings() -> Iterator[list[str]]:
         logger.propagate = propagate
 
 
+class FetchRefused(ValueError):
+    """A URL the PDF renderer will not fetch."""
+
+
+def _own_resource(url: str) -> bytes | None:
+    """The bytes of a ``data:`` URL or of a bundled template file; None for anything else."""
+    if url.startswith("data:"):
+        return None  # decoded by WeasyPrint's own handler below
+    if not url.startswith("file:"):
+        raise FetchRefused(f"not fetched: {url[:80]} (a PDF loads only its own pictures and styles)")
+    from urllib.parse import unquote, urlsplit
+
+    from qkvquiz.resources import templates_dir
+
+    folder = templates_dir().resolve()
+    path = Path(unquote(urlsplit(url).path)).resolve()
+    if not (path.is_relative_to(folder) and path.is_file()):
+        raise FetchRefused(f"not fetched: {url[:80]} (outside qkvquiz's own templates)")
+    return path.read_bytes()
+
+
+@lru_cache(maxsize=1)
+def url_fetcher() -> Any:
+    """What WeasyPrint fetches with: ``data:`` URLs and the bundled templates' files, nothing else.
+
+    A document is self-contained (pictures are ``data:`` URLs, the style is inline), so every
+    other URL is refused with a warning: ``<img src="http://…">`` is not fetched while a PDF
+    renders, and ``<a rel="attachment" href="file:///…">`` attaches nothing.
+    """
+    urls = weasyprint_module().urls
+    if hasattr(urls, "URLFetcher"):  # WeasyPrint 66 and later: a class with fetch()
+
+        class OwnResources(urls.URLFetcher):  # type: ignore[misc, name-defined]
+            def fetch(self, url: str, headers: Any = None) -> Any:
+                body = _own_resource(url)
+                if body is None:
+                    return super().fetch(url, headers)
+                return urls.URLFetcherResponse(url, body, {"Content-Type": _mime(url)})
+
+        return OwnResources(allowed_protocols=("data", "file"), allow_redirects=False)
+
+    def fetch(url: str) -> dict[str, Any]:  # earlier WeasyPrint: a function returning a dict
+        body = _own_resource(url)
+        if body is None:
+            return urls.default_url_fetcher(url)
+        return {"string": body, "mime_type": _mime(url), "redirected_url": url}
+
+    return fetch
+
+
+def _mime(url: str) -> str:
+    import mimetypes
+
+    return mimetypes.guess_type(url)[0] or "application/octet-stream"
+
+
 @lru_cache(maxsize=4)
 def _page_size_css(page_size: str) -> Any:
     # `!important` in a user stylesheet beats the document's own @page size.
     return weasyprint_module().CSS(
-        string=f"@page {{ size: {page_size_css(page_size)} !important; }}"
+        string=f"@page {{ size: {page_size_css(page_size)} !important; }}", url_fetcher=url_fetcher()
     )
 
 
 @lru_cache(maxsize=1)
 def _base_css() -> Any:
-    return weasyprint_module().CSS(string=base_stylesheet_text())
+    return weasyprint_module().CSS(string=base_stylesheet_text(), url_fetcher=url_fetcher())
 
 
 def _stylesheets(html: str, page_size: str) -> tuple[str, list[Any]]:
@@ -202,7 +258,7 @@ def render_pdf(
         rendered = []
         for one in documents:
             source, sheets = _stylesheets(one, page_size)
-            rendered.append(weasyprint.HTML(string=source).render(stylesheets=sheets, **options))
+            rendered.append(weasyprint.HTML(string=source, url_fetcher=url_fetcher()).render(stylesheets=sheets, **options))
         document = (
             rendered[0]
             if len(rendered) == 1
