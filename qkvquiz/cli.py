@@ -330,12 +330,11 @@ def grade(
     from .grade.grader import grade_files
     from .grade.report import write_reports
     from .key import KeyFileError, load_key
-    from .outputs import OutputError, settle
+    from .outputs import OutputError
 
     xp = _xp(backend)
     try:
-        settle(key.parent)  # a `generate` killed while switching its set in: finish it, never read a mix
-        loaded = load_key(key)
+        loaded = load_key(key)  # finishes the switch of a `generate` killed midway (outputs.settle)
     except KeyFileError as exc:
         _fail(str(exc))
     files = _submission_files(submissions)

@@ -18,6 +18,7 @@ import numpy as np
 
 from .families import Env, Family, Params, get_family
 from .grade.tolerance import Tolerance
+from .outputs import settle
 from .spec import Credit, Part, graded_tolerance
 from .worksheet import Worksheet
 
@@ -165,8 +166,14 @@ class Key:
 
 
 def load_key(path: str | Path) -> Key:
-    """Read a key file written by ``qkvquiz generate``."""
+    """Read a key file written by ``qkvquiz generate``.
+
+    A ``generate`` killed while switching its set into place is finished first
+    (:func:`qkvquiz.outputs.settle`, one stat when there is nothing to do), so the key read is
+    the one of a complete set, never missing midway.
+    """
     path = Path(path)
+    settle(path.parent)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

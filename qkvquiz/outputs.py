@@ -275,6 +275,21 @@ def _recover_locked(out: Path) -> None:
         raise OutputError(f"cannot finish the interrupted writing of {out}: {exc.strerror or exc}") from exc
 
 
+def recover(folder: str | Path, *, wait: float = 0.0) -> None:
+    """Bring ``folder`` to one complete set: finish a switch a killed run left half-done, and
+    remove staging folders of runs that ended. Every :func:`write_set` does this first.
+
+    Raises :class:`SetBusy` when a run still holds the folder after ``wait`` seconds.
+    """
+    folder = Path(folder)
+    fd = _lock(folder, wait=wait)
+    try:
+        _recover_locked(folder)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def settle(folder: str | Path) -> None:
     """Finish a switch a killed run left half-done in ``folder``, so that a reader sees one set.
 
@@ -286,16 +301,9 @@ def settle(folder: str | Path) -> None:
     if not (folder / JOURNAL).exists():
         return
     try:
-        fd = _lock(folder, wait=SETTLE_TIMEOUT_S)
-    except (SetBusy, PermissionError, FileNotFoundError):
-        return
-    try:
-        _recover_locked(folder)
-    except OutputError:
-        pass  # e.g. a read-only folder: leave it to the reader to fail with its own message
-    finally:
-        if fd is not None:
-            os.close(fd)
+        recover(folder, wait=SETTLE_TIMEOUT_S)
+    except OSError:
+        pass  # busy too long, or a folder we may not write: the reader fails or succeeds on its own
 
 
 # --------------------------------------------------------------------------- a set
@@ -413,13 +421,16 @@ class OutputSet:
                 _fsync_dir(self.out)
                 started = True
                 _roll_forward(self.out, journal)
-            except OSError as exc:
+            except BaseException as exc:
                 if not started:  # nothing has moved: drop the journal, the old set stays
                     (self.out / _JOURNAL_TMP).unlink(missing_ok=True)
                     (self.out / JOURNAL).unlink(missing_ok=True)
-                    raise OutputError(_cannot(self.out, exc)) from exc
-                raise OutputError(f"writing {self.out} stopped midway ({exc.strerror or exc}); the next "
-                                  "qkvquiz run into this folder finishes it") from exc
+                    if isinstance(exc, OSError):
+                        raise OutputError(_cannot(self.out, exc)) from exc
+                elif isinstance(exc, OSError):  # the journal stays: the next run finishes the switch
+                    raise OutputError(f"writing {self.out} stopped midway ({exc.strerror or exc}); the next "
+                                      "qkvquiz run into this folder (or reading its key) finishes it") from exc
+                raise
 
     def _discard(self) -> None:
         shutil.rmtree(self.stage, ignore_errors=True)
