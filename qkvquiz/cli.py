@@ -400,7 +400,8 @@ def audit(
     text = audit_markdown(report)
     if out is not None:
         try:
-            write_file(out, text)  # a set of one file: the old one or the new one, nothing between
+            with _exit_on_terminate():  # SIGTERM removes the temporary file too
+                write_file(out, text)  # a set of one file: the old one or the new one, nothing between
         except OutputError as exc:
             _fail(str(exc))
     console.print(Markdown(text))

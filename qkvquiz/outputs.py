@@ -159,9 +159,10 @@ def _syncfs(fd: int) -> bool:
 
 def _fsync_tree(root: Path) -> None:
     """One fsync per file and folder below ``root``: the portable, slower way to make it durable."""
+    flags = os.O_RDONLY if os.name == "posix" else os.O_RDWR  # Windows fsyncs only writable handles
     for folder, _, names in os.walk(root):
         for name in names:
-            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            fd = os.open(os.path.join(folder, name), flags)
             try:
                 os.fsync(fd)
             finally:

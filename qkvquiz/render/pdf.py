@@ -378,7 +378,10 @@ def render_pdfs(
     ``progress`` shows a rich progress bar of documents laid out, or is a function called
     with ``(done, total)`` documents as they finish. WeasyPrint's warnings are collected
     per document (:attr:`PdfResult.warnings`) and logged here once each. The first failure
-    cancels the documents not yet started and raises :class:`PdfRenderError`.
+    cancels the documents not yet started and raises :class:`PdfRenderError`. On any way out
+    but success (a failure, Ctrl-C, a SIGTERM turned into SystemExit) the workers are killed
+    and reaped before this returns, so none writes after the run; on Linux they also die
+    with this process if it is killed outright.
     """
     weasyprint_module()  # fail with the install hint before starting any process
     page_size_css(page_size)
