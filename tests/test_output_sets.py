@@ -88,8 +88,9 @@ def sets(tmp_path_factory) -> dict[str, Path]:
 
 
 def spawn(args: list[str], **kw) -> subprocess.Popen:
+    # cwd: `python -m`/`-c` put the working folder first on sys.path, before PYTHONPATH.
     return subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV, **kw)
+                            text=True, env=ENV, cwd=ROOT, **kw)
 
 
 def kill_after_staging_starts(proc: subprocess.Popen, out: Path, sig: int, delay: float) -> None:
