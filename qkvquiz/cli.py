@@ -60,8 +60,8 @@ def _exit_on_terminate() -> Iterator[None]:
     """SIGTERM and SIGHUP exit the way Ctrl-C does, through ``finally`` blocks.
 
     Python's default for SIGTERM ends the process on the spot; raising SystemExit instead lets
-    :func:`qkvquiz.files.write_atomic` remove its temporary file, so an interrupted run leaves
-    the previous outputs as they were and nothing half-written beside them.
+    :mod:`qkvquiz.outputs` remove its staging folder and the PDF pool kill its workers, so an
+    interrupted run leaves the previous set as it was and nothing half-written beside it.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -169,6 +169,7 @@ def generate(
 
     from .files import read_roster
     from .generate import generate_set, parse_formats
+    from .outputs import OutputError
     from .render.sandbox import TemplateFailed
     from .secret import readable_by_others
     from .worksheet import GenerationError
@@ -239,14 +240,19 @@ def generate(
                                   progress=advance, formats=chosen,
                                   page_size=page_size, class_pdf=class_pdf, workers=workers,
                                   pdf_progress=pdf_progress)
-    except (SpecError, GenerationError, FileExistsError, ValueError) as exc:
-        _fail(str(exc))
+    except (SpecError, GenerationError, FileExistsError, ValueError, OutputError) as exc:
+        _fail(str(exc))  # OutputError: names the path (full disk, read-only folder, another run)
     except TemplateFailed as exc:  # a user's template, refused or stopped: the message names it
         _fail(f"template {exc}")
     except (jinja2.TemplateError, OverflowError) as exc:  # OverflowError: the sandbox's cap on range()
         where = f" ({exc.filename}, line {exc.lineno})" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
         _fail(f"a template could not be rendered{where}: {type(exc).__name__}: {exc}")
     except Exception as exc:
+        if "pdf" in chosen:
+            from .render.pdf import PdfRenderError
+
+            if isinstance(exc, PdfRenderError):  # names the PDF it was writing (a full disk, say)
+                _fail(f"a PDF could not be written: {exc}")
         if templates is None:
             raise  # a bug in qkvquiz itself: keep the traceback
         _fail(f"a template from {templates} failed: {type(exc).__name__}: {exc}")
@@ -256,11 +262,7 @@ def generate(
         highlight=False,
     )
     console.print(escape(secrecy_note(seed, None if secret is None else secret.source)), highlight=False)
-    current = {folder.name for folder in result.folders.values()}
-    stale = sorted(p.name for p in (out / "students").iterdir() if p.is_dir() and p.name not in current)
-    if stale:  # left by an earlier run into this folder (--force with another roster)
-        err.print(f"[yellow]note:[/] {len(stale)} folder(s) in {_shown(str(out / 'students'))} belong to no student "
-                  f"of this key (an earlier run?): {_shown(', '.join(stale[:10]))}", highlight=False)
+    # No stale student folders to report: the new set replaced students/ wholly.
 
 
 def _generate_secret(secret_file: Path | None, public: bool) -> tuple[Secret | None, Path | None]:
@@ -410,12 +412,13 @@ def grade(
     from .grade.grader import grade_files
     from .grade.report import write_reports
     from .key import KeyFileError, load_key
+    from .outputs import OutputError
 
     if duplicates not in DUPLICATES:
         _fail(f"--duplicates must be one of {', '.join(DUPLICATES)}, not {_shown(duplicates)}")
     xp = _xp(backend)
     try:
-        loaded = load_key(key)
+        loaded = load_key(key)  # finishes the switch of a `generate` killed midway (outputs.settle)
     except KeyFileError as exc:
         _fail(str(exc))
     files = _submission_files(submissions)
@@ -428,6 +431,8 @@ def grade(
             writing = bar.add_task("writing feedback", total=len(report.results) if feedback else 0)
             try:
                 paths = write_reports(report, out, feedback=feedback, progress=lambda: bar.advance(writing))
+            except OutputError as exc:  # names the path; another run into `out` is refused here
+                _fail(str(exc))
             except OSError as exc:
                 _fail(f"cannot write the reports to {out}: {exc.strerror or exc}")
     if feedback:
@@ -481,8 +486,8 @@ def audit(
     """
     from rich.markdown import Markdown
 
-    from .files import write_atomic
     from .grade.audit import audit_file, audit_markdown
+    from .outputs import OutputError, write_file
 
     from .worksheet import GenerationError
 
@@ -493,9 +498,10 @@ def audit(
     text = audit_markdown(report)
     if out is not None:
         try:
-            write_atomic(out, text)
-        except OSError as exc:
-            _fail(f"cannot write {out}: {exc.strerror or exc}")
+            with _exit_on_terminate():  # SIGTERM removes the temporary file too
+                write_file(out, text)  # a set of one file: the old one or the new one, nothing between
+        except OutputError as exc:
+            _fail(str(exc))
     console.print(Markdown(text))
     if report.wrong:
         raise typer.Exit(1)

@@ -1,114 +1,26 @@
-"""Writing outputs safely: atomic writes and file names made from student ids."""
+"""File names made from student ids, and the roster.
+
+Outputs are written by :mod:`qkvquiz.outputs` (a set staged and switched into place as one unit);
+``write_atomic`` is kept here as a name for its one-file case.
+"""
 
 from __future__ import annotations
 
 import csv
 import hashlib
 import io
-import os
 import re
-import signal
-import tempfile
-import threading
 import unicodedata
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 
 from .inputs import MAX_ROSTER_BYTES, MAX_STUDENTS, read_text, shown_path
+from .outputs import write_file as write_atomic  # noqa: F401  (one file, written atomically)
 from .untrusted import id_problem
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NAME = 48  # characters of the readable part of a folder name; a hash follows when cut
 # Names Windows gives to devices, with or without an extension ("con", "NUL.txt", "com1").
 _RESERVED = frozenset({"CON", "PRN", "AUX", "NUL", *(f"{p}{i}" for p in ("COM", "LPT") for i in range(1, 10))})
-
-
-def _file_mode(private: bool) -> int:
-    """0600 for what only the instructor may read; otherwise what a plain open() would give (0666 less the umask)."""
-    if private:
-        return 0o600
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def _write_temp(path: Path, data: str | bytes, private: bool = False) -> str:
-    """``data`` in a new temporary file beside ``path``, flushed to disk; returns its name."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        # mkstemp makes 0600 files; worksheets and reports get ordinary permissions.
-        if hasattr(os, "fchmod"):
-            os.fchmod(fd, _file_mode(private))
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
-            fh.flush()
-            # Without fsync a crash soon after the rename can leave an empty file under the new name.
-            os.fsync(fh.fileno())
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return tmp
-
-
-def write_atomic(path: str | Path, data: str | bytes, *, private: bool = False) -> None:
-    """Write to a temporary file beside ``path``, then rename: readers never see half a file.
-
-    If anything interrupts the write (an error, Ctrl-C, a SIGTERM that the CLI turns into an
-    exit), the temporary file is removed and ``path`` keeps its previous content. ``private``
-    files (keys) are readable by their owner only.
-    """
-    path = Path(path)
-    tmp = _write_temp(path, data, private)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_atomic_all(files: Mapping[str | Path, str | bytes]) -> None:
-    """Write several files that belong together (a report's CSV and JSON): all new or all old.
-
-    Every file is first written in full to a temporary file; only then are they renamed, one
-    after another, with Ctrl-C and SIGTERM held back until the last rename is done. An
-    interruption before that point leaves every target as it was and no temporary file.
-    """
-    temps: list[tuple[str, Path]] = []
-    try:
-        for path, data in files.items():
-            path = Path(path)
-            temps.append((_write_temp(path, data), path))
-        with _signals_held():
-            for tmp, path in temps:
-                os.replace(tmp, path)
-    except BaseException:
-        for tmp, _ in temps:
-            Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-@contextmanager
-def _signals_held() -> Iterator[None]:
-    """Hold back SIGINT, SIGTERM and SIGHUP for the duration; deliver the first one afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be changed from the main thread
-        return
-    caught: list[int] = []
-    previous = {}
-    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-        sig = getattr(signal, name, None)
-        if sig is None or signal.getsignal(sig) is None:  # absent, or installed outside Python
-            continue
-        previous[sig] = signal.signal(sig, lambda signum, frame: caught.append(signum))
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if caught:
-            signal.raise_signal(caught[0])
 
 
 def safe_name(student: str, taken: set[str]) -> str:

@@ -11,8 +11,12 @@ Layout of the output folder::
     key.pdf                       the key typeset, one student per page (format pdf)
     class.pdf                     every worksheet in one file for printing (format pdf, on request)
     students/<name>/submission.json  a blank submission to fill in
+    keys/<name>.pdf               each student's key (format pdf)
 
-The formats name the students' files; ``key.json`` and ``key.md`` are always written.
+The formats name the students' files; ``key.json`` and ``key.md`` are always written. These
+entries are the *set* ``generate`` owns (:data:`OWNED`): it is written as one unit by
+:mod:`qkvquiz.outputs` (staged, then switched into place), so the folder holds exactly the
+previous set or exactly the new one; anything else in the folder is left alone.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .files import safe_name, write_atomic
+from .files import safe_name
 from .key import dumps, key_to_json
+from .outputs import OutputSet, owned_present, write_set
 from .render.markdown import key_markdown, worksheet_markdown
 from .spec import WorksheetSpec
 from .worksheet import Worksheet, build_worksheet
@@ -38,6 +43,14 @@ PAGE_SIZE_DEFAULT = "A4"
 # those pages printed by qkvquiz.render.pdf (WeasyPrint, a process pool), where installed.
 _HTML_MODULE = "qkvquiz.render.html"
 _PDF_MODULE = "qkvquiz.render.pdf"
+
+#: The top-level entries ``generate`` owns in its folder, and whether each is private (holds
+#: answers: 0600 files, 0700 folders). A new set replaces all of them, so a key.pdf or a
+#: student's folder from an earlier run never sits beside a key that does not match it.
+OWNED: dict[str, bool] = {
+    "key.json": True, "key.md": True, "key.pdf": True, "keys": True,
+    "class.pdf": False, "students": False,
+}
 
 
 def parse_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
@@ -121,7 +134,12 @@ def generate_set(
     ``(done, total)`` documents laid out as the PDFs render.
     ``secret`` keys every variant with HMAC-SHA256 (see :mod:`qkvquiz.secret`); ``templates``
     is a folder of templates that replace bundled ones of the same name (rendered sandboxed).
-    Every file is written atomically, and key.json last: a run that stops early leaves no key.
+    The files are written as one set (:mod:`qkvquiz.outputs`): staged beside the target and
+    switched into place at the end, so a run that stops early (an error, Ctrl-C, SIGTERM,
+    SIGKILL) leaves the previous set exactly as it was. Without ``force`` an existing set
+    (any entry of :data:`OWNED`) is refused with FileExistsError; a second run into the same
+    folder at the same time with :class:`qkvquiz.outputs.SetBusy`; a folder that cannot be
+    written with :class:`qkvquiz.outputs.OutputError` naming the path.
     Where PDF output cannot run (WeasyPrint or its system libraries missing), a ValueError
     that names the packages to install is raised before anything is written.
     """
@@ -135,32 +153,37 @@ def generate_set(
         page_size_css(page_size)  # an unknown size is refused before any work
     if "pdf" in formats:
         _check_pdf()
-    key_path = out / "key.json"
-    if key_path.exists() and not force:
-        raise FileExistsError(f"{key_path} exists; choose another folder or use --force (force=True) to replace it")
-    ws = build_worksheet(spec, students, seed, secret=secret, xp=xp)
-    if "html" in formats:
-        from .render.documents import worksheet_document
-        from .render.form import answer_form_html
-    taken: set[str] = set()
-    folders = {}
-    for i, student in enumerate(ws.students):
-        folder = out / "students" / safe_name(student, taken)
-        folders[student] = folder
-        if "md" in formats:
-            write_atomic(folder / "worksheet.md", worksheet_markdown(ws, i, templates=templates))
+    with write_set(out, OWNED, anchor="key.json") as files:
+        # Checked under the folder's lock, after any interrupted run was completed.
+        present = owned_present(out, OWNED)
+        if present and not force:
+            raise FileExistsError(f"{out} already holds {', '.join(present)}; choose another folder or use "
+                                  "--force (force=True) to replace that set")
+        ws = build_worksheet(spec, students, seed, secret=secret, xp=xp)
         if "html" in formats:
-            sheet = worksheet_document(ws, i, page_size=page_size, templates=templates, screen=True)
-            write_atomic(folder / "worksheet.html", sheet)
-            write_atomic(folder / "answer-form.html", answer_form_html(ws, i))
-        write_atomic(folder / "submission.json", dumps(blank_submission(ws, i)))
-        if progress is not None:
-            progress()
-    write_atomic(out / "key.md", key_markdown(ws, templates=templates), private=True)
-    if "pdf" in formats:
-        _write_pdfs(ws, folders, out, page_size=page_size, templates=templates, class_pdf=class_pdf,
-                    progress=pdf_progress, workers=workers)
-    write_atomic(key_path, dumps(key_to_json(ws)), private=True)  # the key: the instructor's eyes only
+            from .render.documents import worksheet_document
+            from .render.form import answer_form_html
+        taken: set[str] = set()
+        folders = {}
+        names = {}
+        for i, student in enumerate(ws.students):
+            name = names[student] = safe_name(student, taken)
+            folders[student] = out / "students" / name
+            here = f"students/{name}"
+            if "md" in formats:
+                files.write(f"{here}/worksheet.md", worksheet_markdown(ws, i, templates=templates))
+            if "html" in formats:
+                sheet = worksheet_document(ws, i, page_size=page_size, templates=templates, screen=True)
+                files.write(f"{here}/worksheet.html", sheet)
+                files.write(f"{here}/answer-form.html", answer_form_html(ws, i))
+            files.write(f"{here}/submission.json", dumps(blank_submission(ws, i)))
+            if progress is not None:
+                progress()
+        files.write("key.md", key_markdown(ws, templates=templates))
+        if "pdf" in formats:
+            _write_pdfs(ws, names, files, page_size=page_size, templates=templates, class_pdf=class_pdf,
+                        progress=pdf_progress, workers=workers)
+        files.write("key.json", dumps(key_to_json(ws)))
     return GeneratedSet(ws, out, folders, formats)
 
 
@@ -175,8 +198,8 @@ def _check_pdf() -> None:
 
 def _write_pdfs(
     ws: Worksheet,
-    folders: dict[str, Path],
-    out: Path,
+    names: dict[str, str],
+    files: OutputSet,
     *,
     page_size: str,
     templates: str | Path | None,
@@ -189,20 +212,24 @@ def _write_pdfs(
     every student's key) for printing.
 
     Separate files render in parallel; a combined file is laid out by one worker, so the
-    combined files are on request (they are the long pole for a large class).
+    combined files are on request (they are the long pole for a large class). The workers
+    write into the set's staging folder only, and end with this run (see render_pdfs).
     """
     pdf = importlib.import_module(_PDF_MODULE)
     from .render.documents import key_documents, key_student_document, worksheet_document
 
     sheets = [worksheet_document(ws, i, page_size=page_size, templates=templates) for i in range(len(ws.students))]
-    jobs: list[tuple[str | list[str], Path]] = [(sheet, folders[s] / "worksheet.pdf") for sheet, s in zip(sheets, ws.students)]
+    jobs: list[tuple[str | list[str], Path]] = [
+        (sheet, files.path(f"students/{names[s]}/worksheet.pdf")) for sheet, s in zip(sheets, ws.students)]
     if class_pdf:  # the long jobs first, so that the pool's other workers fill in around them
-        jobs[:0] = [(key_documents(ws, page_size=page_size, templates=templates), out / "key.pdf"),
-                    (sheets, out / "class.pdf")]
-    jobs += [(key_student_document(ws, i, page_size=page_size, templates=templates), out / "keys" / f"{folders[s].name}.pdf")
+        jobs[:0] = [(key_documents(ws, page_size=page_size, templates=templates), files.path("key.pdf")),
+                    (sheets, files.path("class.pdf"))]
+    jobs += [(key_student_document(ws, i, page_size=page_size, templates=templates), files.path(f"keys/{names[s]}.pdf"))
              for i, s in enumerate(ws.students)]
     try:
         pdf.render_pdfs(jobs, page_size=page_size, workers=workers,
                         progress=progress if progress is not None else False)
     except pdf.PdfUnavailable as exc:
         raise ValueError(str(exc)) from exc
+    except pdf.PdfRenderError as exc:  # name the file where it was to go, not the staging folder
+        raise pdf.PdfRenderError(files.shown(str(exc))) from None

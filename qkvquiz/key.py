@@ -19,6 +19,7 @@ import numpy as np
 from .families import Env, Family, Params, get_family
 from .grade.tolerance import Tolerance
 from .inputs import MAX_KEY_BYTES, InputError, json_nesting, read_text, shown_path
+from .outputs import settle
 from .spec import Credit, Part, graded_tolerance
 from .worksheet import Worksheet
 
@@ -169,8 +170,15 @@ class Key:
 
 
 def load_key(path: str | Path) -> Key:
-    """Read a key file written by ``qkvquiz generate``."""
+    """Read a key file written by ``qkvquiz generate``.
+
+    A ``generate`` killed while switching its set into place is finished first
+    (:func:`qkvquiz.outputs.settle`, one stat when there is nothing to do), so the key read is
+    the one of a complete set, never missing midway.
+    """
     source = shown_path(path)
+    path = Path(path)
+    settle(path.parent)
     try:
         text = read_text(path, MAX_KEY_BYTES, "key")
     except InputError as exc:

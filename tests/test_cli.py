@@ -92,12 +92,12 @@ def test_python_dash_m_works():
     assert result.returncode == 0 and "generate" in result.stdout
 
 
-def test_regenerating_with_a_smaller_roster_points_out_the_stale_folders(tmp_path):
-    # A long folder name: the message must read whole whatever the path's length (no wrapping
-    # at 80 columns where the output is no terminal).
+def test_regenerating_with_a_smaller_roster_replaces_the_students_folder_wholly(tmp_path):
+    # A long folder name: messages read whole whatever the path's length (no wrapping at 80
+    # columns where the output is no terminal).
     deep = tmp_path / ("a-long-folder-name-" * 6)
     assert generate(deep, "--students", "3").exit_code == 0
     again = generate(deep, "--students", "2", "--force")
-    students = deep / "set" / "students"
     assert again.exit_code == 0
-    assert f"in {students} belong to no student of this key (an earlier run?): s03" in again.output
+    assert f"to {deep / 'set'}/students/" in again.output
+    assert sorted(p.name for p in (deep / "set" / "students").iterdir()) == ["s01", "s02"]

@@ -46,7 +46,8 @@ import qkvquiz
 import qkvquiz.generate as generate_module
 from qkvquiz.cli import app, secrecy_note
 from qkvquiz.families import REGISTRY, Env
-from qkvquiz.files import read_roster, safe_name, write_atomic, write_atomic_all
+from qkvquiz.files import read_roster, safe_name, write_atomic
+from qkvquiz.outputs import write_set
 from qkvquiz.generate import generate_set
 from qkvquiz.grade.grader import (
     MAX_NESTING, MAX_SUBMISSION_BYTES, Submission, grade, grade_files, submission_from_bytes, submission_from_json,
@@ -609,10 +610,10 @@ def test_no_module_writes_a_file_except_through_the_atomic_writers():
     pattern = re.compile(r"\.write_text\(|\.write_bytes\(|open\([^)]*['\"][wax]b?\+?['\"]|\.write_pdf\(|savetxt\(|\.save\(")
     offenders = [
         f"{path.relative_to(ROOT)}:{n}"
-        for path in (ROOT / "qkvquiz").rglob("*.py") if path.name not in ("files.py", "secret.py")
+        for path in (ROOT / "qkvquiz").rglob("*.py") if path.name not in ("outputs.py", "secret.py")
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if pattern.search(line)
     ]
-    assert not offenders, f"write outputs with qkvquiz.files.write_atomic: {offenders}"
+    assert not offenders, f"write outputs through qkvquiz.outputs (write_set, write_file): {offenders}"
 
 
 def test_generate_never_overwrites_a_key_without_force(tmp_path):
@@ -690,33 +691,44 @@ def test_an_error_while_generating_leaves_no_key_and_no_temp_file(tmp_path, monk
     assert not (tmp_path / "key.json").exists() and no_temp_files(tmp_path)
 
 
-def test_signals_during_a_multi_file_write_wait_until_every_file_is_in_place(tmp_path, monkeypatch):
+def test_signals_during_the_switch_wait_until_the_whole_set_is_in_place(tmp_path, monkeypatch):
+    with write_set(tmp_path, {"a": False, "b": False}, anchor="a") as files:
+        files.write("a", "old a")
+        files.write("b", "old b")
     real_replace = os.replace
+    moved = []
 
     def interrupted(src, dst):
         real_replace(src, dst)
-        signal.raise_signal(signal.SIGINT)  # Ctrl-C right after the first rename
+        moved.append(dst)
+        if len(moved) == 1:
+            signal.raise_signal(signal.SIGINT)  # Ctrl-C right after the first rename of the switch
 
     monkeypatch.setattr(os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        write_atomic_all({tmp_path / "a": "new a", tmp_path / "b": "new b"})
+        with write_set(tmp_path, {"a": False, "b": False}, anchor="a") as files:
+            files.write("a", "new a")
+            files.write("b", "new b")
+    assert len(moved) > 2  # the journal, then the old entries out and the new ones in
     assert (tmp_path / "a").read_text() == "new a" and (tmp_path / "b").read_text() == "new b"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
     monkeypatch.setattr(os, "replace", real_replace)
     write_atomic(tmp_path / "a", b"bytes")
     assert (tmp_path / "a").read_bytes() == b"bytes" and no_temp_files(tmp_path)
 
 
 STALLING_DRIVER = """
-import os, sys, time
-real_fsync = os.fsync
+import sys, time
+from qkvquiz import outputs
+real_write = outputs.OutputSet.write
 calls = []
-def stalling_fsync(fd):
-    calls.append(fd)
-    if len(calls) == 2:  # results.csv's temp is written; results.json's is being written
+def stalling_write(self, rel, data):
+    calls.append(rel)
+    if len(calls) == 3:  # results.csv and .json are staged; the item analysis is being written
         print("STALLED", flush=True)
         time.sleep(60)
-    real_fsync(fd)
-os.fsync = stalling_fsync
+    return real_write(self, rel, data)
+outputs.OutputSet.write = stalling_write
 from qkvquiz.cli import app
 app(sys.argv[1:], prog_name="qkvquiz")
 """
@@ -728,7 +740,7 @@ def test_a_grading_run_killed_midway_leaves_the_previous_reports_intact(sig, tmp
     key, files = graded_class(tmp_path)
     out = tmp_path / "grades"
     write_reports(grade_files(load_key(key), files[:1]), out)  # the previous run's reports
-    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-c", STALLING_DRIVER, "grade", str(key), *map(str, files), "--out", str(out)],
@@ -736,16 +748,22 @@ def test_a_grading_run_killed_midway_leaves_the_previous_reports_intact(sig, tmp
     )
     try:
         assert proc.stdout.readline().strip() == "STALLED", proc.stderr.read()
-        assert len(list(out.glob(".*.tmp"))) == 2  # really midway: both new files exist as temporaries
+        staged = list(out.glob(".qkvquiz-staging-*"))  # really midway: the new set is half staged
+        assert len(staged) == 1 and (staged[0] / "results.json").is_file()
         proc.send_signal(sig)
         proc.wait(timeout=30)
     finally:
         proc.kill()
         proc.wait()
     assert proc.returncode == (128 + sig if sig == signal.SIGTERM else -sig)
-    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and not p.name.endswith(".tmp")} == before
+    visible = {p.relative_to(out): p.read_bytes() for p in out.rglob("*")
+               if p.is_file() and not str(p.relative_to(out)).startswith(".")}
+    assert visible == before
     if sig == signal.SIGTERM:
-        assert no_temp_files(out)  # a SIGTERM cleans up; only SIGKILL can leave a hidden .tmp behind
+        assert sorted(p.name for p in out.iterdir()) == sorted({p.parts[0] for p in before})  # nothing hidden left
+    else:  # only SIGKILL can leave the hidden staging folder; the next run removes it
+        write_reports(grade_files(load_key(key), files[:2]), out)
+        assert not list(out.glob(".*"))
     assert "Traceback" not in proc.stderr.read()
 
 

@@ -9,6 +9,9 @@ Into the output folder::
     feedback/<name>.md     one file per student, readable on its own
 
 Same key and submissions, same bytes: students are sorted by id and nothing records a time.
+These entries are the set ``grade`` owns (:data:`OWNED`), written as one unit by
+:mod:`qkvquiz.outputs`: a regrade replaces ``feedback/`` wholly (no feedback is left from an
+earlier run), and an interrupted one leaves the previous set exactly as it was.
 """
 
 from __future__ import annotations
@@ -19,13 +22,21 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from ..files import safe_name, write_atomic, write_atomic_all
+from ..files import safe_name
+from ..outputs import write_set
 from ..untrusted import csv_cell, terminal_text
 from .analysis import item_analysis, item_analysis_csv, item_analysis_markdown
 from .feedback import feedback_markdown
 from .grader import GradeReport
 
 FEEDBACK_DIR = "feedback"
+#: The entries ``grade`` owns in its folder, and whether each is private (0600 files, 0700
+#: folders): results hold every expected value, and feedback is one student's business. The
+#: item analysis holds only class-wide shares and mistakes' sentences.
+OWNED: dict[str, bool] = {
+    "results.json": True, "results.csv": True, "item-analysis.csv": False, "item-analysis.md": False,
+    FEEDBACK_DIR: True,
+}
 
 
 NO_SUBMISSION = "(no submission)"
@@ -98,22 +109,26 @@ def feedback_names(report: GradeReport) -> dict[str, str]:
 def write_reports(
     report: GradeReport, out: str | Path, *, feedback: bool = True, progress: Callable[[], None] | None = None
 ) -> list[Path]:
-    """Write the class's results to ``out``; returns the summary files written (not each feedback file).
+    """Write the class's results to ``out`` as one set; returns the summary files written (not
+    each feedback file).
 
-    ``progress`` is called once per feedback file written.
+    The set replaces the previous one wholly: without ``feedback`` (or with fewer students) no
+    earlier feedback file is left behind. ``progress`` is called once per feedback file written.
+    Raises :class:`qkvquiz.outputs.SetBusy` when another run writes to ``out``, and
+    :class:`qkvquiz.outputs.OutputError` (naming the path) when it cannot be written.
     """
     out = Path(out)
-    paths = [out / "results.csv", out / "results.json", out / "item-analysis.csv", out / "item-analysis.md"]
+    names = ["results.csv", "results.json", "item-analysis.csv", "item-analysis.md"]
     stats = item_analysis(report)
-    # All four or none: an interrupted run leaves the previous reports as they were.
-    write_atomic_all({
-        paths[0]: results_csv(report), paths[1]: results_json(report),
-        paths[2]: item_analysis_csv(stats), paths[3]: item_analysis_markdown(report, stats),
-    })
-    if feedback:
-        names = feedback_names(report)
-        for result in sorted(report.results, key=lambda r: r.student):
-            write_atomic(out / FEEDBACK_DIR / f"{names[result.student]}.md", feedback_markdown(report, result))
-            if progress is not None:
-                progress()
-    return paths
+    with write_set(out, OWNED, anchor="results.json") as files:
+        files.write("results.csv", results_csv(report))
+        files.write("results.json", results_json(report))
+        files.write("item-analysis.csv", item_analysis_csv(stats))
+        files.write("item-analysis.md", item_analysis_markdown(report, stats))
+        if feedback:
+            feedback_name = feedback_names(report)
+            for result in sorted(report.results, key=lambda r: r.student):
+                files.write(f"{FEEDBACK_DIR}/{feedback_name[result.student]}.md", feedback_markdown(report, result))
+                if progress is not None:
+                    progress()
+    return [out / name for name in names]

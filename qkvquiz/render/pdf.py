@@ -6,7 +6,11 @@ PDF is asked for, and the Markdown and HTML renderers never import it, so they k
 working.
 
 Every PDF is written to a temporary file beside its target and moved into place, so a
-target is either the old file or the complete new one, never half a PDF.
+target is either the old file or the complete new one, never half a PDF. ``generate`` gives
+targets inside its staging folder (:mod:`qkvquiz.outputs`), so the pool never writes into
+the user's folder itself. Pool workers end with the run: on an error, Ctrl-C or SIGTERM the
+pool is killed and joined before :func:`render_pdfs` returns, and on Linux a worker also
+dies when its parent is killed outright (SIGKILL).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import gc
 import logging
 import multiprocessing
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -284,7 +289,33 @@ _worker_image_cache: dict[str, Any] = {}
 _GC_THRESHOLD = (50_000, 20, 100)
 
 
-def _init_worker(page_size: str) -> None:
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel SIGKILL this worker when the process that started it dies (Linux).
+
+    A parent killed by SIGKILL runs no cleanup; without this its workers would go on
+    rendering (and writing) for as long as their jobs last.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - no prctl: the parent's cleanup still kills us
+            pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _init_worker(page_size: str, parent: int | None = None) -> None:
+    if parent is not None:
+        _die_with_parent(parent)
+    # A forked worker inherits the CLI's handlers (SIGTERM raising SystemExit, which the pool
+    # would send home as a job's result and go on): here SIGTERM ends the worker, and Ctrl-C,
+    # which reaches the whole process group, is the parent's to handle (it kills the pool).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker_image_cache.clear()
     weasyprint_module()
     _page_size_css(page_size)
@@ -329,6 +360,17 @@ def _pool_context() -> Any:
     if sys.platform.startswith("linux"):
         return multiprocessing.get_context("fork")
     return None
+
+
+def _kill_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool now: cancel what has not started, SIGKILL the workers, wait until they are gone."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+    for process in processes:
+        process.join(timeout=10)
 
 
 def _size(html: Html) -> int:
@@ -398,7 +440,10 @@ def render_pdfs(
     ``progress`` shows a rich progress bar of documents laid out, or is a function called
     with ``(done, total)`` documents as they finish. WeasyPrint's warnings are collected
     per document (:attr:`PdfResult.warnings`) and logged here once each. The first failure
-    cancels the documents not yet started and raises :class:`PdfRenderError`.
+    cancels the documents not yet started and raises :class:`PdfRenderError`. On any way out
+    but success (a failure, Ctrl-C, a SIGTERM turned into SystemExit) the workers are killed
+    and reaped before this returns, so none writes after the run; on Linux they also die
+    with this process if it is killed outright.
     """
     weasyprint_module()  # fail with the install hint before starting any process
     page_size_css(page_size)
@@ -430,12 +475,13 @@ def render_pdfs(
         order = sorted(range(len(jobs_)), key=lambda i: -_size(jobs_[i][0]))
         # Submit everything before the progress bar starts its refresh thread: the pool's
         # workers are forked at the first submit, and a fork should not copy a live thread.
-        with ProcessPoolExecutor(
+        pool = ProcessPoolExecutor(
             max_workers=n_workers,
             mp_context=_pool_context(),
             initializer=_init_worker,
-            initargs=(page_size,),
-        ) as pool:
+            initargs=(page_size, os.getpid()),
+        )
+        try:
             futures: dict[Future[PdfResult], int] = {
                 pool.submit(_render_job, jobs_[i][0], str(jobs_[i][1]), page_size): i for i in order
             }
@@ -446,12 +492,16 @@ def render_pdfs(
                     for future in done:
                         error = future.exception()
                         if error is not None:
-                            for other in pending:
-                                other.cancel()
                             raise error
                         i = futures[future]
                         results[i] = future.result()
                         advance(_size(jobs_[i][0]))
+        except BaseException:
+            # An error, Ctrl-C or SIGTERM (SystemExit): the jobs still running are of no use, and
+            # shutdown(wait=True) would wait for them (seconds each). Kill them and reap them.
+            _kill_pool(pool)
+            raise
+        pool.shutdown(wait=True)
 
     final = [r for r in results if r is not None]
     for result in final:
