@@ -40,7 +40,6 @@ import json
 import os
 import shutil
 import signal
-import stat
 import sys
 import tempfile
 import threading

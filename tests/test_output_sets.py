@@ -127,7 +127,7 @@ def test_generate_force_killed_at_random_points_leaves_the_old_set_or_the_new_on
     for trial in range(3):
         out = tmp_path / f"t{trial}"
         shutil.copytree(sets["old"], out)
-        proc = spawn(["-m", "qkvquiz", "generate", "attention-basics", "-n", "25", "--seed", "new", "--force",
+        proc = spawn(["-m", "qkvquiz", "generate", "attention-basics", "-n", "25", "--seed", "new", "--force", "--public",
                       "--out", str(out)])
         kill_after_staging_starts(proc, out, sig, rng.uniform(0.0, 1.5))
         assert "Traceback" not in proc.stderr.read()
@@ -162,7 +162,7 @@ def test_generate_killed_after_each_rename_of_the_switch_is_finished_by_the_read
     for k in points:  # in parallel: each stalls at its own rename
         out = tmp_path / f"k{k}"
         shutil.copytree(sets["old"], out)
-        procs[k] = (out, spawn(switch_driver(["generate", "attention-basics", "-n", "25", "--seed", "new",
+        procs[k] = (out, spawn(switch_driver(["generate", "attention-basics", "-n", "25", "--seed", "new", "--public",
                                               "--force", "--out", str(out)], k)))
     for k, (out, proc) in procs.items():
         try:
@@ -182,7 +182,7 @@ def test_generate_killed_after_each_rename_of_the_switch_is_finished_by_the_read
 def test_a_sigterm_during_the_switch_waits_until_the_new_set_is_in_place(sets, tmp_path):
     out = tmp_path / "t"
     shutil.copytree(sets["old"], out)
-    proc = spawn(switch_driver(["generate", "attention-basics", "-n", "25", "--seed", "new", "--force",
+    proc = spawn(switch_driver(["generate", "attention-basics", "-n", "25", "--seed", "new", "--public", "--force",
                                 "--out", str(out)], 3, stall=1.0))
     try:
         assert proc.stdout.readline().split() == ["AT", "3"], proc.stderr.read()
