@@ -618,3 +618,9 @@ def main() -> None:  # pragma: no cover - console script entry
 
 
 _ = np  # numpy is imported for backends that need it loaded before typer parses
+
+
+# `qkvquiz export …` lives in its own module; it is imported last because it uses the helpers above.
+from .cli_export import export_app  # noqa: E402
+
+app.add_typer(export_app, name="export")

@@ -1,0 +1,117 @@
+"""``qkvquiz export …``: grades, feedback, a Gradescope autograder and question banks for an LMS.
+
+Thin commands over :mod:`qkvquiz.exchange`; every write is in one small function per command
+(``_write_*``), so that the output-set module can take them over.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .cli import _fail, _shown, console, err, resolve_spec
+from .files import write_atomic
+from .inputs import InputError
+
+export_app = typer.Typer(
+    help=(
+        "Hand work to an LMS: grades in its import format, feedback files, a Gradescope autograder, "
+        "or the problems as a question bank.\n\n"
+        "Typical loop: `qkvquiz grade week3/key.json submissions.zip --roster roster.csv --out week3/grades`, "
+        "then `qkvquiz export grades week3/grades --to canvas --roster roster.csv --out canvas-grades.csv` "
+        "and Grades → Import in Canvas."
+    ),
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+)
+
+RosterOpt = Annotated[Optional[Path], typer.Option(
+    help="Roster CSV: `student` (the qkvquiz id) and any of `name`, `email`, `canvas_id`, `moodle_id`, "
+         "`sis_id`, `sis_login`, `section`. Names and LMS ids in the export come from here.")]
+
+
+def _roster(path: Path | None):
+    if path is None:
+        return None
+    from .roster import read_roster_entries
+
+    try:
+        return read_roster_entries(path)
+    except ValueError as exc:  # InputError is a ValueError
+        _fail(str(exc))
+
+
+def _results(path: Path):
+    from .exchange.results import load_results
+
+    try:
+        return load_results(path)
+    except InputError as exc:
+        _fail(str(exc))
+
+
+def _write_grades(out: Path, text: str) -> None:
+    # Grades and comments of named students: readable by the instructor only.
+    write_atomic(out, text, private=True)
+
+
+@export_app.command("grades")
+def grades(
+    results: Annotated[Path, typer.Argument(help="The folder `qkvquiz grade --out` wrote (or its results.json).")],
+    to: Annotated[str, typer.Option(
+        "--to", help="canvas | moodle-worksheet | moodle-gradebook | blackboard | plain")] = "plain",
+    out: Annotated[Path, typer.Option("--out", "-o", help="The CSV file to write.")] = Path("grades.csv"),
+    roster: RosterOpt = None,
+    scale: Annotated[str, typer.Option(help="points (out of the key's total, or --out-of) | percent")] = "points",
+    out_of: Annotated[Optional[float], typer.Option(
+        help="Rescale points to the LMS assignment's points (e.g. 100).")] = None,
+    decimals: Annotated[int, typer.Option(help="Decimal places of each grade (0 to 6).")] = 2,
+    rounding: Annotated[str, typer.Option(help="half-up | half-even | up | down")] = "half-up",
+    missing: Annotated[str, typer.Option(
+        help="A student of the key without a graded submission: zero (as results.csv) or blank "
+             "(importers then leave the LMS's grade alone).")] = "zero",
+    title: Annotated[str, typer.Option(help="The assignment's name in the LMS (default: the key's title).")] = "",
+    assignment_id: Annotated[str, typer.Option(
+        help="Canvas assignment id or Blackboard column id: the column then updates that assignment "
+             "(`Title (id)`, `Title [Total Pts: N Score] |id`) instead of creating a new one.")] = "",
+    points_possible: Annotated[bool, typer.Option(
+        help="Canvas: add the `Points Possible` row.")] = False,
+    worksheet: Annotated[Optional[Path], typer.Option(
+        help="moodle-worksheet: the grading worksheet Moodle gave you (Download grading worksheet); its "
+             "Grade and Feedback comments are filled in and every other cell is kept.")] = None,
+) -> None:
+    """Write grades in the import format of an LMS.
+
+    Examples:
+
+    `qkvquiz export grades week3/grades --to canvas --roster roster.csv --assignment-id 4411 --points-possible`
+
+    `qkvquiz export grades week3/grades --to moodle-worksheet --worksheet Grades-week3.csv --out upload.csv`
+
+    `qkvquiz export grades week3/grades --to blackboard --roster roster.csv --scale percent --decimals 1`
+
+    Students the importer cannot match (no LMS id of the kind it reads in the roster) are listed.
+    """
+    from .exchange.gradebook import GradeOptions, export_grades
+
+    opts = GradeOptions(to, scale, decimals, rounding, out_of, missing, title, assignment_id, points_possible)
+    try:
+        opts.check()
+    except ValueError as exc:
+        _fail(str(exc))
+    loaded = _results(results)
+    try:
+        text, unmatched = export_grades(loaded, _roster(roster), opts, worksheet=None if worksheet is None else str(worksheet))
+    except (InputError, ValueError) as exc:
+        _fail(str(exc))
+    try:
+        _write_grades(out, text)
+    except OSError as exc:
+        _fail(f"cannot write {out}: {exc.strerror or exc}")
+    if unmatched:
+        shown = ", ".join(_shown(s) for s in unmatched[:10]) + (" …" if len(unmatched) > 10 else "")
+        err.print(f"[yellow]not matched by the {to} importer[/] ({len(unmatched)}: no id it reads in the roster): "
+                  f"{shown}", highlight=False)
+    console.print(f"Wrote {_shown(str(out))} ({len(loaded.students)} students, {to})", highlight=False)
