@@ -115,3 +115,49 @@ def grades(
         err.print(f"[yellow]not matched by the {to} importer[/] ({len(unmatched)}: no id it reads in the roster): "
                   f"{shown}", highlight=False)
     console.print(f"Wrote {_shown(str(out))} ({len(loaded.students)} students, {to})", highlight=False)
+
+
+def _write_bank(out: Path, files: dict[str, bytes | str]) -> list[Path]:
+    # A bank holds every answer: readable by the instructor only, like key.json.
+    written = []
+    for name, data in files.items():
+        write_atomic(out / name, data, private=True)
+        written.append(out / name)
+    return written
+
+
+@export_app.command("questions")
+def questions(
+    spec: Annotated[str, typer.Argument(help="Worksheet spec (YAML file), or a bundled spec name such as masking.")],
+    variants: Annotated[int, typer.Option("--variants", "-n", help="Pre-solved variants per item (1 to 1000).")] = 20,
+    seed: Annotated[str, typer.Option(help="Seed of the variants: the same seed gives the same bank.")] = "bank",
+    formats: Annotated[str, typer.Option(
+        "--format", help="moodle (Moodle XML, cloze) and/or qti (QTI 2.1 package), comma-separated.")] = "moodle,qti",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for questions-moodle.xml / questions-qti21.zip.")] = Path("bank"),
+) -> None:
+    """Write the spec's problems as a question bank that an LMS grades on its own.
+
+    Each variant of an item is one question with every asked part, one box per entry; the right
+    value is the key's and the tolerance the spec's (as an absolute band per entry). −∞ entries
+    accept `-inf`, `−∞` or `-∞`. Import `questions-moodle.xml` under Question bank → Import →
+    Moodle XML (one category per item: draw a random question from it in a quiz), or the QTI
+    2.1 zip in any QTI 2.1 player. The LMS then grades each box right or wrong: no carried
+    credit, no diagnosis of mistakes (see the README's table).
+
+    Example: `qkvquiz export questions masking --variants 30 --seed fall26 --out bank`
+    """
+    from .exchange.questions import export_questions
+    from .spec import SpecError, load_spec
+    from .worksheet import GenerationError
+
+    try:
+        parsed = load_spec(resolve_spec(spec))
+        _ws, files = export_questions(parsed, variants, seed, [f.strip() for f in formats.split(",") if f.strip()])
+    except (SpecError, InputError, GenerationError, ValueError) as exc:
+        _fail(str(exc))
+    try:
+        written = _write_bank(out, files)
+    except OSError as exc:
+        _fail(f"cannot write to {out}: {exc.strerror or exc}")
+    console.print(f"Wrote {', '.join(_shown(str(p)) for p in written)} ({variants} variants of "
+                  f"{len(parsed.items)} items)", highlight=False)
