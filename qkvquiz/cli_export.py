@@ -161,3 +161,67 @@ def questions(
         _fail(f"cannot write to {out}: {exc.strerror or exc}")
     console.print(f"Wrote {', '.join(_shown(str(p)) for p in written)} ({variants} variants of "
                   f"{len(parsed.items)} items)", highlight=False)
+
+
+def _write_feedback(out: Path, files: dict[str, bytes | str]) -> list[Path]:
+    # Each page is one student's feedback with expected values: readable by the instructor only.
+    written = []
+    for name, data in files.items():
+        write_atomic(out / name, data, private=True)
+        written.append(out / name)
+    return written
+
+
+@export_app.command("feedback")
+def feedback(
+    results: Annotated[Path, typer.Argument(help="The folder `qkvquiz grade --out` wrote (with feedback/).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for html/<student>.html and the zip.")] = Path("feedback-export"),
+    roster: RosterOpt = None,
+    moodle_zip: Annotated[bool, typer.Option(
+        help="Also write moodle-feedback.zip for Moodle's \"Upload multiple feedback files in a zip\" "
+             "(needs `moodle_id` in the roster).")] = False,
+    pdf: Annotated[bool, typer.Option(help="Also print pdf/<student>.pdf (needs WeasyPrint's libraries).")] = False,
+) -> None:
+    """Write each student's feedback as an HTML page (and PDF), and Moodle's feedback zip.
+
+    Example: `qkvquiz export feedback week3/grades --roster roster.csv --moodle-zip --out week3/return`
+
+    In Moodle: the assignment's "View all submissions" → "Grading action" → "Upload multiple
+    feedback files in a zip" (the feedback-files plugin must be on). Each student's page lands
+    as their feedback file.
+    """
+    from .exchange.feedback_export import check_results_folder, feedback_pages, moodle_feedback_zip, render_pdfs
+
+    loaded = _results(results)
+    entries = _roster(roster)
+    if moodle_zip and entries is None:
+        _fail("--moodle-zip needs --roster with a moodle_id column (Moodle's participant ids)")
+    try:
+        check_results_folder(loaded)
+        pages, missing = feedback_pages(loaded, entries)
+    except InputError as exc:
+        _fail(str(exc))
+    files: dict[str, bytes | str] = {f"html/{p.name}.html": p.html for p in pages}
+    left_out: list[str] = []
+    if moodle_zip:
+        data, left_out = moodle_feedback_zip(pages, entries)
+        files["moodle-feedback.zip"] = data
+    try:
+        written = _write_feedback(out, files)
+    except OSError as exc:
+        _fail(f"cannot write to {out}: {exc.strerror or exc}")
+    if pdf:
+        from .render.pdf import PdfUnavailable
+
+        try:
+            render_pdfs(pages, out / "pdf")
+        except PdfUnavailable as exc:
+            _fail(str(exc))
+    for what, students in (("no feedback file", missing), ("no moodle_id in the roster, not in the zip", left_out)):
+        if students:
+            err.print(f"[yellow]{what}:[/] {', '.join(_shown(s) for s in students[:10])}"
+                      f"{' …' if len(students) > 10 else ''}", highlight=False)
+    console.print(f"Wrote {len(pages)} feedback page(s) to {_shown(str(out / 'html'))}"
+                  + (f" and {_shown(str(out / 'moodle-feedback.zip'))}" if moodle_zip else "")
+                  + (f" and PDFs in {_shown(str(out / 'pdf'))}" if pdf else ""), highlight=False)
+    _ = written
