@@ -225,3 +225,51 @@ def feedback(
                   + (f" and {_shown(str(out / 'moodle-feedback.zip'))}" if moodle_zip else "")
                   + (f" and PDFs in {_shown(str(out / 'pdf'))}" if pdf else ""), highlight=False)
     _ = written
+
+
+def _write_bundle(out: Path, data: bytes) -> None:
+    # The bundle holds the key: readable by the instructor only.
+    write_atomic(out, data, private=True)
+
+
+@export_app.command("gradescope")
+def gradescope(
+    key: Annotated[Path, typer.Argument(help="The key.json written by `generate`.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The autograder zip to upload to Gradescope.")] = Path("autograder.zip"),
+    roster: Annotated[Optional[Path], typer.Option(
+        help="Roster CSV with `email` (or `sis_id`, `name`): the student is then whoever Gradescope says "
+             "submitted, whatever the file claims.")] = None,
+    visibility: Annotated[str, typer.Option(
+        help="When students see each part's feedback with its expected values: after_due_date | "
+             "after_published | hidden | visible.")] = "after_due_date",
+) -> None:
+    """Write a Gradescope autograder bundle that grades each upload with this key.
+
+    Upload the zip as a Programming Assignment's autograder ("Zip file upload"); students
+    upload their submission.json. Each asked part is one test (score, max score, feedback);
+    a visible "Summary" test lists each part's verdict without expected values. The bundle
+    carries this exact qkvquiz (vendored source) and pins its few dependencies
+    (requirements.txt); Gradescope installs those while building the image.
+
+    Test it locally: unzip into `ag/source`, put the hand-in in `ag/submission/`, run
+    `QKVQUIZ_AUTOGRADER_ROOT=ag bash ag/source/run_autograder`, read `ag/results/results.json`.
+    """
+    from .exchange.gradescope import BundleOptions, build_bundle
+    from .inputs import MAX_KEY_BYTES, MAX_ROSTER_BYTES, read_text
+    from .key import KeyFileError, load_key
+
+    try:
+        load_key(key)  # refuse a file that is no key before bundling it
+        key_text = read_text(key, MAX_KEY_BYTES, "key")
+        roster_text = None
+        if roster is not None:
+            _roster(roster)  # checked here, read again inside Gradescope
+            roster_text = read_text(roster, MAX_ROSTER_BYTES, "roster")
+        data = build_bundle(key_text, roster_csv=roster_text, opts=BundleOptions(visibility=visibility))
+    except (KeyFileError, InputError, ValueError) as exc:
+        _fail(str(exc))
+    try:
+        _write_bundle(out, data)
+    except OSError as exc:
+        _fail(f"cannot write {out}: {exc.strerror or exc}")
+    console.print(f"Wrote {_shown(str(out))} ({len(data):,} bytes)", highlight=False)
