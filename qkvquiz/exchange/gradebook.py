@@ -73,8 +73,12 @@ class Row:
 
     entry: RosterEntry
     grade: str
-    comment: str
+    comment: str  # plain text, lines separated by "\n"
     result: StudentScore
+
+    @property
+    def comment_html(self) -> str:
+        return comment_html(self.result)
 
 
 def possible(results: Results, opts: GradeOptions) -> str:
@@ -112,15 +116,26 @@ def grade_text(result: StudentScore, results: Results, opts: GradeOptions) -> st
 
 def comment_text(result: StudentScore) -> str:
     """Plain-text feedback for a comment box: the score and one line per part (no expected values)."""
+    return "\n".join(comment_lines(result))
+
+
+def comment_html(result: StudentScore) -> str:
+    """The same for Moodle, whose feedback comments are HTML (a plain line break would vanish)."""
+    import html
+
+    return "<br>\n".join(html.escape(line, quote=False) for line in comment_lines(result))
+
+
+def comment_lines(result: StudentScore) -> list[str]:
     if result.score is None:
-        return "No submission was graded."
+        return ["No submission was graded."]
     lines = [f"Score {_pts(result.score)} of {_pts(result.total)}."]
     for p in result.parts:
         verdict = {"correct": "correct", "partial": "partly correct", "wrong": "not correct",
                    "carried": "credited as carried forward", "format": "could not be read",
                    "missing": "not answered"}.get(p.verdict, p.verdict)
         lines.append(f"{p.part}: {_pts(p.score)}/{_pts(p.points)} ({verdict})")
-    return "\n".join(lines)
+    return lines
 
 
 def _pts(x: float) -> str:
@@ -193,7 +208,7 @@ def moodle_worksheet_csv(results: Results, rows: Sequence[Row], opts: GradeOptio
         if not e.moodle_id:
             continue
         out.append([f"{MOODLE_PARTICIPANT}{e.moodle_id}", _t(e.display_name), _t(e.email), r.grade,
-                    possible(results, opts), stamp, _t(r.comment)])
+                    possible(results, opts), stamp, csv_cell(r.comment_html)])
     return _csv(out)
 
 
@@ -223,7 +238,7 @@ def fill_moodle_worksheet(template: str, source: str, rows: Sequence[Row]) -> tu
         used.add(participant)
         line[grade_col] = row.grade
         if feedback_col is not None and feedback_col < len(line):
-            line[feedback_col] = _t(row.comment)
+            line[feedback_col] = csv_cell(row.comment_html)
     missing = [r.entry.student for r in rows if r.entry.moodle_id not in used]
     return _csv(table), missing
 
@@ -241,7 +256,7 @@ def moodle_gradebook_csv(results: Results, rows: Sequence[Row], opts: GradeOptio
     for r in rows:
         first, last = r.entry.split_name
         out.append([_t(first), _t(last or r.entry.student), _t(r.entry.sis_id), _t(r.entry.email), r.grade,
-                    _t(r.comment)])
+                    csv_cell(r.comment_html)])
     return _csv(out)
 
 
