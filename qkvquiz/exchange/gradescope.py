@@ -219,8 +219,11 @@ def run(source: Path, root: Path) -> dict[str, Any]:
     problems += [f"{Path(p.source).name}: {p.message}" for p in unreadable]
     student, via = _submitter(root, roster)
     if roster is not None and student is None:
-        problems.append(f"Not graded: {via or 'no submission metadata'}; ask your instructor.")
-        subs = []
+        if via:  # Gradescope named a submitter the roster does not know
+            problems.append(f"Not graded: {via}; ask your instructor.")
+            subs = []
+        else:  # no submission_metadata.json: a local run; the file's own id decides
+            problems.append("No submission_metadata.json: graded as the student the file names.")
     for sub in subs:
         if student is not None and sub.student != student:
             problems.append(f"{Path(sub.source).name} names student {sub.student!r}; it is graded as "
