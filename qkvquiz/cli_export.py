@@ -132,16 +132,19 @@ def questions(
     variants: Annotated[int, typer.Option("--variants", "-n", help="Pre-solved variants per item (1 to 1000).")] = 20,
     seed: Annotated[str, typer.Option(help="Seed of the variants: the same seed gives the same bank.")] = "bank",
     formats: Annotated[str, typer.Option(
-        "--format", help="moodle (Moodle XML, cloze) and/or qti (QTI 2.1 package), comma-separated.")] = "moodle,qti",
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for questions-moodle.xml / questions-qti21.zip.")] = Path("bank"),
+        "--format", help="moodle (Moodle XML, cloze), qti (QTI 2.1 package) and/or canvas (Canvas' QTI .zip), "
+                         "comma-separated.")] = "moodle,qti,canvas",
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", help="Folder for questions-moodle.xml, questions-qti21.zip, questions-canvas-qti.zip.")] = Path("bank"),
 ) -> None:
     """Write the spec's problems as a question bank that an LMS grades on its own.
 
     Each variant of an item is one question with every asked part, one box per entry; the right
     value is the key's and the tolerance the spec's (as an absolute band per entry). −∞ entries
     accept `-inf`, `−∞` or `-∞`. Import `questions-moodle.xml` under Question bank → Import →
-    Moodle XML (one category per item: draw a random question from it in a quiz), or the QTI
-    2.1 zip in any QTI 2.1 player. The LMS then grades each box right or wrong: no carried
+    Moodle XML (one category per item: draw a random question from it in a quiz), the Canvas
+    zip under Import Course Content → QTI .zip file (a quiz with one question group per item,
+    each drawing 1 variant), or the QTI 2.1 zip in any QTI 2.1 player. The LMS then grades each box right or wrong: no carried
     credit, no diagnosis of mistakes (see the README's table).
 
     Example: `qkvquiz export questions masking --variants 30 --seed fall26 --out bank`

@@ -108,3 +108,42 @@ def test_cli_questions(tmp_path):
     assert (tmp_path / "questions-moodle.xml").exists() and (tmp_path / "questions-qti21.zip").exists()
     bad = CliRunner().invoke(app, ["export", "questions", "attention-basics", "--format", "gift", "--out", str(tmp_path)])
     assert bad.exit_code == 2 and "gift" in bad.output
+
+
+def test_canvas_package_blanks_accept_the_key_values(bank):
+    from qkvquiz.exchange.questions import QTI12_NS, Entry, accepted_texts
+
+    assert accepted_texts(Entry((), 0.4567, 0.01)) == ["0.45", "0.46"]  # within [0.4467, 0.4667]
+    assert accepted_texts(Entry((), 0.5, 0.01)) == ["0.49", "0.50", "0.5", "0.51"]
+    assert accepted_texts(Entry((), float("-inf"), 0.0)) == ["-inf", "−∞", "-∞"]
+    ws, files = bank
+    zf = zipfile.ZipFile(io.BytesIO(files["questions-canvas-qti.zip"]))
+    manifest = ET.fromstring(zf.read("imsmanifest.xml"))
+    href = next(manifest.iter("{http://www.imsglobal.org/xsd/imsccv1p1/imscp_v1p1}resource")).get("href")
+    root = ET.fromstring(zf.read(href))
+    N = f"{{{QTI12_NS}}}"
+    groups = root.findall(f"{N}assessment/{N}section/{N}section")
+    assert len(groups) == len(ws.spec.items)
+    for i, group in enumerate(groups):
+        assert group.find(f"{N}selection_ordering/{N}selection/{N}selection_number").text == "1"
+        items = group.findall(f"{N}item")
+        assert len(items) == len(ws.students)
+        for s, node in enumerate(items):
+            expected = expected_entries(ws, i, s)
+            kind = node.find(f".//{N}fieldentry").text
+            if kind == "numerical_question":
+                (value, band), = expected
+                assert float(node.find(f".//{N}varequal").text) == value
+                continue
+            responses = node.findall(f"{N}presentation/{N}response_lid")
+            assert len(responses) == len(expected)
+            text = node.find(f"{N}presentation/{N}material/{N}mattext").text
+            for response, (value, band) in zip(responses, expected):
+                name = response.find(f"{N}material/{N}mattext").text
+                assert f"[{name}]" in text
+                texts = [m.text for m in response.iter(f"{N}mattext")][1:]
+                if math.isinf(value):
+                    assert "-inf" in texts
+                else:
+                    assert all(abs(float(t) - value) <= band * (1 + 1e-9) for t in texts)
+                    assert any(abs(float(t) - value) <= band / 2 + 1e-12 for t in texts)  # the rounded value
