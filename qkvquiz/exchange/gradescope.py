@@ -234,10 +234,15 @@ def run(source: Path, root: Path) -> dict[str, Any]:
     report = grade(key, subs)
     problems += [f"{Path(p.source).name}: {p.message}" for p in report.problems]
     doc = results_document(report, student, cfg, problems)
-    out = root / "results" / "results.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    _write_results(root, doc)
     return doc
+
+
+def _write_results(root: Path, doc: dict[str, Any]) -> None:
+    # Gradescope reads the file once the script ends; written whole or not at all.
+    from ..files import write_atomic
+
+    write_atomic(root / "results" / "results.json", json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,10 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run(source, root)
     except Exception as exc:  # the student must get a results.json whatever happened
-        out = root / "results" / "results.json"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"score": 0, "output": f"The autograder failed: {type(exc).__name__}: {exc}",
-                                   "tests": []}) + "\n", encoding="utf-8")
+        _write_results(root, {"score": 0, "output": f"The autograder failed: {type(exc).__name__}: {exc}",
+                              "tests": []})
         print(f"qkvquiz autograder: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     return 0
