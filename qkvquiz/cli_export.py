@@ -7,7 +7,7 @@ Thin commands over :mod:`qkvquiz.exchange`; every write is in one small function
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -27,7 +27,7 @@ export_app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
-RosterOpt = Annotated[Optional[Path], typer.Option(
+RosterOpt = Annotated[Path | None, typer.Option(
     help="Roster CSV: `student` (the qkvquiz id) and any of `name`, `email`, `canvas_id`, `moodle_id`, "
          "`sis_id`, `sis_login`, `section`. Names and LMS ids in the export come from here.")]
 
@@ -65,7 +65,7 @@ def grades(
     out: Annotated[Path, typer.Option("--out", "-o", help="The CSV file to write.")] = Path("grades.csv"),
     roster: RosterOpt = None,
     scale: Annotated[str, typer.Option(help="points (out of the key's total, or --out-of) | percent")] = "points",
-    out_of: Annotated[Optional[float], typer.Option(
+    out_of: Annotated[float | None, typer.Option(
         help="Rescale points to the LMS assignment's points (e.g. 100).")] = None,
     decimals: Annotated[int, typer.Option(help="Decimal places of each grade (0 to 6).")] = 2,
     rounding: Annotated[str, typer.Option(help="half-up | half-even | up | down")] = "half-up",
@@ -78,7 +78,7 @@ def grades(
              "(`Title (id)`, `Title [Total Pts: N Score] |id`) instead of creating a new one.")] = "",
     points_possible: Annotated[bool, typer.Option(
         help="Canvas: add the `Points Possible` row.")] = False,
-    worksheet: Annotated[Optional[Path], typer.Option(
+    worksheet: Annotated[Path | None, typer.Option(
         help="moodle-worksheet: the grading worksheet Moodle gave you (Download grading worksheet); its "
              "Grade and Feedback comments are filled in and every other cell is kept.")] = None,
 ) -> None:
@@ -193,7 +193,12 @@ def feedback(
     feedback files in a zip" (the feedback-files plugin must be on). Each student's page lands
     as their feedback file.
     """
-    from .exchange.feedback_export import check_results_folder, feedback_pages, moodle_feedback_zip, render_pdfs
+    from .exchange.feedback_export import (
+        check_results_folder,
+        feedback_pages,
+        moodle_feedback_zip,
+        render_pdfs,
+    )
 
     loaded = _results(results)
     entries = _roster(roster)
@@ -239,7 +244,7 @@ def _write_bundle(out: Path, data: bytes) -> None:
 def gradescope(
     key: Annotated[Path, typer.Argument(help="The key.json written by `generate`.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The autograder zip to upload to Gradescope.")] = Path("autograder.zip"),
-    roster: Annotated[Optional[Path], typer.Option(
+    roster: Annotated[Path | None, typer.Option(
         help="Roster CSV with `email` (or `sis_id`, `name`): the student is then whoever Gradescope says "
              "submitted, whatever the file claims.")] = None,
     visibility: Annotated[str, typer.Option(

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from qkvquiz.cli import app
-from qkvquiz.exchange.collect import LATE_FLAG, MISMATCH_FLAG, collect, grade_download
+from qkvquiz.exchange.collect import LATE_FLAG, MISMATCH_FLAG, grade_download
 from qkvquiz.exchange.lms_names import detect, parse_canvas, parse_moodle
 from qkvquiz.inputs import MAX_ZIP_MEMBER_BYTES, InputError, read_zip
 from qkvquiz.roster import read_roster_entries
@@ -224,7 +224,7 @@ def test_roster_columns_are_optional_and_old_rosters_still_read(tmp_path):
 
 
 def test_cli_grades_a_canvas_zip_with_a_roster(tmp_path, class_key):
-    key, doc = class_key
+    _key, doc = class_key
     key_path = tmp_path / "key.json"
     key_path.write_text(json.dumps(doc), encoding="utf-8")
     (tmp_path / "roster.csv").write_text(ROSTER, encoding="utf-8")

@@ -6,7 +6,7 @@ import csv
 import io
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -15,8 +15,7 @@ from typer.testing import CliRunner
 from qkvquiz.cli import app
 from qkvquiz.exchange.gradebook import GradeOptions, export_grades, grade_text
 from qkvquiz.exchange.results import Results, StudentScore, load_results
-from qkvquiz.grade.grader import grade
-from qkvquiz.grade.grader import submission_from_json
+from qkvquiz.grade.grader import grade, submission_from_json
 from qkvquiz.grade.report import write_reports
 from qkvquiz.roster import read_roster_entries
 
@@ -68,7 +67,7 @@ def test_canvas_header_rules(graded):
 
 def test_moodle_worksheet_header_rules_and_fill(graded, tmp_path):
     results, roster, key = graded
-    now = datetime(2026, 11, 23, 14, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 23, 14, 0, tzinfo=UTC)
     text, _ = export_grades(results, roster, GradeOptions("moodle-worksheet", missing="blank"), now=now)
     rows = table(text)
     header = rows[0]

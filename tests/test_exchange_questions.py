@@ -14,7 +14,12 @@ from typer.testing import CliRunner
 
 from qkvquiz import load_spec
 from qkvquiz.cli import app
-from qkvquiz.exchange.questions import QTI_NS, entry_weights, export_questions, number_text, part_boxes
+from qkvquiz.exchange.questions import (
+    QTI_NS,
+    entry_weights,
+    export_questions,
+    number_text,
+)
 from qkvquiz.resources import bank_dir
 
 Q = f"{{{QTI_NS}}}"

@@ -35,7 +35,16 @@ from ..inputs import (
 )
 from ..key import Key
 from ..roster import Roster, RosterEntry
-from .lms_names import CANVAS, GRADESCOPE, GRADESCOPE_METADATA, LMS_NAMES, MOODLE, PARSERS, LmsName, detect
+from .lms_names import (
+    CANVAS,
+    GRADESCOPE,
+    GRADESCOPE_METADATA,
+    LMS_NAMES,
+    MOODLE,
+    PARSERS,
+    LmsName,
+    detect,
+)
 
 MAX_METADATA_BYTES = 20_000_000  # Gradescope's submission_metadata.yml: about 300 bytes per submission
 MAX_SUBMISSION_BYTES = 1_000_000  # as grade.grader's limit

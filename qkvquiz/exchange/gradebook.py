@@ -18,11 +18,11 @@ import csv
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 from typing import Any
 
-from ..inputs import InputError, MAX_ROSTER_BYTES, read_text, shown_path
+from ..inputs import MAX_ROSTER_BYTES, InputError, read_text, shown_path
 from ..roster import Roster, RosterEntry
 from ..untrusted import csv_cell, terminal_text
 from .results import Results, StudentScore
@@ -201,7 +201,7 @@ def moodle_worksheet_csv(results: Results, rows: Sequence[Row], opts: GradeOptio
     (:func:`unmatched` lists them). To keep every column of a worksheet Moodle gave you, use
     :func:`fill_moodle_worksheet` instead.
     """
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S%z")
+    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S%z")
     out = [[MOODLE_ID, "Full name", "Email address", MOODLE_GRADE, "Maximum Grade", MOODLE_MODIFIED, MOODLE_FEEDBACK]]
     for r in rows:
         e = r.entry

@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     source = Path(args[0]) if args else root / "source"
     try:
         run(source, root)
-    except Exception as exc:  # the student must get a results.json whatever happened
+    except Exception as exc:  # noqa: BLE001 - the student must get a results.json whatever happened
         _write_results(root, {"score": 0, "output": f"The autograder failed: {type(exc).__name__}: {exc}",
                               "tests": []})
         print(f"qkvquiz autograder: {type(exc).__name__}: {exc}", file=sys.stderr)
