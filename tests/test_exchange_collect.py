@@ -241,3 +241,19 @@ def test_cli_grades_a_canvas_zip_with_a_roster(tmp_path, class_key):
     bad = CliRunner().invoke(app, ["grade", str(key_path), str(tmp_path / "roster.csv"), "--lms", "blackboard",
                                    "--out", str(tmp_path / "g2")])
     assert bad.exit_code == 2 and "--lms" in bad.output
+
+
+def test_zip_directory_checked_before_it_is_read(tmp_path):
+    import struct
+
+    # An end record announcing a 100 MB directory: refused before zipfile parses anything.
+    fake = tmp_path / "huge-dir.zip"
+    fake.write_bytes(b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, 10, 10, 100_000_000, 0, 0))
+    with pytest.raises(InputError, match="directory"):
+        read_zip(fake)
+    fifo = tmp_path / "pipe.zip"
+    import os
+
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="not a regular file"):
+        read_zip(fifo)
