@@ -397,8 +397,22 @@ def grade(
         help="Among several files for one student, after the variant matching the key and filled before blank: "
              "grade the latest saved (latest), the first path (first), or none and report them (error).",
     )] = "latest",
+    roster: Annotated[Optional[Path], typer.Option(
+        help="Roster CSV with the qkvquiz `student` id and the LMS's ids (`canvas_id`, `moodle_id`, `sis_id`, "
+             "`email`, `name`): files of an LMS download are then matched to students by who uploaded them.",
+    )] = None,
+    lms: Annotated[str, typer.Option(
+        help="Whose bulk download SUBMISSIONS is: auto (read the file names), canvas, moodle, gradescope, "
+             "or none (each file's own \"student\" decides).",
+    )] = "auto",
 ) -> None:
     """Grade students' submission files against a key.
+
+    SUBMISSIONS may also be an LMS's bulk download as it comes, a `.zip` or its unpacked folder:
+    Canvas "Download Submissions", Moodle "Download all submissions" (flat or in folders), or
+    Gradescope's "Export Submissions". With `--roster`, each file goes to the student who
+    uploaded it (by LMS id, else by name); files that match no one are listed by name. The
+    LMS's "late" mark becomes the flag `late`.
 
     Folders are searched (recursively) for `*.json` files. Writes `results.csv` (one row per
     student of the key: each part's score and the total; students without a submission score
@@ -421,13 +435,19 @@ def grade(
         loaded = load_key(key)  # finishes the switch of a `generate` killed midway (outputs.settle)
     except KeyFileError as exc:
         _fail(str(exc))
-    files = _submission_files(submissions)
-    if not files:
+    collected = _collect_download(submissions, roster, lms)
+    files = [] if collected is not None else _submission_files(submissions)
+    if collected is None and not files:
         _fail("no submission files found")
     with _exit_on_terminate():
         with _progress() as bar:
-            task = bar.add_task("grading", total=len(files))
-            report = grade_files(loaded, files, progress=lambda: bar.advance(task), xp=xp, duplicates=duplicates)
+            if collected is not None:
+                from .exchange.collect import grade_collected
+
+                report = grade_collected(loaded, collected, xp=xp, duplicates=duplicates)
+            else:
+                task = bar.add_task("grading", total=len(files))
+                report = grade_files(loaded, files, progress=lambda: bar.advance(task), xp=xp, duplicates=duplicates)
             writing = bar.add_task("writing feedback", total=len(report.results) if feedback else 0)
             try:
                 paths = write_reports(report, out, feedback=feedback, progress=lambda: bar.advance(writing))
@@ -454,6 +474,40 @@ def grade(
     console.print(f"Wrote {', '.join(_shown(str(p)) for p in paths)}", highlight=False)
     if report.problems:
         raise typer.Exit(1)
+
+
+def _collect_download(submissions: list[Path], roster: Path | None, lms: str):
+    """An LMS download's hand-ins (``exchange.collect``) when a zip, ``--roster`` or ``--lms`` asks for
+    it; None for plain files and folders, which are graded as before."""
+    from .exchange.collect import LMS_CHOICES, collect, is_zip
+    from .inputs import InputError
+
+    if lms not in LMS_CHOICES:
+        _fail(f"--lms must be one of {', '.join(LMS_CHOICES)}, not {_shown(lms)}")
+    zipped = [p for p in submissions if p.is_file() and is_zip(p)]
+    if roster is None and not zipped and lms in ("auto", "none"):
+        return None
+    for p in submissions:
+        if not p.exists() and not p.is_symlink():
+            _fail(f"{p} does not exist (nothing was graded and no report was written)")
+    entries = None
+    if roster is not None:
+        from .roster import read_roster_entries
+
+        try:
+            entries = read_roster_entries(roster)
+        except ValueError as exc:  # InputError is a ValueError
+            _fail(str(exc))
+    try:
+        collected = collect(submissions, entries, lms)
+    except InputError as exc:
+        _fail(f"{exc} (nothing was graded)")
+    for source, kind in collected.lms.items():
+        err.print(f"[dim]{_shown(source)}: {kind.title() + ' download' if kind else 'no LMS naming found'}[/]",
+                  highlight=False)
+    if not collected.handins and not collected.problems:
+        _fail("no submission files found")
+    return collected
 
 
 def _print_grade_notes(report) -> None:
@@ -574,3 +628,9 @@ def main() -> None:  # pragma: no cover - console script entry
 
 
 _ = np  # numpy is imported for backends that need it loaded before typer parses
+
+
+# `qkvquiz export …` lives in its own module; it is imported last because it uses the helpers above.
+from .cli_export import export_app  # noqa: E402
+
+app.add_typer(export_app, name="export")

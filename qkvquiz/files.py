@@ -6,16 +6,12 @@ Outputs are written by :mod:`qkvquiz.outputs` (a set staged and switched into pl
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import re
 import unicodedata
 from pathlib import Path
 
-from .inputs import MAX_ROSTER_BYTES, MAX_STUDENTS, read_text, shown_path
 from .outputs import write_file as write_atomic  # noqa: F401  (one file, written atomically)
-from .untrusted import id_problem
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NAME = 48  # characters of the readable part of a folder name; a hash follows when cut
@@ -51,38 +47,10 @@ def safe_name(student: str, taken: set[str]) -> str:
 def read_roster(path: str | Path) -> list[str]:
     """Student ids from a file: one per line, or a CSV with a 'student' or 'id' column (maybe the only one).
 
-    Blank lines and lines starting with '#' are skipped. An id with control or invisible
-    characters (a zero-width space, a right-to-left override) is refused with its line number:
-    it would print like another id while being a different one.
+    The CSV may carry names, emails and LMS ids beside the id (:mod:`qkvquiz.roster`, which
+    reads it); here only the ids are returned, in order. Blank lines and lines starting with
+    '#' are skipped; an id with control or invisible characters is refused with its line.
     """
-    path = Path(path)
-    source = shown_path(path)
-    # Bounded and regular files only (a FIFO or /dev/zero is refused); InputError names the file.
-    text = read_text(path, MAX_ROSTER_BYTES, "roster")
-    # Only real line breaks split lines (str.splitlines would also split at U+2028 and friends,
-    # silently turning one odd id into two).
-    kept = [(n, ln) for n, ln in enumerate(re.split(r"\r\n|\r|\n", text), start=1)
-            if ln.strip() and not ln.lstrip().startswith("#")]
-    lines = [ln for _, ln in kept]
-    if not lines:
-        raise ValueError(f"{source}: the roster has no student ids")
-    if "," in lines[0] or lines[0].strip().lower() in ("student", "id"):  # a CSV, maybe of one column
-        rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
-        header = {h.strip().lower(): h for h in (rows[0].keys() if rows else [])}
-        column = header.get("student") or header.get("id")
-        if column is None:
-            found = ", ".join(repr(h) for h in header.values()) or "none"
-            raise ValueError(f"{source}: a CSV roster needs a 'student' or 'id' column (found: {found})")
-        ids = [(row.get(column) or "").strip() for row in rows]
-        # Row i comes from kept line i + 1, unless a quoted field spans lines.
-        numbers = [n for n, _ in kept[1:]] if len(kept) == len(ids) + 1 else range(2, len(ids) + 2)
-        numbered = list(zip(numbers, ids))
-    else:
-        numbered = [(n, ln.strip()) for n, ln in kept]
-    if len(numbered) > MAX_STUDENTS:
-        raise ValueError(f"{source}: the roster has {len(numbered):,} ids; a set has at most {MAX_STUDENTS:,} students")
-    for n, student in numbered:
-        problem = id_problem(student)
-        if problem is not None:
-            raise ValueError(f"{source}: line {n}: {problem}")
-    return [student for _, student in numbered]
+    from .roster import read_roster_entries
+
+    return read_roster_entries(path).students

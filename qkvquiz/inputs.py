@@ -388,3 +388,164 @@ def _is_dir_link(path: Path) -> bool:
         return path.is_dir()
     except OSError:
         return False
+
+
+# --------------------------------------------------------------------------- zip archives
+
+# An LMS's bulk download is a zip. Only its .json members are ever read, each into memory
+# (never extracted to disk); every bound below is checked before or while a member is read,
+# so a crafted archive costs at most these many bytes and entries.
+MAX_ZIP_BYTES = 8_000_000_000  # the archive itself (PDFs beside the hand-ins make it large; it is never read whole)
+MAX_ZIP_MEMBERS = 100_000  # entries listed in the archive's directory
+MAX_ZIP_DIRECTORY_BYTES = 64_000_000  # the central directory (about 100 bytes per entry)
+MAX_ZIP_MEMBER_BYTES = 1_000_000  # one member that is read (a submission's own limit)
+MAX_ZIP_TOTAL_BYTES = 2_000_000_000  # everything decompressed from one archive
+MAX_ZIP_RATIO = 200  # uncompressed / compressed size of a member larger than ZIP_RATIO_FROM
+ZIP_RATIO_FROM = 65_536  # below this, even a file of one repeated byte is harmless
+
+
+@dataclass(frozen=True)
+class ZipMember:
+    """One member read from an archive: its path inside it (``/``-separated), bytes and time."""
+
+    name: str
+    data: bytes
+    mtime: float | None  # the member's time (zip stores local time without a zone; read as UTC)
+
+
+def _open_regular(path: str | os.PathLike[str], limit: int, what: str) -> Any:
+    """A binary file object of the regular file ``path`` of at most ``limit`` bytes (same checks as read_bytes)."""
+    source = shown_path(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise InputError(source, f"cannot read the {what} file: there is no such file") from None
+    except IsADirectoryError:
+        raise InputError(source, f"is a folder, not {_a(what)} file") from None
+    except OSError as exc:
+        raise InputError(source, f"cannot read the {what} file ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(source, f"is {_kind(info.st_mode)}, not a regular file; nothing was read from it")
+        if info.st_size > limit:
+            raise InputError(source, f"the file is {info.st_size:,} bytes; {_a(what)} file may be at most {limit:,}")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def zip_member_problem(info: Any) -> str | None:
+    """Why the member ``info`` (a ``zipfile.ZipInfo``) is never read, or None when it may be."""
+    name = info.filename
+    if "\x00" in name:
+        return "its name holds a NUL character"
+    parts = name.replace("\\", "/").split("/")
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[0].isalpha() and name[1] == ":"):
+        return "an absolute path inside the archive; never read"
+    if ".." in parts:
+        return "a path with '..' inside the archive; never read"
+    mode = (info.external_attr >> 16) & 0xFFFF
+    if stat.S_ISLNK(mode):
+        return "a symbolic link inside the archive; links are never followed"
+    if info.flag_bits & 0x1:
+        return "encrypted; download the archive again without a password"
+    if info.file_size > MAX_ZIP_MEMBER_BYTES:
+        return f"{info.file_size:,} bytes uncompressed; a member may be at most {MAX_ZIP_MEMBER_BYTES:,}"
+    if info.file_size > ZIP_RATIO_FROM and info.file_size > MAX_ZIP_RATIO * max(info.compress_size, 1):
+        return (f"compressed more than {MAX_ZIP_RATIO} to 1 ({info.compress_size:,} → {info.file_size:,} bytes); "
+                "a zip bomb? not read")
+    return None
+
+
+def _zip_time(info: Any) -> float | None:
+    import calendar
+
+    try:
+        return float(calendar.timegm((*info.date_time, 0, 0, 0)))
+    except (ValueError, OverflowError, TypeError):
+        return None
+
+
+def read_zip(path: str | os.PathLike[str], want: Any = None) -> tuple[list[ZipMember], list[Skipped]]:
+    """The members of the zip archive ``path`` that ``want(name)`` accepts (default: every file), read
+    into memory within the bounds above; and every member left out, with why.
+
+    The archive's directory is checked first (entry count and size, from the end record, before
+    it is parsed). A member is refused, and listed, when its path is absolute or climbs out with
+    ``..``, when it is a link, encrypted, larger than ``MAX_ZIP_MEMBER_BYTES`` or compressed more
+    than ``MAX_ZIP_RATIO`` to 1; a member whose data turns out larger than it declared is cut at
+    the limit and refused. Folders, hidden files and ``__MACOSX`` are left out silently. An
+    archive that cannot be used at all raises InputError naming it.
+    """
+    import zipfile
+
+    source = shown_path(path)
+    members: list[ZipMember] = []
+    skipped: list[Skipped] = []
+    with _open_regular(path, MAX_ZIP_BYTES, "zip") as fh:
+        _check_zip_directory(fh, source)
+        try:
+            archive = zipfile.ZipFile(fh)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+            raise InputError(source, f"not a readable zip archive ({exc})") from None
+        with archive:
+            infos = archive.infolist()
+            if len(infos) > MAX_ZIP_MEMBERS:
+                raise InputError(source, f"the archive lists {len(infos):,} members; at most {MAX_ZIP_MEMBERS:,} are read")
+            total = 0
+            for info in infos:
+                name = info.filename
+                parts = [p for p in name.replace("\\", "/").split("/") if p]
+                if info.is_dir() or not parts:
+                    continue
+                if any((p.startswith(".") and p != "..") or p == "__MACOSX" for p in parts):
+                    continue
+                member_path = Path(f"{source}/{name}")  # never joined as a path: "/abs" must not replace it
+                problem = zip_member_problem(info)
+                if problem is None and want is not None and not want(name):
+                    continue
+                if problem is not None:
+                    skipped.append(Skipped(member_path, problem))
+                    continue
+                try:
+                    with archive.open(info) as stream:
+                        data = stream.read(MAX_ZIP_MEMBER_BYTES + 1)
+                except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
+                    skipped.append(Skipped(member_path, f"cannot be read from the archive ({exc})"))
+                    continue
+                total += len(data)
+                if len(data) > MAX_ZIP_MEMBER_BYTES:
+                    skipped.append(Skipped(member_path, f"holds more than {MAX_ZIP_MEMBER_BYTES:,} bytes "
+                                                        "(more than its entry declares); not read"))
+                    continue
+                if total > MAX_ZIP_TOTAL_BYTES:
+                    raise InputError(source, f"more than {MAX_ZIP_TOTAL_BYTES:,} bytes would be decompressed")
+                members.append(ZipMember("/".join(parts), data, _zip_time(info)))
+    return members, skipped
+
+
+def _check_zip_directory(fh: Any, source: str) -> None:
+    """Refuse an archive whose end record announces too many entries or too large a directory,
+    before ``zipfile`` reads the directory into memory (ZIP64 archives are counted after)."""
+    import struct
+
+    try:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        tail_len = min(size, 65_557)  # the end record (22 bytes) and a comment of at most 65,535
+        fh.seek(size - tail_len)
+        tail = fh.read(tail_len)
+        fh.seek(0)
+    except OSError as exc:
+        raise InputError(source, f"cannot read the zip archive ({exc.strerror or exc})") from None
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + 22 > len(tail):
+        raise InputError(source, "not a zip archive (no end-of-archive record); give the .zip the LMS made")
+    entries, directory = struct.unpack("<HI", tail[at + 10:at + 16])
+    if entries != 0xFFFF and entries > MAX_ZIP_MEMBERS:
+        raise InputError(source, f"the archive lists {entries:,} members; at most {MAX_ZIP_MEMBERS:,} are read")
+    if directory != 0xFFFFFFFF and directory > MAX_ZIP_DIRECTORY_BYTES:
+        raise InputError(source, f"the archive's directory is {directory:,} bytes; at most {MAX_ZIP_DIRECTORY_BYTES:,}")

@@ -1,0 +1,283 @@
+"""``qkvquiz export …``: grades, feedback, a Gradescope autograder and question banks for an LMS.
+
+Thin commands over :mod:`qkvquiz.exchange`; every write is in one small function per command
+(``_write_*``), so that the output-set module can take them over.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .cli import _fail, _shown, console, err, resolve_spec
+from .files import write_atomic
+from .inputs import InputError
+
+export_app = typer.Typer(
+    help=(
+        "Hand work to an LMS: grades in its import format, feedback files, a Gradescope autograder, "
+        "or the problems as a question bank.\n\n"
+        "Typical loop: `qkvquiz grade week3/key.json submissions.zip --roster roster.csv --out week3/grades`, "
+        "then `qkvquiz export grades week3/grades --to canvas --roster roster.csv --out canvas-grades.csv` "
+        "and Grades → Import in Canvas."
+    ),
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+)
+
+RosterOpt = Annotated[Path | None, typer.Option(
+    help="Roster CSV: `student` (the qkvquiz id) and any of `name`, `email`, `canvas_id`, `moodle_id`, "
+         "`sis_id`, `sis_login`, `section`. Names and LMS ids in the export come from here.")]
+
+
+def _roster(path: Path | None):
+    if path is None:
+        return None
+    from .roster import read_roster_entries
+
+    try:
+        return read_roster_entries(path)
+    except ValueError as exc:  # InputError is a ValueError
+        _fail(str(exc))
+
+
+def _results(path: Path):
+    from .exchange.results import load_results
+
+    try:
+        return load_results(path)
+    except InputError as exc:
+        _fail(str(exc))
+
+
+def _write_grades(out: Path, text: str) -> None:
+    # Grades and comments of named students: readable by the instructor only.
+    write_atomic(out, text, private=True)
+
+
+@export_app.command("grades")
+def grades(
+    results: Annotated[Path, typer.Argument(help="The folder `qkvquiz grade --out` wrote (or its results.json).")],
+    to: Annotated[str, typer.Option(
+        "--to", help="canvas | moodle-worksheet | moodle-gradebook | blackboard | plain")] = "plain",
+    out: Annotated[Path, typer.Option("--out", "-o", help="The CSV file to write.")] = Path("grades.csv"),
+    roster: RosterOpt = None,
+    scale: Annotated[str, typer.Option(help="points (out of the key's total, or --out-of) | percent")] = "points",
+    out_of: Annotated[float | None, typer.Option(
+        help="Rescale points to the LMS assignment's points (e.g. 100).")] = None,
+    decimals: Annotated[int, typer.Option(help="Decimal places of each grade (0 to 6).")] = 2,
+    rounding: Annotated[str, typer.Option(help="half-up | half-even | up | down")] = "half-up",
+    missing: Annotated[str, typer.Option(
+        help="A student of the key without a graded submission: zero (as results.csv) or blank "
+             "(importers then leave the LMS's grade alone).")] = "zero",
+    title: Annotated[str, typer.Option(help="The assignment's name in the LMS (default: the key's title).")] = "",
+    assignment_id: Annotated[str, typer.Option(
+        help="Canvas assignment id or Blackboard column id: the column then updates that assignment "
+             "(`Title (id)`, `Title [Total Pts: N Score] |id`) instead of creating a new one.")] = "",
+    points_possible: Annotated[bool, typer.Option(
+        help="Canvas: add the `Points Possible` row.")] = False,
+    worksheet: Annotated[Path | None, typer.Option(
+        help="moodle-worksheet: the grading worksheet Moodle gave you (Download grading worksheet); its "
+             "Grade and Feedback comments are filled in and every other cell is kept.")] = None,
+) -> None:
+    """Write grades in the import format of an LMS.
+
+    Examples:
+
+    `qkvquiz export grades week3/grades --to canvas --roster roster.csv --assignment-id 4411 --points-possible`
+
+    `qkvquiz export grades week3/grades --to moodle-worksheet --worksheet Grades-week3.csv --out upload.csv`
+
+    `qkvquiz export grades week3/grades --to blackboard --roster roster.csv --scale percent --decimals 1`
+
+    Students the importer cannot match (no LMS id of the kind it reads in the roster) are listed.
+    """
+    from .exchange.gradebook import GradeOptions, export_grades
+
+    opts = GradeOptions(to, scale, decimals, rounding, out_of, missing, title, assignment_id, points_possible)
+    try:
+        opts.check()
+    except ValueError as exc:
+        _fail(str(exc))
+    loaded = _results(results)
+    try:
+        text, unmatched = export_grades(loaded, _roster(roster), opts, worksheet=None if worksheet is None else str(worksheet))
+    except (InputError, ValueError) as exc:
+        _fail(str(exc))
+    try:
+        _write_grades(out, text)
+    except OSError as exc:
+        _fail(f"cannot write {out}: {exc.strerror or exc}")
+    if unmatched:
+        shown = ", ".join(_shown(s) for s in unmatched[:10]) + (" …" if len(unmatched) > 10 else "")
+        err.print(f"[yellow]not matched by the {to} importer[/] ({len(unmatched)}: no id it reads in the roster): "
+                  f"{shown}", highlight=False)
+    console.print(f"Wrote {_shown(str(out))} ({len(loaded.students)} students, {to})", highlight=False)
+
+
+def _write_bank(out: Path, files: dict[str, bytes | str]) -> list[Path]:
+    # A bank holds every answer: readable by the instructor only, like key.json.
+    written = []
+    for name, data in files.items():
+        write_atomic(out / name, data, private=True)
+        written.append(out / name)
+    return written
+
+
+@export_app.command("questions")
+def questions(
+    spec: Annotated[str, typer.Argument(help="Worksheet spec (YAML file), or a bundled spec name such as masking.")],
+    variants: Annotated[int, typer.Option("--variants", "-n", help="Pre-solved variants per item (1 to 1000).")] = 20,
+    seed: Annotated[str, typer.Option(help="Seed of the variants: the same seed gives the same bank.")] = "bank",
+    formats: Annotated[str, typer.Option(
+        "--format", help="moodle (Moodle XML, cloze), qti (QTI 2.1 package) and/or canvas (Canvas' QTI .zip), "
+                         "comma-separated.")] = "moodle,qti,canvas",
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", help="Folder for questions-moodle.xml, questions-qti21.zip, questions-canvas-qti.zip.")] = Path("bank"),
+) -> None:
+    """Write the spec's problems as a question bank that an LMS grades on its own.
+
+    Each variant of an item is one question with every asked part, one box per entry; the right
+    value is the key's and the tolerance the spec's (as an absolute band per entry). −∞ entries
+    accept `-inf`, `−∞` or `-∞`. Import `questions-moodle.xml` under Question bank → Import →
+    Moodle XML (one category per item: draw a random question from it in a quiz), the Canvas
+    zip under Import Course Content → QTI .zip file (a quiz with one question group per item,
+    each drawing 1 variant), or the QTI 2.1 zip in any QTI 2.1 player. The LMS then grades each box right or wrong: no carried
+    credit, no diagnosis of mistakes (see the README's table).
+
+    Example: `qkvquiz export questions masking --variants 30 --seed fall26 --out bank`
+    """
+    from .exchange.questions import export_questions
+    from .spec import SpecError, load_spec
+    from .worksheet import GenerationError
+
+    try:
+        parsed = load_spec(resolve_spec(spec))
+        _ws, files = export_questions(parsed, variants, seed, [f.strip() for f in formats.split(",") if f.strip()])
+    except (SpecError, InputError, GenerationError, ValueError) as exc:
+        _fail(str(exc))
+    try:
+        written = _write_bank(out, files)
+    except OSError as exc:
+        _fail(f"cannot write to {out}: {exc.strerror or exc}")
+    console.print(f"Wrote {', '.join(_shown(str(p)) for p in written)} ({variants} variants of "
+                  f"{len(parsed.items)} items)", highlight=False)
+
+
+def _write_feedback(out: Path, files: dict[str, bytes | str]) -> list[Path]:
+    # Each page is one student's feedback with expected values: readable by the instructor only.
+    written = []
+    for name, data in files.items():
+        write_atomic(out / name, data, private=True)
+        written.append(out / name)
+    return written
+
+
+@export_app.command("feedback")
+def feedback(
+    results: Annotated[Path, typer.Argument(help="The folder `qkvquiz grade --out` wrote (with feedback/).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for html/<student>.html and the zip.")] = Path("feedback-export"),
+    roster: RosterOpt = None,
+    moodle_zip: Annotated[bool, typer.Option(
+        help="Also write moodle-feedback.zip for Moodle's \"Upload multiple feedback files in a zip\" "
+             "(needs `moodle_id` in the roster).")] = False,
+    pdf: Annotated[bool, typer.Option(help="Also print pdf/<student>.pdf (needs WeasyPrint's libraries).")] = False,
+) -> None:
+    """Write each student's feedback as an HTML page (and PDF), and Moodle's feedback zip.
+
+    Example: `qkvquiz export feedback week3/grades --roster roster.csv --moodle-zip --out week3/return`
+
+    In Moodle: the assignment's "View all submissions" → "Grading action" → "Upload multiple
+    feedback files in a zip" (the feedback-files plugin must be on). Each student's page lands
+    as their feedback file.
+    """
+    from .exchange.feedback_export import (
+        check_results_folder,
+        feedback_pages,
+        moodle_feedback_zip,
+        render_pdfs,
+    )
+
+    loaded = _results(results)
+    entries = _roster(roster)
+    if moodle_zip and entries is None:
+        _fail("--moodle-zip needs --roster with a moodle_id column (Moodle's participant ids)")
+    try:
+        check_results_folder(loaded)
+        pages, missing = feedback_pages(loaded, entries)
+    except InputError as exc:
+        _fail(str(exc))
+    files: dict[str, bytes | str] = {f"html/{p.name}.html": p.html for p in pages}
+    left_out: list[str] = []
+    if moodle_zip:
+        data, left_out = moodle_feedback_zip(pages, entries)
+        files["moodle-feedback.zip"] = data
+    try:
+        written = _write_feedback(out, files)
+    except OSError as exc:
+        _fail(f"cannot write to {out}: {exc.strerror or exc}")
+    if pdf:
+        from .render.pdf import PdfUnavailable
+
+        try:
+            render_pdfs(pages, out / "pdf")
+        except PdfUnavailable as exc:
+            _fail(str(exc))
+    for what, students in (("no feedback file", missing), ("no moodle_id in the roster, not in the zip", left_out)):
+        if students:
+            err.print(f"[yellow]{what}:[/] {', '.join(_shown(s) for s in students[:10])}"
+                      f"{' …' if len(students) > 10 else ''}", highlight=False)
+    console.print(f"Wrote {len(pages)} feedback page(s) to {_shown(str(out / 'html'))}"
+                  + (f" and {_shown(str(out / 'moodle-feedback.zip'))}" if moodle_zip else "")
+                  + (f" and PDFs in {_shown(str(out / 'pdf'))}" if pdf else ""), highlight=False)
+    _ = written
+
+
+def _write_bundle(out: Path, data: bytes) -> None:
+    # The bundle holds the key: readable by the instructor only.
+    write_atomic(out, data, private=True)
+
+
+@export_app.command("gradescope")
+def gradescope(
+    key: Annotated[Path, typer.Argument(help="The key.json written by `generate`.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The autograder zip to upload to Gradescope.")] = Path("autograder.zip"),
+    roster: Annotated[Path | None, typer.Option(
+        help="Roster CSV with `email` (or `sis_id`, `name`): the student is then whoever Gradescope says "
+             "submitted, whatever the file claims.")] = None,
+    visibility: Annotated[str, typer.Option(
+        help="When students see each part's feedback with its expected values: after_due_date | "
+             "after_published | hidden | visible.")] = "after_due_date",
+) -> None:
+    """Write a Gradescope autograder bundle that grades each upload with this key.
+
+    Upload the zip as a Programming Assignment's autograder ("Zip file upload"); students
+    upload their submission.json. Each asked part is one test (score, max score, feedback);
+    a visible "Summary" test lists each part's verdict without expected values. The bundle
+    carries this exact qkvquiz (vendored source) and pins its few dependencies
+    (requirements.txt); Gradescope installs those while building the image.
+
+    Test it locally: unzip into `ag/source`, put the hand-in in `ag/submission/`, run
+    `QKVQUIZ_AUTOGRADER_ROOT=ag bash ag/source/run_autograder`, read `ag/results/results.json`.
+    """
+    from .exchange.gradescope import BundleOptions, build_bundle
+    from .inputs import MAX_KEY_BYTES, MAX_ROSTER_BYTES, read_text
+    from .key import KeyFileError, load_key
+
+    try:
+        load_key(key)  # refuse a file that is no key before bundling it
+        key_text = read_text(key, MAX_KEY_BYTES, "key")
+        roster_text = None
+        if roster is not None:
+            _roster(roster)  # checked here, read again inside Gradescope
+            roster_text = read_text(roster, MAX_ROSTER_BYTES, "roster")
+        data = build_bundle(key_text, roster_csv=roster_text, opts=BundleOptions(visibility=visibility))
+    except (KeyFileError, InputError, ValueError) as exc:
+        _fail(str(exc))
+    try:
+        _write_bundle(out, data)
+    except OSError as exc:
+        _fail(f"cannot write {out}: {exc.strerror or exc}")
+    console.print(f"Wrote {_shown(str(out))} ({len(data):,} bytes)", highlight=False)

@@ -1,0 +1,119 @@
+"""Feedback for an LMS: each student's feedback as one HTML page (PDF where PDF output is
+installed), and a zip laid out as Moodle's "Upload multiple feedback files in a zip" expects.
+
+The pages are made from what ``qkvquiz grade`` wrote (``feedback/<name>.md``, named as the
+student's folder, :func:`qkvquiz.files.safe_name`), through the worksheet's Markdown → HTML
+(:func:`qkvquiz.render.html.markdown_to_html`), with the roster's name above.
+
+Moodle's importer (``mod/assign/feedback/file/importziplib.php``) reads, in each path part, the
+``_``-separated fields ``<full name>_<participant id>_<plugin type>_<plugin>`` and files what
+follows as that participant's feedback. The zip holds one folder per student,
+``<Full Name>_<participant id>_assignfeedback_file/feedback.html``: the name has its ``_``
+replaced by spaces, as Moodle's own download does; the plugin is the feedback-file plugin,
+which is on whenever that upload is offered.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..files import safe_name
+from ..inputs import InputError, read_text, shown_path
+from ..roster import Roster, RosterEntry
+from .lms_names import moodle_prefix
+from .results import Results
+
+MAX_FEEDBACK_BYTES = 5_000_000  # one feedback Markdown file (a long spec's is about 50 KB)
+FEEDBACK_DIR = "feedback"
+MOODLE_PLUGIN = "assignfeedback_file"
+FEEDBACK_FILE = "feedback.html"
+
+
+@dataclass(frozen=True)
+class FeedbackPage:
+    student: str
+    name: str  # the file name used for the student (without extension)
+    html: str
+
+
+def feedback_markdown_path(folder: Path, student: str) -> Path | None:
+    """The feedback file ``grade`` wrote for ``student``: named as their folder, or with the id's hash
+    when two ids share a folder name (case-insensitively); None when there is none."""
+    plain = safe_name(student, set())
+    for name in (plain, safe_name(student, {plain.lower()})):
+        path = folder / FEEDBACK_DIR / f"{name}.md"
+        if path.is_file():
+            return path
+    return None
+
+
+def feedback_pages(results: Results, roster: Roster | None) -> tuple[list[FeedbackPage], list[str]]:
+    """Every graded student's feedback as an HTML page, and the students whose feedback file is missing."""
+    from ..render.html import markdown_to_html
+
+    pages, missing = [], []
+    taken: set[str] = set()
+    for student, result in results.students.items():
+        if result.score is None:
+            continue
+        path = feedback_markdown_path(results.folder, student)
+        if path is None:
+            missing.append(student)
+            continue
+        markdown = read_text(path, MAX_FEEDBACK_BYTES, "feedback")
+        entry = roster.get(student) if roster is not None else RosterEntry(student)
+        header = (f'<p class="student-name"><strong>{html.escape(entry.display_name)}</strong>'
+                  f' ({html.escape(student)})</p>') if entry.name or entry.first_name or entry.last_name else ""
+        page = markdown_to_html(markdown, title=f"{results.title}: {entry.display_name}", header=header)
+        pages.append(FeedbackPage(student, safe_name(student, taken), page))
+    return pages, missing
+
+
+def _fixed(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, date_time=(2000, 1, 1, 0, 0, 0))  # same feedback, same bytes
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = 0o600 << 16
+    return info
+
+
+def moodle_feedback_zip(pages: list[FeedbackPage], roster: Roster) -> tuple[bytes, list[str]]:
+    """The zip for Moodle's "Upload multiple feedback files in a zip", and the students left out
+    (no ``moodle_id`` in the roster: Moodle could not tell whose the file is)."""
+    left_out = []
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for page in pages:
+            entry = roster.get(page.student)
+            if not entry.moodle_id:
+                left_out.append(page.student)
+                continue
+            folder = f"{moodle_prefix(entry.display_name, entry.moodle_id)}_{MOODLE_PLUGIN}"
+            zf.writestr(_fixed(f"{folder}/{FEEDBACK_FILE}"), page.html)
+    return buf.getvalue(), left_out
+
+
+def render_pdfs(pages: list[FeedbackPage], folder: Path) -> list[Path]:
+    """Each page as ``<folder>/<name>.pdf`` (PdfUnavailable where WeasyPrint's libraries are missing),
+    then made readable by the owner only (the PDF writer creates ordinary files)."""
+    import os
+
+    from ..render.pdf import render_pdf
+
+    written = []
+    for page in pages:
+        target = folder / f"{page.name}.pdf"
+        folder.mkdir(parents=True, exist_ok=True)
+        render_pdf(page.html, target)
+        os.chmod(target, 0o600)
+        written.append(target)
+    return written
+
+
+def check_results_folder(results: Results) -> None:
+    """InputError when the results' folder has no feedback files at all (grade ran with --no-feedback)."""
+    if not (results.folder / FEEDBACK_DIR).is_dir():
+        raise InputError(shown_path(results.folder), "holds no feedback/ folder; run `qkvquiz grade` with feedback on")

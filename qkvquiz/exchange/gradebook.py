@@ -1,0 +1,320 @@
+"""Grades in the import format of each LMS, written from ``results.json`` and the roster.
+
+Every target is one function from rows to CSV text; each follows its importer's documented rules
+(cited at the function). Shared rules:
+
+- a score is points out of the key's total (``scale="points"``), optionally rescaled to the
+  LMS assignment's points (``out_of``), or a percent; rounded to ``decimals`` places with the
+  instructor's rule (``half-up`` by default, ``half-even``, ``up``, ``down``);
+- a student of the key without a graded submission gets 0 (``missing="zero"``, as in
+  ``results.csv``) or an empty cell (``missing="blank"``: importers leave the grade alone);
+- every text cell from the roster goes through :func:`qkvquiz.untrusted.csv_cell`, so a name
+  such as ``=HYPERLINK(…)`` is never run by a spreadsheet.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
+from typing import Any
+
+from ..inputs import MAX_ROSTER_BYTES, InputError, read_text, shown_path
+from ..roster import Roster, RosterEntry
+from ..untrusted import csv_cell, terminal_text
+from .results import Results, StudentScore
+
+TARGETS = ("canvas", "moodle-worksheet", "moodle-gradebook", "blackboard", "plain")
+SCALES = ("points", "percent")
+ROUNDINGS = {"half-up": ROUND_HALF_UP, "half-even": ROUND_HALF_EVEN, "up": ROUND_CEILING, "down": ROUND_FLOOR}
+MISSING = ("zero", "blank")
+DECIMALS_DEFAULT = 2
+
+# Moodle's English strings that its offline-grading worksheet is read by
+# (mod/assign/feedback/offline/importgradeslib.php: get_string('recordid', 'assign') = "Identifier",
+# get_string('grade') = "Grade", get_string('lastmodifiedgrade', 'assign') = "Last modified (grade)";
+# the comments plugin's editor field is "Feedback comments"; ids are "Participant " + number).
+MOODLE_ID = "Identifier"
+MOODLE_GRADE = "Grade"
+MOODLE_MODIFIED = "Last modified (grade)"
+MOODLE_FEEDBACK = "Feedback comments"
+MOODLE_PARTICIPANT = "Participant "
+
+
+@dataclass(frozen=True)
+class GradeOptions:
+    target: str = "plain"
+    scale: str = "points"
+    decimals: int = DECIMALS_DEFAULT
+    rounding: str = "half-up"
+    out_of: float | None = None  # rescale points to this many (the LMS assignment's points)
+    missing: str = "zero"
+    title: str = ""  # the assignment's name in the LMS; results' title when empty
+    assignment_id: str = ""  # Canvas assignment id / Blackboard column id, when known
+    points_possible: bool = False  # Canvas: write the "Points Possible" row
+
+    def check(self) -> None:
+        for value, allowed, what in ((self.target, TARGETS, "target"), (self.scale, SCALES, "scale"),
+                                     (self.rounding, tuple(ROUNDINGS), "rounding"), (self.missing, MISSING, "missing")):
+            if value not in allowed:
+                raise ValueError(f"unknown {what} {value!r}; choose from {', '.join(allowed)}")
+        if not 0 <= self.decimals <= 6:
+            raise ValueError(f"decimals must be from 0 to 6, not {self.decimals}")
+        if self.out_of is not None and not self.out_of > 0:
+            raise ValueError(f"out_of must be a positive number of points, not {self.out_of}")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One student's line: their roster entry, the grade as text ("" for blank) and a short comment."""
+
+    entry: RosterEntry
+    grade: str
+    comment: str  # plain text, lines separated by "\n"
+    result: StudentScore
+
+    @property
+    def comment_html(self) -> str:
+        return comment_html(self.result)
+
+
+def possible(results: Results, opts: GradeOptions) -> str:
+    """The points a full score is written as."""
+    if opts.scale == "percent":
+        return "100"
+    return _num(Decimal(repr(opts.out_of if opts.out_of is not None else results.points)), opts)
+
+
+def _num(value: Decimal, opts: GradeOptions) -> str:
+    q = Decimal(1).scaleb(-opts.decimals)
+    text = format(value.quantize(q, rounding=ROUNDINGS[opts.rounding]), "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def grade_text(result: StudentScore, results: Results, opts: GradeOptions) -> str:
+    """The grade cell of one student (see the module docstring)."""
+    if result.score is None:
+        if opts.missing == "blank":
+            return ""
+        score = 0.0
+    else:
+        score = result.score
+    total = result.total or results.points
+    # Decimal from the shortest repr: 7.5 / 10 stays exact, and the rounding rule sees the true digits.
+    value = Decimal(repr(score))
+    if opts.scale == "percent":
+        value = value * 100 / Decimal(repr(total)) if total else Decimal(0)
+    elif opts.out_of is not None and total:
+        value = value * Decimal(repr(opts.out_of)) / Decimal(repr(total))
+    return _num(value, opts)
+
+
+def comment_text(result: StudentScore) -> str:
+    """Plain-text feedback for a comment box: the score and one line per part (no expected values)."""
+    return "\n".join(comment_lines(result))
+
+
+def comment_html(result: StudentScore) -> str:
+    """The same for Moodle, whose feedback comments are HTML (a plain line break would vanish)."""
+    import html
+
+    return "<br>\n".join(html.escape(line, quote=False) for line in comment_lines(result))
+
+
+def comment_lines(result: StudentScore) -> list[str]:
+    if result.score is None:
+        return ["No submission was graded."]
+    lines = [f"Score {_pts(result.score)} of {_pts(result.total)}."]
+    for p in result.parts:
+        verdict = {"correct": "correct", "partial": "partly correct", "wrong": "not correct",
+                   "carried": "credited as carried forward", "format": "could not be read",
+                   "missing": "not answered"}.get(p.verdict, p.verdict)
+        lines.append(f"{p.part}: {_pts(p.score)}/{_pts(p.points)} ({verdict})")
+    return lines
+
+
+def _pts(x: float) -> str:
+    return f"{x:.4f}".rstrip("0").rstrip(".")
+
+
+def rows_for(results: Results, roster: Roster | None, opts: GradeOptions) -> list[Row]:
+    """One row per student of the results, in roster order (then the rest by id)."""
+    order = roster.students if roster is not None else []
+    known = [s for s in order if s in results.students]
+    rest = sorted(s for s in results.students if s not in set(known))
+    rows = []
+    for student in known + rest:
+        result = results.students[student]
+        entry = roster.get(student) if roster is not None else RosterEntry(student)
+        rows.append(Row(entry, grade_text(result, results, opts), comment_text(result), result))
+    return rows
+
+
+def _csv(rows: Sequence[Sequence[str]], *, quote_all: bool = False) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\r\n", quoting=csv.QUOTE_ALL if quote_all else csv.QUOTE_MINIMAL)
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def _t(text: str) -> str:
+    return csv_cell(terminal_text(text))
+
+
+def canvas_csv(results: Results, rows: Sequence[Row], opts: GradeOptions) -> str:
+    """Canvas gradebook import (Grades → Import).
+
+    Canvas' rules for the file: the first column is ``Student`` (the sortable name, "Last,
+    First"), the second ``ID`` (Canvas' user id), then ``SIS User ID`` and ``SIS Login ID``,
+    with ``Section`` the last of the student columns; each assignment column is headed
+    ``Title (assignment id)`` so that it updates that assignment (a title without an id makes a
+    new assignment). A row whose first cell is ``Points Possible`` is read as the points of
+    each column, not as a student. Students are matched by ID, else SIS User ID, else SIS
+    Login ID.
+    """
+    title = opts.title or results.title or "qkvquiz"
+    column = f"{title} ({opts.assignment_id})" if opts.assignment_id else title
+    out = [["Student", "ID", "SIS User ID", "SIS Login ID", "Section", _t(column)]]
+    if opts.points_possible:
+        out.append(["Points Possible", "", "", "", "", possible(results, opts)])
+    for r in rows:
+        e = r.entry
+        out.append([_t(e.sortable), _t(e.canvas_id), _t(e.sis_id), _t(e.sis_login), _t(e.section), r.grade])
+    return _csv(out)
+
+
+def moodle_worksheet_csv(results: Results, rows: Sequence[Row], opts: GradeOptions,
+                         now: datetime | None = None) -> str:
+    """Moodle assignment "Upload grading worksheet" (offline grading).
+
+    The importer finds its columns by header: ``Identifier`` ("Participant " + the participant
+    id), ``Grade`` and ``Last modified (grade)`` are required, ``Feedback comments`` is read
+    when the comments plugin is on; other columns are ignored. A grade changed in Moodle more
+    than 60 s after the file's ``Last modified (grade)`` is kept unless "Allow updating records
+    that have been modified more recently in Moodle" is ticked, so the column holds the time of
+    this export. Students without a ``moodle_id`` in the roster cannot be matched and are left out
+    (:func:`unmatched` lists them). To keep every column of a worksheet Moodle gave you, use
+    :func:`fill_moodle_worksheet` instead.
+    """
+    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S%z")
+    out = [[MOODLE_ID, "Full name", "Email address", MOODLE_GRADE, "Maximum Grade", MOODLE_MODIFIED, MOODLE_FEEDBACK]]
+    for r in rows:
+        e = r.entry
+        if not e.moodle_id:
+            continue
+        out.append([f"{MOODLE_PARTICIPANT}{e.moodle_id}", _t(e.display_name), _t(e.email), r.grade,
+                    possible(results, opts), stamp, csv_cell(r.comment_html)])
+    return _csv(out)
+
+
+def fill_moodle_worksheet(template: str, source: str, rows: Sequence[Row]) -> tuple[str, list[str]]:
+    """A grading worksheet downloaded from Moodle with ``Grade`` and ``Feedback comments`` filled in
+    for the students of ``rows`` (matched by participant id); every other cell as Moodle wrote it.
+    Returns the CSV and the ids of students with no row in it."""
+    table = list(csv.reader(io.StringIO(template)))
+    if not table:
+        raise InputError(source, "the worksheet is empty")
+    header = table[0]
+    for needed in (MOODLE_ID, MOODLE_GRADE):
+        if needed not in header:
+            raise InputError(source, f"no {needed!r} column; give the worksheet from Moodle's "
+                                     "\"Download grading worksheet\" (English headers)")
+    id_col, grade_col = header.index(MOODLE_ID), header.index(MOODLE_GRADE)
+    feedback_col = header.index(MOODLE_FEEDBACK) if MOODLE_FEEDBACK in header else None
+    by_participant = {r.entry.moodle_id: r for r in rows if r.entry.moodle_id}
+    used: set[str] = set()
+    for line in table[1:]:
+        if len(line) <= max(id_col, grade_col):
+            continue
+        participant = line[id_col].strip().removeprefix(MOODLE_PARTICIPANT.strip()).strip()
+        row = by_participant.get(participant)
+        if row is None:
+            continue
+        used.add(participant)
+        line[grade_col] = row.grade
+        if feedback_col is not None and feedback_col < len(line):
+            line[feedback_col] = csv_cell(row.comment_html)
+    missing = [r.entry.student for r in rows if r.entry.moodle_id not in used]
+    return _csv(table), missing
+
+
+def moodle_gradebook_csv(results: Results, rows: Sequence[Row], opts: GradeOptions) -> str:
+    """Moodle gradebook "Import → CSV file".
+
+    Moodle maps columns by hand on import: "Identify user by" one of its user fields (email
+    address, ID number or username) from a column of the file, and each other column to a grade
+    item or to its feedback. The columns are named as Moodle's own plain-text export names
+    them, so that its import preview reads naturally.
+    """
+    title = opts.title or results.title or "qkvquiz"
+    out = [["First name", "Last name", "ID number", "Email address", _t(f"{title} (Real)"), _t(f"{title} (Feedback)")]]
+    for r in rows:
+        first, last = r.entry.split_name
+        out.append([_t(first), _t(last or r.entry.student), _t(r.entry.sis_id), _t(r.entry.email), r.grade,
+                    csv_cell(r.comment_html)])
+    return _csv(out)
+
+
+def blackboard_csv(results: Results, rows: Sequence[Row], opts: GradeOptions) -> str:
+    """Blackboard Learn Grade Center "Work Offline → Upload" (comma-delimited).
+
+    Each file needs a header row; students are matched by ``Username``; a column header ending
+    in ``|<column id>`` updates that column, and a header without one creates a new (text)
+    column. In a comma-delimited file every value is quoted.
+    """
+    title = opts.title or results.title or "qkvquiz"
+    column = f"{title} [Total Pts: {possible(results, opts)} Score] |{opts.assignment_id}" if opts.assignment_id else title
+    out = [["Last Name", "First Name", "Username", "Student ID", _t(column)]]
+    for r in rows:
+        first, last = r.entry.split_name
+        out.append([_t(last), _t(first), _t(r.entry.sis_login or r.entry.student), _t(r.entry.sis_id), r.grade])
+    return _csv(out, quote_all=True)
+
+
+def plain_csv(results: Results, rows: Sequence[Row], opts: GradeOptions) -> str:
+    """A plain CSV for any other system: ids, name, email, the grade, its maximum and the flags."""
+    out = [["student", "name", "email", "sis_id", "grade", "possible", "flags"]]
+    for r in rows:
+        e = r.entry
+        out.append([_t(e.student), _t(e.name), _t(e.email), _t(e.sis_id), r.grade, possible(results, opts),
+                    _t("; ".join(r.result.flags))])
+    return _csv(out)
+
+
+WRITERS: dict[str, Any] = {
+    "canvas": canvas_csv, "moodle-worksheet": moodle_worksheet_csv, "moodle-gradebook": moodle_gradebook_csv,
+    "blackboard": blackboard_csv, "plain": plain_csv,
+}
+
+
+def unmatched(rows: Sequence[Row], target: str) -> list[str]:
+    """Students the target's importer cannot match, for a warning: no id of the kind it reads."""
+    need = {"canvas": ("canvas_id", "sis_id", "sis_login"), "moodle-worksheet": ("moodle_id",),
+            "moodle-gradebook": ("email", "sis_id"), "blackboard": ("sis_login",)}.get(target)
+    if need is None:
+        return []
+    return [r.entry.student for r in rows if not any(getattr(r.entry, f) for f in need)]
+
+
+def export_grades(results: Results, roster: Roster | None, opts: GradeOptions, *,
+                  worksheet: str | None = None, now: datetime | None = None) -> tuple[str, list[str]]:
+    """The CSV text for ``opts.target`` and the students its importer will not match.
+
+    ``worksheet``: a grading worksheet's path (Moodle's own download) to fill in instead of
+    writing a new one (target ``moodle-worksheet`` only).
+    """
+    opts.check()
+    rows = rows_for(results, roster, opts)
+    if worksheet is not None:
+        if opts.target != "moodle-worksheet":
+            raise ValueError("a worksheet to fill in goes with the target moodle-worksheet")
+        text = read_text(worksheet, MAX_ROSTER_BYTES, "grading worksheet")
+        return fill_moodle_worksheet(text, shown_path(worksheet), rows)
+    if opts.target == "moodle-worksheet":
+        return moodle_worksheet_csv(results, rows, opts, now), unmatched(rows, opts.target)
+    return WRITERS[opts.target](results, rows, opts), unmatched(rows, opts.target)

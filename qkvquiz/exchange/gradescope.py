@@ -1,0 +1,263 @@
+"""Grading inside Gradescope: an autograder bundle, and the runner it calls.
+
+Gradescope's autograder contract: the uploaded zip is unpacked into ``/autograder/source``,
+``setup.sh`` runs once when the image is built, and ``/autograder/run_autograder`` (copied from
+the zip) runs for every submission with the student's files in ``/autograder/submission/`` and
+``/autograder/submission_metadata.json`` beside them; it must write
+``/autograder/results/results.json``::
+
+    {"score": 7.5, "output": "...", "visibility": "visible", "stdout_visibility": "hidden",
+     "tests": [{"name": "1a scores", "score": 1, "max_score": 1, "output": "...",
+                "visibility": "after_due_date"}]}
+
+``visibility`` is one of ``hidden``, ``after_due_date``, ``after_published``, ``visible``.
+Here each asked part is one test whose output holds the part's feedback, expected values
+included, and is shown ``after_due_date`` by default; one visible test, "Summary", gives each
+part's verdict and score without any expected value, so a student sees at once what counts.
+
+The bundle carries the key, the exact qkvquiz that made it (the package's own source under
+``vendor/``, so nothing is fetched but its few dependencies, pinned to the versions installed
+here in ``requirements.txt``), and optionally a roster: then the student is the one Gradescope
+says submitted (by email, student id or name), whatever the file claims. ``QKVQUIZ_AUTOGRADER_ROOT``
+replaces ``/autograder`` so that the bundle can be run locally on a folder laid out the same way.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import zipfile
+from dataclasses import dataclass
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+ROOT_ENV = "QKVQUIZ_AUTOGRADER_ROOT"
+PYTHON_ENV = "QKVQUIZ_PYTHON"
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
+VISIBILITY_DEFAULT = "after_due_date"
+RUNTIME_PACKAGES = ("numpy", "jinja2", "markupsafe", "pyyaml")  # what grading imports (checked by the tests)
+MAX_METADATA_BYTES = 1_000_000
+
+SETUP_SH = """#!/usr/bin/env bash
+# Runs once while Gradescope builds the autograder image.
+set -euo pipefail
+cd /autograder/source
+if ! command -v python3 >/dev/null || ! python3 -m pip --version >/dev/null 2>&1; then
+  apt-get update && apt-get install -y python3 python3-pip
+fi
+# The versions qkvquiz was exported with (requirements.txt); qkvquiz itself is vendor/qkvquiz.
+python3 -m pip install --no-cache-dir -r requirements.txt || \\
+  python3 -m pip install --no-cache-dir --break-system-packages -r requirements.txt
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Runs once per submission. QKVQUIZ_AUTOGRADER_ROOT replaces /autograder (for a local test run).
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+SOURCE="${QKVQUIZ_AUTOGRADER_ROOT:-/autograder}/source"
+[ -d "$SOURCE/vendor" ] || SOURCE="$HERE"
+export PYTHONPATH="$SOURCE/vendor${PYTHONPATH:+:$PYTHONPATH}"
+exec "${QKVQUIZ_PYTHON:-python3}" -m qkvquiz.exchange.gradescope "$SOURCE"
+"""
+
+
+@dataclass(frozen=True)
+class BundleOptions:
+    visibility: str = VISIBILITY_DEFAULT  # of the per-part tests (they show expected values)
+    summary_visibility: str = "visible"
+
+
+def _package_files() -> dict[str, bytes]:
+    """The running qkvquiz's own files (sources, schemas, templates), by their path under vendor/."""
+    from ..resources import templates_dir
+
+    package = Path(__file__).resolve().parent.parent
+    files: dict[str, bytes] = {}
+    for path in sorted(package.rglob("*")):
+        rel = path.relative_to(package)
+        if "__pycache__" in rel.parts or not path.is_file() or path.suffix not in (".py", ".json", ".j2", ".css"):
+            continue
+        if rel.parts[0] in ("templates", "problem_bank"):
+            continue  # taken below from wherever resources finds them
+        files[f"vendor/qkvquiz/{rel.as_posix()}"] = path.read_bytes()
+    templates = templates_dir()
+    for path in sorted(templates.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            files[f"vendor/qkvquiz/templates/{path.relative_to(templates).as_posix()}"] = path.read_bytes()
+    return files
+
+
+def requirements() -> str:
+    """The runtime dependencies pinned to the versions installed here."""
+    lines = []
+    for name in RUNTIME_PACKAGES:
+        try:
+            lines.append(f"{name}=={importlib_metadata.version(name)}")
+        except importlib_metadata.PackageNotFoundError:
+            lines.append(name)
+    return "\n".join(lines) + "\n"
+
+
+def _entry(name: str, mode: int) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, date_time=(2000, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = (0o100000 | mode) << 16
+    return info
+
+
+def build_bundle(key_text: str, *, roster_csv: str | None = None, opts: BundleOptions = BundleOptions()) -> bytes:
+    """The autograder zip: setup.sh and run_autograder at its top (Gradescope's rule), the key,
+    the config, the pinned requirements and the vendored qkvquiz."""
+    from .. import __version__
+
+    if opts.visibility not in VISIBILITIES or opts.summary_visibility not in VISIBILITIES:
+        raise ValueError(f"visibility must be one of {', '.join(VISIBILITIES)}")
+    config = {"visibility": opts.visibility, "summary_visibility": opts.summary_visibility,
+              "qkvquiz_version": __version__, "roster": roster_csv is not None}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(_entry("setup.sh", 0o755), SETUP_SH)
+        zf.writestr(_entry("run_autograder", 0o755), RUN_AUTOGRADER)
+        zf.writestr(_entry("requirements.txt", 0o644), requirements())
+        zf.writestr(_entry("key.json", 0o600), key_text)
+        zf.writestr(_entry("qkvquiz-autograder.json", 0o644), json.dumps(config, indent=2) + "\n")
+        if roster_csv is not None:
+            zf.writestr(_entry("roster.csv", 0o600), roster_csv)
+        for name, data in _package_files().items():
+            zf.writestr(_entry(name, 0o644), data)
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------- the runner
+
+
+def _part_output(part: Any, item_title: str) -> str:
+    """One part's feedback as text: verdict, what was wrong, and the expected value."""
+    from ..grade.feedback import VERDICTS
+
+    lines = [f"{VERDICTS.get(part.verdict, part.verdict)}: {part.score:g} of {part.points:g} point(s)."]
+    if part.entries and part.verdict not in ("correct", "missing", "format"):
+        lines.append(f"{part.correct_entries} of {part.entries} entries within tolerance.")
+    for text in (part.message, *part.diagnosis, *part.invariants, part.carry):
+        if text:
+            lines.append(text)
+    if part.verdict != "correct" and part.expected is not None:
+        lines.append("Expected: " + json.dumps(part.expected, ensure_ascii=False))
+    return "\n".join(lines)
+
+
+def results_document(report: Any, student: str | None, cfg: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    """Gradescope's results.json for the graded student (or a zero score and why nothing was graded)."""
+    key = report.key
+    result = next((r for r in report.results if r.student == student), None) if student else \
+        (report.results[0] if report.results else None)
+    tests, summary = [], []
+    by_part = {p.part: p for p in result.parts} if result is not None else {}
+    for item in key.items:
+        title = item.title or item.family.title
+        for part in item.parts:
+            pr = by_part.get(part.id)
+            name = f"{part.id} ({title})"
+            if pr is None:
+                tests.append({"name": name, "score": 0, "max_score": part.points, "output": "Not graded.",
+                              "visibility": cfg["visibility"]})
+                continue
+            tests.append({"name": name, "score": round(pr.score, 6), "max_score": pr.points,
+                          "output": _part_output(pr, title), "visibility": cfg["visibility"]})
+            summary.append(f"{part.id}: {pr.score:g}/{pr.points:g} ({pr.verdict})")
+    score = round(result.score, 6) if result is not None else 0
+    head = [f"{key.title}: {score:g} of {key.points:g} points."]
+    if result is None:
+        head.append("No submission could be graded.")
+    head += problems
+    if result is not None:
+        head += result.notes
+    tests.insert(0, {"name": "Summary", "output": "\n".join(head + summary), "visibility": cfg["summary_visibility"]})
+    return {"score": score, "output": "\n".join(head), "visibility": "visible", "stdout_visibility": "hidden",
+            "tests": tests}
+
+
+def _submitter(root: Path, roster: Any) -> tuple[str | None, str]:
+    """The qkvquiz id of the Gradescope user(s) who submitted (by email, sid, then name), and how."""
+    from ..inputs import read_text
+
+    path = root / "submission_metadata.json"
+    if roster is None or not path.is_file():
+        return None, ""
+    doc = json.loads(read_text(path, MAX_METADATA_BYTES, "submission metadata"))
+    for user in doc.get("users") or []:
+        for column, value in (("email", user.get("email")), ("sis_id", user.get("sid"))):
+            if value:
+                entry = roster.by(column, str(value))
+                if entry is not None:
+                    return entry.student, f"Gradescope user {user.get('email') or user.get('name')}"
+        found = roster.by_name(str(user.get("name") or ""))
+        if len(found) == 1:
+            return found[0].student, f"Gradescope user {user.get('name')}"
+    return None, "the submitter is not in the roster"
+
+
+def run(source: Path, root: Path) -> dict[str, Any]:
+    """Grade ``root/submission`` with the bundle in ``source``; write and return results.json."""
+    from ..grade.grader import grade, read_submissions
+    from ..inputs import InputError, walk_json_files
+    from ..key import load_key
+    from ..roster import read_roster_entries
+
+    cfg = json.loads((source / "qkvquiz-autograder.json").read_text(encoding="utf-8"))
+    key = load_key(source / "key.json")
+    roster = read_roster_entries(source / "roster.csv") if cfg.get("roster") else None
+    problems: list[str] = []
+    try:
+        files, _skipped = walk_json_files(root / "submission")
+    except InputError as exc:
+        files, problems = [], [str(exc)]
+    subs, unreadable = read_submissions(files)
+    problems += [f"{Path(p.source).name}: {p.message}" for p in unreadable]
+    student, via = _submitter(root, roster)
+    if roster is not None and student is None:
+        if via:  # Gradescope named a submitter the roster does not know
+            problems.append(f"Not graded: {via}; ask your instructor.")
+            subs = []
+        else:  # no submission_metadata.json: a local run; the file's own id decides
+            problems.append("No submission_metadata.json: graded as the student the file names.")
+    for sub in subs:
+        if student is not None and sub.student != student:
+            problems.append(f"{Path(sub.source).name} names student {sub.student!r}; it is graded as "
+                            f"{student!r} ({via}).")
+            sub.student = student
+    if not files:
+        problems.append("No .json file was found in the submission: upload your filled-in submission.json.")
+    report = grade(key, subs)
+    problems += [f"{Path(p.source).name}: {p.message}" for p in report.problems]
+    doc = results_document(report, student, cfg, problems)
+    _write_results(root, doc)
+    return doc
+
+
+def _write_results(root: Path, doc: dict[str, Any]) -> None:
+    # Gradescope reads the file once the script ends; written whole or not at all.
+    from ..files import write_atomic
+
+    write_atomic(root / "results" / "results.json", json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    root = Path(os.environ.get(ROOT_ENV) or "/autograder")
+    source = Path(args[0]) if args else root / "source"
+    try:
+        run(source, root)
+    except Exception as exc:  # noqa: BLE001 - the student must get a results.json whatever happened
+        _write_results(root, {"score": 0, "output": f"The autograder failed: {type(exc).__name__}: {exc}",
+                              "tests": []})
+        print(f"qkvquiz autograder: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - the bundle's entry point
+    raise SystemExit(main())

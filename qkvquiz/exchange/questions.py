@@ -1,0 +1,517 @@
+"""A spec as a question bank: N pre-solved variants of every item, for an LMS's own quizzes.
+
+Each variant of an item becomes one question holding every asked part, one answer box per
+entry, whose right value is the key's exact value and whose tolerance is the spec's, written
+per entry as an absolute band (:meth:`Tolerance.band`: ``2 decimals`` is ±0.01, ``3 sigfigs``
+and ``rel`` depend on the entry). Two formats:
+
+- **Moodle XML** (Question bank → Import → Moodle XML): one *Embedded answers (Cloze)* question
+  per variant, each entry a ``{w:NUMERICAL:=value:tolerance}`` field. Cloze weights are whole
+  numbers; each entry's weight is its part's points shared among its entries, all scaled by one
+  common factor, so the question's mark splits as the spec's points do. An entry that is −∞ (a
+  masked score) is a ``SHORTANSWER`` field accepting ``-inf``, ``−∞`` and ``-∞`` (NUMERICAL
+  cannot hold an infinity).
+- **Canvas** ("Import Course Content" → QTI .zip file; Canvas reads QTI 1.2 with its own
+  ``question_type`` metadata): an assessment with one question group per item that draws 1 of
+  its variants; a variant asking one number is a ``numerical_question`` whose range is the
+  band, any other a ``fill_in_multiple_blanks_question`` whose blanks accept, as text, every
+  number within the band written to the band's decimal place (:func:`accepted_texts`).
+- **QTI 2.1** (a content package: ``imsmanifest.xml`` + one ``assessmentItem`` per variant):
+  one ``textEntryInteraction`` per entry, a float response whose ``equal`` in the response
+  processing has ``toleranceMode="absolute"`` and the entry's band; −∞ entries are string
+  responses matched case-insensitively to the same spellings. ``SCORE`` adds each right
+  entry's share of its part's points; ``MAXSCORE`` is the item's points.
+
+The problem text is the worksheet's own (the family's problem template) as HTML, with math
+left as ``\\(…\\)`` and ``\\[…\\]`` for the LMS's MathJax filter.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+import xml.etree.ElementTree as ET
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from functools import reduce
+
+import numpy as np
+
+from ..spec import WorksheetSpec
+from ..worksheet import Worksheet, build_worksheet
+
+FORMATS = ("moodle", "qti", "canvas")
+MAX_VARIANTS = 1000
+INFINITY_SPELLINGS = ("-inf", "−∞", "-∞")  # what a student may type for −∞ (as `qkvquiz grade` reads it)
+QTI_NS = "http://www.imsglobal.org/xsd/imsqti_v2p1"
+QTI_SCHEMA = "http://www.imsglobal.org/xsd/qti/qtiv2p1/imsqti_v2p1.xsd"
+CP_NS = "http://www.imsglobal.org/xsd/imscp_v1p1"
+XSI_NS = "http://www.w3.org/2001/XMLSchema-instance"
+
+
+def variant_ids(n: int) -> list[str]:
+    """The pseudo-student ids the variants are drawn for: v001, v002, …"""
+    if not 1 <= n <= MAX_VARIANTS:
+        raise ValueError(f"variants must be from 1 to {MAX_VARIANTS}, not {n}")
+    width = max(3, len(str(n)))
+    return [f"v{i:0{width}d}" for i in range(1, n + 1)]
+
+
+def build_bank(spec: WorksheetSpec, variants: int, seed: str | int = 0, *, secret: bytes | None = None) -> Worksheet:
+    """Solve ``variants`` variants of every item of ``spec`` (the same call ``generate`` makes)."""
+    return build_worksheet(spec, variant_ids(variants), seed, secret=secret)
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def number_text(x: float) -> str:
+    """A float as plain decimal text that reads back as exactly the same float (no exponent)."""
+    if float(x).is_integer() and abs(x) < 2**53:
+        return str(int(x))
+    text = format(Decimal(repr(float(x))), "f")
+    return text
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One answer box: where it sits, its exact value and its absolute tolerance band."""
+
+    index: tuple[int, ...]
+    value: float
+    band: float
+
+    @property
+    def infinite(self) -> bool:
+        return math.isinf(self.value)
+
+
+@dataclass(frozen=True)
+class PartBoxes:
+    part_id: str
+    label: str  # "(a) scores"
+    points: float
+    shape: tuple[int, ...]
+    entries: tuple[Entry, ...]
+
+
+def part_boxes(ws: Worksheet, item_index: int, student: int) -> list[PartBoxes]:
+    """Every asked part of one item for one variant, with each entry's value and band."""
+    item, env = ws.spec.items[item_index], ws.envs[item_index]
+    out = []
+    for k, part in enumerate(item.parts):
+        exact = np.asarray(env[part.step][student], dtype=np.float64)
+        band = np.asarray(item.tolerance_for(part.step).band(exact))
+        entries = tuple(Entry(tuple(int(i) for i in idx), float(exact[idx]), float(band[idx]))
+                        for idx in np.ndindex(exact.shape))
+        label = f"({'abcdefghijklmnopqrstuvwxyz'[k % 26]}) {item.family.step(part.step).prompt}"
+        out.append(PartBoxes(part.id, label, part.points, exact.shape, entries))
+    return out
+
+
+def entry_weights(parts: Sequence[PartBoxes]) -> list[list[int]]:
+    """Whole-number weights per entry proportional to (part points / entries of the part)."""
+    shares = [Fraction(p.points).limit_denominator(10_000) / max(len(p.entries), 1) for p in parts]
+    denominator = reduce(lambda a, b: a * b // math.gcd(a, b), (s.denominator for s in shares), 1)
+    ints = [int(s * denominator) for s in shares]
+    common = reduce(math.gcd, [i for i in ints if i], 0) or 1
+    return [[max(i // common, 0)] * len(p.entries) for i, p in zip(ints, parts)]
+
+
+# --------------------------------------------------------------------------- problem text
+
+
+def problem_html(markdown: str) -> str:
+    """The problem's Markdown as HTML (XHTML-style void tags), math as ``\\(…\\)`` / ``\\[…\\]`` text."""
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+    def math(content: str, options: dict) -> str:
+        body = html.escape(content.strip(), quote=False)
+        return f"\\[{body}\\]" if options.get("display_mode") else f"\\({body}\\)"
+
+    md = MarkdownIt("commonmark", {"xhtmlOut": True, "html": False}).enable("table")
+    md.use(dollarmath_plugin, renderer=math, allow_digits=False)
+    return md.render(markdown)
+
+
+def _problems(ws: Worksheet, student: int) -> list[str]:
+    from ..render.markdown import render_items
+
+    texts = render_items(ws, student, "problem")
+    # The worksheet's "Answer: …, part `id`" lines speak of the submission file; here the boxes follow.
+    return [re.sub(r"\n\s*Answer: [^\n]*", "", t) for t in texts]
+
+
+# --------------------------------------------------------------------------- Moodle XML
+
+
+def _cloze_field(weight: int, entry: Entry) -> str:
+    if entry.infinite:
+        spellings = INFINITY_SPELLINGS if entry.value < 0 else ("inf", "∞")
+        return "{" + f"{weight}:SHORTANSWER:" + "~".join(f"={s}" for s in spellings) + "}"
+    return "{" + f"{weight}:NUMERICAL:={number_text(entry.value)}:{number_text(entry.band)}" + "}"
+
+
+def _grid_html(part: PartBoxes, cells: Sequence[str]) -> str:
+    """The answer boxes of one part laid out as its shape: a row, a grid, or one grid per leading index."""
+    if not part.shape:
+        return f"<p>{cells[0]}</p>"
+    shape = part.shape
+    rows_n, cols_n = (1, shape[0]) if len(shape) == 1 else (shape[-2], shape[-1])
+    per_grid = rows_n * cols_n
+    out = []
+    for g in range(len(cells) // per_grid):
+        chunk = cells[g * per_grid:(g + 1) * per_grid]
+        rows = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in chunk[r * cols_n:(r + 1) * cols_n]) + "</tr>"
+                       for r in range(rows_n))
+        out.append(f"<table>{rows}</table>")
+    return "".join(out)
+
+
+def moodle_xml(ws: Worksheet) -> str:
+    """The bank as Moodle XML: a category per item, one cloze question per variant."""
+    quiz = ET.Element("quiz")
+    title = ws.spec.title or "qkvquiz"
+    problems = [_problems(ws, s) for s in range(len(ws.students))]
+    for i, item in enumerate(ws.spec.items):
+        category = ET.SubElement(quiz, "question", type="category")
+        ET.SubElement(ET.SubElement(category, "category"), "text").text = \
+            f"$course$/top/{_slash_free(title)}/{i + 1} {_slash_free(item.title or item.family.title)}"
+        for s, variant in enumerate(ws.students):
+            parts = part_boxes(ws, i, s)
+            weights = entry_weights(parts)
+            body = [problem_html(problems[s][i])]
+            for part, w in zip(parts, weights):
+                fields = [_cloze_field(wi, e) for wi, e in zip(w, part.entries)]
+                body.append(f"<p><strong>{html.escape(part.label)}</strong></p>{_grid_html(part, fields)}")
+            q = ET.SubElement(quiz, "question", type="cloze")
+            ET.SubElement(ET.SubElement(q, "name"), "text").text = f"{i + 1} {item.family.name} {variant}"
+            text = ET.SubElement(q, "questiontext", format="html")
+            ET.SubElement(text, "text").text = "\n".join(body)
+            ET.SubElement(ET.SubElement(q, "generalfeedback", format="html"), "text").text = ""
+            ET.SubElement(q, "penalty").text = "0"
+            ET.SubElement(q, "hidden").text = "0"
+            ET.SubElement(q, "idnumber").text = f"{ws.set_id or 'bank'}-{item.id}-{variant}"
+    ET.indent(quiz)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(quiz, encoding="unicode") + "\n"
+
+
+def _slash_free(text: str) -> str:
+    return text.replace("/", "∕").strip() or "untitled"  # "/" separates Moodle's category levels
+
+
+# --------------------------------------------------------------------------- QTI 2.1
+
+# Elements of the problem HTML kept in a QTI itemBody (all are in QTI 2.1's XHTML subset); any
+# other becomes a span, and no attribute is kept.
+_QTI_HTML = frozenset({"p", "div", "span", "strong", "em", "code", "pre", "ul", "ol", "li", "br", "table", "thead",
+                       "tbody", "tr", "td", "th", "blockquote", "sub", "sup", "h1", "h2", "h3", "h4", "h5", "h6",
+                       "hr", "b", "i"})
+
+
+def _q(tag: str) -> str:
+    return f"{{{QTI_NS}}}{tag}"
+
+
+def _html_into(parent: ET.Element, fragment: str) -> None:
+    """Copy ``fragment`` (XHTML) into ``parent`` in the QTI namespace; plain text if it is not XML."""
+    try:
+        root = ET.fromstring(f"<div>{fragment}</div>")
+    except ET.ParseError:
+        ET.SubElement(parent, _q("p")).text = re.sub(r"<[^>]*>", "", fragment)
+        return
+
+    def copy(src: ET.Element, dst: ET.Element) -> None:
+        dst.text = src.text
+        for child in src:
+            tag = child.tag if child.tag in _QTI_HTML else "span"
+            node = ET.SubElement(dst, _q(tag))
+            copy(child, node)
+            node.tail = child.tail
+
+    holder = ET.SubElement(parent, _q("div"))
+    copy(root, holder)
+
+
+def _ident(text: str) -> str:
+    """A QTI identifier (an NCName): letters, digits, '_', '-', '.', starting with a letter."""
+    clean = re.sub(r"[^A-Za-z0-9_.-]", "_", text)
+    return clean if clean[:1].isalpha() else f"I_{clean}"
+
+
+def qti_item(ws: Worksheet, item_index: int, student: int, problem: str | None = None) -> tuple[str, str]:
+    """One variant of one item as a QTI 2.1 assessmentItem: (identifier, XML text)."""
+    item = ws.spec.items[item_index]
+    variant = ws.students[student]
+    identifier = _ident(f"{item.id}-{variant}")
+    parts = part_boxes(ws, item_index, student)
+    ET.register_namespace("", QTI_NS)
+    ET.register_namespace("xsi", XSI_NS)
+    root = ET.Element(_q("assessmentItem"), {
+        f"{{{XSI_NS}}}schemaLocation": f"{QTI_NS} {QTI_SCHEMA}",
+        "identifier": identifier, "title": f"{item_index + 1} {item.title or item.family.title} ({variant})",
+        "adaptive": "false", "timeDependent": "false",
+    })
+    responses: list[tuple[str, Entry, float]] = []
+    for k, part in enumerate(parts):
+        share = part.points / max(len(part.entries), 1)
+        for e in part.entries:
+            rid = _ident(f"R{k + 1}_" + "_".join(str(i + 1) for i in e.index) if e.index else f"R{k + 1}")
+            responses.append((rid, e, share))
+            decl = ET.SubElement(root, _q("responseDeclaration"), identifier=rid, cardinality="single",
+                                 baseType="string" if e.infinite else "float")
+            ET.SubElement(ET.SubElement(decl, _q("correctResponse")), _q("value")).text = \
+                INFINITY_SPELLINGS[0] if e.infinite and e.value < 0 else ("inf" if e.infinite else number_text(e.value))
+    for name, value in (("SCORE", 0.0), ("MAXSCORE", sum(p.points for p in parts))):
+        out = ET.SubElement(root, _q("outcomeDeclaration"), identifier=name, cardinality="single", baseType="float")
+        ET.SubElement(ET.SubElement(out, _q("defaultValue")), _q("value")).text = number_text(value)
+    body = ET.SubElement(root, _q("itemBody"))
+    text = problem if problem is not None else _problems(ws, student)[item_index]
+    _html_into(body, problem_html(text))
+    it = iter(responses)
+    for part in parts:
+        block = ET.SubElement(body, _q("div"))
+        ET.SubElement(ET.SubElement(block, _q("p")), _q("strong")).text = part.label
+        shape = part.shape or (1,)
+        rows_n, cols_n = (1, shape[0]) if len(shape) == 1 else (shape[-2], shape[-1])
+        for _ in range(len(part.entries) // (rows_n * cols_n)):
+            table = ET.SubElement(block, _q("table"))
+            tbody = ET.SubElement(table, _q("tbody"))
+            for _r in range(rows_n):
+                tr = ET.SubElement(tbody, _q("tr"))
+                for _c in range(cols_n):
+                    rid, _e, _s = next(it)
+                    ET.SubElement(ET.SubElement(tr, _q("td")), _q("textEntryInteraction"),
+                                  responseIdentifier=rid, expectedLength="8")
+    processing = ET.SubElement(root, _q("responseProcessing"))
+    for rid, e, share in responses:
+        cond = ET.SubElement(ET.SubElement(processing, _q("responseCondition")), _q("responseIf"))
+        if e.infinite:
+            test = ET.SubElement(cond, _q("or"))
+            for spelling in (INFINITY_SPELLINGS if e.value < 0 else ("inf", "∞")):
+                match = ET.SubElement(test, _q("stringMatch"), caseSensitive="false")
+                ET.SubElement(match, _q("variable"), identifier=rid)
+                ET.SubElement(match, _q("baseValue"), baseType="string").text = spelling
+        else:
+            test = ET.SubElement(cond, _q("and"))
+            ET.SubElement(ET.SubElement(ET.SubElement(test, _q("not")), _q("isNull")), _q("variable"), identifier=rid)
+            band = number_text(e.band)
+            equal = ET.SubElement(test, _q("equal"), toleranceMode="absolute", tolerance=f"{band} {band}",
+                                  includeLowerBound="true", includeUpperBound="true")
+            ET.SubElement(equal, _q("variable"), identifier=rid)
+            ET.SubElement(equal, _q("correct"), identifier=rid)
+        add = ET.SubElement(cond, _q("setOutcomeValue"), identifier="SCORE")
+        total = ET.SubElement(add, _q("sum"))
+        ET.SubElement(total, _q("variable"), identifier="SCORE")
+        ET.SubElement(total, _q("baseValue"), baseType="float").text = number_text(share)
+    ET.indent(root)
+    return identifier, '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def qti_package(ws: Worksheet) -> bytes:
+    """A QTI 2.1 content package (zip): ``imsmanifest.xml`` and ``items/<id>.xml`` per variant of each item."""
+    ET.register_namespace("", CP_NS)
+    manifest = ET.Element(f"{{{CP_NS}}}manifest", identifier=_ident(f"MANIFEST-{ws.set_id or 'bank'}"))
+    ET.SubElement(manifest, f"{{{CP_NS}}}organizations")
+    resources = ET.SubElement(manifest, f"{{{CP_NS}}}resources")
+    files: dict[str, str] = {}
+    for s in range(len(ws.students)):
+        problems = _problems(ws, s)
+        for i in range(len(ws.spec.items)):
+            identifier, xml = qti_item(ws, i, s, problems[i])
+            href = f"items/{identifier}.xml"
+            files[href] = xml
+            res = ET.SubElement(resources, f"{{{CP_NS}}}resource", identifier=f"RES-{identifier}",
+                                type="imsqti_item_xmlv2p1", href=href)
+            ET.SubElement(res, f"{{{CP_NS}}}file", href=href)
+    ET.indent(manifest)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(_fixed("imsmanifest.xml"), '<?xml version="1.0" encoding="UTF-8"?>\n'
+                    + ET.tostring(manifest, encoding="unicode") + "\n")
+        for href, xml in files.items():
+            zf.writestr(_fixed(href), xml)
+    return buf.getvalue()
+
+
+def _fixed(name: str) -> zipfile.ZipInfo:
+    """A zip entry with a fixed time: the same bank gives the same bytes."""
+    info = zipfile.ZipInfo(name, date_time=(2000, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = 0o644 << 16
+    return info
+
+
+# --------------------------------------------------------------------------- Canvas (QTI 1.2)
+
+QTI12_NS = "http://www.imsglobal.org/xsd/ims_qtiasiv1p2"
+CANVAS_CP_NS = "http://www.imsglobal.org/xsd/imsccv1p1/imscp_v1p1"
+MAX_SPELLINGS = 21  # accepted texts for one blank (a band of ±10 units in its last place)
+
+
+def accepted_texts(entry: Entry) -> list[str]:
+    """What a fill-in blank accepts for ``entry``: every number with as many decimals as the band's
+    first significant place that lies within the band, each also without trailing zeros.
+
+    Canvas compares a blank's text exactly, so the tolerance becomes a list: 0.4567 at
+    ``2 decimals`` (±0.01) accepts 0.45 and 0.46. An answer written with more decimals
+    than that is not accepted; −∞ accepts ``-inf``, ``−∞`` and ``-∞``.
+    """
+    if entry.infinite:
+        return list(INFINITY_SPELLINGS if entry.value < 0 else ("inf", "∞"))
+    band = entry.band
+    places = 0 if band >= 1 else min(12, max(0, math.ceil(-math.log10(band)) if band > 0 else 12))
+    scale = Decimal(10) ** places
+    value = Decimal(repr(entry.value))
+    tol = Decimal(repr(band)) * (1 + Decimal("1e-12"))
+    low = math.ceil((value - tol) * scale)
+    high = math.floor((value + tol) * scale)
+    if high - low + 1 > MAX_SPELLINGS:  # a wide band: the nearest values only
+        centre = round(value * scale)
+        low, high = centre - MAX_SPELLINGS // 2, centre + MAX_SPELLINGS // 2
+    texts: list[str] = []
+    for k in range(low, high + 1):
+        text = format(Decimal(k) / scale, f".{places}f")
+        for t in (text, text.rstrip("0").rstrip(".") if "." in text else text):
+            t = "0" if t in ("-0", "") else t
+            if t not in texts:
+                texts.append(t)
+    return texts or [number_text(entry.value)]
+
+
+def _q12(tag: str) -> str:
+    return f"{{{QTI12_NS}}}{tag}"
+
+
+def _meta(item: ET.Element, fields: dict[str, str]) -> None:
+    meta = ET.SubElement(ET.SubElement(item, _q12("itemmetadata")), _q12("qtimetadata"))
+    for label, entry in fields.items():
+        field = ET.SubElement(meta, _q12("qtimetadatafield"))
+        ET.SubElement(field, _q12("fieldlabel")).text = label
+        ET.SubElement(field, _q12("fieldentry")).text = entry
+
+
+def canvas_item(ws: Worksheet, item_index: int, student: int, problem: str) -> ET.Element:
+    """One variant as a Canvas question: ``numerical_question`` (exact value with the band as its
+    range) when the item asks one number, else ``fill_in_multiple_blanks_question`` with one
+    blank per entry (Canvas shares the points equally among blanks)."""
+    item = ws.spec.items[item_index]
+    parts = part_boxes(ws, item_index, student)
+    entries = [(k, e) for k, part in enumerate(parts) for e in part.entries]
+    points = number_text(sum(p.points for p in parts))
+    node = ET.Element(_q12("item"), ident=_ident(f"{item.id}-{ws.students[student]}"),
+                      title=f"{item_index + 1} {item.title or item.family.title} ({ws.students[student]})")
+    single = len(entries) == 1 and not entries[0][1].infinite
+    _meta(node, {"question_type": "numerical_question" if single else "fill_in_multiple_blanks_question",
+                 "points_possible": points})
+    presentation = ET.SubElement(node, _q12("presentation"))
+    body = [problem_html(problem)]
+    blanks: list[tuple[str, Entry]] = []
+    it = iter(entries)
+    for k, part in enumerate(parts):
+        cells = []
+        for _ in part.entries:
+            _k, e = next(it)
+            name = f"b{k + 1}" + "".join(f"_{i + 1}" for i in e.index)
+            blanks.append((name, e))
+            cells.append("" if single else f"[{name}]")
+        if not single:
+            body.append(f"<p><strong>{html.escape(part.label)}</strong></p>{_grid_html(part, cells)}")
+    mat = ET.SubElement(ET.SubElement(presentation, _q12("material")), _q12("mattext"), texttype="text/html")
+    mat.text = "\n".join(body)
+    processing = ET.SubElement(node, _q12("resprocessing"))
+    ET.SubElement(ET.SubElement(processing, _q12("outcomes")), _q12("decvar"), maxvalue="100", minvalue="0",
+                  varname="SCORE", vartype="Decimal")
+    if single:
+        e = blanks[0][1]
+        response = ET.SubElement(presentation, _q12("response_str"), ident="response1", rcardinality="Single")
+        ET.SubElement(ET.SubElement(response, _q12("render_fib"), fibtype="Decimal"), _q12("response_label"),
+                      ident="answer1")
+        cond = ET.SubElement(processing, _q12("respcondition"), {"continue": "No"})
+        either = ET.SubElement(ET.SubElement(cond, _q12("conditionvar")), _q12("or"))
+        ET.SubElement(either, _q12("varequal"), respident="response1").text = number_text(e.value)
+        both = ET.SubElement(either, _q12("and"))
+        ET.SubElement(both, _q12("vargte"), respident="response1").text = number_text(e.value - e.band)
+        ET.SubElement(both, _q12("varlte"), respident="response1").text = number_text(e.value + e.band)
+        ET.SubElement(cond, _q12("setvar"), action="Set", varname="SCORE").text = "100"
+        return node
+    share = number_text(round(100 / len(blanks), 6))
+    for b, (name, e) in enumerate(blanks):
+        response = ET.SubElement(presentation, _q12("response_lid"), ident=f"response_{name}")
+        ET.SubElement(ET.SubElement(response, _q12("material")), _q12("mattext")).text = name
+        choice = ET.SubElement(response, _q12("render_choice"))
+        idents = []
+        for a, text in enumerate(accepted_texts(e)):
+            ident = f"{b + 1}{a + 1:03d}"
+            idents.append(ident)
+            label = ET.SubElement(choice, _q12("response_label"), ident=ident)
+            ET.SubElement(ET.SubElement(label, _q12("material")), _q12("mattext"), texttype="text/plain").text = text
+        for ident in idents:  # any accepted text earns the blank's share (Canvas' own export does the same)
+            cond = ET.SubElement(processing, _q12("respcondition"))
+            ET.SubElement(ET.SubElement(cond, _q12("conditionvar")), _q12("varequal"),
+                          respident=f"response_{name}").text = ident
+            ET.SubElement(cond, _q12("setvar"), varname="SCORE", action="Add").text = share
+    return node
+
+
+def canvas_package(ws: Worksheet) -> bytes:
+    """A Canvas "QTI .zip file" import: one assessment whose sections (one per item) each draw
+    1 of the item's variants, worth the item's points."""
+    ET.register_namespace("", QTI12_NS)
+    ident = _ident(f"qkvquiz-{ws.set_id or 'bank'}")
+    root = ET.Element(_q12("questestinterop"))
+    assessment = ET.SubElement(root, _q12("assessment"), ident=ident, title=ws.spec.title or "qkvquiz")
+    top = ET.SubElement(assessment, _q12("section"), ident="root_section")
+    problems = [_problems(ws, s) for s in range(len(ws.students))]
+    for i, item in enumerate(ws.spec.items):
+        group = ET.SubElement(top, _q12("section"), ident=_ident(f"group-{item.id}"),
+                              title=f"{i + 1} {item.title or item.family.title}")
+        ordering = ET.SubElement(ET.SubElement(group, _q12("selection_ordering")), _q12("selection"))
+        ET.SubElement(ordering, _q12("selection_number")).text = "1"
+        ext = ET.SubElement(ordering, _q12("selection_extension"))
+        ET.SubElement(ext, _q12("points_per_item")).text = number_text(item.points)
+        for s in range(len(ws.students)):
+            group.append(canvas_item(ws, i, s, problems[s][i]))
+    ET.indent(root)
+    xml = '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    ET.register_namespace("", CANVAS_CP_NS)
+    manifest = ET.Element(f"{{{CANVAS_CP_NS}}}manifest", identifier=f"{ident}-manifest")
+    meta = ET.SubElement(manifest, f"{{{CANVAS_CP_NS}}}metadata")
+    ET.SubElement(meta, f"{{{CANVAS_CP_NS}}}schema").text = "IMS Content"
+    ET.SubElement(meta, f"{{{CANVAS_CP_NS}}}schemaversion").text = "1.1.3"
+    ET.SubElement(manifest, f"{{{CANVAS_CP_NS}}}organizations")
+    resources = ET.SubElement(manifest, f"{{{CANVAS_CP_NS}}}resources")
+    href = f"{ident}/{ident}.xml"
+    res = ET.SubElement(resources, f"{{{CANVAS_CP_NS}}}resource", identifier=ident, type="imsqti_xmlv1p2", href=href)
+    ET.SubElement(res, f"{{{CANVAS_CP_NS}}}file", href=href)
+    ET.indent(manifest)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(_fixed("imsmanifest.xml"), '<?xml version="1.0" encoding="UTF-8"?>\n'
+                    + ET.tostring(manifest, encoding="unicode") + "\n")
+        zf.writestr(_fixed(href), xml)
+    return buf.getvalue()
+
+
+def export_questions(spec: WorksheetSpec, variants: int, seed: str | int = 0, formats: Sequence[str] = FORMATS,
+                     *, secret: bytes | None = None) -> tuple[Worksheet, dict[str, bytes | str]]:
+    """The bank's files by name (``questions-moodle.xml``, ``questions-qti21.zip``,
+    ``questions-canvas-qti.zip``) and the solved variants."""
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ValueError(f"unknown question format {unknown[0]!r}; choose from {', '.join(FORMATS)}")
+    ws = build_bank(spec, variants, seed, secret=secret)
+    files: dict[str, bytes | str] = {}
+    if "moodle" in formats:
+        files["questions-moodle.xml"] = moodle_xml(ws)
+    if "qti" in formats:
+        files["questions-qti21.zip"] = qti_package(ws)
+    if "canvas" in formats:
+        files["questions-canvas-qti.zip"] = canvas_package(ws)
+    return ws, files

@@ -1,0 +1,85 @@
+"""Reading what ``qkvquiz grade`` wrote (``results.json``), for the exports.
+
+The exports read results, never the grader's objects: a grade run and its export may be days
+apart, and what was handed back is exactly what the results file says. The file is read like
+any outside file (bounded, UTF-8, nesting checked).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..inputs import MAX_KEY_BYTES, InputError, json_nesting, read_text, shown_path
+
+RESULTS_NAME = "results.json"
+MAX_RESULTS_NESTING = 64
+
+
+@dataclass(frozen=True)
+class PartScore:
+    part: str
+    points: float
+    score: float
+    verdict: str
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class StudentScore:
+    student: str
+    score: float | None  # None: no submission was graded
+    total: float
+    parts: tuple[PartScore, ...] = ()
+    flags: tuple[str, ...] = ()
+    source: str = ""
+
+
+@dataclass
+class Results:
+    title: str
+    points: float
+    students: dict[str, StudentScore] = field(default_factory=dict)  # in the order to write: graded, then absent
+    folder: Path = Path(".")
+    source: str = RESULTS_NAME
+
+
+def results_path(path: str | Path) -> Path:
+    """``results.json`` itself, or the one in the grade output folder ``path``."""
+    path = Path(path)
+    return path / RESULTS_NAME if path.is_dir() else path
+
+
+def load_results(path: str | Path) -> Results:
+    """Read ``results.json`` (or a folder holding it); InputError names the file and the field."""
+    file = results_path(path)
+    source = shown_path(file)
+    text = read_text(file, MAX_KEY_BYTES, "results")
+    if json_nesting(text) > MAX_RESULTS_NESTING:
+        raise InputError(source, f"lists and objects are nested more than {MAX_RESULTS_NESTING} deep; not a results file")
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise InputError(source, f"not valid JSON ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("students"), list):
+        raise InputError(source, "not the results.json that `qkvquiz grade` writes (no \"students\" list)")
+    try:
+        points = float(doc.get("points", 0))
+        out = Results(str(doc.get("title", "")), points, folder=file.parent, source=source)
+        for i, s in enumerate(doc["students"]):
+            out.students[str(s["student"])] = StudentScore(
+                str(s["student"]), float(s["score"]), float(s.get("total", points)),
+                tuple(_part(p) for p in s.get("parts", [])), tuple(str(f) for f in s.get("flags", [])),
+                str(s.get("source", "")))
+        for student in doc.get("absent", []):
+            out.students.setdefault(str(student), StudentScore(str(student), None, points))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(source, f"a student entry cannot be read ({exc!r}); was it written by `qkvquiz grade`?") from None
+    return out
+
+
+def _part(p: dict[str, Any]) -> PartScore:
+    return PartScore(str(p["part"]), float(p["points"]), float(p["score"]), str(p.get("verdict", "")),
+                     str(p.get("message", "")))

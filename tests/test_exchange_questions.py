@@ -1,0 +1,154 @@
+"""Question banks: well-formed XML whose every answer value and tolerance is the key's."""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+import xml.etree.ElementTree as ET
+import zipfile
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from qkvquiz import load_spec
+from qkvquiz.cli import app
+from qkvquiz.exchange.questions import (
+    QTI_NS,
+    entry_weights,
+    export_questions,
+    number_text,
+)
+from qkvquiz.resources import bank_dir
+
+Q = f"{{{QTI_NS}}}"
+
+
+@pytest.fixture(scope="module")
+def bank():
+    spec = load_spec(bank_dir() / "masking.yaml")
+    return export_questions(spec, 3, "test")
+
+
+def expected_entries(ws, item_index: int, student: int):
+    """(value, band) of every entry of every part, from the solved variants (the key's values)."""
+    item, env = ws.spec.items[item_index], ws.envs[item_index]
+    out = []
+    for part in item.parts:
+        exact = np.asarray(env[part.step][student], dtype=np.float64)
+        band = item.tolerance_for(part.step).band(exact)
+        out += [(float(exact[i]), float(band[i])) for i in np.ndindex(exact.shape)]
+    return out
+
+
+def test_number_text_round_trips():
+    for x in (0.1, 1 / 3, -2.5e-7, 123456789.125, 2.0, -0.0):
+        assert float(number_text(x)) == x and "e" not in number_text(x).lower()
+
+
+def test_moodle_cloze_values_equal_the_key(bank):
+    ws, files = bank
+    root = ET.fromstring(files["questions-moodle.xml"])
+    questions = [q for q in root if q.get("type") == "cloze"]
+    assert len(questions) == len(ws.spec.items) * len(ws.students)
+    k = 0
+    for i in range(len(ws.spec.items)):
+        for s in range(len(ws.students)):
+            q = questions[k]
+            k += 1
+            text = q.find("questiontext/text").text
+            fields = re.findall(r"\{(\d+):(NUMERICAL|SHORTANSWER):([^}]*)\}", text)
+            expected = expected_entries(ws, i, s)
+            assert len(fields) == len(expected)
+            for (weight, kind, body), (value, band) in zip(fields, expected):
+                assert int(weight) >= 1
+                if math.isinf(value):
+                    assert kind == "SHORTANSWER" and "=-inf" in body.split("~")
+                else:
+                    answer, tolerance = body.removeprefix("=").split(":")
+                    assert float(answer) == value and float(tolerance) == band
+
+
+def test_cloze_weights_follow_points():
+    class P:
+        def __init__(self, points, n):
+            self.points, self.entries = points, [0] * n
+    assert entry_weights([P(1, 3), P(2, 3)]) == [[1] * 3, [2] * 3]
+    assert entry_weights([P(1.5, 2), P(1, 4)]) == [[3] * 2, [1] * 4]
+
+
+def test_qti_package_well_formed_and_values_equal_the_key(bank):
+    ws, files = bank
+    zf = zipfile.ZipFile(io.BytesIO(files["questions-qti21.zip"]))
+    manifest = ET.fromstring(zf.read("imsmanifest.xml"))
+    hrefs = [r.get("href") for r in manifest.iter("{http://www.imsglobal.org/xsd/imscp_v1p1}resource")]
+    assert len(hrefs) == len(ws.spec.items) * len(ws.students)
+    for s in range(len(ws.students)):
+        for i, item in enumerate(ws.spec.items):
+            root = ET.fromstring(zf.read(f"items/{item.id}-{ws.students[s]}.xml"))
+            assert root.tag == f"{Q}assessmentItem"
+            decls = root.findall(f"{Q}responseDeclaration")
+            expected = expected_entries(ws, i, s)
+            assert len(decls) == len(expected)
+            interactions = {e.get("responseIdentifier") for e in root.iter(f"{Q}textEntryInteraction")}
+            assert interactions == {d.get("identifier") for d in decls}
+            conditions = root.findall(f"{Q}responseProcessing/{Q}responseCondition")
+            for decl, cond, (value, band) in zip(decls, conditions, expected):
+                correct = decl.find(f"{Q}correctResponse/{Q}value").text
+                if math.isinf(value):
+                    assert decl.get("baseType") == "string" and correct == "-inf"
+                else:
+                    assert decl.get("baseType") == "float" and float(correct) == value
+                    equal = cond.find(f".//{Q}equal")
+                    assert equal.get("toleranceMode") == "absolute"
+                    assert [float(t) for t in equal.get("tolerance").split()] == [band, band]
+            maxscore = root.find(f"{Q}outcomeDeclaration[@identifier='MAXSCORE']/{Q}defaultValue/{Q}value").text
+            assert float(maxscore) == pytest.approx(item.points)
+
+
+def test_cli_questions(tmp_path):
+    result = CliRunner().invoke(app, ["export", "questions", "attention-basics", "-n", "2", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "questions-moodle.xml").exists() and (tmp_path / "questions-qti21.zip").exists()
+    bad = CliRunner().invoke(app, ["export", "questions", "attention-basics", "--format", "gift", "--out", str(tmp_path)])
+    assert bad.exit_code == 2 and "gift" in bad.output
+
+
+def test_canvas_package_blanks_accept_the_key_values(bank):
+    from qkvquiz.exchange.questions import QTI12_NS, Entry, accepted_texts
+
+    assert accepted_texts(Entry((), 0.4567, 0.01)) == ["0.45", "0.46"]  # within [0.4467, 0.4667]
+    assert accepted_texts(Entry((), 0.5, 0.01)) == ["0.49", "0.50", "0.5", "0.51"]
+    assert accepted_texts(Entry((), float("-inf"), 0.0)) == ["-inf", "−∞", "-∞"]
+    ws, files = bank
+    zf = zipfile.ZipFile(io.BytesIO(files["questions-canvas-qti.zip"]))
+    manifest = ET.fromstring(zf.read("imsmanifest.xml"))
+    href = next(manifest.iter("{http://www.imsglobal.org/xsd/imsccv1p1/imscp_v1p1}resource")).get("href")
+    root = ET.fromstring(zf.read(href))
+    N = f"{{{QTI12_NS}}}"
+    groups = root.findall(f"{N}assessment/{N}section/{N}section")
+    assert len(groups) == len(ws.spec.items)
+    for i, group in enumerate(groups):
+        assert group.find(f"{N}selection_ordering/{N}selection/{N}selection_number").text == "1"
+        items = group.findall(f"{N}item")
+        assert len(items) == len(ws.students)
+        for s, node in enumerate(items):
+            expected = expected_entries(ws, i, s)
+            kind = node.find(f".//{N}fieldentry").text
+            if kind == "numerical_question":
+                (value, band), = expected
+                assert float(node.find(f".//{N}varequal").text) == value
+                continue
+            responses = node.findall(f"{N}presentation/{N}response_lid")
+            assert len(responses) == len(expected)
+            text = node.find(f"{N}presentation/{N}material/{N}mattext").text
+            for response, (value, band) in zip(responses, expected):
+                name = response.find(f"{N}material/{N}mattext").text
+                assert f"[{name}]" in text
+                texts = [m.text for m in response.iter(f"{N}mattext")][1:]
+                if math.isinf(value):
+                    assert "-inf" in texts
+                else:
+                    assert all(abs(float(t) - value) <= band * (1 + 1e-9) for t in texts)
+                    assert any(abs(float(t) - value) <= band / 2 + 1e-12 for t in texts)  # the rounded value
