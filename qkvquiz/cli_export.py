@@ -109,7 +109,7 @@ def grades(
     try:
         _write_grades(out, text)
     except OSError as exc:
-        _fail(f"cannot write {out}: {exc.strerror or exc}")
+        _fail(str(exc))  # OutputError: names the path
     if unmatched:
         shown = ", ".join(_shown(s) for s in unmatched[:10]) + (" …" if len(unmatched) > 10 else "")
         err.print(f"[yellow]not matched by the {to} importer[/] ({len(unmatched)}: no id it reads in the roster): "
@@ -118,12 +118,12 @@ def grades(
 
 
 def _write_bank(out: Path, files: dict[str, bytes | str]) -> list[Path]:
-    # A bank holds every answer: readable by the instructor only, like key.json.
-    written = []
-    for name, data in files.items():
-        write_atomic(out / name, data, private=True)
-        written.append(out / name)
-    return written
+    # A bank holds every answer: readable by the instructor only, like key.json. Its files are
+    # one output set (all new or all old, see qkvquiz.outputs).
+    from .outputs import write_set
+
+    with write_set(out, dict.fromkeys(files, True), anchor=next(iter(files))) as staged:
+        return [staged.write(name, data) for name, data in files.items()]
 
 
 @export_app.command("questions")
@@ -161,17 +161,26 @@ def questions(
     try:
         written = _write_bank(out, files)
     except OSError as exc:
-        _fail(f"cannot write to {out}: {exc.strerror or exc}")
+        _fail(str(exc))  # OutputError: names the path
     console.print(f"Wrote {', '.join(_shown(str(p)) for p in written)} ({variants} variants of "
                   f"{len(parsed.items)} items)", highlight=False)
 
 
-def _write_feedback(out: Path, files: dict[str, bytes | str]) -> list[Path]:
-    # Each page is one student's feedback with expected values: readable by the instructor only.
-    written = []
-    for name, data in files.items():
-        write_atomic(out / name, data, private=True)
-        written.append(out / name)
+# What `export feedback` owns in its folder; each page holds a student's expected values, so all
+# of it is readable by the instructor only.
+FEEDBACK_OWNED = {"html": True, "pdf": True, "moodle-feedback.zip": True}
+
+
+def _write_feedback(out: Path, files: dict[str, bytes | str], pdf_pages: list | None) -> list[Path]:
+    """The pages (and the zip, and with ``pdf_pages`` their PDFs) as one output set: an error or
+    an interruption midway leaves the previous export as it was (see qkvquiz.outputs)."""
+    from .exchange.feedback_export import render_pdfs
+    from .outputs import write_set
+
+    with write_set(out, FEEDBACK_OWNED, anchor="html") as staged:
+        written = [staged.write(name, data) for name, data in files.items()]
+        if pdf_pages is not None:
+            render_pdfs(pdf_pages, staged.path("pdf"))
     return written
 
 
@@ -197,7 +206,6 @@ def feedback(
         check_results_folder,
         feedback_pages,
         moodle_feedback_zip,
-        render_pdfs,
     )
 
     loaded = _results(results)
@@ -214,17 +222,14 @@ def feedback(
     if moodle_zip:
         data, left_out = moodle_feedback_zip(pages, entries)
         files["moodle-feedback.zip"] = data
-    try:
-        written = _write_feedback(out, files)
-    except OSError as exc:
-        _fail(f"cannot write to {out}: {exc.strerror or exc}")
-    if pdf:
-        from .render.pdf import PdfUnavailable
+    from .render.pdf import PdfUnavailable
 
-        try:
-            render_pdfs(pages, out / "pdf")
-        except PdfUnavailable as exc:
-            _fail(str(exc))
+    try:
+        _write_feedback(out, files, pages if pdf else None)
+    except PdfUnavailable as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(str(exc))
     for what, students in (("no feedback file", missing), ("no moodle_id in the roster, not in the zip", left_out)):
         if students:
             err.print(f"[yellow]{what}:[/] {', '.join(_shown(s) for s in students[:10])}"
@@ -232,7 +237,6 @@ def feedback(
     console.print(f"Wrote {len(pages)} feedback page(s) to {_shown(str(out / 'html'))}"
                   + (f" and {_shown(str(out / 'moodle-feedback.zip'))}" if moodle_zip else "")
                   + (f" and PDFs in {_shown(str(out / 'pdf'))}" if pdf else ""), highlight=False)
-    _ = written
 
 
 def _write_bundle(out: Path, data: bytes) -> None:
@@ -279,5 +283,5 @@ def gradescope(
     try:
         _write_bundle(out, data)
     except OSError as exc:
-        _fail(f"cannot write {out}: {exc.strerror or exc}")
+        _fail(str(exc))  # OutputError: names the path
     console.print(f"Wrote {_shown(str(out))} ({len(data):,} bytes)", highlight=False)
