@@ -76,9 +76,14 @@ class Param:
     high: float | None = None
     integer: bool = False
     bound: float = 0.0  # a range param: the largest |end| allowed (0: MAX_RANGE_END)
+    # A param whose values are of more than one kind (a word or a number, as ``scale``):
+    # reads and checks the value itself, raising ValueError with what is allowed.
+    convert: Callable[[Any], Any] | None = None
 
     def check(self, value: Any) -> Any:
         """Return ``value`` converted to the default's type, or raise ValueError saying what is allowed."""
+        if self.convert is not None:
+            return self.convert(value)
         kind = type(self.default)
         if kind is bool:
             if not isinstance(value, bool):
@@ -305,7 +310,9 @@ class Family:
 
     def __post_init__(self) -> None:
         # Params is a Mapping: a param called "keys" or "values" would read the method instead.
-        shadowed = sorted(set(self.params) & set(dir(Params)))
+        # "keys" (the number of keys) is the word every attention problem uses; families read it
+        # as p["keys"] (see families.attention.n_keys), never as p.keys.
+        shadowed = sorted(set(self.params) & set(dir(Params)) - {"keys"})
         if shadowed:
             raise ValueError(f"family {self.name}: param name(s) {shadowed} clash with Params attributes")
 

@@ -62,14 +62,20 @@ def _family_template(env: jinja2.Environment, family: str, kind: str) -> jinja2.
 def item_context(item: ItemSpec, number: int, givens: dict, steps: dict) -> dict[str, Any]:
     """What a family's templates see for one student's variant of one item."""
     fam = item.family
+    # A family may word a step's formula for the item's params (attention: QKᵀ without √d_k).
+    formula = fam.extra.get("formula", lambda params, step: None)
     parts = [
-        {"id": p.id, "step": fam.step(p.step), "points": p.points, "shape": np.shape(steps[p.step])}
+        {"id": p.id, "step": fam.step(p.step), "points": p.points, "shape": np.shape(steps[p.step]),
+         "formula": formula(item.params, p.step) or fam.step(p.step).formula}
         for p in item.parts
     ]
     # Templates get copies: whatever one does to an array cannot reach the solved worksheet or the key.
     givens = {k: _copy(v) for k, v in givens.items()}
     steps = {k: _copy(v) for k, v in steps.items()}
+    # A family may add values its templates need (attention: the scale and the query/key counts).
+    extra = fam.extra.get("context")
     return {
+        **(extra(item.params) if extra is not None else {}),
         "item": item, "family": fam, "p": item.params, "g": givens, "s": steps, "parts": parts,
         "number": number, "d": item.params.get("decimals", 3),
         "title": item.title or fam.title,
