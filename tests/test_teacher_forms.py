@@ -200,3 +200,95 @@ def test_scale_is_checked_and_a_fully_masked_row_needs_the_flag():
     ws = build_worksheet(spec, ["a"], seed=0)
     np.testing.assert_array_equal(ws.envs[0]["weights"][0, 1], [0, 0, 0])
     assert "by convention its weights are all 0" in key_markdown(ws)
+
+
+# --------------------------------------------------------------------------- partial asks
+
+from qkvquiz.grade.audit import audit_spec  # noqa: E402
+from qkvquiz.grade.grader import Submission, grade  # noqa: E402
+from qkvquiz.key import key_from_json, key_to_json  # noqa: E402
+from qkvquiz.render.form import form_problems  # noqa: E402
+from qkvquiz.render.markdown import worksheet_markdown  # noqa: E402
+
+PARTIAL = {"family": "attention.output", "params": {"queries": 2, "keys": 3},
+           "ask": {"scores": {"points": 2, "entries": [[1, 2], [1, 3]]}, "weights": {"rows": [1]}}}
+
+
+def partial_key():
+    spec = parse_spec({"title": "T", "items": [PARTIAL]})
+    ws = build_worksheet(spec, ["a", "b"], seed=1)
+    return ws, key_from_json(key_to_json(ws))
+
+
+def test_a_partial_ask_keeps_its_entries_through_the_key():
+    ws, key = partial_key()
+    scores, weights = key.items[0].parts
+    assert scores.entries == ((0, 1), (0, 2)) and scores.points == 2
+    assert weights.entries == ((0, 0), (0, 1), (0, 2))
+    text = worksheet_markdown(ws, 0)
+    assert "Only entries (1, 2) and (1, 3) asked" in text and "Only row 1 asked" in text
+
+
+def test_a_partial_part_is_graded_on_its_entries_only():
+    ws, key = partial_key()
+    env = ws.envs[0]
+    s, a = env["scores"][0], env["weights"][0]
+    # The asked entries right, everything else wrong or empty: full marks.
+    scores = [[99, float(s[0, 1]), float(s[0, 2])], [None, None, None]]
+    weights = [[float(x) for x in a[0]], [5, 5, 5]]
+    report = grade(key, [Submission("a.json", "a", {"q1.scores": scores, "q1.weights": weights})])
+    parts = {p.part: p for p in report.results[0].parts}
+    assert parts["q1.scores"].verdict == "correct" and parts["q1.scores"].entries == 2
+    assert parts["q1.weights"].verdict == "correct" and parts["q1.weights"].entries == 3
+    # One asked entry wrong: half the points of the scores part.
+    scores[0][1] = float(s[0, 1]) + 1
+    report = grade(key, [Submission("a.json", "a", {"q1.scores": scores})])
+    part = report.results[0].parts[0]
+    assert part.verdict == "partial" and part.score == pytest.approx(1.0)
+    # Only boxes outside the asked entries filled: not answered.
+    report = grade(key, [Submission("a.json", "a", {"q1.scores": [[1, None, None], [1, 2, 3]]})])
+    assert report.results[0].parts[0].verdict == "missing"
+
+
+def test_the_form_disables_the_boxes_not_asked():
+    ws, _ = partial_key()
+    part = form_problems(ws, 0)[0].parts[0]
+    asked = [box.asked for block in part.blocks for row in block.rows for box in row]
+    assert asked == [False, True, True, False, False, False]
+
+
+def test_a_spec_asking_entries_outside_the_step_is_refused():
+    bad = {**PARTIAL, "ask": {"scores": {"entries": [[3, 1]]}}}
+    with pytest.raises(SpecError, match="not in the step's 2×3 shape"):
+        parse_spec({"title": "T", "items": [bad]})
+    bad = {**PARTIAL, "ask": {"scores": {"rows": [1], "entries": [[1, 1]]}}}
+    with pytest.raises(SpecError, match="either"):
+        parse_spec({"title": "T", "items": [bad]})
+
+
+def test_audit_null_entries_are_not_claimed_and_unneeded_givens_may_be_left_out():
+    # Query 1's scores against keys 2 and 3 only; no V (the output is not claimed).
+    item = {"family": "attention.output", "params": {"queries": 1, "keys": 3, "d_k": 2},
+            "givens": {"Q": [[1, 2]], "K": [[1, 0], [0, 1], [1, 1]]},
+            "claimed": {"scores": [None, 1.414, 2.5], "weights": [None, 0.2, None]}}
+    report = audit_spec({"title": "t", "items": [item]})
+    checks = {c.step: c for c in report.checks}
+    # Right: s12 = 2/√2 = 1.414; wrong: s13 = 3/√2 = 2.121 (2.5 claimed); a12 = e^1.414/Σ.
+    assert checks["scores"].verdict == "wrong"
+    assert [w for w, _, _ in checks["scores"].wrong_entries] == ["row 1, column 3"]
+    s = np.array([1, 2, 3]) / math.sqrt(2)
+    a = np.exp(s) / np.exp(s).sum()
+    assert checks["weights"].verdict == ("right" if abs(a[1] - 0.2) <= 0.01 else "wrong")
+    # A claim that needs a given left out is refused, naming it.
+    item["claimed"] = {"output": [[1, 2]]}
+    with pytest.raises(SpecError, match="missing: V"):
+        audit_spec({"title": "t", "items": [item]})
+
+
+def test_audit_reads_a_single_token_claim_as_a_number():
+    item = {"family": "attention.output", "params": {"tokens": 1, "d_k": 2, "d_v": 2},
+            "givens": {"Q": [1, 1], "K": [2, 0], "V": [3, 4]},
+            "claimed": {"scores": 1.414, "weights": 1, "output": [3, 5]}}
+    checks = {c.step: c for c in audit_spec({"title": "t", "items": [item]}).checks}
+    assert checks["scores"].verdict == "right" and checks["weights"].verdict == "right"
+    assert checks["output"].verdict == "wrong"

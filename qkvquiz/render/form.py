@@ -58,6 +58,7 @@ class Box:
 
     index: tuple[int, ...]
     where: str  # "row 2, column 3" (counting from 1, the grader's words); "" for a scalar
+    asked: bool = True  # False: the part asks other entries; the box is shown disabled and saves null
 
 
 @dataclass(frozen=True)
@@ -93,11 +94,16 @@ def where(index: Sequence[int], ndim: int) -> str:
     return entry_place([i + 1 for i in index], ndim)
 
 
-def grid_blocks(shape: Sequence[int]) -> tuple[Block, ...]:
+def grid_blocks(shape: Sequence[int], asked: np.ndarray | None = None) -> tuple[Block, ...]:
     """The boxes of a part of ``shape``, grouped as the page shows them: a scalar is one box,
     a vector one row, a matrix a bracketed grid, a stack one grid per matrix (row by row, so
-    that the tab order runs along each row)."""
+    that the tab order runs along each row). ``asked`` (bool, ``shape``) marks the boxes of
+    a part that asks only some entries; the others are drawn disabled."""
     shape = tuple(int(n) for n in shape)
+    if asked is not None:
+        blocks = grid_blocks(shape)
+        return tuple(Block(b.label, tuple(tuple(Box(x.index, x.where, bool(asked[x.index])) for x in row)
+                                          for row in b.rows), b.bracketed) for b in blocks)
     ndim = len(shape)
     if ndim == 0:
         return (Block("", ((Box((), ""),),), bracketed=False),)
@@ -148,7 +154,7 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
                 points=part.points,
                 shape=shape,
                 shape_text=shape_text(shape),
-                blocks=grid_blocks(shape),
+                blocks=grid_blocks(shape, part.asked(shape)),
             ))
         problems.append(FormProblem(number, Markup(html.markdown_body_html(markdown)), tuple(parts)))
     return problems

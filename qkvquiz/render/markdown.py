@@ -7,6 +7,7 @@ generic ones, which show the givens and every step's formula and value.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -59,6 +60,26 @@ def _family_template(env: jinja2.Environment, family: str, kind: str) -> jinja2.
     return env.select_template([f"families/{family}.{kind}.md.j2", f"families/_generic.{kind}.md.j2"])
 
 
+def only_asked_text(entries: Sequence[tuple[int, ...]] | None, shape: tuple[int, ...]) -> str:
+    """For a part asking some entries: a sentence naming them (from 1); "" for a whole part."""
+    if entries is None:
+        return ""
+    if len(shape) == 1:
+        listed = [str(e[0] + 1) for e in entries]
+        return f" Only entr{'y' if len(listed) == 1 else 'ies'} {_and(listed)} asked; leave the other boxes empty."
+    rows = sorted({e[0] for e in entries})
+    per_row = math.prod(shape[1:])
+    if all(sum(1 for e in entries if e[0] == r) == per_row for r in rows) and len(entries) == len(rows) * per_row:
+        listed = [str(r + 1) for r in rows]
+        return f" Only row{'' if len(listed) == 1 else 's'} {_and(listed)} asked; leave the other boxes empty."
+    listed = ["(" + ", ".join(str(i + 1) for i in e) + ")" for e in entries]
+    return f" Only entr{'y' if len(listed) == 1 else 'ies'} {_and(listed)} asked; leave the other boxes empty."
+
+
+def _and(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
 def item_context(item: ItemSpec, number: int, givens: dict, steps: dict) -> dict[str, Any]:
     """What a family's templates see for one student's variant of one item."""
     fam = item.family
@@ -66,7 +87,8 @@ def item_context(item: ItemSpec, number: int, givens: dict, steps: dict) -> dict
     formula = fam.extra.get("formula", lambda params, step: None)
     parts = [
         {"id": p.id, "step": fam.step(p.step), "points": p.points, "shape": np.shape(steps[p.step]),
-         "formula": formula(item.params, p.step) or fam.step(p.step).formula}
+         "formula": formula(item.params, p.step) or fam.step(p.step).formula,
+         "only": only_asked_text(p.entries, np.shape(steps[p.step]))}
         for p in item.parts
     ]
     # Templates get copies: whatever one does to an array cannot reach the solved worksheet or the key.
