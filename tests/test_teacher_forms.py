@@ -292,3 +292,88 @@ def test_audit_reads_a_single_token_claim_as_a_number():
     checks = {c.step: c for c in audit_spec({"title": "t", "items": [item]}).checks}
     assert checks["scores"].verdict == "right" and checks["weights"].verdict == "right"
     assert checks["output"].verdict == "wrong"
+
+
+# --------------------------------------------------------------------------- layer norm and delta edges
+
+
+def test_layer_norm_of_one_row_with_stated_gamma_beta_eps_and_no_residual():
+    item = {"family": "attention.layernorm", "params": {"tokens": 1, "gamma": 2, "beta": 0.5, "residual": False,
+                                                         "eps": 0.01},
+            "ask": ["mean", "var", "output"], "givens": {"X": [1, 2, 3, 6]}}
+    ws = build_worksheet(parse_spec({"title": "T", "items": [item]}), ["a"], seed=0)
+    env = ws.envs[0]
+    x = [1, 2, 3, 6]
+    mu = sum(x) / 4
+    var = sum((v - mu) ** 2 for v in x) / 4
+    y = [2 * (v - mu) / math.sqrt(var + 0.01) + 0.5 for v in x]
+    np.testing.assert_allclose(env["output"][0, 0], y, rtol=1e-12)
+    np.testing.assert_array_equal(env["Z"][0], 0)
+    text = key_markdown(ws)
+    assert r"$\gamma = 2$ and $\beta = 0.500$ for every feature" in text and "no residual" in text
+
+
+def test_layer_norm_agrees_with_torch_for_stated_gamma_and_beta():
+    torch = pytest.importorskip("torch")
+    _, env, item = solved("attention.layernorm", {"tokens": 3, "gamma": 1.5, "beta": -1, "eps": 0.1},
+                          ask=["output"])
+    h = torch.tensor(env["residual"])
+    y = torch.nn.functional.layer_norm(h, (h.shape[-1],), torch.full((h.shape[-1],), 1.5, dtype=torch.float64),
+                                       torch.full((h.shape[-1],), -1.0, dtype=torch.float64), eps=0.1)
+    np.testing.assert_allclose(env["output"], y.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def loop_delta(q, k, v, beta, s):
+    """Token by token: S ← S − β(Sk − v)kᵀ, o = Sq, with explicit loops over entries."""
+    s = [list(row) for row in s]
+    outs = []
+    for t in range(len(k)):
+        recall = [sum(s[i][j] * k[t][j] for j in range(len(k[t]))) for i in range(len(s))]
+        for i in range(len(s)):
+            for j in range(len(k[t])):
+                s[i][j] -= beta[t] * (recall[i] - v[t][i]) * k[t][j]
+        outs.append([sum(s[i][j] * q[t][j] for j in range(len(q[t]))) for i in range(len(s))])
+    return np.array(s), np.array(outs)
+
+
+@pytest.mark.parametrize("beta", [[0.0, 1.0], [2.0, 0.0], [2.0, 2.0]])
+def test_delta_recurrent_with_beta_at_the_edges(beta):
+    q, k, v, s0 = [[1, 0], [0, 1]], [[1, 0], [0, 1]], [[2, -1], [1, 1]], [[1, 2], [0, -1]]
+    item = {"family": "delta.recurrent", "params": {"tokens": 2},
+            "givens": {"Q": q, "K": k, "V": v, "beta": beta, "S0": s0}}
+    ws = build_worksheet(parse_spec({"title": "T", "items": [item]}), ["a"], seed=0)
+    final, outs = loop_delta(q, k, v, beta, s0)
+    np.testing.assert_allclose(ws.envs[0]["final_state"][0], final, atol=1e-12)
+    np.testing.assert_allclose(ws.envs[0]["outputs"][0], outs, atol=1e-12)
+    if beta[0] == 0:  # β = 0 writes nothing: the first state is S₀
+        np.testing.assert_array_equal(ws.envs[0]["states"][0, 0], s0)
+
+
+def test_a_chunk_of_one_token_is_one_recurrent_step():
+    _, env, _ = solved("delta.chunk_forward", {"chunk": 1, "chunks": 3}, ask=["O", "S_next"])
+    for b in range(len(ROSTER)):
+        q, k, v = env["Q"][b].reshape(3, -1), env["K"][b].reshape(3, -1), env["V"][b].reshape(3, -1)
+        beta = env["beta"][b].reshape(3)
+        final, outs = loop_delta(q, k, v, beta, env["S"][b])
+        np.testing.assert_allclose(env["O"][b].reshape(3, -1), outs, atol=1e-12)
+        np.testing.assert_allclose(env["S_next"][b][-1], final, atol=1e-12)
+    np.testing.assert_array_equal(env["A"], 1.0)  # A = I for C = 1
+
+
+def test_a_ragged_last_chunk_is_a_chunk_item_of_its_own_length():
+    # Five tokens with C = 2: chunks of 2, 2 and a last one of 1, each from the state before it.
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.integers(-1, 2, (5, 2)).astype(float) for _ in range(3))
+    beta = [0.5, 1, 0, 2, 1]
+    s = np.zeros((2, 2))
+    final, outs = loop_delta(q, k, v, beta, s)
+    got = []
+    for lo, hi in ((0, 2), (2, 4), (4, 5)):
+        item = {"family": "delta.chunk_forward", "params": {"chunk": hi - lo}, "ask": ["O", "S_next"],
+                "givens": {"Q": q[lo:hi].tolist(), "K": k[lo:hi].tolist(), "V": v[lo:hi].tolist(),
+                           "beta": beta[lo:hi], "S": s.tolist()}}
+        env = build_worksheet(parse_spec({"title": "T", "items": [item]}), ["a"], seed=0).envs[0]
+        got.append(env["O"][0])
+        s = env["S_next"][0]
+    np.testing.assert_allclose(np.concatenate(got), outs, atol=1e-12)
+    np.testing.assert_allclose(s, final, atol=1e-12)

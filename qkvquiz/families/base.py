@@ -175,6 +175,17 @@ def open_interval(low: float, high: float) -> GivenCheck:
     return check
 
 
+def closed_interval(low: float, high: float) -> GivenCheck:
+    """Every entry from ``low`` to ``high``, both included."""
+
+    def check(value: np.ndarray) -> str | None:
+        if ((value >= low) & (value <= high)).all():
+            return None
+        return f"every entry must lie from {low:g} to {high:g} (both included)"
+
+    return check
+
+
 def whole_at_least(minimum: int) -> GivenCheck:
     """Every entry a whole number ≥ ``minimum``."""
 
