@@ -377,3 +377,114 @@ def test_a_ragged_last_chunk_is_a_chunk_item_of_its_own_length():
         s = env["S_next"][0]
     np.testing.assert_allclose(np.concatenate(got), outs, atol=1e-12)
     np.testing.assert_allclose(s, final, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- shapes and dimensions
+
+import json  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from qkvquiz.grade.parse import AnswerFormatError, parse_shape_text  # noqa: E402
+from qkvquiz.resources import templates_dir  # noqa: E402
+
+SHAPE_TABLE = json.loads(Path(__file__).with_name("entry_cases.json").read_text(encoding="utf-8"))["shape_cases"]
+SHAPE_STEPS = ["d_k", "sqrt_dk", "q_shape", "wq_shape", "scores_shape", "concat_shape", "wo_shape", "params"]
+
+
+@pytest.mark.parametrize("params", [{}, {"bias": True, "heads_range": [1, 16], "tokens_range": [1, 600]}])
+def test_shapes_family_matches_the_definitions(params):
+    _, env, _ = solved("theory.shapes", params, ask=SHAPE_STEPS)
+    for b in range(len(ROSTER)):
+        dm, h, n = (int(env[x][b]) for x in ("d_model", "heads", "n"))
+        dk = dm // h
+        assert dk * h == dm
+        # Build the arrays and read their shapes: the answers are what NumPy says.
+        x = np.zeros((n, dm))
+        wq = np.zeros((dm, dk))
+        q = x @ wq
+        heads = [q @ q.T @ q for _ in range(h)]  # each head's output is n × d_v
+        concat = np.concatenate(heads, axis=-1)
+        wo = np.zeros((concat.shape[1], dm))
+        assert (concat @ wo).shape == (n, dm)
+        assert env["d_k"][b] == dk and env["sqrt_dk"][b] == pytest.approx(math.sqrt(dk))
+        assert tuple(env["q_shape"][b]) == q.shape and tuple(env["wq_shape"][b]) == wq.shape
+        assert tuple(env["scores_shape"][b]) == (q @ q.T).shape
+        assert tuple(env["concat_shape"][b]) == concat.shape and tuple(env["wo_shape"][b]) == wo.shape
+        weights = 4 * dm * dm + (4 * dm if params.get("bias") else 0)
+        assert env["params"][b] == weights
+
+
+def test_shapes_family_agrees_with_torch_multihead_attention_parameter_count():
+    torch = pytest.importorskip("torch")
+    _, env, _ = solved("theory.shapes", {"bias": True}, ask=["params"])
+    for b in range(3):
+        mha = torch.nn.MultiheadAttention(int(env["d_model"][b]), int(env["heads"][b]), bias=True)
+        assert sum(p.numel() for p in mha.parameters()) == env["params"][b]
+
+
+def test_every_mistake_of_the_shapes_family_is_told_apart():
+    _, env, item = solved("theory.shapes", {"bias": True}, ask=SHAPE_STEPS)
+    n = len(ROSTER)
+    names = set()
+    for part in item.parts:
+        for mistake in item.family.mistakes_for(part.step, item.params):
+            wrong = mistake.fn(env, item.params, np)
+            assert not item.tolerance.passes(wrong, env[part.step]).reshape(n, -1).all(axis=1).any(), mistake.name
+            names.add((mistake.step, mistake.name))
+    assert names == {(m.step, m.name) for m in item.family.misconceptions}
+
+
+@pytest.mark.parametrize("case", SHAPE_TABLE, ids=[repr(c["text"]) for c in SHAPE_TABLE])
+def test_shape_texts_follow_the_shared_table(case):
+    if "error" in case:
+        with pytest.raises(AnswerFormatError, match=re_escape(case["error"])):
+            parse_shape_text(case["text"], 2)
+    else:
+        assert parse_shape_text(case["text"], 2) == case["value"]
+
+
+def re_escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def test_the_form_reads_shape_texts_like_the_grader():
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("node is not installed")
+    runner = """
+const p = require(process.argv[1]);
+const texts = JSON.parse(require("fs").readFileSync(0, "utf8"));
+process.stdout.write(JSON.stringify(texts.map((t) => {
+  try { return {value: p.parseShape(t, 2)}; } catch (e) { return {error: e.message}; }
+})));
+"""
+    texts = [c["text"] for c in SHAPE_TABLE] + ["[2,4)", " ( 3 , 5 ) ", "2×4 ", "２×4", "1" * 300]
+    run = subprocess.run([node, "-e", runner, str(templates_dir() / "answer-form" / "parse.js")],
+                         input=json.dumps(texts), capture_output=True, text=True, timeout=60, check=True)
+    for text, js in zip(texts, json.loads(run.stdout), strict=True):
+        try:
+            py = {"value": parse_shape_text(text, 2)}
+        except AnswerFormatError as exc:
+            py = {"error": str(exc)}
+        assert js == py, (text, js, py)
+
+
+def test_shape_answers_are_graded_from_text_or_lists():
+    spec = parse_spec({"title": "T", "items": [{"family": "theory.shapes",
+                                                 "givens": {"d_model": 512, "heads": 8, "n": 2},
+                                                 "ask": ["d_k", "sqrt_dk", "concat_shape", "wo_shape"]}]})
+    ws = build_worksheet(spec, ["a"], seed=0)
+    key = key_from_json(key_to_json(ws))
+    answers = {"q1.d_k": 64, "q1.sqrt_dk": "8", "q1.concat_shape": "2×512", "q1.wo_shape": [512, 512]}
+    parts = {p.part: p for p in grade(key, [Submission("a.json", "a", answers)]).results[0].parts}
+    assert all(p.verdict == "correct" for p in parts.values()), parts
+    answers = {"q1.concat_shape": "16 x 64", "q1.wo_shape": "2×4×5"}
+    parts = {p.part: p for p in grade(key, [Submission("a.json", "a", answers)]).results[0].parts}
+    assert parts["q1.concat_shape"].mistakes == ["stacked_tokens"]
+    assert parts["q1.wo_shape"].verdict == "format" and "3 sizes" in parts["q1.wo_shape"].message
+    form = form_problems(ws, 0)[0].parts
+    assert [p.kind for p in form] == ["number", "number", "shape", "shape"] and form[2].shape == ()

@@ -278,6 +278,9 @@ class Step:
     fn: Callable[[Env, Params, Any], Array]
     needs: tuple[str, ...] = ()  # givens and steps the function reads
     invariants: tuple[Invariant, ...] = ()  # properties every right value has
+    # "number": entries are numbers; "shape": the value is a shape (rows, columns), which a
+    # student may also write as one text, "2×4" or "[2, 4]" (grade.parse.parse_shape_text).
+    kind: str = "number"
 
     @property
     def askable(self) -> bool:

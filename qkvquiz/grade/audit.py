@@ -35,7 +35,7 @@ from ..untrusted import terminal_text
 from ..worksheet import solve_item
 from .feedback import entry_name, number_text, table
 from .grader import carried_inputs, entry_band, rerun_on_own
-from .parse import AnswerFormatError, parse_answer
+from .parse import AnswerFormatError, parse_answer, parse_shape_text
 
 CLAIMED = "claimed"
 
@@ -138,8 +138,11 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
         exact = env[step]
         check = ClaimCheck(item.id, family.name, step, "right", tol.describe(), encode(exact[0]))
         checks[step] = check
+        raw_claim = claimed[step]
         try:
-            value, claimed_at = parse_claim(claimed[step], exact.shape[1:])
+            if family.step(step).kind == "shape" and isinstance(raw_claim, str) and exact.ndim == 2:
+                raw_claim = parse_shape_text(raw_claim, exact.shape[1])  # "2×4" for a shape
+            value, claimed_at = parse_claim(raw_claim, exact.shape[1:])
         except AnswerFormatError as exc:
             check.verdict, check.message = "format", str(exc)
             continue

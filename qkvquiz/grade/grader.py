@@ -44,7 +44,7 @@ from ..inputs import InputError, decode_text, json_nesting, read_bytes
 from ..key import Key, KeyItem
 from ..spec import Part
 from ..untrusted import MAX_ID_LENGTH, char_name, invisible_characters, lookalike_key, terminal_text
-from .parse import AnswerFormatError, parse_answer
+from .parse import AnswerFormatError, parse_answer, parse_shape_text
 from .tolerance import SLACK, Tolerance
 
 # Limits on a submission file: each is far above what an honest submission needs, and each
@@ -446,7 +446,7 @@ def match_students(key: Key, submissions: Iterable[Submission], duplicates: str 
 def read_columns(key: Key, answers: Sequence[Mapping[str, Any]]) -> dict[str, Column]:
     """Every part's answers of the class (one mapping of part id: answer per student), read."""
     return {part.id: read_column([a.get(part.id) for a in answers], item.shapes[part.id],
-                                 part.asked(item.shapes[part.id]))
+                                 part.asked(item.shapes[part.id]), item.family.step(part.step).kind)
             for item, part in key.parts}
 
 
@@ -517,7 +517,8 @@ class Column:
     raw: dict[int, Any] = field(default_factory=dict)  # student position -> an unreadable answer, as handed in
 
 
-def read_column(answers: Sequence[Any], shape: tuple[int, ...], asked: np.ndarray | None = None) -> Column:
+def read_column(answers: Sequence[Any], shape: tuple[int, ...], asked: np.ndarray | None = None,
+                kind: str = "number") -> Column:
     """Read every student's answer to one part (``None``: not answered).
 
     A grid of the part's shape whose boxes are all ``null`` (the blank submission, an untouched
@@ -529,6 +530,15 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...], asked: np.ndarra
     shape = tuple(shape)
     if asked is not None:
         answers = [_only_asked(a, shape, asked) for a in answers]
+    shape_texts: dict[int, str] = {}
+    if kind == "shape":  # a shape may be one text, "2×4" or "[2, 4]", as well as a list of sizes
+        answers = list(answers)
+        for j, answer in enumerate(answers):
+            if isinstance(answer, str) and len(shape) == 1:
+                try:
+                    answers[j] = parse_shape_text(answer, shape[0])
+                except AnswerFormatError as exc:
+                    shape_texts[j] = str(exc)
     values = np.zeros((len(answers), *shape))
     readable = np.zeros(len(answers), dtype=bool)
     problems: dict[int, tuple[str, str]] = {}
@@ -537,6 +547,10 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...], asked: np.ndarra
     for j, answer in enumerate(answers):
         if answer is None:
             problems[j] = ("missing", "no answer given")
+            continue
+        if j in shape_texts:
+            problems[j] = ("format", shape_texts[j])
+            raw[j] = answer
             continue
         blank = _blank_boxes(answer, shape)
         if blank is not None:

@@ -80,6 +80,8 @@ class FormPart:
     shape: tuple[int, ...]
     shape_text: str
     blocks: tuple[Block, ...]
+    kind: str = "number"  # "shape": one box that takes a shape as text ("2×4"), of len(shape) sizes
+    sizes: int = 0  # with kind "shape": how many sizes the shape has
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,15 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
         for k, part in enumerate(item.parts):
             step = item.family.step(part.step)
             shape = tuple(np.shape(variant["steps"][part.step]))
+            if step.kind == "shape":
+                # One box for the whole shape, read as "2×4" by parse.js and by the grader.
+                parts.append(FormPart(
+                    id=part.id, letter=_LETTERS[k % len(_LETTERS)], prompt=step.prompt,
+                    symbol=Markup(html.math_html(f"{step.symbol} =")), points=part.points, shape=(),
+                    shape_text="a shape rows × columns, such as 2×4", blocks=grid_blocks(()),
+                    kind="shape", sizes=shape[0] if shape else 0,
+                ))
+                continue
             parts.append(FormPart(
                 id=part.id,
                 letter=_LETTERS[k % len(_LETTERS)],
