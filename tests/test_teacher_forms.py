@@ -488,3 +488,36 @@ def test_shape_answers_are_graded_from_text_or_lists():
     assert parts["q1.wo_shape"].verdict == "format" and "3 sizes" in parts["q1.wo_shape"].message
     form = form_problems(ws, 0)[0].parts
     assert [p.kind for p in form] == ["number", "number", "shape", "shape"] and form[2].shape == ()
+
+
+# --------------------------------------------------------------------------- hand-written worksheets
+
+from qkvquiz.grade.audit import audit_file, audit_markdown  # noqa: E402
+
+HANDWRITTEN = Path(__file__).resolve().parent.parent / "examples" / "handwritten"
+PLANTED = {
+    "01-sdpa-basics.yaml": {"q1.scores": ["unscaled"], "q3.weights": []},
+    "02-masks-cross.yaml": {"q2.weights": ["zero_not_minus_inf"], "q3.output": ["mask_after_softmax"],
+                            "q4.scores": []},
+    "03-multihead-shapes.yaml": {"q1.sqrt_dk": ["sqrt_d_model"], "q1.concat_shape": ["stacked_tokens"],
+                                 "q2.params": ["no_output"]},
+    "04-layernorm-backprop.yaml": {"q1.var": ["unbiased_variance"], "q3.dW": []},
+    "05-delta-rule.yaml": {"q1.final_state": [], "q3.S_next": ["used_U"]},
+}
+
+
+def test_every_hand_written_worksheet_is_transcribed():
+    assert sorted(p.name for p in HANDWRITTEN.glob("*.yaml")) == sorted(PLANTED)
+
+
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_audit_flags_exactly_the_planted_wrong_claims(name):
+    report = audit_file(HANDWRITTEN / name)
+    wrong = {f"{c.item}.{c.step}": c.mistakes for c in report.checks if c.verdict != "right"}
+    assert wrong == PLANTED[name]
+    assert not report.unchecked  # every problem is stated and claimed as written
+    assert len(report.checks) >= 7
+    text = audit_markdown(report)
+    for part in PLANTED[name]:
+        assert f"## {part} (" in text and text.split(f"## {part} (", 1)[1].split("\n", 1)[0].endswith("WRONG")
+    assert text.count(": WRONG") == len(PLANTED[name])

@@ -169,7 +169,9 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
             index = tuple(int(i) for i in index)
             check.wrong_entries.append((entry_name(index) if index else "", number_text(float(value[0][index])),
                                         number_text(float(exact[0][index]), tol)))
-        check.message = f"{len(check.wrong_entries)} of {ok.size} entries differ from the right value"
+        counted = int(claimed_at.sum())
+        what = "entries" if counted == ok.size else "claimed entries"  # null entries are not claimed
+        check.message = f"{len(check.wrong_entries)} of {counted} {what} differ from the right value"
         check.right_table = table(exact[0], tol, ~ok) if ok.ndim else []
         for mistake in family.mistakes_for(step, params):
             with np.errstate(all="ignore"):
