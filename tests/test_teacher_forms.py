@@ -521,3 +521,32 @@ def test_audit_flags_exactly_the_planted_wrong_claims(name):
     for part in PLANTED[name]:
         assert f"## {part} (" in text and text.split(f"## {part} (", 1)[1].split("\n", 1)[0].endswith("WRONG")
     assert text.count(": WRONG") == len(PLANTED[name])
+
+
+# --------------------------------------------------------------------------- backprop.scores, cross shapes
+
+
+@pytest.mark.parametrize("params, factor", [
+    ({"queries": 1, "keys": 3}, lambda d: 1 / math.sqrt(d)),
+    ({"queries": 3, "keys": 2, "scale": "none"}, lambda d: 1.0),
+    ({"queries": 2, "keys": 2, "scale": 0.5}, lambda d: 0.5),
+    ({"tokens": 1, "d_k": 2, "stated_d_k": 9}, lambda d: 1 / 3),
+])
+def test_backprop_scores_for_cross_shapes_and_scales_match_loops_and_torch(params, factor):
+    _, env, item = solved("backprop.scores", params)
+    for b in range(len(ROSTER)):
+        q, k, ds = env["Q"][b], env["K"][b], env["dS"][b]
+        c = factor(q.shape[1])
+        dq = np.array([[c * sum(ds[i, j] * k[j, t] for j in range(k.shape[0])) for t in range(q.shape[1])]
+                       for i in range(q.shape[0])])
+        dk = np.array([[c * sum(ds[i, j] * q[i, t] for i in range(q.shape[0])) for t in range(q.shape[1])]
+                       for j in range(k.shape[0])])
+        np.testing.assert_allclose(env["dQ"][b], dq, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(env["dK"][b], dk, rtol=1e-12, atol=1e-14)
+    torch = pytest.importorskip("torch")
+    q = torch.tensor(env["Q"], requires_grad=True)
+    k = torch.tensor(env["K"], requires_grad=True)
+    s = q @ k.transpose(-1, -2) * factor(env["Q"].shape[-1])
+    s.backward(torch.tensor(env["dS"]))
+    np.testing.assert_allclose(env["dQ"], q.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(env["dK"], k.grad.numpy(), rtol=1e-10, atol=1e-12)

@@ -97,10 +97,12 @@ def template_context(p: Params) -> dict:
 
 def _formula(p: Params, step: str) -> str | None:
     """The scores' formula with the item's scale (the step's own says QKᵀ/√d_k)."""
-    if step not in ("scores", "unmasked") or "d_k" not in p or divides_by_sqrt_dk(p):
+    if "d_k" not in p or divides_by_sqrt_dk(p):
         return None  # attention.weights' scores are given, not computed
     factor = score_factor(p)
-    return "S = QK^\\top" if factor == 1 else f"S = {factor:g}\\,QK^\\top"
+    scale = "" if factor == 1 else f"{factor:g}\\,"
+    return {"scores": f"S = {scale}QK^\\top", "unmasked": f"S = {scale}QK^\\top",
+            "dQ": f"\\nabla Q = {scale}\\nabla S K", "dK": f"\\nabla K = {scale}\\nabla S^\\top Q"}.get(step)
 
 
 ATTENTION_EXTRA = {"context": template_context, "formula": _formula}
