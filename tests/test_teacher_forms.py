@@ -550,3 +550,14 @@ def test_backprop_scores_for_cross_shapes_and_scales_match_loops_and_torch(param
     s.backward(torch.tensor(env["dS"]))
     np.testing.assert_allclose(env["dQ"], q.grad.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(env["dK"], k.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_html_worksheet_captions_partial_parts_and_gives_a_shape_one_box():
+    from qkvquiz.render.documents import problem_areas
+
+    ws, _ = partial_key()
+    areas = dict(problem_areas(ws, 0)[0])
+    assert "q1.scores: only (1, 2), (1, 3)" in areas["q1.scores"]
+    spec = parse_spec({"title": "T", "items": [{"family": "theory.shapes", "ask": ["d_k", "concat_shape"]}]})
+    areas = dict(problem_areas(build_worksheet(spec, ["a"], seed=0), 0)[0])
+    assert "answer-scalar" in areas["q1.concat_shape"]
