@@ -99,6 +99,8 @@ def _part_json(part: Part, shape: tuple[int, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {"id": part.id, "step": part.step, "points": part.points, "shape": list(shape)}
     if part.tolerance is not None:  # only a part's own; the rest use the item's
         out["tolerance"] = part.tolerance.to_json()
+    if part.entries is not None:  # only some entries asked (indices from 0); absent: every entry
+        out["entries"] = [list(index) for index in part.entries]
     return out
 
 
@@ -205,7 +207,8 @@ def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:
             params = family.resolve(raw["params"])
             parts = tuple(
                 Part(p["id"], p["step"], float(p["points"]),
-                     Tolerance.from_spec(p["tolerance"]) if "tolerance" in p else None)
+                     Tolerance.from_spec(p["tolerance"]) if "tolerance" in p else None,
+                     tuple(tuple(int(i) for i in index) for index in p["entries"]) if "entries" in p else None)
                 for p in raw["parts"]
             )
             shapes = {p["id"]: tuple(p["shape"]) for p in raw["parts"]}

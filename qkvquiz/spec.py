@@ -42,6 +42,21 @@ class Part:
     step: str
     points: float
     tolerance: Tolerance | None = None  # this part's own tolerance; None: the item's
+    # The entries asked (indices from 0, one tuple per entry); None: every entry of the step.
+    entries: tuple[tuple[int, ...], ...] | None = None
+
+    def asked(self, shape: tuple[int, ...]) -> np.ndarray | None:
+        """A bool array of ``shape``: True at the entries asked; None when every entry is."""
+        if self.entries is None:
+            return None
+        mask = np.zeros(shape, dtype=bool)
+        for index in self.entries:
+            mask[index] = True
+        return mask
+
+    def entries_json(self) -> list[list[int]] | None:
+        """The asked entries as the spec writes them, counting from 1."""
+        return None if self.entries is None else [[i + 1 for i in index] for index in self.entries]
 
 
 @dataclass(frozen=True)
@@ -249,7 +264,9 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
                         "leave 'points' out, or ask a list of steps to split 'points' evenly")
     parts = _parts(raw.get("ask"), family, float(points), item_id, source, where)
     tolerance, per_step = _item_tolerance(raw.get("tolerance"), default_tol, parts, source, where)
-    parts = tuple(Part(p.id, p.step, p.points, per_step.get(p.step)) for p in parts)
+    parts = tuple(Part(p.id, p.step, p.points, per_step.get(p.step), p.entries) for p in parts)
+    if any(p.entries is not None for p in parts):
+        parts = _check_entries(family, params, fixed, parts, source, where)
     title = raw.get("title", "")
     intro = raw.get("intro", "")
     for key, value in (("title", title), ("intro", intro)):
@@ -304,11 +321,15 @@ def _parts(raw: Any, family: Family, points: float, item_id: str, source: str, w
         raw = list(family.default_ask)
     if isinstance(raw, str):
         raw = [raw]
+    chosen: dict[str, list[tuple[int, ...]] | None] = {}
     if isinstance(raw, Mapping) and raw:
-        steps, weights = list(raw), list(raw.values())
+        steps, weights = list(raw), []
         for step, w in raw.items():
+            if isinstance(w, Mapping):  # {points: 2, rows: [1]} or {entries: [[1, 2], [1, 3]]}
+                w, chosen[step] = _asked_entries(w, source, f"{where} field 'ask.{step}'")
             if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w < float("inf"):
                 raise SpecError(source, f"{where} field 'ask.{step}'", f"points must be a positive number, got {w!r}")
+            weights.append(w)
         share = [float(w) for w in weights]
     elif isinstance(raw, list) and raw:
         steps = raw
@@ -321,7 +342,92 @@ def _parts(raw: Any, family: Family, points: float, item_id: str, source: str, w
             raise SpecError(source, f"{where} field 'ask'", f"unknown step {step!r}; {allowed}")
     if len(set(steps)) != len(steps):
         raise SpecError(source, f"{where} field 'ask'", "a step is asked twice")
-    return tuple(Part(f"{item_id}.{s}", s, w) for s, w in zip(steps, share))
+    return tuple(Part(f"{item_id}.{s}", s, w, None, _raw_entries(chosen.get(s))) for s, w in zip(steps, share))
+
+
+ASK_ENTRY_KEYS = ("points", "rows", "entries")
+
+
+def _asked_entries(raw: Mapping[str, Any], source: str, where: str) -> tuple[Any, Any]:
+    """``{points, rows | entries}``: the points and the asked entries as written (from 1).
+
+    ``rows: [1, 3]`` asks rows 1 and 3 whole (for a vector, entries 1 and 3); ``entries:
+    [[1, 2], [1, 3]]`` asks those (row, column) entries, one index per axis of the step.
+    Checked against the step's shape once the params are known (:func:`_check_entries`).
+    """
+    unknown = set(raw) - set(ASK_ENTRY_KEYS)
+    if unknown or ("rows" in raw) == ("entries" in raw):
+        raise SpecError(source, where, "a part asking some entries is a mapping with points (default 1) and either "
+                                       "rows: [i, …] (whole rows, counting from 1) or entries: [[i, j], …] "
+                                       "(one index per axis, counting from 1)")
+    points = raw.get("points", 1)
+    if "rows" in raw:
+        rows = raw["rows"]
+        if not isinstance(rows, list) or not rows or not all(_index(i) for i in rows):
+            raise SpecError(source, f"{where}.rows", f"a non-empty list of row numbers counting from 1, got {rows!r}")
+        return points, ("rows", [int(i) for i in rows])
+    entries = raw["entries"]
+    if (not isinstance(entries, list) or not entries
+            or not all(isinstance(e, list) and e and all(_index(i) for i in e) or _index(e) for e in entries)):
+        raise SpecError(source, f"{where}.entries",
+                        f"a non-empty list of entries, each a list of indices counting from 1 ([1, 2]: row 1, "
+                        f"column 2), got {entries!r}")
+    return points, ("entries", [[int(i) for i in e] if isinstance(e, list) else [int(e)] for e in entries])
+
+
+def _index(i: Any) -> bool:
+    return isinstance(i, int) and not isinstance(i, bool) and i >= 1
+
+
+def _raw_entries(chosen: Any) -> Any:
+    # Kept as written until the step's shape is known; _check_entries turns it into indices.
+    return None if chosen is None else (chosen,)
+
+
+def step_shapes(family: Family, params: Params, fixed: Mapping[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
+    """The shape of every step for these params (one probe variant drawn and solved)."""
+    from .seeding import Draw
+
+    draw = Draw.candidates([0], 0, 1)
+    givens = family.sample(draw, params)
+    for name, value in fixed.items():
+        if tuple(givens[name].shape[1:]) == value.shape:
+            givens[name] = value[None]
+    with np.errstate(all="ignore"):
+        env = family.solve(givens, params, np)
+    return {name: tuple(env[name].shape[1:]) for name in family.step_names}
+
+
+def _check_entries(family: Family, params: Params, fixed: Mapping[str, np.ndarray], parts: tuple[Part, ...],
+                   source: str, where: str) -> tuple[Part, ...]:
+    """Asked entries as indices from 0, each checked against its step's shape."""
+    shapes = step_shapes(family, params, fixed)
+    out = []
+    for part in parts:
+        if part.entries is None:
+            out.append(part)
+            continue
+        (kind, written), = part.entries  # type: ignore[misc]
+        shape = shapes[part.step]
+        field_where = f"{where} field 'ask.{part.step}.{kind}'"
+        if not shape:
+            raise SpecError(source, field_where, "this step is a single number: ask it whole")
+        if kind == "rows":
+            for r in written:
+                if r > shape[0]:
+                    raise SpecError(source, field_where, f"row {r} does not exist: the step has {shape[0]} rows")
+            indices = [(r - 1, *rest) for r in written for rest in np.ndindex(*shape[1:])]
+        else:
+            indices = []
+            for e in written:
+                if len(e) != len(shape) or any(i > n for i, n in zip(e, shape)):
+                    raise SpecError(source, field_where,
+                                    f"entry {e} is not in the step's {'×'.join(map(str, shape))} shape "
+                                    f"(one index per axis, counting from 1)")
+                indices.append(tuple(i - 1 for i in e))
+        unique = tuple(dict.fromkeys(tuple(int(i) for i in index) for index in indices))
+        out.append(Part(part.id, part.step, part.points, part.tolerance, unique))
+    return tuple(out)
 
 
 def _fixed(raw: Any, family: Family, source: str, where: str) -> dict[str, np.ndarray]:

@@ -86,8 +86,14 @@ def worksheet_set_id(spec: WorksheetSpec, seed: str, secret: bytes | None = None
     Wording (titles, instructions) and the roster are left out: fixing a typo or adding a
     student keeps the set, so submissions already handed in still belong to it.
     """
-    items = [f"{item.id}:{item.fingerprint()}:{','.join(p.id for p in item.parts)}" for item in spec.items]
+    items = [f"{item.id}:{item.fingerprint()}:{','.join(p.id + _entries_tag(p) for p in item.parts)}"
+             for item in spec.items]
     return set_code([str(seed), *items], secret=secret)
+
+
+def _entries_tag(part: Any) -> str:
+    # Asking other entries of a step is another set; a part asked whole adds nothing (sets kept).
+    return "" if part.entries is None else "@" + ";".join(",".join(map(str, e)) for e in part.entries)
 
 
 def solve_item(item: ItemSpec, keys: Sequence[int], *, xp=np, source: str = "<spec>") -> Env:
@@ -186,12 +192,19 @@ def _screen(
 def _apply_fixed(item: ItemSpec, givens: dict, size: int, xp, source: str) -> None:
     for name, value in item.fixed.items():
         drawn_shape = tuple(givens[name].shape[1:])
+        if value.shape != drawn_shape and _squeezed(value.shape) == _squeezed(drawn_shape):
+            # One token written as a vector (q: [1, 0, 2] for a 1×3 Q), as hand-written problems do.
+            value = value.reshape(drawn_shape)
         if value.shape != drawn_shape:
             raise SpecError(
                 source, f"item {item.id} ({item.family.name}) field 'givens.{name}'",
                 f"has shape {_shape_text(value.shape)}, but these params need {_shape_text(drawn_shape)}",
             )
         givens[name] = xp.broadcast_to(xp.asarray(value), (size, *drawn_shape))
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(n for n in shape if n != 1)
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:
@@ -225,9 +238,14 @@ def rejections(item: ItemSpec, env: Env, xp=np) -> list[tuple[str, Any]]:
         nan = nan | xp.isnan(env[name]).reshape(batch, -1).any(axis=1)
     out.append(("a step is not a number (NaN)", nan))
 
+    masks = {p.step: p.asked(tuple(env[p.step].shape[1:])) for p in item.parts}
+
     def same(a, b, step):
-        # Each part is told apart with the tolerance it is graded with.
-        return item.tolerance_for(step).passes(a, b, xp=xp).reshape(batch, -1).all(axis=1)
+        # Each part is told apart with the tolerance it is graded with, on the entries it asks.
+        hit = item.tolerance_for(step).passes(a, b, xp=xp)
+        if masks.get(step) is not None:
+            hit = hit | ~xp.asarray(masks[step])
+        return hit.reshape(batch, -1).all(axis=1)
 
     asked = [p.step for p in item.parts]
     for step in asked:

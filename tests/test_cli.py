@@ -59,7 +59,7 @@ def test_roster_file_and_grade_round_trip(tmp_path):
 
 def test_bad_spec_is_a_clear_error_not_a_traceback(tmp_path):
     spec = tmp_path / "bad.yaml"
-    spec.write_text("title: x\nitems:\n  - family: attention.output\n    params: {tokens: 1}\n")
+    spec.write_text("title: x\nitems:\n  - family: attention.output\n    params: {tokens: 0}\n")
     result = runner.invoke(app, ["generate", str(spec), "--students", "1", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2
     assert "bad.yaml" in result.output and "params.tokens" in result.output

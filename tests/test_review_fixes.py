@@ -101,10 +101,10 @@ def test_a_fixed_mask_outside_its_domain_is_refused(mask, says):
 
 
 @pytest.mark.parametrize("family, givens, says", [
-    ("delta.recurrent", {"beta": [5, -3]}, "between 0 and 2"),
-    ("delta.recurrent", {"beta": [1, 0]}, "between 0 and 2"),
-    ("delta.chunk_forward", {"beta": [0.5, 2, 1]}, "between 0 and 2"),
-    ("delta.chunk_backward", {"beta": [-0.5, 1]}, "between 0 and 2"),
+    ("delta.recurrent", {"beta": [5, -3]}, "from 0 to 2"),
+    ("delta.recurrent", {"beta": [1, 2.01]}, "from 0 to 2"),
+    ("delta.chunk_forward", {"beta": [0.5, 2.5, 1]}, "from 0 to 2"),
+    ("delta.chunk_backward", {"beta": [-0.5, 1]}, "from 0 to 2"),
     ("theory.dot_variance", {"d_k": -4}, "whole number ≥ 1"),
     ("theory.dot_variance", {"d_k": 2.5}, "whole number ≥ 1"),
     ("theory.complexity", {"n": 0}, "whole number ≥ 1"),

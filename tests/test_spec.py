@@ -44,7 +44,7 @@ def test_ask_mapping_sets_part_points_and_list_splits_item_points():
     "body, where, says",
     [
         ("items:\n  - family: attention.nope\n", "item 1 field 'family'", "known: attention."),
-        ("items:\n  - family: attention.output\n    params: {tokens: 99}\n", "field 'params.tokens'", "between 2 and 8"),
+        ("items:\n  - family: attention.output\n    params: {tokens: 99}\n", "field 'params.tokens'", "between 1 and 8"),
         ("items:\n  - family: attention.output\n    params: {mask: diagonal}\n", "field 'params.mask'", "must be one of"),
         ("items:\n  - family: attention.output\n    params: {colour: red}\n", "field 'params.colour'", "takes: tokens"),
         ("items:\n  - family: attention.output\n    ask: [scores, loss]\n", "field 'ask'", "can ask: scores, weights, output"),

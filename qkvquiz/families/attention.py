@@ -28,13 +28,130 @@ SATURATED = 0.95  # a row whose largest weight exceeds this teaches nothing by h
 EXPLICIT_MASK = "random"  # the mask kind whose mask is a given of its own, per variant
 
 
+# --- how many queries and keys, and how the scores are scaled -------------------------------
+#
+# Self-attention has as many queries as keys (``tokens``); a hand-written problem often has
+# one query against three keys, or two queries against one key (cross-attention). ``queries``
+# and ``keys`` count them apart (0: ``tokens``); values always come with their keys.
+
+
+def n_queries(p: Params) -> int:
+    """Rows of Q (and of S, A, Z)."""
+    return int(p.get("queries") or p.tokens)
+
+
+def n_keys(p: Params) -> int:
+    """Rows of K and V, columns of S and A."""
+    return int(p.get("keys") or p.tokens)
+
+
+SQRT_DK, NO_SCALE = "sqrt_dk", "none"
+
+
+def _read_scale(value: object) -> str | float:
+    """``scale``: sqrt_dk, none, or the positive number the raw scores QKᵀ are multiplied by."""
+    if value in (SQRT_DK, NO_SCALE):
+        return value  # type: ignore[return-value]
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ValueError(f"must be {SQRT_DK} (divide by √d_k), {NO_SCALE} (the raw dot products) or a positive "
+                         f"number the raw scores QKᵀ are multiplied by (0.5 halves them), got {value!r}")
+    return float(value)
+
+
+def stated_d_k(p: Params) -> int:
+    """The d_k the problem states: Q's width unless the instructor says otherwise (``stated_d_k``)."""
+    return int(p.get("stated_d_k") or p.d_k)
+
+
+def score_factor(p: Params) -> float:
+    """What the raw dot products QKᵀ are multiplied by: 1/√d_k, 1, or the spec's number."""
+    if not p.get("scaled", True):  # attention.scores' own switch, kept for older specs
+        return 1.0
+    scale = p.get("scale", SQRT_DK)
+    if scale == SQRT_DK:
+        return 1.0 / float(np.sqrt(stated_d_k(p)))
+    return 1.0 if scale == NO_SCALE else float(scale)
+
+
+def divides_by_sqrt_dk(p: Params) -> bool:
+    return bool(p.get("scaled", True)) and p.get("scale", SQRT_DK) == SQRT_DK
+
+
+def template_context(p: Params) -> dict:
+    """What the attention templates read about sizes and scale, as ``att``."""
+    has_scale = "d_k" in p  # attention.weights is handed its scores
+    by_root = has_scale and divides_by_sqrt_dk(p)
+    factor = score_factor(p) if has_scale else 1.0
+    return {"att": {
+        "n": n_queries(p), "m": n_keys(p), "cross": n_queries(p) != n_keys(p) or n_queries(p) == 1,
+        "by_root": by_root, "factor": factor, "d_k": stated_d_k(p) if "d_k" in p else 0,
+        # score_rows' argument: divide by √d_k (true), raw (false), or multiply by a number
+        "scaled": True if by_root else (False if factor == 1 else factor),
+    }}
+
+
+def _formula(p: Params, step: str) -> str | None:
+    """The scores' formula with the item's scale (the step's own says QKᵀ/√d_k)."""
+    if "d_k" not in p or divides_by_sqrt_dk(p):
+        return None  # attention.weights' scores are given, not computed
+    factor = score_factor(p)
+    scale = "" if factor == 1 else f"{factor:g}\\,"
+    return {"scores": f"S = {scale}QK^\\top", "unmasked": f"S = {scale}QK^\\top",
+            "dQ": f"\\nabla Q = {scale}\\nabla S K", "dK": f"\\nabla K = {scale}\\nabla S^\\top Q"}.get(step)
+
+
+ATTENTION_EXTRA = {"context": template_context, "formula": _formula}
+
+
+def raw_scores(q, k, xp):
+    """QKᵀ for a batch (n × d_k against m × d_k: n × m)."""
+    return q @ swap(k)
+
+
+def scores_of(e: Env, p: Params, xp):
+    """The scaled scores of ``e``'s Q and K with the item's scale."""
+    return raw_scores(e.Q, e.K, xp) * score_factor(p)
+
+
+SIZE_PARAMS = {
+    "queries": Param(0, "number of queries, rows of Q (0: tokens); differs from keys in cross-attention",
+                     low=0, high=8),
+    "keys": Param(0, "number of keys and values, rows of K and V (0: tokens)", low=0, high=8),
+}
+
+SCALE_PARAMS = {
+    "scale": Param(SQRT_DK, "sqrt_dk (divide QKᵀ by √d_k), none, or a number QKᵀ is multiplied by",
+                   convert=_read_scale),
+    "stated_d_k": Param(0, "the d_k the problem states for the scale, when it differs from Q's width (0: Q's width)",
+                        low=0, high=1024),
+}
+
+EMPTY_ROWS = Param(False, "allow a hand-written mask with a query that may attend to no key "
+                          "(its weights and output are 0, as the worksheet states)")
+
+
+def scale_shows(p: Params) -> bool:
+    """Whether dividing by √d_k changes anything: scaled scores (the default) with d_k > 1."""
+    return divides_by_sqrt_dk(p) and stated_d_k(p) != 1
+
+
+def unscaled_asked(p: Params) -> bool:
+    """The problem asks for raw dot products, where dividing by √d_k would change them."""
+    return not divides_by_sqrt_dk(p) and score_factor(p) == 1.0 and stated_d_k(p) != 1
+
+
 def _check_mask_params(p: Params) -> None:
     # At least two keys must stay visible: with one, every softmax row is (1, 0, …) and there
     # is nothing to compute (and every gradient through it vanishes). Every kind with padding.
-    if "padding" in p.mask and not 0 < p.padded <= p.tokens - 2:
+    if "padding" in p.mask and not 0 < p.padded <= n_keys(p) - 2:
         raise ValueError(
             f"with mask: {p.mask}, at least 2 keys must stay unpadded: padded must be from 1 to tokens − 2 "
-            f"(tokens is {p.tokens}), got {p.padded}"
+            f"(tokens is {n_keys(p)}), got {p.padded}"
         )
 
 
@@ -46,24 +163,31 @@ MASK_PARAMS = {
 
 
 def _mask_domain(value: np.ndarray) -> str | None:
-    """A fixed mask: 0/1 entries, every query (row) allowed at least one key."""
+    """A fixed mask: 0/1 entries (rows with no key are checked against ``empty_rows``)."""
     if not ((value == 0) | (value == 1)).all():
         return "a mask holds only 0 (masked) and 1 (may attend)"
     if value.ndim < 2:
         return "a mask is a matrix, one row per query"
-    if not (value == 1).any(axis=-1).all():
-        return "every query (row of the mask) must be allowed at least one key"
     return None
 
 
-def kind_mask(p: Params, n: int, xp=np):
-    """The (n, n) allowed pattern of a fixed mask kind (none, causal, padding); None for random."""
+def _check_empty_rows(value: np.ndarray, p: Params) -> None:
+    """A query with no key is refused unless the spec asks for it (``empty_rows: true``)."""
+    if value.ndim >= 2 and not (value == 1).any(axis=-1).all() and not p.get("empty_rows", False):
+        raise ValueError("every query (row of the mask) must be allowed at least one key; to ask what "
+                         "happens to a fully masked query, set the param empty_rows: true (its weights and "
+                         "output are then 0, and the worksheet says so)")
+
+
+def kind_mask(p: Params, n: int, xp=np, m: int | None = None):
+    """The (n, m) allowed pattern of a fixed mask kind (none, causal, padding); None for random."""
+    m = n if m is None else m
     if p.mask == "causal":
-        return causal_allowed(n, xp=xp)
+        return causal_allowed(n, m, xp=xp)
     if p.mask == "padding":
-        return padding_allowed(n, n, p.padded, xp=xp)
+        return padding_allowed(n, m, p.padded, xp=xp)
     if p.mask == "none":
-        return xp.ones((n, n), dtype=bool)
+        return xp.ones((n, m), dtype=bool)
     return None
 
 
@@ -77,8 +201,9 @@ def _settle_explicit_mask(value: np.ndarray, p: Params, written: frozenset) -> d
     An audit fixes every given, a no-mask or causal one included: such a mask keeps its kind.
     A mask of another shape is left to the shape check, which names the shape needed.
     """
-    n = p.tokens
-    if p.mask == EXPLICIT_MASK or value.shape != (n, n) or _is_kind_mask(value, kind_mask(p, n)):
+    _check_empty_rows(value, p)
+    n, m = n_queries(p), n_keys(p)
+    if p.mask == EXPLICIT_MASK or value.shape != (n, m) or _is_kind_mask(value, kind_mask(p, n, m=m)):
         return {}
     if "mask" in written:
         raise ValueError(f"this is not the {p.mask} mask of {n} tokens: a hand-written mask needs "
@@ -90,10 +215,10 @@ MASK_DESCRIPTION = "mask: 1 where the query may attend to the key"
 EXPLICIT_MASK_GIVEN = Given("mask", "M", MASK_DESCRIPTION, check=_mask_domain, settles=_settle_explicit_mask)
 
 
-def qkv_params(tokens: int = 3) -> dict[str, Param]:
+def qkv_params(tokens: int = 3, low: int = 2) -> dict[str, Param]:
     """Sizes and entry ranges of Q, K, V, shared by the families that run an attention layer."""
     return {
-        "tokens": Param(tokens, "number of tokens n", low=2, high=8),
+        "tokens": Param(tokens, "number of tokens n", low=low, high=8),
         "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
         "d_v": Param(2, "value dimension d_v", low=1, high=16),
         "entries": int_range((-1, 1), "range of the integer entries of Q and K"),
@@ -105,27 +230,29 @@ QKV_GIVENS = (Given("Q", "Q", "queries"), Given("K", "K", "keys"), Given("V", "V
 
 
 def sample_qkv(draw: Draw, p: Params) -> dict:
-    """Integer Q, K (n × d_k) and V (n × d_v) per variant, drawn in that order."""
+    """Integer Q (n × d_k), K (m × d_k) and V (m × d_v) per variant, drawn in that order."""
     lo, hi = p.entries
     vlo, vhi = p.v_entries
-    n = p.tokens
+    n, m = n_queries(p), n_keys(p)
     return {
         "Q": draw.integers(lo, hi, (n, p.d_k)),
-        "K": draw.integers(lo, hi, (n, p.d_k)),
-        "V": draw.integers(vlo, vhi, (n, p.d_v)),
+        "K": draw.integers(lo, hi, (m, p.d_k)),
+        "V": draw.integers(vlo, vhi, (m, p.d_v)),
     }
 
 
-def sample_mask(draw: Draw, p: Params, n: int) -> np.ndarray:
+def sample_mask(draw: Draw, p: Params, n: int, m: int | None = None) -> np.ndarray:
     """A 0/1 mask per variant (1 = allowed); random masks keep at least one key per query."""
     xp = draw.xp
+    m = n if m is None else m
     if p.mask == "random":
         # Each pair allowed with probability 0.6; rows left empty get their diagonal back.
-        allowed = draw.uniform(0.0, 1.0, (n, n)) < 0.6
+        allowed = draw.uniform(0.0, 1.0, (n, m)) < 0.6
         empty = ~allowed.any(axis=-1, keepdims=True)
-        allowed = allowed | (empty & xp.eye(n, dtype=bool))
+        # Query i gets key i (mod m) back: the diagonal, wrapped when there are fewer keys.
+        allowed = allowed | (empty & (xp.arange(m)[None, :] == (xp.arange(n) % m)[:, None]))
     else:
-        allowed = xp.broadcast_to(kind_mask(p, n, xp), (draw.size, n, n))
+        allowed = xp.broadcast_to(kind_mask(p, n, xp, m=m), (draw.size, n, m))
     return allowed.astype(np.float64)
 
 
@@ -219,28 +346,34 @@ COLUMN_SOFTMAX = Misconception(
     "weights", "column_softmax",
     lambda e, p, xp: softmax(e.scores, axis=-2, xp=xp),
     "The softmax was taken down each column; it normalises each row (one query over all keys).",
+    # One query against one key: both softmaxes give 1.
+    applies=lambda p: n_queries(p) > 1 or n_keys(p) > 1,
 )
+
+
+def square(p: Params) -> bool:
+    """As many queries as keys (more than one): only then can a matrix be mistaken for its transpose."""
+    return n_queries(p) == n_keys(p) > 1
 
 
 # --- attention.scores ---------------------------------------------------------------------
 
 
 def _sample_scores(draw: Draw, p: Params) -> dict:
-    shape = (p.d_k,) if p.form == "vector" else (p.tokens, p.d_k)
     lo, hi = p.entries
-    return {"Q": draw.integers(lo, hi, shape), "K": draw.integers(lo, hi, shape)}
+    if p.form == "vector":
+        return {"Q": draw.integers(lo, hi, (p.d_k,)), "K": draw.integers(lo, hi, (p.d_k,))}
+    return {"Q": draw.integers(lo, hi, (n_queries(p), p.d_k)), "K": draw.integers(lo, hi, (n_keys(p), p.d_k))}
 
 
 def _scores(e: Env, p: Params, xp) -> np.ndarray:
     if p.form == "vector":
-        s = xp.sum(e.Q * e.K, axis=-1)
-        return s / np.sqrt(p.d_k) if p.scaled else s
-    return scaled_scores(e.Q, e.K, scale=p.scaled, xp=xp)
+        return xp.sum(e.Q * e.K, axis=-1) * score_factor(p)
+    return scores_of(e, p, xp)
 
 
-def scale_shows(p: Params) -> bool:
-    """Whether dividing by √d_k changes anything: scaled scores (the default) with d_k > 1."""
-    return p.get("scaled", True) and p.d_k != 1
+def _with(p: Params, **changes) -> Params:
+    return Params({**p, **changes})
 
 
 def _scores_nonzero(e: Env, p: Params, xp) -> np.ndarray:
@@ -256,9 +389,11 @@ SCORES = Family(
     params={
         "form": Param("matrix", "one query·key pair or the whole score matrix", choices=("vector", "matrix")),
         "tokens": Param(3, "number of tokens n (rows of Q and K)", low=1, high=8),
+        **SIZE_PARAMS,
         "d_k": Param(4, "key dimension d_k (4 makes √d_k = 2, easy by hand)", low=1, high=16),
         "entries": int_range((-2, 2), "range of the integer entries of Q and K"),
-        "scaled": Param(True, "divide by √d_k (false: the raw dot product)"),
+        "scaled": Param(True, "divide by √d_k (false: the raw dot product, as scale: none)"),
+        **SCALE_PARAMS,
         "decimals": DECIMALS,
     },
     givens=(Given("Q", "Q", "queries, one row per token"), Given("K", "K", "keys, one row per token")),
@@ -269,25 +404,26 @@ SCORES = Family(
     default_ask=("scores",),
     misconceptions=(
         Misconception(
-            "scores", "unscaled", lambda e, p, xp: _scores(e, Params({**p, "scaled": False}), xp),
+            "scores", "unscaled", lambda e, p, xp: _scores(e, _with(p, scale=NO_SCALE), xp),
             "The scores were not divided by √d_k.", applies=scale_shows,
         ),
         Misconception(
-            "scores", "divided_by_d", lambda e, p, xp: _scores(e, Params({**p, "scaled": False}), xp) / p.d_k,
+            "scores", "divided_by_d", lambda e, p, xp: _scores(e, _with(p, scale=NO_SCALE), xp) / stated_d_k(p),
             "The scores were divided by d_k; the scale is 1/√d_k.", applies=scale_shows,
         ),
         Misconception(
-            "scores", "scaled_anyway", lambda e, p, xp: _scores(e, Params({**p, "scaled": True}), xp),
+            "scores", "scaled_anyway", lambda e, p, xp: _scores(e, _with(p, scaled=True, scale=SQRT_DK), xp),
             "This problem asks for the raw dot products, without dividing by √d_k.",
-            applies=lambda p: not p.scaled and p.d_k != 1,
+            applies=unscaled_asked,
         ),
         Misconception(
             "scores", "transposed", lambda e, p, xp: swap(_scores(e, p, xp)),
             "The score matrix is transposed: row i holds query i against every key (S = QKᵀ, not KQᵀ).",
-            applies=lambda p: p.form == "matrix" and p.tokens > 1,
+            applies=lambda p: p.form == "matrix" and square(p),
         ),
     ),
     accept=_scores_nonzero,
+    extra=ATTENTION_EXTRA,
 )
 
 
@@ -296,7 +432,8 @@ SCORES = Family(
 
 def _sample_weights(draw: Draw, p: Params) -> dict:
     lo, hi = p.entries
-    return {"S": draw.integers(lo, hi, (p.tokens, p.tokens)), "mask": sample_mask(draw, p, p.tokens)}
+    n, m = n_queries(p), n_keys(p)
+    return {"S": draw.integers(lo, hi, (n, m)), "mask": sample_mask(draw, p, n, m)}
 
 
 WEIGHTS = Family(
@@ -304,9 +441,11 @@ WEIGHTS = Family(
     title="Softmax attention weights",
     summary="A = softmax(S) row by row, with no mask, a causal, padding or explicit mask.",
     params={
-        "tokens": Param(3, "number of tokens n (S is n×n)", low=2, high=8),
+        "tokens": Param(3, "number of tokens n (S is n×n)", low=1, high=8),
+        **SIZE_PARAMS,
         "entries": int_range((-2, 2), "range of the integer scores"),
         **MASK_PARAMS,
+        "empty_rows": EMPTY_ROWS,
         "decimals": DECIMALS,
     },
     givens=(Given("S", "S", "attention scores"), EXPLICIT_MASK_GIVEN),
@@ -328,6 +467,7 @@ WEIGHTS = Family(
     misconceptions=(COLUMN_SOFTMAX, *chain_mistakes(MASK_SLIPS, ("scores", "weights"), applies=masked)),
     accept=lambda e, p, xp: not_saturated(e.weights, e.mask, xp),
     validate=_check_mask_params,
+    extra=ATTENTION_EXTRA,
 )
 
 
@@ -335,22 +475,23 @@ WEIGHTS = Family(
 
 
 def _sample_output(draw: Draw, p: Params) -> dict:
-    return {**sample_qkv(draw, p), "mask": sample_mask(draw, p, p.tokens)}
+    return {**sample_qkv(draw, p), "mask": sample_mask(draw, p, n_queries(p), n_keys(p))}
 
 
 OUTPUT = Family(
     name="attention.output",
     title="Attention output",
     summary="Z = softmax(QKᵀ/√d_k + mask) V, asking for any of S, A and Z.",
-    params={**qkv_params(), **MASK_PARAMS, "decimals": DECIMALS},
+    params={**qkv_params(low=1), **SIZE_PARAMS, **SCALE_PARAMS, **MASK_PARAMS, "empty_rows": EMPTY_ROWS,
+            "decimals": DECIMALS},
     givens=QKV_GIVENS,
     sample=_sample_output,
     steps=(
-        Step("unmasked", "S", "S", "", lambda e, p, xp: scaled_scores(e.Q, e.K, xp=xp), ("Q", "K")),
+        Step("unmasked", "S", "S", "", lambda e, p, xp: scores_of(e, p, xp), ("Q", "K")),
         Step(
             "scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}",
             "Compute the scaled scores",
-            lambda e, p, xp: apply_mask(scaled_scores(e.Q, e.K, xp=xp), allowed_from_given(e.mask, xp=xp), xp=xp),
+            lambda e, p, xp: apply_mask(scores_of(e, p, xp), allowed_from_given(e.mask, xp=xp), xp=xp),
             ("Q", "K", "mask"),
         ),
         Step(
@@ -366,15 +507,22 @@ OUTPUT = Family(
             lambda e, p, xp: apply_mask(e.Q @ swap(e.K), allowed_from_given(e.mask, xp=xp), xp=xp),
             "The scores were not divided by √d_k.", applies=scale_shows,
         ),
+        Misconception(
+            "scores", "scaled_anyway",
+            lambda e, p, xp: apply_mask(e.Q @ swap(e.K) / np.sqrt(stated_d_k(p)), allowed_from_given(e.mask, xp=xp),
+                                        xp=xp),
+            "This problem asks for the raw dot products, without dividing by √d_k.", applies=unscaled_asked,
+        ),
         COLUMN_SOFTMAX,
         *chain_mistakes(MASK_SLIPS, ("scores", "weights", "output"), applies=masked),
         Misconception(
             "output", "transposed_weights", lambda e, p, xp: swap(e.weights) @ e.V,
-            "Used Aᵀ V: row i of Z mixes the values with query i's weights, Z = AV.",
+            "Used Aᵀ V: row i of Z mixes the values with query i's weights, Z = AV.", applies=square,
         ),
     ),
     accept=lambda e, p, xp: not_saturated(e.weights, e.mask, xp),
     validate=_check_mask_params,
+    extra=ATTENTION_EXTRA,
 )
 
 
@@ -391,34 +539,36 @@ def _kind_allowed(p: Params, xp, triangle: str = "lower", pad_rows: bool = False
     ``upper`` lets query i see keys j ≥ i (the future), ``strict`` hides the diagonal (j < i);
     ``pad_rows`` hides the padded *queries* (rows) instead of the padded keys (columns).
     """
-    n = p.tokens
-    allowed = xp.ones((n, n), dtype=bool)
+    n, m = n_queries(p), n_keys(p)
+    allowed = xp.ones((n, m), dtype=bool)
     if "causal" in p.mask:
-        lower = causal_allowed(n, xp=xp)
-        allowed = allowed & {"lower": lower, "upper": lower.T, "strict": xp.tril(lower, k=-1)}[triangle]
+        lower = causal_allowed(n, m, xp=xp)
+        upper = xp.triu(xp.ones((n, m), dtype=bool))
+        allowed = allowed & {"lower": lower, "upper": upper, "strict": xp.tril(lower, k=-1)}[triangle]
     if "padding" in p.mask:
-        pad = padding_allowed(n, n, p.padded, xp=xp)
+        pad = padding_allowed(n, m, p.padded, xp=xp)
         allowed = allowed & (pad.T if pad_rows else pad)
     return allowed
 
 
 def _settle_kind_mask(value: np.ndarray, p: Params, written: frozenset) -> dict:
     # An audit fixes every given: the kind's own mask is fine, any other is not this family's.
-    if value.shape == (p.tokens, p.tokens) and not _is_kind_mask(value, _kind_allowed(p, np)):
+    if value.shape == (n_queries(p), n_keys(p)) and not _is_kind_mask(value, _kind_allowed(p, np)):
         raise ValueError(f"attention.masked builds its mask from its kind: a fixed mask must be the {p.mask} "
-                         f"mask of {p.tokens} tokens; for a hand-written mask use attention.weights or "
+                         f"mask of {n_queries(p)} queries and {n_keys(p)} keys; for a hand-written mask use attention.weights or "
                          "attention.output with the mask as a fixed given")
     return {}
 
 
 def _sample_masked(draw: Draw, p: Params) -> dict:
-    n = p.tokens
-    mask = draw.xp.broadcast_to(_kind_allowed(p, draw.xp), (draw.size, n, n)).astype(np.float64)
+    n, m = n_queries(p), n_keys(p)
+    mask = draw.xp.broadcast_to(_kind_allowed(p, draw.xp), (draw.size, n, m)).astype(np.float64)
     return {**sample_qkv(draw, p), "mask": mask}
 
 
 def _causal(p: Params) -> bool:
-    return "causal" in p.mask
+    # With one query and one key every triangle is the same single entry.
+    return "causal" in p.mask and max(n_queries(p), n_keys(p)) > 1
 
 
 def _padded(p: Params) -> bool:
@@ -440,7 +590,7 @@ _KIND_SLIPS = (
      _causal),
     ("padding_rows", _wrong_kind(pad_rows=True), ("scores", "weights", "output"),
      "Padding hides the padded keys (columns of S) from every query, not the padded queries (rows).",
-     _padded),
+     lambda p: _padded(p) and n_queries(p) == n_keys(p)),
 )
 
 
@@ -451,7 +601,9 @@ MASKED = Family(
     params={
         "mask": Param("causal", "causal, padding (trailing keys), or both", choices=MASKED_KINDS),
         "padded": Param(1, "with padding: how many trailing tokens are padding (at most tokens − 2)", low=1, high=6),
-        **qkv_params(),
+        **qkv_params(),  # one token has nothing to mask
+        **SIZE_PARAMS,
+        **SCALE_PARAMS,
         "decimals": DECIMALS,
     },
     givens=(*QKV_GIVENS[:3], Given("mask", "M", MASK_DESCRIPTION, check=_mask_domain, settles=_settle_kind_mask)),
@@ -459,7 +611,7 @@ MASKED = Family(
     steps=(
         Step(
             "unmasked", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", "Compute the scaled scores, before masking",
-            lambda e, p, xp: scaled_scores(e.Q, e.K, xp=xp), ("Q", "K"),
+            lambda e, p, xp: scores_of(e, p, xp), ("Q", "K"),
         ),
         Step(
             "scores", r"\tilde S", r"\tilde S_{ij} = S_{ij} \text{ if } M_{ij} = 1, \text{ else } -\infty",
@@ -477,6 +629,7 @@ MASKED = Family(
     misconceptions=chain_mistakes(MASK_SLIPS + _KIND_SLIPS, ("scores", "weights", "output")),
     accept=lambda e, p, xp: not_saturated(e.weights, e.mask, xp),
     validate=_check_mask_params,
+    extra=ATTENTION_EXTRA,
 )
 
 

@@ -16,6 +16,14 @@ from ..engine.masks import allowed_from_given
 from ..engine.projection import linear, linear_backward, matvec, matvec_backward
 from ..seeding import Draw
 from .attention import (
+    ATTENTION_EXTRA,
+    SCALE_PARAMS,
+    SIZE_PARAMS,
+    n_keys,
+    n_queries,
+    scale_shows,
+    score_factor,
+    square,
     MASK_PARAMS,
     QKV_GIVENS,
     WEIGHTS_INVARIANTS,
@@ -62,29 +70,34 @@ def _rows_vary(x, xp) -> np.ndarray:
 def _sample_scores(draw: Draw, p: Params) -> dict:
     lo, hi = p.entries
     glo, ghi = p.grad_entries
-    n = p.tokens
+    n, m = n_queries(p), n_keys(p)
     return {
         "Q": draw.integers(lo, hi, (n, p.d_k)),
-        "K": draw.integers(lo, hi, (n, p.d_k)),
-        "dS": draw.integers(glo, ghi, (n, n)),
+        "K": draw.integers(lo, hi, (m, p.d_k)),
+        "dS": draw.integers(glo, ghi, (n, m)),
     }
 
 
 def _dq_from(ds, k, p: Params):
-    return (ds @ k) * _inv_sqrt(p.d_k)
+    return (ds @ k) * score_factor(p)
 
 
 def _dk_from(ds, q, p: Params):
-    return (swap(ds) @ q) * _inv_sqrt(p.d_k)
+    return (swap(ds) @ q) * score_factor(p)
 
 
 def _scaled(p: Params) -> bool:
-    return p.d_k != 1
+    return scale_shows(p)
 
 
 def _several_tokens(p: Params) -> bool:
-    """Whether ∇S (n × n) can be told from its transpose."""
-    return p.tokens > 1
+    """Whether ∇S can be told from its transpose (square, more than one token)."""
+    return square(p)
+
+
+def _same_count(p: Params) -> bool:
+    # Multiplying ∇S by Q instead of K fits the shapes only with as many queries as keys.
+    return n_queries(p) == n_keys(p)
 
 
 SCORES = Family(
@@ -93,7 +106,9 @@ SCORES = Family(
     summary="Given ∇S for S = QKᵀ/√d_k: ∇Q = ∇S K/√d_k and ∇K = ∇Sᵀ Q/√d_k.",
     params={
         "tokens": Param(3, "number of tokens n (rows of Q and K; ∇S is n×n)", low=1, high=8),
+        **SIZE_PARAMS,
         "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
+        **SCALE_PARAMS,
         "entries": int_range((-2, 2), "range of the integer entries of Q and K"),
         "grad_entries": GRAD_ENTRIES,
         "decimals": DECIMALS,
@@ -119,16 +134,18 @@ SCORES = Family(
                       "The factor 1/√d_k was forgotten: S = QKᵀ/√d_k, so every gradient through S carries it.",
                       applies=_scaled),
         Misconception("dQ", "used_Q", lambda e, p, xp: _dq_from(e.dS, e.Q, p),
-                      "Multiplied by Q: ∂S_ij/∂Q_i = K_j/√d_k, so ∇Q = ∇S K/√d_k uses the keys."),
+                      "Multiplied by Q: ∂S_ij/∂Q_i = K_j/√d_k, so ∇Q = ∇S K/√d_k uses the keys.", applies=_same_count),
         Misconception("dK", "untransposed_dS", lambda e, p, xp: _dk_from(swap(e.dS), e.Q, p),
                       "Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√d_k.", applies=_several_tokens),
         Misconception("dK", "unscaled", lambda e, p, xp: swap(e.dS) @ e.Q,
                       "The factor 1/√d_k was forgotten: S = QKᵀ/√d_k, so every gradient through S carries it.",
                       applies=_scaled),
         Misconception("dK", "used_K", lambda e, p, xp: _dk_from(e.dS, e.K, p),
-                      "Multiplied by K: ∂S_ij/∂K_j = Q_i/√d_k, so ∇K = ∇Sᵀ Q/√d_k uses the queries."),
+                      "Multiplied by K: ∂S_ij/∂K_j = Q_i/√d_k, so ∇K = ∇Sᵀ Q/√d_k uses the queries.",
+                      applies=_same_count),
     ),
     accept=lambda e, p, xp: _mostly_nonzero(e.dQ, e.dK, xp=xp),
+    extra=ATTENTION_EXTRA,
 )
 
 

@@ -76,9 +76,14 @@ class Param:
     high: float | None = None
     integer: bool = False
     bound: float = 0.0  # a range param: the largest |end| allowed (0: MAX_RANGE_END)
+    # A param whose values are of more than one kind (a word or a number, as ``scale``):
+    # reads and checks the value itself, raising ValueError with what is allowed.
+    convert: Callable[[Any], Any] | None = None
 
     def check(self, value: Any) -> Any:
         """Return ``value`` converted to the default's type, or raise ValueError saying what is allowed."""
+        if self.convert is not None:
+            return self.convert(value)
         kind = type(self.default)
         if kind is bool:
             if not isinstance(value, bool):
@@ -166,6 +171,17 @@ def open_interval(low: float, high: float) -> GivenCheck:
         if ((value > low) & (value < high)).all():
             return None
         return f"every entry must lie strictly between {low:g} and {high:g}"
+
+    return check
+
+
+def closed_interval(low: float, high: float) -> GivenCheck:
+    """Every entry from ``low`` to ``high``, both included."""
+
+    def check(value: np.ndarray) -> str | None:
+        if ((value >= low) & (value <= high)).all():
+            return None
+        return f"every entry must lie from {low:g} to {high:g} (both included)"
 
     return check
 
@@ -262,6 +278,9 @@ class Step:
     fn: Callable[[Env, Params, Any], Array]
     needs: tuple[str, ...] = ()  # givens and steps the function reads
     invariants: tuple[Invariant, ...] = ()  # properties every right value has
+    # "number": entries are numbers; "shape": the value is a shape (rows, columns), which a
+    # student may also write as one text, "2×4" or "[2, 4]" (grade.parse.parse_shape_text).
+    kind: str = "number"
 
     @property
     def askable(self) -> bool:
@@ -305,7 +324,9 @@ class Family:
 
     def __post_init__(self) -> None:
         # Params is a Mapping: a param called "keys" or "values" would read the method instead.
-        shadowed = sorted(set(self.params) & set(dir(Params)))
+        # "keys" (the number of keys) is the word every attention problem uses; families read it
+        # as p["keys"] (see families.attention.n_keys), never as p.keys.
+        shadowed = sorted(set(self.params) & set(dir(Params)) - {"keys"})
         if shadowed:
             raise ValueError(f"family {self.name}: param name(s) {shadowed} clash with Params attributes")
 

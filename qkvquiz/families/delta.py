@@ -37,7 +37,7 @@ from .base import (
     Params,
     Step,
     int_range,
-    open_interval,
+    closed_interval,
     transposable,
 )
 
@@ -125,7 +125,9 @@ def _rows_tell_beta(p: Params) -> bool:
     return _beta_varies(p) and (p.chunk > 2 or p.beta == "uniform")
 
 
-BETA_DOMAIN = open_interval(0.0, 2.0)  # the delta rule is stable for β in (0, 2) with unit keys
+# The delta rule is stable for β in [0, 2] with unit keys; β = 0 is a token that writes nothing
+# and β = 2 reflects, both questions teachers ask.
+BETA_DOMAIN = closed_interval(0.0, 2.0)
 
 
 COMMON_PARAMS = {
@@ -363,25 +365,30 @@ FORWARD_STEPS = (
          lambda e, p, xp: e.S_in + swap(e.X) @ e.K, ("S_in", "X", "K")),
 )
 
+def _several_tokens(p: Params) -> bool:
+    # With C = 1, A = I: solving, multiplying by A and skipping the solve all give the same.
+    return p.chunk > 1
+
+
 FORWARD_MISTAKES = (
     Misconception("A", "inclusive_triangle",
                   lambda e, p, xp: _unit_lower(e.G, e.beta, _c(e), xp, mask=causal_mask(_c(e), xp)),
                   "A keeps only the strict lower triangle of diag(β)G: its diagonal is 1, not 1 + βᵣ‖kᵣ‖²."),
     Misconception("A", "beta_on_columns",
                   lambda e, p, xp: xp.eye(_c(e), dtype=DTYPE) + tril_strict_mask(_c(e), xp) * (e.G * e.beta[..., None, :]),
-                  "Row r of A carries βᵣ (diag(β)G scales rows): A_rs = βᵣ kᵣ·kₛ for r > s.", applies=_beta_varies),
+                  "Row r of A carries βᵣ (diag(β)G scales rows): A_rs = βᵣ kᵣ·kₛ for r > s.", applies=lambda p: _beta_varies(p) and _several_tokens(p)),
     Misconception("W", "A_transposed", lambda e, p, xp: swap(e.A) @ e.BK,
-                  "W = A⁻¹B_K, not AᵀB_K: solve A W = B_K by forward substitution."),
+                  "W = A⁻¹B_K, not AᵀB_K: solve A W = B_K by forward substitution.", applies=_several_tokens),
     Misconception("W", "multiplied_by_A", lambda e, p, xp: e.A @ e.BK,
-                  "W solves A W = B_K (W = A⁻¹B_K); multiplying by A goes the wrong way."),
+                  "W solves A W = B_K (W = A⁻¹B_K); multiplying by A goes the wrong way.", applies=_several_tokens),
     Misconception("W", "no_solve", lambda e, p, xp: e.BK,
-                  "B_K = diag(β)K still has to be passed through A⁻¹: W = A⁻¹B_K."),
+                  "B_K = diag(β)K still has to be passed through A⁻¹: W = A⁻¹B_K.", applies=_several_tokens),
     Misconception("U", "A_transposed", lambda e, p, xp: swap(e.A) @ e.BV,
-                  "U = A⁻¹B_V, not AᵀB_V: solve A U = B_V by forward substitution."),
+                  "U = A⁻¹B_V, not AᵀB_V: solve A U = B_V by forward substitution.", applies=_several_tokens),
     Misconception("U", "multiplied_by_A", lambda e, p, xp: e.A @ e.BV,
-                  "U solves A U = B_V (U = A⁻¹B_V); multiplying by A goes the wrong way."),
+                  "U solves A U = B_V (U = A⁻¹B_V); multiplying by A goes the wrong way.", applies=_several_tokens),
     Misconception("U", "no_solve", lambda e, p, xp: e.BV,
-                  "B_V = diag(β)V still has to be passed through A⁻¹: U = A⁻¹B_V."),
+                  "B_V = diag(β)V still has to be passed through A⁻¹: U = A⁻¹B_V.", applies=_several_tokens),
     Misconception("X", "plus_sign", lambda e, p, xp: e.U + e.W @ swap(e.S_in),
                   "X = U − WSᵀ: the state's recall is subtracted (the delta rule writes an error)."),
     Misconception("X", "no_state", lambda e, p, xp: e.U,
@@ -392,7 +399,7 @@ FORWARD_MISTAKES = (
     Misconception("P", "strict_mask", lambda e, p, xp: e.T * tril_strict_mask(_c(e), xp),
                   "M includes the diagonal: token r reads its own write (oᵣ = Sᵣqᵣ after its update)."),
     Misconception("P", "no_mask", lambda e, p, xp: e.T,
-                  "P keeps only s ≤ r: a token must not read what later tokens of the chunk write."),
+                  "P keeps only s ≤ r: a token must not read what later tokens of the chunk write.", applies=_several_tokens),
     Misconception("O", "no_state_term", lambda e, p, xp: e.P @ e.X,
                   "The state entering the chunk adds QSᵀ: O = QSᵀ + PX."),
     Misconception("O", "strict_mask",
@@ -406,7 +413,7 @@ FORWARD_MISTAKES = (
 
 
 CHUNK_PARAMS = {
-    "chunk": Param(3, "chunk length C (with C = 1, A = I and there is nothing to solve)", low=2, high=16),
+    "chunk": Param(3, "chunk length C (with C = 1, A = I: the chunk is one recurrent step)", low=1, high=16),
     "chunks": Param(1, "number of equal chunks; with 2 or more every per-chunk value gets a leading chunk axis",
                     low=1, high=4),
     **COMMON_PARAMS,

@@ -30,6 +30,19 @@ def _check(p: Params) -> None:
         raise ValueError("zero_variance_row needs eps > 0: without ε a constant row divides 0 by 0")
 
 
+DRAWN = "drawn"
+
+
+def _drawn_or_number(value: object) -> str | float:
+    """``gamma`` / ``beta``: drawn per variant from their ranges, or one number for every feature."""
+    if value == DRAWN:
+        return DRAWN
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) <= 1000:
+        raise ValueError(f"must be {DRAWN} (integers drawn from the range) or one number between −1000 and 1000 "
+                         f"for every feature (gamma: 1, beta: 0 for the plain normalisation), got {value!r}")
+    return float(value)
+
+
 def _sample(draw: Draw, p: Params) -> dict:
     xp = draw.xp
     lo, hi = p.entries
@@ -46,9 +59,17 @@ def _sample(draw: Draw, p: Params) -> dict:
         c = c_lo + xp.floor(draw.uniform(0.0, 1.0, (1, 1)) * span)
         last = xp.arange(n) == n - 1
         z = xp.where(last[:, None], c - x, z)
+    if not p.residual:
+        z = xp.zeros_like(z)  # the problem normalises X itself
     glo, ghi = p.gamma_entries
     blo, bhi = p.beta_entries
-    return {"X": x, "Z": z, "gamma": draw.integers(glo, ghi, (d,)), "beta": draw.integers(blo, bhi, (d,))}
+    gamma, beta = draw.integers(glo, ghi, (d,)), draw.integers(blo, bhi, (d,))
+    # Drawn either way, so that stating γ or β changes no other draw.
+    if p.gamma != DRAWN:
+        gamma = xp.full_like(gamma, p.gamma)
+    if p.beta != DRAWN:
+        beta = xp.full_like(beta, p.beta)
+    return {"X": x, "Z": z, "gamma": gamma, "beta": beta}
 
 
 def _stats(e: Env, p: Params, xp):
@@ -117,6 +138,11 @@ LAYERNORM = Family(
         "entries": int_range((-2, 2), "range of the integer entries of X and Z"),
         "gamma_entries": int_range((1, 2), "range of the integer entries of γ"),
         "beta_entries": int_range((-1, 1), "range of the integer entries of β"),
+        "gamma": Param(DRAWN, "γ: drawn (from gamma_entries) or one number for every feature, such as 1",
+                       convert=_drawn_or_number),
+        "beta": Param(DRAWN, "β: drawn (from beta_entries) or one number for every feature, such as 0",
+                      convert=_drawn_or_number),
+        "residual": Param(True, "add the sublayer's output Z first (false: normalise X itself, Z = 0)"),
         "eps": Param(EPS_DEFAULT, "ε added to the variance inside the root", low=0.0, high=1.0),
         "zero_variance_row": Param(False, "make the last row of X + Z constant (σ² = 0)"),
         "decimals": DECIMALS,

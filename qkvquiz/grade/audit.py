@@ -19,6 +19,7 @@ follows correctly from an earlier claimed step that is itself wrong, that earlie
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ from ..untrusted import terminal_text
 from ..worksheet import solve_item
 from .feedback import entry_name, number_text, table
 from .grader import carried_inputs, entry_band, rerun_on_own
-from .parse import AnswerFormatError, parse_answer
+from .parse import AnswerFormatError, parse_answer, parse_shape_text
 
 CLAIMED = "claimed"
 
@@ -123,14 +124,12 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
         if step not in family.step_names:
             raise SpecError(source, f"{where} field '{CLAIMED}.{step}'",
                             f"unknown step; {family.name} has: {', '.join(family.step_names)}")
-    missing = [g for g in family.given_names if g not in item.fixed]
-    if missing:
-        raise SpecError(source, f"{where} field 'givens'",
-                        f"an audit needs every given fixed; missing: {', '.join(missing)}")
-    env = solve_item(item, [0], source=source)
+    env = _solve_stated(item, [s for s in family.step_names if s in claimed], source, where)
+    asked = {p.step: p for p in item.parts if p.entries is not None}
 
     # Read every claim first: a later claim may follow from an earlier one.
     read: dict[str, np.ndarray] = {}
+    partial: dict[str, np.ndarray] = {}  # step -> bool, the entries claimed
     checks: dict[str, ClaimCheck] = {}
     for step in family.step_names:
         if step not in claimed:
@@ -139,18 +138,30 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
         exact = env[step]
         check = ClaimCheck(item.id, family.name, step, "right", tol.describe(), encode(exact[0]))
         checks[step] = check
+        raw_claim = claimed[step]
         try:
-            value = parse_answer(claimed[step], exact.shape[1:])[None]
+            if family.step(step).kind == "shape" and isinstance(raw_claim, str) and exact.ndim == 2:
+                raw_claim = parse_shape_text(raw_claim, exact.shape[1])  # "2×4" for a shape
+            value, claimed_at = parse_claim(raw_claim, exact.shape[1:])
         except AnswerFormatError as exc:
             check.verdict, check.message = "format", str(exc)
             continue
+        if step in asked:  # the item asks only some entries: only those are checked
+            claimed_at = claimed_at & asked[step].asked(exact.shape[1:])
+        if not claimed_at.any():
+            check.message = "nothing claimed: every entry is null or not asked"
+            continue
+        # Entries not claimed take the exact value: later claims re-run on this one see right
+        # values there, and nothing unclaimed is ever reported.
+        value = np.where(claimed_at, value, exact[0])[None]
         read[step] = value
-        check.claimed = encode(value[0])
+        partial[step] = claimed_at
+        check.claimed = _encode_claim(value[0], claimed_at)
         with np.errstate(all="ignore"):
-            ok = tol.passes(value, exact)[0]
+            ok = tol.passes(value, exact)[0] | ~claimed_at
         if ok.all():
             continue
-        if _follows_from_right_claims(item, env, step, value, read, checks):
+        if _follows_from_right_claims(item, env, step, value, read, checks, claimed_at):
             continue
         check.verdict = "wrong"
         wrong = np.argwhere(~ok) if ok.ndim else [()]
@@ -158,14 +169,18 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
             index = tuple(int(i) for i in index)
             check.wrong_entries.append((entry_name(index) if index else "", number_text(float(value[0][index])),
                                         number_text(float(exact[0][index]), tol)))
-        check.message = f"{len(check.wrong_entries)} of {ok.size} entries differ from the right value"
+        counted = int(claimed_at.sum())
+        what = "entries" if counted == ok.size else "claimed entries"  # null entries are not claimed
+        check.message = f"{len(check.wrong_entries)} of {counted} {what} differ from the right value"
         check.right_table = table(exact[0], tol, ~ok) if ok.ndim else []
         for mistake in family.mistakes_for(step, params):
             with np.errstate(all="ignore"):
                 mistaken = mistake.fn(env, params, np)
-            if mistaken.shape == value.shape and tol.passes(value, mistaken).all():
+            if mistaken.shape == value.shape and (tol.passes(value, mistaken)[0] | ~claimed_at).all():
                 check.mistakes.append(mistake.name)
                 check.diagnosis.append(mistake.feedback)
+        if not claimed_at.all():
+            continue  # invariants are about whole rows: a partial claim is not checked against them
         band = entry_band(tol, value)
         with np.errstate(all="ignore"):
             for inv in family.invariants_for(step, params):
@@ -181,13 +196,96 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
         if not bad:
             continue
         redo = rerun_on_own(family, step, env, {s: read[s] for s in inputs}, between, params)
-        if redo.shape == read[step].shape and item.tolerance_for(step).passes(read[step], redo).all():
+        if redo.shape == read[step].shape and (item.tolerance_for(step).passes(read[step], redo)[0]
+                                               | ~partial[step]).all():
             check.follows_from = bad
     return list(checks.values())
 
 
+def parse_claim(raw: Any, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """A claim read for a step of ``shape``: its values and where it claims anything.
+
+    ``null`` entries are not claimed. A claim may drop axes of length 1, as a hand-written key
+    does for one token: ``1.5`` for a 1×1 score, ``[0.2, 0.8]`` for one query's weights.
+    """
+    squeezed = tuple(n for n in shape if n != 1)
+    tries = [shape] + ([squeezed] if squeezed != shape else [])
+    first: AnswerFormatError | None = None
+    for target in tries:
+        nulls = _nulls(raw, target)
+        try:
+            value = parse_answer(np.where(nulls, 0, np.array(raw, dtype=object)).tolist()
+                                 if nulls is not None else raw, target)
+        except AnswerFormatError as exc:
+            first = first or exc
+            continue
+        claimed_at = np.ones(target, dtype=bool) if nulls is None else ~nulls
+        return value.reshape(shape), claimed_at.reshape(shape)
+    assert first is not None
+    raise first
+
+
+def _nulls(raw: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Where a nested list of exactly ``shape`` holds ``null``; None when it holds none or has another shape."""
+    if not shape or not isinstance(raw, list):
+        return None
+    try:
+        grid = np.array(raw, dtype=object)
+    except ValueError:
+        return None
+    if grid.shape != shape:
+        return None
+    nulls = np.equal(grid, None)
+    return nulls if nulls.any() else None
+
+
+def _encode_claim(value: np.ndarray, claimed_at: np.ndarray) -> Any:
+    """The claim as JSON, with ``null`` where nothing is claimed."""
+    encoded = np.array(encode(value), dtype=object)
+    if encoded.ndim == 0:
+        return encoded.item()
+    encoded[~claimed_at] = None
+    return encoded.tolist()
+
+
+def _solve_stated(item: ItemSpec, claimed: list[str], source: str, where: str) -> Env:
+    """The item solved from its givens; givens it leaves out must be ones no claim depends on.
+
+    A hand-written problem states only what its questions need (no V when only weights are
+    asked). Each given left out is filled twice with different drawn values: a claimed or asked
+    step that changes between the two needs that given, and the audit says which.
+    """
+    family = item.family
+    missing = [g for g in family.given_names if g not in item.fixed]
+    if not missing:
+        return solve_item(item, [0], source=source)
+    from ..seeding import Draw
+
+    def solved(changed: str | None) -> Env:
+        # Every given left out drawn from candidate 0; ``changed`` from candidate 1 instead.
+        fixed = dict(item.fixed)
+        for g in missing:
+            drawn = family.sample(Draw.candidates([0x5EED], int(g == changed), 1), item.params)[g]
+            fixed[g] = np.asarray(drawn[0], dtype=np.float64)
+        return solve_item(dataclasses.replace(item, fixed=fixed), [0], source=source)
+
+    base = solved(None)
+    needed = []
+    for g in missing:
+        other = solved(g)
+        steps = [s for s in claimed if not np.array_equal(base[s], other[s], equal_nan=True)]
+        if steps:
+            needed.append(f"{g} (the claimed {', '.join(steps)} depend{'s' if len(steps) == 1 else ''} on it)")
+    if needed:
+        raise SpecError(source, f"{where} field 'givens'",
+                        f"an audit needs every given its claims depend on; missing: {'; '.join(needed)}")
+    envs = [base]
+    return envs[0]
+
+
 def _follows_from_right_claims(item: ItemSpec, env: Env, step: str, value: np.ndarray,
-                               read: Mapping[str, np.ndarray], checks: Mapping[str, ClaimCheck]) -> bool:
+                               read: Mapping[str, np.ndarray], checks: Mapping[str, ClaimCheck],
+                               claimed_at: np.ndarray) -> bool:
     """A claim off the exact value that is right for the claimant's own earlier claims, all accepted.
 
     Rounding each step to the asked decimals is right work: the later value is then compared
@@ -201,10 +299,10 @@ def _follows_from_right_claims(item: ItemSpec, env: Env, step: str, value: np.nd
     tol = item.tolerance_for(step)
     redo = rerun_on_own(family, step, env, {s: read[s] for s in inputs}, between, params)
     with np.errstate(all="ignore"):
-        if redo.shape != value.shape or not tol.passes(value, redo).all():
+        if redo.shape != value.shape or not (tol.passes(value, redo)[0] | ~claimed_at).all():
             return False
         band = entry_band(tol, value)
-        if any(not bool(np.asarray(inv.holds(value, Env(env), params, band, np))[0])
+        if claimed_at.all() and any(not bool(np.asarray(inv.holds(value, Env(env), params, band, np))[0])
                for inv in family.invariants_for(step, params)):
             return False
     listed = ", ".join(inputs)

@@ -44,7 +44,7 @@ from ..inputs import InputError, decode_text, json_nesting, read_bytes
 from ..key import Key, KeyItem
 from ..spec import Part
 from ..untrusted import MAX_ID_LENGTH, char_name, invisible_characters, lookalike_key, terminal_text
-from .parse import AnswerFormatError, parse_answer
+from .parse import AnswerFormatError, parse_answer, parse_shape_text
 from .tolerance import SLACK, Tolerance
 
 # Limits on a submission file: each is far above what an honest submission needs, and each
@@ -445,7 +445,8 @@ def match_students(key: Key, submissions: Iterable[Submission], duplicates: str 
 
 def read_columns(key: Key, answers: Sequence[Mapping[str, Any]]) -> dict[str, Column]:
     """Every part's answers of the class (one mapping of part id: answer per student), read."""
-    return {part.id: read_column([a.get(part.id) for a in answers], item.shapes[part.id])
+    return {part.id: read_column([a.get(part.id) for a in answers], item.shapes[part.id],
+                                 part.asked(item.shapes[part.id]), item.family.step(part.step).kind)
             for item, part in key.parts}
 
 
@@ -516,14 +517,28 @@ class Column:
     raw: dict[int, Any] = field(default_factory=dict)  # student position -> an unreadable answer, as handed in
 
 
-def read_column(answers: Sequence[Any], shape: tuple[int, ...]) -> Column:
+def read_column(answers: Sequence[Any], shape: tuple[int, ...], asked: np.ndarray | None = None,
+                kind: str = "number") -> Column:
     """Read every student's answer to one part (``None``: not answered).
 
     A grid of the part's shape whose boxes are all ``null`` (the blank submission, an untouched
     grid of the answer form) is not answered; one with some ``null`` boxes is read with those
     entries empty (NaN), so they count as wrong entries and the rest still earn their credit.
+    ``asked`` (bool, the part's shape) marks the entries a part asks for when it asks only
+    some: whatever stands in the other boxes is ignored (read as empty).
     """
     shape = tuple(shape)
+    if asked is not None:
+        answers = [_only_asked(a, shape, asked) for a in answers]
+    shape_texts: dict[int, str] = {}
+    if kind == "shape":  # a shape may be one text, "2×4" or "[2, 4]", as well as a list of sizes
+        answers = list(answers)
+        for j, answer in enumerate(answers):
+            if isinstance(answer, str) and len(shape) == 1:
+                try:
+                    answers[j] = parse_shape_text(answer, shape[0])
+                except AnswerFormatError as exc:
+                    shape_texts[j] = str(exc)
     values = np.zeros((len(answers), *shape))
     readable = np.zeros(len(answers), dtype=bool)
     problems: dict[int, tuple[str, str]] = {}
@@ -533,13 +548,19 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...]) -> Column:
         if answer is None:
             problems[j] = ("missing", "no answer given")
             continue
+        if j in shape_texts:
+            problems[j] = ("format", shape_texts[j])
+            raw[j] = answer
+            continue
         blank = _blank_boxes(answer, shape)
         if blank is not None:
-            if blank.all():
+            if blank.all() or (asked is not None and blank[asked].all()):
                 problems[j] = ("missing", "no answer given (every box is empty)")
                 continue
             answer = np.where(blank, 0, np.array(answer, dtype=object)).tolist()
-            notes[j] = f"{int(blank.sum())} of {blank.size} boxes are empty"
+            empty = int(blank.sum()) if asked is None else int(blank[asked].sum())
+            if empty:
+                notes[j] = f"{empty} of {blank.size if asked is None else int(asked.sum())} boxes are empty"
         arr = _plain_numbers(answer, shape)
         if arr is None:
             try:
@@ -554,6 +575,20 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...]) -> Column:
         values[j] = arr
         readable[j] = True
     return Column(values, readable, problems, notes, raw)
+
+
+def _only_asked(answer: Any, shape: tuple[int, ...], asked: np.ndarray) -> Any:
+    """An answer of the part's shape with the boxes not asked emptied (``null``)."""
+    if not isinstance(answer, list):
+        return answer
+    try:
+        grid = np.array(answer, dtype=object)
+    except ValueError:  # ragged: parse_answer words the error
+        return answer
+    if grid.shape != shape:
+        return answer
+    grid[~asked] = None
+    return grid.tolist()
 
 
 def _as_handed_in(value: Any) -> Any:
@@ -621,6 +656,7 @@ class PartCheck:
     broken: list[tuple[str, str, np.ndarray]]  # (name, sentence, bool per student) per invariant
     holds: np.ndarray  # bool (students,): readable and every invariant of the step holds
     sound: np.ndarray  # bool (students,): usable as an earlier answer for carried credit
+    asked: np.ndarray | None = None  # bool (entries,): the entries a part asks, when only some
 
 
 def entry_band(tol: Tolerance, values: np.ndarray) -> np.ndarray:
@@ -642,8 +678,12 @@ def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np) -> Pa
     n = len(column.readable)
     tol = item.tolerance_for(part.step)
     values = xp.asarray(column.values)
+    asked = part.asked(tuple(column.values.shape[1:]))
+    flat = None if asked is None else asked.reshape(-1)
     with np.errstate(all="ignore"):
         ok = to_numpy(tol.passes(values, env[part.step], xp=xp)).reshape(n, -1) & column.readable[:, None]
+        if flat is not None:
+            ok = ok | ~flat  # entries not asked never count against an answer
         right = column.readable & ok.all(axis=1)
         broken = []
         holds_all = np.ones(n, dtype=bool)
@@ -655,7 +695,7 @@ def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np) -> Pa
                 holds_all &= holds
                 broken.append((inv.name, inv.feedback, column.readable & ~holds))
     holds_all &= column.readable
-    return PartCheck(ok, right, broken, holds_all, right | holds_all)
+    return PartCheck(ok, right, broken, holds_all, right | holds_all, flat)
 
 
 def carried_inputs(family: Family, step: str, asked: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -702,11 +742,30 @@ def grade_item(item: KeyItem, rows: np.ndarray, columns: Mapping[str, Column], x
         return {part.id: [] for part in item.parts}
     host = Env({name: value[rows] for name, value in item.env.items()})
     env = host if xp is np else Env({name: xp.asarray(value) for name, value in host.items()})
+    columns = _with_unasked_filled(item, columns, host)
     checks = {part.id: check_part(item, part, columns[part.id], env, xp) for part in item.parts}
     if no_carry is None:
         no_carry = np.zeros(len(rows), dtype=bool)
     chains = chain_checks(item, columns, checks, env, no_carry, xp)
     return {part.id: _part_results(item, part, columns, checks, chains[part.id], env, host, xp) for part in item.parts}
+
+
+def _with_unasked_filled(item: KeyItem, columns: Mapping[str, Column], host: Env) -> dict[str, Column]:
+    """Columns whose entries a part does not ask hold the key's values there.
+
+    A later step re-run on a student's own partial answer then uses the right values for what
+    was not asked, and invariants see whole rows; verdicts count only the asked entries.
+    """
+    out = dict(columns)
+    for part in item.parts:
+        asked = part.asked(item.shapes[part.id])
+        if asked is None or part.id not in columns:
+            continue
+        column = columns[part.id]
+        values = column.values.copy()
+        values[:, ~asked] = host[part.step][:, ~asked]
+        out[part.id] = Column(values, column.readable, column.problems, column.notes, column.raw)
+    return out
 
 
 @dataclass
@@ -751,6 +810,8 @@ def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mappi
                         item.params, xp)
     with np.errstate(all="ignore"):
         same = to_numpy(item.tolerance_for(part.step).passes(xp.asarray(column.values), redo, xp=xp))
+    if check.asked is not None:
+        same = same.reshape(n, -1) | ~check.asked
     follows = readable & same.reshape(n, -1).all(axis=1)
     inputs_accepted = np.logical_and.reduce([chains[i].accepted for i in inputs])
     # No credit is carried from a missing or malformed earlier answer, or from one that is
@@ -808,18 +869,21 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
             wrong = mistake.fn(env, item.params, xp)
         if wrong.shape != column.values.shape:
             continue
-        hit = pending & to_numpy(tol.passes(values, wrong, xp=xp)).reshape(n, -1).all(axis=1)
-        mistakes.append((mistake.name, mistake.feedback, hit))
+        hit = to_numpy(tol.passes(values, wrong, xp=xp)).reshape(n, -1)
+        if check.asked is not None:
+            hit = hit | ~check.asked
+        mistakes.append((mistake.name, mistake.feedback, pending & hit.all(axis=1)))
 
     points = part.points
-    share = check.ok.mean(axis=1) if check.ok.shape[1] else np.ones(n)
+    ok = check.ok if check.asked is None else check.ok[:, check.asked]  # the asked entries only
+    share = ok.mean(axis=1) if ok.shape[1] else np.ones(n)
     entry_score = points * share if item.credit.per_entry else np.zeros(n)
     carried_score = np.where(chain.carried, points * item.credit.carried_forward, 0.0)
     expected = encode_rows(host[part.step])
     given = encode_rows(column.values)
     entry_ok = check.ok.reshape(column.values.shape).tolist()
-    correct_entries = check.ok.sum(axis=1).tolist()
-    entries = int(check.ok.shape[1])
+    correct_entries = ok.sum(axis=1).tolist()
+    entries = int(ok.shape[1])
     findings = [np.flatnonzero(hit).tolist() for _, _, hit in mistakes]
     broken = [np.flatnonzero(hit & pending).tolist() for _, _, hit in check.broken]
 

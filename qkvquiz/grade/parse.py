@@ -463,3 +463,49 @@ def parse_answer(value: object, shape: tuple[int, ...]) -> np.ndarray:
 
     walk(value, [])
     return np.asarray(flat, dtype=np.float64).reshape(shape)
+
+
+# ----------------------------------------------------------------------------- a shape
+
+# What may stand between the sizes of a shape: 2×4, 2x4, 2 X 4, 2*4, 2,4, [2, 4], (2, 4).
+_SHAPE_SEPARATORS = frozenset("×xX*,")
+_SHAPE_BRACKETS = {"[": "]", "(": ")"}
+_SHAPE_SPACES = frozenset(" \t\u00a0\u3000")  # spaces allowed between sizes (the same in parse.js)
+
+
+def parse_shape_text(text: str, length: int) -> list[int]:
+    """Read a shape written as one text: ``2×4``, ``2 x 4``, ``[2, 4]``, ``(2, 4)`` → [2, 4].
+
+    Sizes are whole numbers ≥ 1, ``length`` of them (2 for rows × columns). Read character by
+    character, no regular expression; the answer form's ``parseShape`` (parse.js) mirrors it
+    on the shared table ``tests/entry_cases.json`` (``shape_cases``).
+    """
+    raw = str(text)
+    body = raw.strip()
+    if not body:
+        raise AnswerFormatError('cannot read "" as a shape (the text is empty)')
+    if len(body) > MAX_TEXT_LENGTH:
+        raise AnswerFormatError(f'cannot read "{_show(body)}" as a shape (it is longer than {MAX_TEXT_LENGTH} characters)')
+    if body[:1] in _SHAPE_BRACKETS:
+        if not body.endswith(_SHAPE_BRACKETS[body[0]]):
+            raise AnswerFormatError(f'cannot read "{_show(body)}" as a shape (a bracket is not closed)')
+        body = body[1:-1]
+    sizes: list[str] = [""]
+    for ch in body:
+        if ch in _SHAPE_SEPARATORS:
+            sizes.append("")
+        elif "0" <= ch <= "9":
+            sizes[-1] += ch
+        elif ch not in _SHAPE_SPACES:
+            raise AnswerFormatError(f'cannot read "{_show(raw.strip())}" as a shape (write rows × columns, such as '
+                                    f'2×4 or [2, 4]; "{ch}" is not a size or a separator)')
+    if any(not size for size in sizes):
+        raise AnswerFormatError(f'cannot read "{_show(raw.strip())}" as a shape (a size is missing; write rows × '
+                                'columns, such as 2×4 or [2, 4])')
+    if len(sizes) != length:
+        raise AnswerFormatError(f'cannot read "{_show(raw.strip())}" as a shape (it has {len(sizes)} '
+                                f'size{"s" if len(sizes) != 1 else ""}, expected {length})')
+    values = [int(size) for size in sizes]
+    if any(v < 1 for v in values):
+        raise AnswerFormatError(f'cannot read "{_show(raw.strip())}" as a shape (every size is at least 1)')
+    return values

@@ -149,8 +149,16 @@ def problem_areas(ws: Worksheet, student: int) -> list[list[tuple[str, str]]]:
         areas = []
         for part in item.parts:
             shape = np.shape(env[part.step][student])
-            symbol = item.family.step(part.step).symbol
-            areas.append((part.id, answer_area_html(part.id, shape, symbol)))
+            step = item.family.step(part.step)
+            if step.kind == "shape":  # one box, for "2×4"
+                areas.append((part.id, answer_grid_html(part.id, (), label=f"{step.symbol} =")))
+            elif part.entries is not None and len(shape) <= 2 and all(n <= ANSWER_TILE for n in shape):
+                # The whole grid, captioned with the entries asked (the worksheet names them too).
+                only = ", ".join("(" + ", ".join(str(i + 1) for i in e) + ")" for e in part.entries)
+                areas.append((part.id, answer_grid_html(part.id, shape, label=f"{step.symbol} =",
+                                                        caption=f"{part.id}: only {only}")))
+            else:
+                areas.append((part.id, answer_area_html(part.id, shape, step.symbol)))
         out.append(areas)
     return out
 

@@ -63,6 +63,7 @@ class Box:
 
     index: tuple[int, ...]
     where: str  # "row 2, column 3" (counting from 1, the grader's words); "" for a scalar
+    asked: bool = True  # False: the part asks other entries; the box is shown disabled and saves null
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,8 @@ class FormPart:
     shape: tuple[int, ...]
     shape_text: str
     blocks: tuple[Block, ...]
+    kind: str = "number"  # "shape": one box that takes a shape as text ("2×4"), of len(shape) sizes
+    sizes: int = 0  # with kind "shape": how many sizes the shape has
 
 
 @dataclass(frozen=True)
@@ -98,11 +101,16 @@ def where(index: Sequence[int], ndim: int) -> str:
     return entry_place([i + 1 for i in index], ndim)
 
 
-def grid_blocks(shape: Sequence[int]) -> tuple[Block, ...]:
+def grid_blocks(shape: Sequence[int], asked: np.ndarray | None = None) -> tuple[Block, ...]:
     """The boxes of a part of ``shape``, grouped as the page shows them: a scalar is one box,
     a vector one row, a matrix a bracketed grid, a stack one grid per matrix (row by row, so
-    that the tab order runs along each row)."""
+    that the tab order runs along each row). ``asked`` (bool, ``shape``) marks the boxes of
+    a part that asks only some entries; the others are drawn disabled."""
     shape = tuple(int(n) for n in shape)
+    if asked is not None:
+        blocks = grid_blocks(shape)
+        return tuple(Block(b.label, tuple(tuple(Box(x.index, x.where, bool(asked[x.index])) for x in row)
+                                          for row in b.rows), b.bracketed) for b in blocks)
     ndim = len(shape)
     if ndim == 0:
         return (Block("", ((Box((), ""),),), bracketed=False),)
@@ -145,6 +153,15 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
         for k, part in enumerate(item.parts):
             step = item.family.step(part.step)
             shape = tuple(np.shape(variant["steps"][part.step]))
+            if step.kind == "shape":
+                # One box for the whole shape, read as "2×4" by parse.js and by the grader.
+                parts.append(FormPart(
+                    id=part.id, letter=_LETTERS[k % len(_LETTERS)], prompt=step.prompt,
+                    symbol=Markup(html.math_html(f"{step.symbol} =")), points=part.points, shape=(),
+                    shape_text="a shape rows × columns, such as 2×4", blocks=grid_blocks(()),
+                    kind="shape", sizes=shape[0] if shape else 0,
+                ))
+                continue
             parts.append(FormPart(
                 id=part.id,
                 letter=_LETTERS[k % len(_LETTERS)],
@@ -153,7 +170,7 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
                 points=part.points,
                 shape=shape,
                 shape_text=shape_text(shape),
-                blocks=grid_blocks(shape),
+                blocks=grid_blocks(shape, part.asked(shape)),
             ))
         problems.append(FormProblem(number, Markup(html.markdown_body_html(markdown)), tuple(parts)))
     return problems

@@ -10,6 +10,7 @@ copies of arrays, text; an instructor's text comes as Markdown without raw HTML.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from functools import lru_cache
@@ -135,19 +136,46 @@ def _family_names(family: str, kind: str) -> list[str]:
     return [f"families/{family}.{kind}.md.j2", f"families/_generic.{kind}.md.j2"]
 
 
+def only_asked_text(entries: Sequence[tuple[int, ...]] | None, shape: tuple[int, ...]) -> str:
+    """For a part asking some entries: a sentence naming them (from 1); "" for a whole part."""
+    if entries is None:
+        return ""
+    if len(shape) == 1:
+        listed = [str(e[0] + 1) for e in entries]
+        return f" Only entr{'y' if len(listed) == 1 else 'ies'} {_and(listed)} asked; leave the other boxes empty."
+    rows = sorted({e[0] for e in entries})
+    per_row = math.prod(shape[1:])
+    if all(sum(1 for e in entries if e[0] == r) == per_row for r in rows) and len(entries) == len(rows) * per_row:
+        listed = [str(r + 1) for r in rows]
+        return f" Only row{'' if len(listed) == 1 else 's'} {_and(listed)} asked; leave the other boxes empty."
+    listed = ["(" + ", ".join(str(i + 1) for i in e) + ")" for e in entries]
+    return f" Only entr{'y' if len(listed) == 1 else 'ies'} {_and(listed)} asked; leave the other boxes empty."
+
+
+def _and(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
 def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: Record | None = None) -> dict[str, Any]:
     """What a family's templates see for one student's variant of one item: plain data only."""
     view = item_view(item) if view is None else view
     fam = view.family
     by_name = {s.name: s for s in fam.steps}
+    # A family may word a step's formula for the item's params (attention: QKᵀ without √d_k).
+    formula = item.family.extra.get("formula", lambda params, step: None)
     parts = [
-        {"id": p.id, "step": by_name[p.step], "points": p.points, "shape": np.shape(steps[p.step])}
+        {"id": p.id, "step": by_name[p.step], "points": p.points, "shape": np.shape(steps[p.step]),
+         "formula": formula(item.params, p.step) or by_name[p.step].formula,
+         "only": only_asked_text(p.entries, np.shape(steps[p.step]))}
         for p in item.parts
     ]
     # Templates get copies: whatever one does to an array cannot reach the solved worksheet or the key.
     givens = {k: _copy(v) for k, v in givens.items()}
     steps = {k: _copy(v) for k, v in steps.items()}
+    # A family may add values its templates need (attention: the scale and the query/key counts).
+    extra = item.family.extra.get("context")
     return {
+        **(extra(item.params) if extra is not None else {}),
         "item": view, "family": fam, "p": view.params, "g": givens, "s": steps, "parts": parts,
         "number": number, "d": item.params.get("decimals", 3),
         "title": view.title or fam.title,

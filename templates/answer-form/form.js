@@ -45,9 +45,16 @@
       state = "empty";
     } else {
       try {
-        var value = parse.parseEntry(text);
-        state = "ok";
-        message = where + "reads as " + describe(value);
+        if (fieldset.dataset.kind === "shape") {
+          // A shape is one text, read as the grader reads it: "2×4", "[2, 4]".
+          var sizes = parse.parseShape(text, Number(fieldset.dataset.sizes));
+          state = "ok";
+          message = where + "reads as " + sizes.join(" \u00d7 ");
+        } else {
+          var value = parse.parseEntry(text);
+          state = "ok";
+          message = where + "reads as " + describe(value);
+        }
       } catch (err) {
         state = "bad";
         message = where + err.message;

@@ -254,7 +254,52 @@
     }
   }
 
-  var api = { parseEntry: parseEntry, strip: strip, MAX_TEXT_LENGTH: MAX_TEXT_LENGTH };
+  /** Read a shape written as one text, "2×4", "2 x 4", "[2, 4]" or "(2, 4)", as the grader's
+   *  parse_shape_text does: an array of `length` whole numbers ≥ 1, or throw its sentence. */
+  var SHAPE_SEPARATORS = "\u00d7xX*,";
+  var SHAPE_BRACKETS = { "[": "]", "(": ")" };
+  var SHAPE_SPACES = " \t\u00a0\u3000";
+  function parseShape(rawText, length) {
+    var trimmed = strip(String(rawText));
+    var body = trimmed;
+    if (!body) throw new Error("cannot read \"\" as a shape (the text is empty)");
+    if (Array.from(body).length > MAX_TEXT_LENGTH) {
+      throw new Error("cannot read \"" + show(body) + "\" as a shape (it is longer than " + MAX_TEXT_LENGTH + " characters)");
+    }
+    var first = body.charAt(0);
+    if (Object.prototype.hasOwnProperty.call(SHAPE_BRACKETS, first)) {
+      if (body.charAt(body.length - 1) !== SHAPE_BRACKETS[first] || body.length < 2) {
+        throw new Error("cannot read \"" + show(body) + "\" as a shape (a bracket is not closed)");
+      }
+      body = body.slice(1, -1);
+    }
+    var sizes = [""];
+    var chars = Array.from(body);
+    for (var i = 0; i < chars.length; i++) {
+      var ch = chars[i];
+      if (SHAPE_SEPARATORS.indexOf(ch) >= 0) sizes.push("");
+      else if (ch >= "0" && ch <= "9") sizes[sizes.length - 1] += ch;
+      else if (SHAPE_SPACES.indexOf(ch) < 0) {
+        throw new Error("cannot read \"" + show(trimmed) + "\" as a shape (write rows \u00d7 columns, such as " +
+          "2\u00d74 or [2, 4]; \"" + ch + "\" is not a size or a separator)");
+      }
+    }
+    if (sizes.some(function (s) { return !s; })) {
+      throw new Error("cannot read \"" + show(trimmed) + "\" as a shape (a size is missing; write rows \u00d7 " +
+        "columns, such as 2\u00d74 or [2, 4])");
+    }
+    if (sizes.length !== length) {
+      throw new Error("cannot read \"" + show(trimmed) + "\" as a shape (it has " + sizes.length + " size" +
+        (sizes.length !== 1 ? "s" : "") + ", expected " + length + ")");
+    }
+    var values = sizes.map(function (s) { return parseInt(s, 10); });
+    if (values.some(function (v) { return v < 1; })) {
+      throw new Error("cannot read \"" + show(trimmed) + "\" as a shape (every size is at least 1)");
+    }
+    return values;
+  }
+
+  var api = { parseEntry: parseEntry, parseShape: parseShape, strip: strip, MAX_TEXT_LENGTH: MAX_TEXT_LENGTH };
   if (typeof module !== "undefined" && module.exports) module.exports = api;
   else root.qkvquizParse = api;
 })(this);
