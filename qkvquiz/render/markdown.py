@@ -79,7 +79,8 @@ def spec_text(text: str) -> str:
 
 
 def _step_view(step: Any) -> Record:
-    return Record(name=step.name, symbol=step.symbol, formula=step.formula, prompt=step.prompt, askable=step.askable)
+    return Record(name=step.name, symbol=step.symbol, formula=step.formula, prompt=step.prompt, askable=step.askable,
+                  kind=step.kind)
 
 
 def _family_view(fam: Any) -> Record:
