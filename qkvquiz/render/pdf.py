@@ -190,6 +190,24 @@ def _page_size_css(page_size: str) -> Any:
 
 
 @lru_cache(maxsize=1)
+def font_config() -> Any:
+    """One font configuration per process, holding the faces shipped in
+    ``templates/fonts/`` (see :mod:`qkvquiz.render.fonts`): every document is set in them,
+    whatever fonts this machine has, and a face is loaded once, not once per document."""
+    return weasyprint_module().text.fonts.FontConfiguration()
+
+
+@lru_cache(maxsize=1)
+def _fonts_css() -> Any:
+    from qkvquiz.render.fonts import font_face_css
+
+    # The @font-face rules register the shipped faces in font_config() as this parses.
+    return weasyprint_module().CSS(
+        string=font_face_css(), url_fetcher=url_fetcher(), font_config=font_config()
+    )
+
+
+@lru_cache(maxsize=1)
 def _base_css() -> Any:
     return weasyprint_module().CSS(string=base_stylesheet_text(), url_fetcher=url_fetcher())
 
@@ -203,11 +221,12 @@ def _stylesheets(html: str, page_size: str) -> tuple[str, list[Any]]:
     which still beats WeasyPrint's defaults and still loses to the document's other
     styles, as it did before (they come after it).
     """
-    sheets = [_page_size_css(page_size)]
+    # The shipped fonts come first, for every document.
+    sheets = [_fonts_css(), _page_size_css(page_size)]
     embedded = f"<style {BASE_STYLE_MARKER}>\n{base_stylesheet_text()}\n</style>"
     if embedded in html:
         html = html.replace(embedded, "", 1)
-        sheets.insert(0, _base_css())
+        sheets.insert(1, _base_css())
     return html, sheets
 
 
@@ -251,9 +270,9 @@ def render_pdf(
     if not documents:
         raise ValueError(f"{target}: no document to render")
     options: dict[str, Any] = {} if image_cache is None else {"cache": image_cache}
-    if len(documents) > 1:
-        # One font configuration for every part: a face the parts share is embedded once.
-        options["font_config"] = weasyprint.text.fonts.FontConfiguration()
+    # The process's font configuration: it holds the shipped faces, and the parts of a
+    # joined PDF share it, so a face they share is embedded once.
+    options["font_config"] = font_config()
     with _collect_warnings() as warnings:
         rendered = []
         for one in documents:
@@ -288,6 +307,7 @@ def _init_worker(page_size: str) -> None:
     _worker_image_cache.clear()
     weasyprint_module()
     _page_size_css(page_size)
+    _fonts_css()
     _base_css()
     # Everything imported so far lives as long as the worker: move it out of the garbage
     # collector's sight, and collect young objects less often.
@@ -403,6 +423,7 @@ def render_pdfs(
     weasyprint_module()  # fail with the install hint before starting any process
     page_size_css(page_size)
     # Parsed here, so that forked workers start with them.
+    _fonts_css()
     _base_css()
     _page_size_css(page_size)
     jobs_ = [(html, Path(target)) for html, target in jobs]
