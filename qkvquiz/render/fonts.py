@@ -62,9 +62,11 @@ BROKEN_GLYPHS: dict[str, frozenset[str]] = {
     "DejaVuSerif-BoldItalic.ttf": frozenset("\u1d40"),
 }
 
-#: Combining marks the serif faces do not position over a base letter (they print after
-#: it: β̄ reads as β). The renderer draws these accents with CSS instead (see html.py).
+#: Combining marks the serif faces do not position over a Greek letter with an ascender
+#: (β̄ prints as β and a loose bar; σ̂ and ᾱ are fine); textmath draws a bar over a Greek
+#: letter with CSS instead.
 UNPLACED_MARKS = frozenset("\u0302\u0303\u0304\u0305\u0307\u20d7")
+UNPLACED_BASES = frozenset("βδζθλξ")
 
 
 def fonts_dir() -> Path:
@@ -133,7 +135,10 @@ def missing_glyphs(runs: Iterable[TextRun]) -> dict[tuple[str, str], str]:
             continue
         have = coverage(run.face)
         for i, ch in enumerate(run.text):
-            if ch in _INVISIBLE or ch in have and not (ch in UNPLACED_MARKS and run.face.family == SERIF):
+            unplaced = (
+                ch in UNPLACED_MARKS and run.face.family == SERIF and i > 0 and run.text[i - 1] in UNPLACED_BASES
+            )
+            if ch in _INVISIBLE or ch in have and not unplaced:
                 continue
             out.setdefault((run.face.file, ch), f"{run.where}: {run.text[max(0, i - 30):i + 30]!r}")
     return out
@@ -187,10 +192,14 @@ class _Runs(HTMLParser):
             family, code = MONO, True
         if classes & self._SANS_CLASSES:
             family = SANS
-        if "answer-part" in classes or "part-id" in classes:
-            code = True  # a part id, as the submission file spells it
+        if classes & {"answer-part", "part-id", "math-svg"}:
+            # A part id, as the submission file spells it, or the transparent linear text
+            # laid over a picture of math (``S = QKᵀ/√d_k``, for search and copy).
+            code = True
         if "tm" in classes:
             family = SERIF
+        if "sy" in classes:
+            family, italic = SANS, False
         if "fn" in classes or "tx" in classes:
             italic = False
         self.stack.append((tag, family, bold, italic, code))

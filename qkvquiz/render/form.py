@@ -148,7 +148,8 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
             parts.append(FormPart(
                 id=part.id,
                 letter=_LETTERS[k % len(_LETTERS)],
-                prompt=step.prompt,
+                # A prompt may hold inline math ($\bar B_K$): typeset as in the worksheet.
+                prompt=Markup(html.inline_markdown_html(step.prompt)),
                 symbol=Markup(html.math_html(f"{step.symbol} =")),
                 points=part.points,
                 shape=shape,

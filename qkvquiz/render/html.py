@@ -785,6 +785,11 @@ def _lone_text_math(body: str) -> bool:
     )
 
 
+#: An environment of rows (a matrix, a ``cases``) in an inline formula; a matrix of one
+#: row (a vector) may stay in its line.
+_HAS_MATRIX = re.compile(r"\\begin\{(?:[bpvBV]?matrix|array|cases)\}(.*?)\\end\{", re.DOTALL)
+
+
 def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": raw_html}).enable("table")
     if not raw_html:
@@ -794,6 +799,10 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
     md.use(dollarmath_plugin, double_inline=True, allow_digits=False)
 
     def inline(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        if any("\\\\" in m.group(1) for m in _HAS_MATRIX.finditer(tokens[idx].content)):
+            # A matrix inside a line of text pushes the lines apart (a 4×4 mask in a
+            # sentence): as in a LaTeX exam, it is displayed on a line of its own.
+            return display_in_text(self, tokens, idx, options, env)
         body = math_html(tokens[idx].content, font_size_pt=font_size_pt, text=text_math)
         if _lone_text_math(body):
             # One element instead of two (.math only keeps the expression on one line,
@@ -858,6 +867,12 @@ def markdown_body_html(
     wrote yourself (such as answer boxes from :func:`answer_grid_html`).
     """
     return _expand_empty_grids(_parser(float(font_size_pt), text_math, raw_html).render(markdown))
+
+
+def inline_markdown_html(markdown: str, *, font_size_pt: float = FONT_SIZE_PT_DEFAULT) -> str:
+    """One line of Markdown with math (a step's prompt) as inline HTML, without ``<p>``."""
+    md = _parser(float(font_size_pt), True, False)
+    return md.renderInline(markdown)
 
 
 def markdown_to_html(

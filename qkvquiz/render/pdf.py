@@ -241,6 +241,13 @@ def _replace_atomically(target: Path, write: Any) -> None:
         raise
 
 
+def layout(html: str, *, page_size: str = "A4", **options: Any) -> Any:
+    """One HTML document laid out by WeasyPrint (a ``Document``), in the shipped fonts."""
+    source, sheets = _stylesheets(html, page_size)
+    options.setdefault("font_config", font_config())
+    return weasyprint_module().HTML(string=source, url_fetcher=url_fetcher()).render(stylesheets=sheets, **options)
+
+
 #: What one PDF is made of: an HTML document, or several laid out one by one and joined.
 Html = str | Sequence[str]
 
@@ -263,7 +270,6 @@ def render_pdf(
     page). Keep it for a batch, not for ever: each entry holds on to the document that
     first loaded it.
     """
-    weasyprint = weasyprint_module()
     target = Path(target)
     page_size_css(page_size)  # reject an unknown size before any work
     documents = [html] if isinstance(html, str) else list(html)
@@ -274,10 +280,7 @@ def render_pdf(
     # joined PDF share it, so a face they share is embedded once.
     options["font_config"] = font_config()
     with _collect_warnings() as warnings:
-        rendered = []
-        for one in documents:
-            source, sheets = _stylesheets(one, page_size)
-            rendered.append(weasyprint.HTML(string=source, url_fetcher=url_fetcher()).render(stylesheets=sheets, **options))
+        rendered = [layout(one, page_size=page_size, **options) for one in documents]
         document = (
             rendered[0]
             if len(rendered) == 1
