@@ -35,7 +35,7 @@ from markdown_it.common.utils import escapeHtml
 from ..worksheet import Worksheet
 from .form import where
 from .html import answer_grid_html, header_html, html_document, markdown_body_html
-from .latex import num
+from .latex import label_symbol, num
 from .markdown import render_items
 
 #: Boxes per row and rows per grid; a larger part is split into several grids (a 16-wide
@@ -108,6 +108,34 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str) -> str:
     return f'<div class="answer-set" data-part="{part}">{"".join(grids)}</div>'
 
 
+def answer_points(problem_html: str, part_ids: Sequence[str]) -> list[int | None]:
+    """Where each part's answer area goes in ``problem_html``: the end of the list item, or
+    just after the paragraph, that names ``<code>part_id</code>`` (as every bundled
+    template writes it), in the order of the parts; None for a part named nowhere."""
+    points: list[int | None] = []
+    cursor = 0
+    for part_id in part_ids:
+        needle = f"<code>{escapeHtml(part_id)}</code>"
+        at = problem_html.find(needle, cursor)
+        if at < 0:
+            at = problem_html.find(needle)
+        if at < 0:
+            points.append(None)
+            continue
+        after = at + len(needle)
+        ends = [(i, tag) for tag in ("</li>", "</p>") if (i := problem_html.find(tag, after)) >= 0]
+        if not ends:
+            points.append(None)
+            continue
+        end, tag = min(ends)
+        # In a list item the boxes stay inside it (indented under its bullet); after a
+        # paragraph they follow it.
+        insert = end if tag == "</li>" else end + len(tag)
+        points.append(insert)
+        cursor = insert
+    return points
+
+
 def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> str:
     """Put each ``(part_id, area_html)`` after the sentence that names the part.
 
@@ -115,31 +143,19 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
     bundled template writes it; areas follow one another in the order of the parts. An
     area whose part is not named anywhere goes at the end of the problem.
     """
-    out = problem_html
-    cursor = 0
+    points = answer_points(problem_html, [part_id for part_id, _ in areas])
+    out, last = [], 0
     unplaced: list[str] = []
-    for part_id, area in areas:
-        needle = f"<code>{escapeHtml(part_id)}</code>"
-        at = out.find(needle, cursor)
-        if at < 0:
-            at = out.find(needle)
-        if at < 0:
+    for (_, area), at in sorted(zip(areas, points), key=lambda pair: -1 if pair[1] is None else pair[1]):
+        if at is None:
             unplaced.append(area)
             continue
-        after = at + len(needle)
-        ends = [(i, tag) for tag in ("</li>", "</p>") if (i := out.find(tag, after)) >= 0]
-        if not ends:
-            unplaced.append(area)
-            continue
-        end, tag = min(ends)
-        # In a list item the boxes stay inside it (indented under its bullet); after a
-        # paragraph they follow it.
-        insert = end if tag == "</li>" else end + len(tag)
-        out = out[:insert] + area + out[insert:]
-        cursor = insert + len(area)
+        out += [problem_html[last:at], area]
+        last = at
+    out.append(problem_html[last:])
     if unplaced:
-        out += '<div class="answers">' + "".join(unplaced) + "</div>"
-    return out
+        out.append('<div class="answers">' + "".join(unplaced) + "</div>")
+    return "".join(out)
 
 
 def problem_areas(ws: Worksheet, student: int) -> list[list[tuple[str, str]]]:
@@ -149,7 +165,7 @@ def problem_areas(ws: Worksheet, student: int) -> list[list[tuple[str, str]]]:
         areas = []
         for part in item.parts:
             shape = np.shape(env[part.step][student])
-            symbol = item.family.step(part.step).symbol
+            symbol = label_symbol(item.family.step(part.step).symbol, len(shape))
             areas.append((part.id, answer_area_html(part.id, shape, symbol)))
         out.append(areas)
     return out
@@ -215,7 +231,7 @@ def _seed_sentence(ws: Worksheet, n: int) -> str:
     )
     return (
         f"Seed <code>{html.escape(ws.seed)}</code>{reproducible}. {n} student{'s' if n != 1 else ''}, "
-        f"{num(ws.spec.points, 2)} points each."
+        f"{num(ws.spec.points, 2)} point{'s' if ws.spec.points != 1 else ''} each."
     )
 
 

@@ -135,6 +135,23 @@ def _family_names(family: str, kind: str) -> list[str]:
     return [f"families/{family}.{kind}.md.j2", f"families/_generic.{kind}.md.j2"]
 
 
+#: Decimals of a key's numbers when the item's tolerance is not a number of decimals.
+KEY_DECIMALS_DEFAULT = 3
+
+
+def key_decimals(item: ItemSpec) -> int:
+    """How many decimals a key prints: the item's ``decimals`` param where the spec sets
+    it, else the decimals its tolerance asks for (``2 decimals``: 0.27), else 3."""
+    declared = item.family.params.get("decimals")
+    chosen = item.params.get("decimals")
+    if chosen is not None and (declared is None or chosen != declared.default):
+        return int(chosen)  # the spec set it
+    tolerance = item.tolerance
+    if tolerance.mode == "decimals":
+        return max(1, int(tolerance.value))
+    return KEY_DECIMALS_DEFAULT if chosen is None else int(chosen)
+
+
 def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: Record | None = None) -> dict[str, Any]:
     """What a family's templates see for one student's variant of one item: plain data only."""
     view = item_view(item) if view is None else view
@@ -149,7 +166,7 @@ def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: R
     steps = {k: _copy(v) for k, v in steps.items()}
     return {
         "item": view, "family": fam, "p": view.params, "g": givens, "s": steps, "parts": parts,
-        "number": number, "d": item.params.get("decimals", 3),
+        "number": number, "d": key_decimals(item),
         "title": view.title or fam.title,
     }
 
