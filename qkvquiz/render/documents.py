@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import html
 import itertools
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 from markdown_it.common.utils import escapeHtml
 
+from ..spec import WorkSpace
 from ..worksheet import Worksheet
 from .form import where
 from .html import answer_grid_html, header_html, html_document, markdown_body_html
@@ -68,7 +70,7 @@ def _span(word: str, r: range, n: int) -> str:
     return f"{word} {r.start + 1}\u2013{r.stop}"
 
 
-def answer_area_html(part_id: str, shape: Sequence[int], symbol: str) -> str:
+def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: float | None = None) -> str:
     """The boxes for one asked part, labelled ``symbol =`` (LaTeX) and the part id.
 
     A number is one box, a vector a row of boxes, a matrix a bracketed grid. A stack of
@@ -79,9 +81,10 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str) -> str:
     """
     shape = tuple(int(n) for n in shape)
     label = f"{symbol} ="
+    worth = "" if points is None else f" \u00b7 {num(points, 2)} pt"
     fits = len(shape) <= 2 and all(n <= ANSWER_TILE for n in shape)
     if fits:
-        return answer_grid_html(part_id, shape, label=label)
+        return answer_grid_html(part_id, shape, label=label, caption=part_id + worth)
     if len(shape) == 1:
         shape2 = (1, shape[0])
     else:
@@ -101,7 +104,7 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str) -> str:
                         part_id,
                         tile,
                         label=label if not grids else None,
-                        caption=", ".join([part_id, *(w for w in words if w)]),
+                        caption=", ".join([part_id, *(w for w in words if w)]) + (worth if not grids else ""),
                     )
                 )
     part = html.escape(part_id, quote=True)
@@ -158,15 +161,44 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
     return "".join(out)
 
 
-def problem_areas(ws: Worksheet, student: int) -> list[list[tuple[str, str]]]:
-    """Each item's answer areas for one student: ``(part_id, html)`` in the order asked."""
+def drop_answer_sentences(problem_html: str, part_ids: Sequence[str]) -> str:
+    """Without the templates' "Answer: a 3×3 matrix, part ``q2.scores`` (2 pt)." where the
+    part's boxes say the same (their shape, and the id and points in their caption): each
+    prompt is printed once, next to its boxes. The Markdown worksheet keeps the sentence."""
+    for part_id in part_ids:
+        needle = re.compile(
+            r"\s*Answer: (?:(?!</?(?:li|p|div)\b).)*?,? part <code>"
+            + re.escape(escapeHtml(part_id))
+            + r"</code> \([^()]*\bpt\)\.",
+            re.DOTALL,
+        )
+        problem_html = needle.sub("", problem_html, count=1)
+    return problem_html
+
+
+def work_space_html(space: WorkSpace | None) -> str:
+    """Blank room to work in: a light frame of the asked height, ruled when asked in lines."""
+    if space is None:
+        return ""
+    ruled = " ruled" if space.lines else ""
+    return f'<div class="work-space{ruled}" style="height:{space.css_height()}"></div>'
+
+
+def problem_areas(
+    ws: Worksheet, student: int, work_space: WorkSpace | None = None
+) -> list[list[tuple[str, str]]]:
+    """Each item's answer areas for one student: ``(part_id, html)`` in the order asked,
+    each followed by its work space where the item (else ``work_space``) asks for one per
+    part."""
     out = []
     for item, env in zip(ws.spec.items, ws.envs):
+        space = item.work_space or work_space
+        after = work_space_html(space) if space is not None and space.per == "part" else ""
         areas = []
         for part in item.parts:
             shape = np.shape(env[part.step][student])
             symbol = label_symbol(item.family.step(part.step).symbol, len(shape))
-            areas.append((part.id, answer_area_html(part.id, shape, symbol)))
+            areas.append((part.id, answer_area_html(part.id, shape, symbol, part.points) + after))
         out.append(areas)
     return out
 
@@ -174,16 +206,30 @@ def problem_areas(ws: Worksheet, student: int) -> list[list[tuple[str, str]]]:
 # --------------------------------------------------------------------------- worksheets
 
 
-def worksheet_body_html(ws: Worksheet, student: int, *, templates: str | Path | None = None) -> str:
+def worksheet_body_html(
+    ws: Worksheet,
+    student: int,
+    *,
+    templates: str | Path | None = None,
+    work_space: WorkSpace | None = None,
+    name: str = "",
+) -> str:
     """One student's worksheet as the HTML inside ``<body>``: header, instructions, each
-    problem (a ``<section class="problem">``) with its answer areas."""
-    parts = [header_html(ws.spec.title, ws.students[student], ws.codes[student], set_id=ws.set_id)]
+    problem (a ``<section class="problem">``) with its answer areas.
+
+    ``work_space`` is room to work for the items that set none of their own; ``name`` (from
+    the roster) is printed on the header's name line."""
+    parts = [header_html(ws.spec.title, ws.students[student], ws.codes[student], set_id=ws.set_id, name=name)]
     if ws.spec.instructions:
         parts.append(markdown_body_html(ws.spec.instructions))
     parts.append(f'<p class="hand-in">{HAND_IN_NOTE}</p>')
     problems = render_items(ws, student, "problem", templates=templates)
-    for markdown, areas in zip(problems, problem_areas(ws, student)):
+    for item, markdown, areas in zip(ws.spec.items, problems, problem_areas(ws, student, work_space)):
         body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas)
+        body = drop_answer_sentences(body, [part_id for part_id, _ in areas])
+        space = item.work_space or work_space
+        if space is not None and space.per == "problem":
+            body += work_space_html(space)
         parts.append(f'<section class="problem">\n{body}</section>')
     return "\n".join(parts) + "\n"
 
@@ -195,14 +241,16 @@ def worksheet_document(
     page_size: str = "A4",
     templates: str | Path | None = None,
     screen: bool = False,
+    work_space: WorkSpace | None = None,
+    name: str = "",
 ) -> str:
     """One student's worksheet as a self-contained HTML document, ready to print.
 
     ``screen`` adds a reading width for a browser window (the ``worksheet.html`` file);
-    the PDF leaves it out.
+    the PDF leaves it out. ``work_space`` and ``name``: see :func:`worksheet_body_html`.
     """
     return html_document(
-        worksheet_body_html(ws, student, templates=templates),
+        worksheet_body_html(ws, student, templates=templates, work_space=work_space, name=name),
         title=f"{ws.spec.title} ({ws.students[student]})",
         page_size=page_size,
         extra_css=[SCREEN_CSS] if screen else [],
@@ -211,11 +259,20 @@ def worksheet_document(
 
 
 def class_documents(
-    ws: Worksheet, *, page_size: str = "A4", templates: str | Path | None = None
+    ws: Worksheet,
+    *,
+    page_size: str = "A4",
+    templates: str | Path | None = None,
+    work_space: WorkSpace | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Every student's worksheet, in roster order: the documents of the class printout."""
+    names = names or {}
     return [
-        worksheet_document(ws, i, page_size=page_size, templates=templates)
+        worksheet_document(
+            ws, i, page_size=page_size, templates=templates, work_space=work_space,
+            name=names.get(ws.students[i], ""),
+        )
         for i in range(len(ws.students))
     ]
 

@@ -171,8 +171,12 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
         )
         segments: list[tuple[Markup, FormPart | None]] = []
         last = 0
+        from .documents import drop_answer_sentences
+
+        placed_ids = [parts[k].id for _, k in placed]
         for at, k in placed:
-            segments.append((Markup(body[last:at]), parts[k]))
+            # The legend of the boxes gives the part's shape, id and points.
+            segments.append((Markup(drop_answer_sentences(body[last:at], placed_ids)), parts[k]))
             last = at
         segments.append((Markup(body[last:]), None))
         unplaced = tuple(part for part, at in zip(parts, points) if at is None)
