@@ -48,9 +48,8 @@ SCREEN_CSS = "@media screen { body { max-width: 52rem; margin: 1rem auto; paddin
 #: The printed worksheet's word on how answers are given (the Markdown's sentence is about
 #: the submission file alone).
 HAND_IN_NOTE = (
-    "Write each answer in its boxes, a matrix row by row. The small grey name beside the "
-    "boxes is the part's name in <code>submission.json</code>, if you hand in your answers "
-    "as a file."
+    "Write each answer in its boxes, a matrix row by row; the small grey name beside them is "
+    "the part's name in <code>submission.json</code>, if you hand in a file."
 )
 
 
@@ -147,13 +146,29 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
     area whose part is not named anywhere goes at the end of the problem.
     """
     points = answer_points(problem_html, [part_id for part_id, _ in areas])
-    out, last = [], 0
+    # Areas that go to the end of one list item: that item becomes a row, its text on the
+    # left and its boxes beside it (below it where they leave the text too little room).
+    by_item: dict[int, list[str]] = {}
     unplaced: list[str] = []
-    for (_, area), at in sorted(zip(areas, points), key=lambda pair: -1 if pair[1] is None else pair[1]):
+    for (_, area), at in zip(areas, points):
         if at is None:
             unplaced.append(area)
-            continue
-        out += [problem_html[last:at], area]
+        else:
+            by_item.setdefault(at, []).append(area)
+    out, last = [], 0
+    for at in sorted(by_item):
+        joined = "".join(by_item[at])
+        opening = problem_html.rfind("<li", last, at)
+        if problem_html.startswith("</li>", at) and opening >= 0 and problem_html.find("</li>", opening) == at:
+            start = problem_html.index(">", opening) + 1
+            out += [
+                problem_html[last:start],
+                '<div class="part-row"><div class="part-text">',
+                problem_html[start:at],
+                f'</div><div class="part-boxes">{joined}</div></div>',
+            ]
+        else:
+            out += [problem_html[last:at], joined]
         last = at
     out.append(problem_html[last:])
     if unplaced:
