@@ -13,10 +13,11 @@ import threading
 import unicodedata
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .inputs import MAX_ROSTER_BYTES, MAX_STUDENTS, read_text, shown_path
-from .untrusted import id_problem
+from .untrusted import id_problem, invisible_characters
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NAME = 48  # characters of the readable part of a folder name; a hash follows when cut
@@ -143,6 +144,24 @@ def read_roster(path: str | Path) -> list[str]:
     characters (a zero-width space, a right-to-left override) is refused with its line number:
     it would print like another id while being a different one.
     """
+    return read_roster_names(path).ids
+
+
+#: Longest name printed on a worksheet's header.
+MAX_NAME_LENGTH = 120
+
+
+@dataclass(frozen=True)
+class Roster:
+    """A roster's student ids, in order, and the names of those that have one (a CSV's
+    optional ``name`` column, printed on each worksheet's header)."""
+
+    ids: list[str]
+    names: dict[str, str] = field(default_factory=dict)
+
+
+def read_roster_names(path: str | Path) -> Roster:
+    """Like :func:`read_roster`, with the ``name`` column of a CSV roster where it has one."""
     path = Path(path)
     source = shown_path(path)
     # Bounded and regular files only (a FIFO or /dev/zero is refused); InputError names the file.
@@ -152,6 +171,7 @@ def read_roster(path: str | Path) -> list[str]:
     kept = [(n, ln) for n, ln in enumerate(re.split(r"\r\n|\r|\n", text), start=1)
             if ln.strip() and not ln.lstrip().startswith("#")]
     lines = [ln for _, ln in kept]
+    names: list[str] = []
     if not lines:
         raise ValueError(f"{source}: the roster has no student ids")
     if "," in lines[0] or lines[0].strip().lower() in ("student", "id"):  # a CSV, maybe of one column
@@ -162,6 +182,9 @@ def read_roster(path: str | Path) -> list[str]:
             found = ", ".join(repr(h) for h in header.values()) or "none"
             raise ValueError(f"{source}: a CSV roster needs a 'student' or 'id' column (found: {found})")
         ids = [(row.get(column) or "").strip() for row in rows]
+        name_column = header.get("name")
+        if name_column is not None:
+            names = [(row.get(name_column) or "").strip() for row in rows]
         # Row i comes from kept line i + 1, unless a quoted field spans lines.
         numbers = [n for n, _ in kept[1:]] if len(kept) == len(ids) + 1 else range(2, len(ids) + 2)
         numbered = list(zip(numbers, ids))
@@ -173,4 +196,13 @@ def read_roster(path: str | Path) -> list[str]:
         problem = id_problem(student)
         if problem is not None:
             raise ValueError(f"{source}: line {n}: {problem}")
-    return [student for _, student in numbered]
+    by_id: dict[str, str] = {}
+    for (n, student), name in zip(numbered, names):
+        if not name:
+            continue
+        bad = invisible_characters(name)
+        if bad or len(name) > MAX_NAME_LENGTH:
+            why = "invisible or control characters" if bad else f"more than {MAX_NAME_LENGTH} characters"
+            raise ValueError(f"{source}: line {n}: the name of {student!r} has {why}")
+        by_id[student] = name
+    return Roster([student for _, student in numbered], by_id)

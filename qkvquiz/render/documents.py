@@ -158,6 +158,9 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
     out, last = [], 0
     for at in sorted(by_item):
         joined = "".join(by_item[at])
+        # Room to work spans the text's width, under the sentence and its boxes.
+        spaces = "".join(_WORK_SPACE_DIV.findall(joined))
+        joined = _WORK_SPACE_DIV.sub("", joined)
         opening = problem_html.rfind("<li", last, at)
         if problem_html.startswith("</li>", at) and opening >= 0 and problem_html.find("</li>", opening) == at:
             start = problem_html.index(">", opening) + 1
@@ -165,10 +168,10 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
                 problem_html[last:start],
                 '<div class="part-row"><div class="part-text">',
                 problem_html[start:at],
-                f'</div><div class="part-boxes">{joined}</div></div>',
+                f'</div><div class="part-boxes">{joined}</div></div>{spaces}',
             ]
         else:
-            out += [problem_html[last:at], joined]
+            out += [problem_html[last:at], joined, spaces]
         last = at
     out.append(problem_html[last:])
     if unplaced:
@@ -189,6 +192,9 @@ def drop_answer_sentences(problem_html: str, part_ids: Sequence[str]) -> str:
         )
         problem_html = needle.sub("", problem_html, count=1)
     return problem_html
+
+
+_WORK_SPACE_DIV = re.compile(r'<div class="work-space[^"]*" style="[^"]*"></div>')
 
 
 def work_space_html(space: WorkSpace | None) -> str:
@@ -330,6 +336,17 @@ def key_cover_document(
     )
 
 
+def key_student_body_html(ws: Worksheet, student: int, *, templates: str | Path | None = None) -> str:
+    """One student's part of the key as HTML for inside ``<body>``."""
+    sid = ws.students[student]
+    parts = [header_html(f"{ws.spec.title}: answer key", sid, ws.codes[student], name_line=False, set_id=ws.set_id)]
+    problems = render_items(ws, student, "problem", templates=templates)
+    solutions = render_items(ws, student, "solution", templates=templates)
+    for problem, solution in zip(problems, solutions):
+        parts.append(f'<section class="key-problem">\n{markdown_body_html(problem + chr(10) + solution, text_math=True)}</section>')
+    return "\n".join(parts) + "\n"
+
+
 def key_student_document(
     ws: Worksheet, student: int, *, page_size: str = "A4", templates: str | Path | None = None
 ) -> str:
@@ -338,16 +355,41 @@ def key_student_document(
     Every page of it names the student at the top and in the footer.
     """
     sid = ws.students[student]
-    parts = [header_html(f"{ws.spec.title}: answer key", sid, ws.codes[student], name_line=False, set_id=ws.set_id)]
-    problems = render_items(ws, student, "problem", templates=templates)
-    solutions = render_items(ws, student, "solution", templates=templates)
-    for problem, solution in zip(problems, solutions):
-        parts.append(f'<section class="key-problem">\n{markdown_body_html(problem + chr(10) + solution, text_math=True)}</section>')
     return html_document(
-        "\n".join(parts) + "\n",
+        key_student_body_html(ws, student, templates=templates),
         title=f"{ws.spec.title}: answer key ({sid})",
         page_size=page_size,
         body_class="key",
+    )
+
+
+def key_html_document(
+    ws: Worksheet, *, page_size: str = "A4", templates: str | Path | None = None
+) -> str:
+    """The whole key as one page for a browser (``key.html``): the cover's roster, each
+    entry a link to the student's answers below; printed, each student starts a page."""
+    roster = "".join(
+        f'<li><a href="#student-{i + 1}"><span class="roster-id">{html.escape(sid)}</span></a> '
+        f'<span class="roster-code">{html.escape(ws.codes[i])}</span></li>'
+        for i, sid in enumerate(ws.students)
+    )
+    cover = (
+        '<header class="sheet-header">'
+        f'<h1 class="sheet-title">Answer key: {html.escape(ws.spec.title)}</h1></header>\n'
+        f"<p>{_seed_sentence(ws, len(ws.students))}</p>\n"
+        f'<ol class="key-roster">{roster}</ol>\n'
+    )
+    students = "".join(
+        f'<article class="key-student" id="student-{i + 1}">\n'
+        f"{key_student_body_html(ws, i, templates=templates)}</article>\n"
+        for i in range(len(ws.students))
+    )
+    return html_document(
+        cover + students,
+        title=f"{ws.spec.title}: answer key",
+        page_size=page_size,
+        extra_css=[SCREEN_CSS, ".key-student { break-before: page; }"],
+        body_class="key key-html",
     )
 
 
