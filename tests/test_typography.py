@@ -131,3 +131,105 @@ def test_pdf_embeds_only_the_shipped_faces(every_family: dict[str, str], tmp_pat
     names = [line.split()[0] for line in listing.splitlines()[2:] if line.strip()]
     assert names
     assert all(name.split("+")[-1].startswith("qkvquiz-") for name in names), names
+
+
+# --------------------------------------------------------------------------- numbers and labels
+
+
+def test_key_numbers_are_formatted_one_way() -> None:
+    from qkvquiz.render.latex import bmatrix, label_symbol, num
+
+    assert [num(x, 2) for x in (2.5, 1.0, 0.26894, -0.001, -0.0, 1 / 3)] == ["2.5", "1", "0.27", "0", "0", "0.33"]
+    # A matrix: every entry the decimals the matrix needs (aligned), never "-0".
+    assert bmatrix([[1, -2], [1.5, -0.0]], 2) == r"\begin{bmatrix} 1.0 & -2.0 \\ 1.5 & 0.0 \end{bmatrix}"
+    assert bmatrix([[1, -2], [1.5, -0.001]], 2) == r"\begin{bmatrix} 1.00 & -2.00 \\ 1.50 & 0.00 \end{bmatrix}"
+    assert label_symbol("S", 0) == "s" and label_symbol("Z", 1) == "z" and label_symbol("S", 2) == "S"
+    assert label_symbol(r"\nabla X", 1) == r"\nabla x"
+    assert label_symbol(r"N_{\text{dot}}", 0) == r"N_{\text{dot}}"
+
+
+def test_key_prints_the_asked_decimals_and_no_minus_zero() -> None:
+    from qkvquiz.render.markdown import key_markdown
+
+    spec = load_spec(bank_dir() / "attention-basics.yaml")  # tolerance: 2 decimals
+    md = key_markdown(build_worksheet(spec, ["ada", "bob", "cy"], seed="numbers"))
+    assert "- 0}" not in md and "- 0 " not in md
+    import re
+
+    assert not re.search(r"\d\.\d{3}", md)  # never 3 decimals where 2 are asked
+
+
+def test_scalar_boxes_are_labelled_as_the_prompt_names_them() -> None:
+    spec = load_spec(bank_dir() / "attention-basics.yaml")
+    ws = build_worksheet(spec, ["ada"], seed="labels")
+    sheet = worksheet_document(ws, 0)
+    first = sheet[sheet.index('data-part="q1.scores"') :][:600]
+    assert "<i>s</i>" in first and "<i>S</i>" not in first
+    form = answer_form_html(ws, 0)
+    block = form[form.index('data-part="q1.scores"') :][:3000]
+    assert "<i>s</i>" in block or ">s<" in block or "s =" in block
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def test_work_space_per_part_or_problem_and_the_roster_name(tmp_path: Path) -> None:
+    from qkvquiz.spec import parse_work_space
+
+    spec = load_spec(bank_dir() / "attention-basics.yaml")
+    ws = build_worksheet(spec, ["ada"], seed="space")
+    per_part = worksheet_document(ws, 0, work_space=parse_work_space("3 lines"), name="Ada Lovelace")
+    parts = sum(len(item.parts) for item in spec.items)
+    assert per_part.count('class="work-space ruled"') == parts
+    assert "Ada Lovelace" in per_part
+    per_problem = worksheet_document(ws, 0, work_space=parse_work_space({"problem": "6cm"}))
+    assert per_problem.count('class="work-space"') == len(spec.items)
+    assert '<div class="work-space' not in worksheet_document(ws, 0)
+    with pytest.raises(ValueError):
+        parse_work_space("4 parsecs")
+
+
+def test_work_space_in_a_spec_item(tmp_path: Path) -> None:
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text(
+        "title: T\nitems:\n  - family: attention.scores\n    work_space: 4cm\n"
+        "  - family: attention.weights\n", encoding="utf-8"
+    )
+    spec = load_spec(spec_file)
+    assert spec.items[0].work_space is not None and spec.items[1].work_space is None
+    ws = build_worksheet(spec, ["ada"], seed="space")
+    assert worksheet_document(ws, 0).count('style="height:4.00cm"') == len(spec.items[0].parts)
+    spec_file.write_text("title: T\nitems:\n  - family: attention.scores\n    work_space: lots\n", encoding="utf-8")
+    from qkvquiz.spec import SpecError
+
+    with pytest.raises(SpecError, match="work_space"):
+        load_spec(spec_file)
+
+
+def test_roster_names_reach_the_header_and_key_html_is_private(tmp_path: Path) -> None:
+    from qkvquiz.files import read_roster, read_roster_names
+    from qkvquiz.generate import generate_set
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student,name\nada,Ada Lovelace\nalan,\n", encoding="utf-8")
+    read = read_roster_names(roster)
+    assert read.ids == read_roster(roster) == ["ada", "alan"]
+    assert read.names == {"ada": "Ada Lovelace"}
+    spec = load_spec(bank_dir() / "attention-basics.yaml")
+    made = generate_set(spec, read.ids, tmp_path / "out", formats="html", names=read.names)
+    assert "Ada Lovelace" in (made.folders["ada"] / "worksheet.html").read_text(encoding="utf-8")
+    key_html = made.out / "key.html"
+    text = key_html.read_text(encoding="utf-8")
+    assert 'id="student-1"' in text and 'id="student-2"' in text and "Answer key" in text
+    assert key_html.stat().st_mode & 0o077 == 0  # as private as key.md
+    assert not any(p.name == "key.html" for p in (made.out / "students").rglob("*"))
+
+
+@pdf_only
+def test_attention_basics_for_one_student_fits_on_two_pages(tmp_path: Path) -> None:
+    from qkvquiz.render.pdf import layout
+
+    spec = load_spec(bank_dir() / "attention-basics.yaml")
+    for seed in ("a", "b", "c"):
+        ws = build_worksheet(spec, ["ada"], seed=seed)
+        assert len(layout(worksheet_document(ws, 0)).pages) <= 2, seed
