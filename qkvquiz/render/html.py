@@ -816,6 +816,9 @@ def _lone_text_math(body: str) -> bool:
 _HAS_MATRIX = re.compile(r"\\begin\{(?:[bpvBV]?matrix|array|cases)\}(.*?)\\end\{", re.DOTALL)
 
 
+_TRAILING_PUNCTUATION = re.compile(r"\s*([.,;:])(?!\d)")
+
+
 def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": raw_html}).enable("table")
     if not raw_html:
@@ -827,7 +830,14 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
     def inline(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
         if any("\\\\" in m.group(1) for m in _HAS_MATRIX.finditer(tokens[idx].content)):
             # A matrix inside a line of text pushes the lines apart (a 4×4 mask in a
-            # sentence): as in a LaTeX exam, it is displayed on a line of its own.
+            # sentence): as in a LaTeX exam, it is displayed on a line of its own, and the
+            # punctuation that follows it ends the display instead of opening a line.
+            following = tokens[idx + 1] if idx + 1 < len(tokens) else None
+            if following is not None and following.type == "text":
+                mark = _TRAILING_PUNCTUATION.match(following.content)
+                if mark:
+                    following.content = following.content[mark.end() :].lstrip()
+                    tokens[idx].content += mark.group(1)
             return display_in_text(self, tokens, idx, options, env)
         body = math_html(tokens[idx].content, font_size_pt=font_size_pt, text=text_math)
         if _lone_text_math(body):
