@@ -577,7 +577,7 @@ def schema(which: Annotated[str, typer.Argument(help="key | submission")]) -> No
     """Print the JSON Schema of the key file or of a submission file."""
     if which not in ("key", "submission"):
         _fail("choose key or submission")
-    print(json.dumps(json.loads((schemas_dir() / f"{which}.schema.json").read_text()), indent=2))
+    print(json.dumps(json.loads((schemas_dir() / f"{which}.schema.json").read_text(encoding="utf-8")), indent=2))
 
 
 def main() -> None:  # pragma: no cover - console script entry
