@@ -130,7 +130,7 @@ def generate(
     spec: Annotated[str, typer.Argument(help="Worksheet spec (YAML file), or a bundled spec name such as attention-basics.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write into (created if needed).")],
     students: Annotated[Optional[int], typer.Option("--students", "-n", min=1, help="Number of students: ids s01, s02, … (at most 20,000 per set).")] = None,
-    roster: Annotated[Optional[Path], typer.Option(help="Roster file: one student id per line, or a CSV with a 'student' or 'id' column.")] = None,
+    roster: Annotated[Optional[Path], typer.Option(help="Roster file: one student id per line, or a CSV with a 'student' or 'id' column (and an optional 'name' column, printed on each worksheet's header).")] = None,
     seed: Annotated[str, typer.Option(help="Seed: the same spec, student and seed always give the same variant.")] = "0",
     force: Annotated[bool, typer.Option(help="Overwrite an existing key.json in OUT.")] = False,
     backend: BackendOpt = "numpy",
@@ -158,6 +158,9 @@ def generate(
         "printing, each student on a new page) and key.pdf (a cover, then every student's key).")] = False,
     workers: Annotated[Optional[int], typer.Option(
         min=1, help="Processes that render PDFs (default: every core).")] = None,
+    work_space: Annotated[Optional[str], typer.Option(
+        "--work-space", help="Room to work under each part on the html and pdf worksheets: a height "
+        "(4cm, 30mm, 1.5in) or ruled lines (6 lines); an item's own work_space wins.")] = None,
 ) -> None:
     """Generate a personalised worksheet set: per student a worksheet (`--format`) and a blank
     `submission.json`; for you `key.json` (what `grade` reads) and `key.md` (answers with worked steps).
@@ -167,10 +170,11 @@ def generate(
     """
     import jinja2
 
-    from .files import read_roster
     from .generate import generate_set, parse_formats
     from .outputs import OutputError
+    from .spec import parse_work_space
     from .render.sandbox import TemplateFailed
+    from .roster import read_roster_entries
     from .secret import readable_by_others
     from .worksheet import GenerationError
 
@@ -195,11 +199,17 @@ def generate(
             weasyprint_module()
         except PdfUnavailable as exc:
             _fail(f"--format pdf: {exc}")
+    try:
+        space = parse_work_space(work_space, "--work-space")
+    except ValueError as exc:
+        _fail(str(exc))
+    names: dict[str, str] = {}
     if roster is not None:
         try:
-            ids = read_roster(roster)
+            entries = read_roster_entries(roster)
         except (OSError, ValueError) as exc:
             _fail(str(exc))
+        ids, names = entries.students, entries.names
     else:
         width = max(2, len(str(students)))
         ids = [f"s{i:0{width}d}" for i in range(1, students + 1)]
@@ -214,6 +224,14 @@ def generate(
     if secret_file is not None and readable_by_others(secret_file):
         err.print(f"[yellow]warning:[/] {escape(str(secret_file))} is readable by other users; "
                   f"`chmod 600 {escape(str(secret_file))}` keeps it yours.", highlight=False)
+    if "pdf" in chosen:
+        from .render.fonts import cjk_warning
+
+        texts = [parsed.title, parsed.instructions, *(i.title for i in parsed.items),
+                 *(i.intro for i in parsed.items), *names.values()]
+        warning = cjk_warning(texts)
+        if warning is not None:
+            err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     xp = _xp(backend)
     if len(ids) >= REPORT_FROM_STUDENTS:
         _check_memory(parsed, len(ids), seed)
@@ -228,10 +246,10 @@ def generate(
                 bar.refresh()
 
             def pdf_progress(done: int, total: int) -> None:
-                # Documents laid out: each worksheet, and each student's part of the key.
+                # Students whose PDFs (worksheet, key, their pages of the class files) are done.
                 nonlocal pdf_task
                 if pdf_task is None:
-                    pdf_task = bar.add_task("rendering PDFs", total=total)
+                    pdf_task = bar.add_task("PDFs of students", total=total)
                 bar.update(pdf_task, completed=done, total=total)
                 bar.refresh()
 
@@ -239,7 +257,7 @@ def generate(
                                   secret=None if secret is None else secret.value, templates=templates,
                                   progress=advance, formats=chosen,
                                   page_size=page_size, class_pdf=class_pdf, workers=workers,
-                                  pdf_progress=pdf_progress)
+                                  pdf_progress=pdf_progress, names=names, work_space=space)
     except (SpecError, GenerationError, FileExistsError, ValueError, OutputError) as exc:
         _fail(str(exc))  # OutputError: names the path (full disk, read-only folder, another run)
     except TemplateFailed as exc:  # a user's template, refused or stopped: the message names it
@@ -257,8 +275,8 @@ def generate(
             raise  # a bug in qkvquiz itself: keep the traceback
         _fail(f"a template from {templates} failed: {type(exc).__name__}: {exc}")
     console.print(
-        f"Wrote {len(ids)} worksheet{'s' if len(ids) != 1 else ''} of [bold]{escape(parsed.title)}[/] ({len(parsed.items)} problems, "
-        f"{parsed.points:g} points; {', '.join(chosen)}) to {escape(str(out))}/students/, and the key to {escape(str(result.key_path))}.",
+        f"Wrote {len(ids)} worksheet{'s' if len(ids) != 1 else ''} of [bold]{escape(parsed.title)}[/] ({len(parsed.items)} problem{'s' if len(parsed.items) != 1 else ''}, "
+        f"{parsed.points:g} point{'s' if parsed.points != 1 else ''}; {', '.join(chosen)}) to {escape(str(out))}/students/, and the key to {escape(str(result.key_path))}.",
         highlight=False,
     )
     console.print(escape(secrecy_note(seed, None if secret is None else secret.source)), highlight=False)
@@ -620,7 +638,7 @@ def schema(which: Annotated[str, typer.Argument(help="key | submission")]) -> No
     """Print the JSON Schema of the key file or of a submission file."""
     if which not in ("key", "submission"):
         _fail("choose key or submission")
-    print(json.dumps(json.loads((schemas_dir() / f"{which}.schema.json").read_text()), indent=2))
+    print(json.dumps(json.loads((schemas_dir() / f"{which}.schema.json").read_text(encoding="utf-8")), indent=2))
 
 
 def main() -> None:  # pragma: no cover - console script entry

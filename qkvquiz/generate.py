@@ -4,6 +4,7 @@ Layout of the output folder::
 
     key.json                      every student's givens, steps and answers (instructor only)
     key.md                        the answer key with worked solutions (instructor only)
+    key.html                      the same, typeset for a browser (format html; instructor only)
     students/<name>/worksheet.md  the student's worksheet (format md, the default)
     students/<name>/worksheet.html     the same, typeset, one self-contained page (format html)
     students/<name>/answer-form.html   a page to type answers into; saves submission JSON (format html)
@@ -22,7 +23,7 @@ previous set or exactly the new one; anything else in the folder is left alone.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from .files import safe_name
 from .key import dumps, key_to_json
 from .outputs import OutputSet, owned_present, write_set
 from .render.markdown import key_markdown, worksheet_markdown
-from .spec import WorksheetSpec
+from .spec import WorkSpace, WorksheetSpec, parse_work_space
 from .worksheet import Worksheet, build_worksheet
 
 FORMATS = ("md", "html", "pdf")
@@ -48,7 +49,7 @@ _PDF_MODULE = "qkvquiz.render.pdf"
 #: answers: 0600 files, 0700 folders). A new set replaces all of them, so a key.pdf or a
 #: student's folder from an earlier run never sits beside a key that does not match it.
 OWNED: dict[str, bool] = {
-    "key.json": True, "key.md": True, "key.pdf": True, "keys": True,
+    "key.json": True, "key.md": True, "key.html": True, "key.pdf": True, "keys": True,
     "class.pdf": False, "students": False,
 }
 
@@ -121,6 +122,8 @@ def generate_set(
     class_pdf: bool = False,
     pdf_progress: Callable[[int, int], None] | None = None,
     workers: int | None = None,
+    names: Mapping[str, str] | None = None,
+    work_space: str | WorkSpace | None = None,
 ) -> GeneratedSet:
     """Solve every student's variant (batched) and write worksheets, blank submissions and keys.
 
@@ -131,7 +134,12 @@ def generate_set(
     ``class_pdf`` also ``class.pdf``, every worksheet in one file for printing.
     ``page_size`` (``"A4"`` or ``"Letter"``) sizes the HTML and PDF pages. PDFs render in a
     pool of ``workers`` processes (default: every core); ``pdf_progress`` is called with
-    ``(done, total)`` documents laid out as the PDFs render.
+    ``(done, total)`` students whose PDFs are written, as they render.
+    ``names`` maps student ids to names printed on their worksheets' headers (a roster's
+    ``name`` column); ``work_space`` (``"4cm"``, ``"6 lines"``, see
+    :func:`~qkvquiz.spec.parse_work_space`) is room to work under each part on the printed
+    worksheets, for items that set no ``work_space`` of their own. With ``html``, the key is
+    also written as ``key.html``.
     ``secret`` keys every variant with HMAC-SHA256 (see :mod:`qkvquiz.secret`); ``templates``
     is a folder of templates that replace bundled ones of the same name (rendered sandboxed).
     The files are written as one set (:mod:`qkvquiz.outputs`): staged beside the target and
@@ -145,6 +153,9 @@ def generate_set(
     """
     out = Path(out)
     formats = parse_formats(formats)
+    if isinstance(work_space, str):
+        work_space = parse_work_space(work_space)
+    names = dict(names or {})
     if class_pdf and "pdf" not in formats:
         raise ValueError("a class PDF needs the pdf format (--format …,pdf)")
     if "html" in formats or "pdf" in formats:
@@ -161,28 +172,31 @@ def generate_set(
                                   "--force (force=True) to replace that set")
         ws = build_worksheet(spec, students, seed, secret=secret, xp=xp)
         if "html" in formats:
-            from .render.documents import worksheet_document
+            from .render.documents import key_html_document, worksheet_document
             from .render.form import answer_form_html
         taken: set[str] = set()
         folders = {}
-        names = {}
+        slugs = {}  # student id -> their folder's name
         for i, student in enumerate(ws.students):
-            name = names[student] = safe_name(student, taken)
-            folders[student] = out / "students" / name
-            here = f"students/{name}"
+            slug = slugs[student] = safe_name(student, taken)
+            folders[student] = out / "students" / slug
+            here = f"students/{slug}"
             if "md" in formats:
                 files.write(f"{here}/worksheet.md", worksheet_markdown(ws, i, templates=templates))
             if "html" in formats:
-                sheet = worksheet_document(ws, i, page_size=page_size, templates=templates, screen=True)
+                sheet = worksheet_document(ws, i, page_size=page_size, templates=templates, screen=True,
+                                           work_space=work_space, name=names.get(student, ""))
                 files.write(f"{here}/worksheet.html", sheet)
                 files.write(f"{here}/answer-form.html", answer_form_html(ws, i))
             files.write(f"{here}/submission.json", dumps(blank_submission(ws, i)))
             if progress is not None:
                 progress()
         files.write("key.md", key_markdown(ws, templates=templates))
+        if "html" in formats:  # the key for a browser, as private as the others
+            files.write("key.html", key_html_document(ws, page_size=page_size, templates=templates))
         if "pdf" in formats:
-            _write_pdfs(ws, names, files, page_size=page_size, templates=templates, class_pdf=class_pdf,
-                        progress=pdf_progress, workers=workers)
+            _write_pdfs(ws, slugs, files, page_size=page_size, templates=templates, class_pdf=class_pdf,
+                        progress=pdf_progress, workers=workers, names=names, work_space=work_space)
         files.write("key.json", dumps(key_to_json(ws)))
     return GeneratedSet(ws, out, folders, formats)
 
@@ -198,7 +212,7 @@ def _check_pdf() -> None:
 
 def _write_pdfs(
     ws: Worksheet,
-    names: dict[str, str],
+    slugs: dict[str, str],
     files: OutputSet,
     *,
     page_size: str,
@@ -206,6 +220,8 @@ def _write_pdfs(
     class_pdf: bool,
     progress: Callable[[int, int], None] | None,
     workers: int | None,
+    names: Mapping[str, str] | None = None,
+    work_space: WorkSpace | None = None,
 ) -> None:
     """Every student's ``worksheet.pdf`` and key (``keys/<name>.pdf``), in one batch on a process
     pool; with ``class_pdf`` also ``class.pdf`` (every worksheet) and ``key.pdf`` (a cover, then
@@ -218,18 +234,34 @@ def _write_pdfs(
     pdf = importlib.import_module(_PDF_MODULE)
     from .render.documents import key_documents, key_student_document, worksheet_document
 
-    sheets = [worksheet_document(ws, i, page_size=page_size, templates=templates) for i in range(len(ws.students))]
+    names = names or {}
+    sheets = [
+        worksheet_document(ws, i, page_size=page_size, templates=templates, work_space=work_space,
+                           name=names.get(s, ""))
+        for i, s in enumerate(ws.students)
+    ]
     jobs: list[tuple[str | list[str], Path]] = [
-        (sheet, files.path(f"students/{names[s]}/worksheet.pdf")) for sheet, s in zip(sheets, ws.students)]
+        (sheet, files.path(f"students/{slugs[s]}/worksheet.pdf")) for sheet, s in zip(sheets, ws.students)]
     if class_pdf:  # the long jobs first, so that the pool's other workers fill in around them
         jobs[:0] = [(key_documents(ws, page_size=page_size, templates=templates), files.path("key.pdf")),
                     (sheets, files.path("class.pdf"))]
-    jobs += [(key_student_document(ws, i, page_size=page_size, templates=templates), files.path(f"keys/{names[s]}.pdf"))
+    jobs += [(key_student_document(ws, i, page_size=page_size, templates=templates), files.path(f"keys/{slugs[s]}.pdf"))
              for i, s in enumerate(ws.students)]
     try:
         pdf.render_pdfs(jobs, page_size=page_size, workers=workers,
-                        progress=progress if progress is not None else False)
+                        progress=_per_student(progress, len(ws.students)) if progress is not None else False)
     except pdf.PdfUnavailable as exc:
         raise ValueError(str(exc)) from exc
     except pdf.PdfRenderError as exc:  # name the file where it was to go, not the staging folder
         raise pdf.PdfRenderError(files.shown(str(exc))) from None
+
+
+def _per_student(progress: Callable[[int, int], None], students: int) -> Callable[[int, int], None]:
+    """Documents laid out, told as students done: every student has the same share of the
+    documents (a worksheet and a key, and their pages of the combined files), so a bar of
+    "12/30" counts students, never the renderer's internal jobs."""
+
+    def report(done: int, total: int) -> None:
+        progress(students if done >= total else done * students // max(total, 1), students)
+
+    return report

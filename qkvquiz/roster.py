@@ -116,6 +116,11 @@ class Roster:
     def students(self) -> list[str]:
         return [e.student for e in self.entries]
 
+    @property
+    def names(self) -> dict[str, str]:
+        """The name of each student that has one (printed on their worksheet's header)."""
+        return {e.student: e.display_name for e in self.entries if e.name or e.first_name or e.last_name}
+
     def get(self, student: str) -> RosterEntry:
         """The entry of ``student``; an entry with only the id when the roster lacks them."""
         return self._by["student"].get(student) or RosterEntry(student)

@@ -8,6 +8,7 @@ names the file, the item and the field, and says what is allowed.
 from __future__ import annotations
 
 import hashlib
+import re
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from .inputs import MAX_SPEC_BYTES, InputError, read_yaml, shown_path
 SPEC_KEYS = {"title", "instructions", "tolerance", "items", "credit"}
 MAX_GIVEN = 1e6  # largest magnitude of an entry of a fixed given
 PART_TOLERANCE_DEFAULT = "default"  # in a per-part tolerance mapping: the item's other parts
-ITEM_KEYS = {"id", "family", "title", "intro", "params", "points", "ask", "tolerance", "givens", "credit"}
+ITEM_KEYS = {"id", "family", "title", "intro", "params", "points", "ask", "tolerance", "givens", "credit", "work_space"}
 
 
 class SpecError(ValueError):
@@ -81,6 +82,56 @@ class Credit:
 CREDIT_KEYS = ("per_entry", "carried_forward", "format_error")
 
 
+WORK_SPACE_UNITS = {"cm": 1.0, "mm": 0.1, "in": 2.54}
+#: Height of one ruled line of work space (cm).
+WORK_LINE_CM = 0.8
+_WORK_SPACE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(cm|mm|in|lines?)?\s*")
+
+
+@dataclass(frozen=True)
+class WorkSpace:
+    """Blank room on the printed worksheet for working: after each part's boxes, or once
+    after the problem (``per: problem``); plain (a height) or ruled (a number of lines)."""
+
+    height_cm: float
+    lines: int = 0  # ruled lines; 0: a plain box of height_cm
+    per: str = "part"  # "part" | "problem"
+
+    def css_height(self) -> str:
+        return f"{self.height_cm:.2f}cm"
+
+
+def parse_work_space(value: Any, where: str = "work_space") -> WorkSpace | None:
+    """``4cm``, ``30mm``, ``1.5in``, ``6 lines``, a number (cm), 0 or ``none`` (no space);
+    or a mapping ``{problem: 8cm}`` / ``{part: 3 lines}``. Raises ValueError saying what
+    is allowed."""
+    allowed = "a height such as 4cm, 30mm, 1.5in or 6 lines, or {part: …} / {problem: …}"
+    per = "part"
+    if isinstance(value, Mapping):
+        if len(value) != 1 or next(iter(value)) not in ("part", "problem"):
+            raise ValueError(f"{where}: {allowed}")
+        per, value = next(iter(value.items()))
+    if value is None or value is False or (isinstance(value, str) and value.strip().lower() == "none"):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{where}: {allowed}")
+    text = str(value)
+    match = _WORK_SPACE.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{where}: got {text!r}; {allowed}")
+    amount, unit = float(match.group(1)), match.group(2) or "cm"
+    if amount == 0:
+        return None
+    if unit.startswith("line"):
+        if not amount.is_integer() or not 1 <= amount <= 40:
+            raise ValueError(f"{where}: between 1 and 40 whole lines, got {text!r}")
+        return WorkSpace(amount * WORK_LINE_CM, int(amount), per)
+    height = amount * WORK_SPACE_UNITS[unit]
+    if not 0 < height <= 25:
+        raise ValueError(f"{where}: at most 25cm (a page), got {text!r}")
+    return WorkSpace(height, 0, per)
+
+
 @dataclass(frozen=True)
 class ItemSpec:
     id: str
@@ -92,6 +143,8 @@ class ItemSpec:
     title: str = ""
     intro: str = ""
     fixed: Mapping[str, np.ndarray] = field(default_factory=dict)
+    #: Room to work on the printed worksheet (layout only; see :class:`WorkSpace`).
+    work_space: WorkSpace | None = None
 
     @property
     def points(self) -> float:
@@ -272,11 +325,15 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
     for key, value in (("title", title), ("intro", intro)):
         if not isinstance(value, str):
             raise SpecError(source, f"{where} field {key!r}", "must be text")
+    try:
+        work_space = parse_work_space(raw.get("work_space"))
+    except ValueError as exc:
+        raise SpecError(source, f"{where} field 'work_space'", str(exc).split(": ", 1)[-1]) from None
     return ItemSpec(
         id=item_id, family=family, params=params, parts=parts,
         tolerance=tolerance,
         credit=_credit(raw.get("credit"), default_credit, source, f"{where} field 'credit'"),
-        title=title, intro=intro, fixed=fixed,
+        title=title, intro=intro, fixed=fixed, work_space=work_space,
     )
 
 

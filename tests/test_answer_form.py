@@ -211,8 +211,8 @@ def test_cli_writes_forms_whose_blank_matches_the_blank_submission(tmp_path):
     assert result.exit_code == 0, result.output
     for sid in ("s01", "s02"):
         folder = out / "students" / sid
-        blank = json.loads((folder / "submission.json").read_text())
-        p = page((folder / "answer-form.html").read_text())
+        blank = json.loads((folder / "submission.json").read_text(encoding="utf-8"))
+        p = page((folder / "answer-form.html").read_text(encoding="utf-8"))
         form = [a for t, a in p.tags if t == "form"][0]
         assert (form["data-student"], form["data-variant"]) == (blank["student"], blank["variant"])
         shapes = {f["data-part"]: f["data-shape"] for t, f in p.tags if t == "fieldset"}

@@ -204,7 +204,7 @@ def test_typing_the_key_and_saving_scores_full_marks(browser, generated, tmp_pat
 
     result = CliRunner().invoke(app, ["grade", str(generated["key_path"]), str(saved), "--out", str(tmp_path / "g")])
     assert result.exit_code == 0, result.output
-    header, *rows = (tmp_path / "g" / "results.csv").read_text().strip().splitlines()
+    header, *rows = (tmp_path / "g" / "results.csv").read_text(encoding="utf-8").strip().splitlines()
     (row,) = [r for r in rows if r.split(",")[0] == STUDENT]  # the others: "(no submission)" rows
     cells = dict(zip(header.split(","), row.split(",")))
     assert cells["student"] == STUDENT and cells["variant"] == generated["entry"]["variant"]
@@ -243,7 +243,7 @@ def test_work_survives_a_reload(browser, generated):
 def test_loading_a_saved_file_restores_the_boxes(browser, generated, tmp_path):
     entry = generated["entry"]
     saved = tmp_path / "earlier.json"
-    saved.write_text(json.dumps({"student": STUDENT, "variant": entry["variant"], "answers": entry["answers"]}))
+    saved.write_text(json.dumps({"student": STUDENT, "variant": entry["variant"], "answers": entry["answers"]}), encoding="utf-8")
     open_fresh(browser, generated["form"])
     browser.find_element(By.ID, "load-answers").send_keys(str(saved))
     for part, answer in entry["answers"].items():
@@ -253,7 +253,7 @@ def test_loading_a_saved_file_restores_the_boxes(browser, generated, tmp_path):
     assert "Loaded earlier.json" in browser.find_element(By.ID, "form-status").text
     # Another student's file is refused and changes nothing.
     other = tmp_path / "other.json"
-    other.write_text(json.dumps({"student": "alan", "variant": "ZZZZ-ZZZZ", "answers": {"q1.scores": "1"}}))
+    other.write_text(json.dumps({"student": "alan", "variant": "ZZZZ-ZZZZ", "answers": {"q1.scores": "1"}}), encoding="utf-8")
     first = boxes(browser, "q1.scores")[0].get_attribute("value")
     browser.find_element(By.ID, "load-answers").send_keys(str(other))
     assert "nothing was loaded" in browser.find_element(By.ID, "form-status").text

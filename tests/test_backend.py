@@ -85,9 +85,9 @@ def test_grade_takes_a_backend_and_refuses_a_missing_one(tmp_path, no_cupy):
     assert runner.invoke(app, ["generate", "attention-basics", "-n", "2", "-o", str(tmp_path / "s")]).exit_code == 0
     key = str(tmp_path / "s" / "key.json")
     # The key's own answers, handed in as a submission, score full marks with --backend numpy.
-    doc = json.loads((tmp_path / "s" / "key.json").read_text())
+    doc = json.loads((tmp_path / "s" / "key.json").read_text(encoding="utf-8"))
     sub = tmp_path / "s01.json"
-    sub.write_text(json.dumps({"student": "s01", "answers": doc["students"][0]["answers"]}))
+    sub.write_text(json.dumps({"student": "s01", "answers": doc["students"][0]["answers"]}), encoding="utf-8")
     ok = runner.invoke(app, ["grade", key, str(sub), "-o", str(tmp_path / "g"), "--backend", "numpy"])
     assert ok.exit_code == 0, ok.output
     missing = runner.invoke(app, ["grade", key, str(sub), "-o", str(tmp_path / "g2"), "--backend", "cupy"])

@@ -22,11 +22,11 @@ def test_generate_writes_worksheets_submissions_and_keys(tmp_path):
     assert (out / "key.json").is_file() and (out / "key.md").is_file()
     for i in range(1, 5):
         folder = out / "students" / f"s{i:02d}"
-        sheet = (folder / "worksheet.md").read_text()
+        sheet = (folder / "worksheet.md").read_text(encoding="utf-8")
         assert f"`s{i:02d}`" in sheet and "Problem 5" in sheet
-        blank = json.loads((folder / "submission.json").read_text())
+        blank = json.loads((folder / "submission.json").read_text(encoding="utf-8"))
         assert blank["student"] == f"s{i:02d}" and set(blank["answers"]) >= {"q1.scores", "q5.output"}
-    key_md = (out / "key.md").read_text()
+    key_md = (out / "key.md").read_text(encoding="utf-8")
     assert key_md.count("## Student") == 4 and "Row 3" in key_md
 
 
@@ -41,25 +41,25 @@ def test_roster_file_and_grade_round_trip(tmp_path):
     roster = tmp_path / "roster.csv"
     roster.write_text("student,name\nada,Ada L\nalan,Alan T\n", encoding="utf-8")
     assert generate(tmp_path, "--roster", str(roster)).exit_code == 0
-    key = json.loads((tmp_path / "set" / "key.json").read_text())
+    key = json.loads((tmp_path / "set" / "key.json").read_text(encoding="utf-8"))
     subs = tmp_path / "subs"
     subs.mkdir()
     for s in key["students"]:
-        (subs / f"{s['student']}.json").write_text(json.dumps({"student": s["student"], "answers": s["answers"]}))
-    (subs / "garbage.json").write_text("[1, 2")
+        (subs / f"{s['student']}.json").write_text(json.dumps({"student": s["student"], "answers": s["answers"]}), encoding="utf-8")
+    (subs / "garbage.json").write_text("[1, 2", encoding="utf-8")
     result = runner.invoke(app, ["grade", str(tmp_path / "set" / "key.json"), str(subs), "--out", str(tmp_path / "g")])
     assert result.exit_code == 1  # one file could not be graded; the others were
     assert "garbage.json" in result.output
-    rows = (tmp_path / "g" / "results.csv").read_text().strip().splitlines()
+    rows = (tmp_path / "g" / "results.csv").read_text(encoding="utf-8").strip().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["ada", "alan"]
     assert all(r.split(",")[-2] == r.split(",")[-1] == "13" for r in rows[1:])
-    detail = json.loads((tmp_path / "g" / "results.json").read_text())
+    detail = json.loads((tmp_path / "g" / "results.json").read_text(encoding="utf-8"))
     assert detail["problems"][0]["source"].endswith("garbage.json")
 
 
 def test_bad_spec_is_a_clear_error_not_a_traceback(tmp_path):
     spec = tmp_path / "bad.yaml"
-    spec.write_text("title: x\nitems:\n  - family: attention.output\n    params: {tokens: 0}\n")
+    spec.write_text("title: x\nitems:\n  - family: attention.output\n    params: {tokens: 0}\n", encoding="utf-8")
     result = runner.invoke(app, ["generate", str(spec), "--students", "1", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2
     assert "bad.yaml" in result.output and "params.tokens" in result.output
@@ -80,10 +80,10 @@ def test_key_and_blank_submission_validate_against_the_shipped_schemas(tmp_path)
     import jsonschema
 
     assert generate(tmp_path, "--students", "2").exit_code == 0
-    key = json.loads((tmp_path / "set" / "key.json").read_text())
+    key = json.loads((tmp_path / "set" / "key.json").read_text(encoding="utf-8"))
     jsonschema.validate(key, json.loads(runner.invoke(app, ["schema", "key"]).output))
     sub_schema = json.loads(runner.invoke(app, ["schema", "submission"]).output)
-    jsonschema.validate(json.loads((tmp_path / "set" / "students" / "s01" / "submission.json").read_text()), sub_schema)
+    jsonschema.validate(json.loads((tmp_path / "set" / "students" / "s01" / "submission.json").read_text(encoding="utf-8")), sub_schema)
     jsonschema.validate({"student": "s01", "answers": key["students"][0]["answers"]}, sub_schema)
 
 

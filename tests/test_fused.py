@@ -146,7 +146,7 @@ def test_cuda_instance_source_compiled_as_c_equals_the_engine(tmp_path, n, d_k, 
         pytest.skip("no C compiler on this machine")
     src = tmp_path / "kernel.c"
     lib = tmp_path / "kernel.so"
-    src.write_text(C_PRELUDE + sized_source(INSTANCE_SOURCE + C_LOOP, n, d_k, d_v))
+    src.write_text(C_PRELUDE + sized_source(INSTANCE_SOURCE + C_LOOP, n, d_k, d_v), encoding="utf-8")
     subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(lib), str(src), "-lm"],
                    check=True, capture_output=True)
     run_all = ctypes.CDLL(str(lib)).run_all
@@ -293,7 +293,7 @@ def test_delta_cuda_instance_source_compiled_as_c_equals_the_engine(tmp_path, c,
         pytest.skip("no C compiler on this machine")
     src = tmp_path / "delta.c"
     lib = tmp_path / "delta.so"
-    src.write_text(C_PRELUDE + sized_source(DELTA_INSTANCE_SOURCE + DELTA_C_LOOP, c, d_k, d_v))
+    src.write_text(C_PRELUDE + sized_source(DELTA_INSTANCE_SOURCE + DELTA_C_LOOP, c, d_k, d_v), encoding="utf-8")
     subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(lib), str(src), "-lm"],
                    check=True, capture_output=True)
     run_all = ctypes.CDLL(str(lib)).run_all

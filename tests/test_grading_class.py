@@ -55,7 +55,7 @@ def graded(tmp_path_factory):
     made = runner.invoke(app, ["generate", "attention-basics", "--students", "30", "--seed", "term",
                                "--out", str(tmp / "set")])
     assert made.exit_code == 0, made.output
-    key = json.loads((tmp / "set" / "key.json").read_text())
+    key = json.loads((tmp / "set" / "key.json").read_text(encoding="utf-8"))
     students = key["students"]
     expected: dict[str, dict] = {}
     subs = tmp / "subs"
@@ -144,15 +144,15 @@ def test_everyone_is_graded_in_one_command_and_bad_files_are_named(graded):
     out, expected, result = graded
     assert result.exit_code == 1, result.output  # two files could not be graded; the rest were
     assert "garbage.json" in result.output and "stranger.json" in result.output
-    rows = list(csv.DictReader((out / "results.csv").read_text().splitlines()))
+    rows = list(csv.DictReader((out / "results.csv").read_text(encoding="utf-8").splitlines()))
     assert sorted(r["student"] for r in rows) == sorted(expected)
-    problems = json.loads((out / "results.json").read_text())["problems"]
+    problems = json.loads((out / "results.json").read_text(encoding="utf-8"))["problems"]
     assert sorted(p["source"].rsplit("/", 1)[-1] for p in problems) == ["garbage.json", "stranger.json"]
 
 
 def test_each_student_gets_the_expected_score(graded):
     out, expected, _ = graded
-    rows = {r["student"]: r for r in csv.DictReader((out / "results.csv").read_text().splitlines())}
+    rows = {r["student"]: r for r in csv.DictReader((out / "results.csv").read_text(encoding="utf-8").splitlines())}
     for sid, want in expected.items():
         assert float(rows[sid]["score"]) == pytest.approx(want["score"], abs=1e-4), sid
         assert float(rows[sid]["total"]) == TOTAL
@@ -169,7 +169,7 @@ def test_each_student_gets_feedback_that_says_what_happened(graded):
 
 def test_item_analysis_counts_the_class(graded):
     out, _, _ = graded
-    rows = {r["part"]: r for r in csv.DictReader((out / "item-analysis.csv").read_text().splitlines())}
+    rows = {r["part"]: r for r in csv.DictReader((out / "item-analysis.csv").read_text(encoding="utf-8").splitlines())}
     assert set(rows) == set(POINTS)
     assert all(r["students"] == "30" for r in rows.values())
     assert rows["q2.scores"]["top_mistakes"].startswith("unscaled (3)")

@@ -109,7 +109,7 @@ def alias_bomb() -> str:
 
 def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
     spec = tmp_path / "bomb.yaml"
-    spec.write_text(alias_bomb())
+    spec.write_text(alias_bomb(), encoding="utf-8")
     assert spec.stat().st_size < 1000  # 10⁹ values once expanded
     start = time.perf_counter()
     result = generate(str(spec), "-n", "1", "--public", "--out", str(tmp_path / "o"))
@@ -124,7 +124,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
 ])
 def test_a_1mb_yaml_of_tiny_values_stops_at_the_value_bound(tmp_path, text):
     path = tmp_path / "many.yaml"
-    path.write_text(text)
+    path.write_text(text, encoding="utf-8")
     assert path.stat().st_size < 1_000_000
     start = time.perf_counter()
     with pytest.raises(SpecError, match="many.yaml: line [0-9]+: the document holds more than 50,000 values"):
@@ -155,7 +155,7 @@ def test_aliases_cannot_build_nesting_deeper_than_the_bound():
 ])
 def test_deep_yaml_nesting_is_an_error_naming_the_file_not_a_recursion_error(tmp_path, text):
     spec = tmp_path / "deep.yaml"
-    spec.write_text(text)
+    spec.write_text(text, encoding="utf-8")
     result = generate(str(spec), "-n", "1", "--public", "--out", str(tmp_path / "o"))
     one_line_error(result, "deep.yaml", "nested more than")
 
@@ -167,7 +167,7 @@ def test_deep_yaml_nesting_is_an_error_naming_the_file_not_a_recursion_error(tmp
 ])
 def test_a_duplicated_key_in_a_spec_is_an_error_with_its_line(tmp_path, text, line):
     path = tmp_path / "dup.yaml"
-    path.write_text(text)
+    path.write_text(text, encoding="utf-8")
     with pytest.raises(SpecError, match=f"dup.yaml: line {line}: the key '.*' appears twice"):
         load_spec(path)
     one_line_error(generate(str(path), "-n", "1", "--public", "--out", str(tmp_path / "o")), "dup.yaml", "appears twice")
@@ -175,13 +175,13 @@ def test_a_duplicated_key_in_a_spec_is_an_error_with_its_line(tmp_path, text, li
 
 def test_a_duplicated_key_in_an_audit_file_is_an_error_with_its_line(tmp_path):
     path = tmp_path / "audit.yaml"
-    path.write_text((ROOT / "examples" / "audit-example.yaml").read_text() + "title: again\n")
+    path.write_text((ROOT / "examples" / "audit-example.yaml").read_text(encoding="utf-8") + "title: again\n")
     one_line_error(runner.invoke(app, ["audit", str(path)]), "audit.yaml: line", "'title' appears twice")
 
 
 def test_a_huge_integer_in_yaml_is_a_message_with_its_line(tmp_path):
     path = tmp_path / "big.yaml"
-    path.write_text(SPEC + "    params: {tokens: " + "9" * 5000 + "}\n")
+    path.write_text(SPEC + "    params: {tokens: " + "9" * 5000 + "}\n", encoding="utf-8")
     one_line_error(generate(str(path), "-n", "1", "--public", "--out", str(tmp_path / "o")),
                    "big.yaml: line 4", "cannot be read")
 
@@ -277,7 +277,7 @@ def test_a_folder_is_refused_as_a_spec_or_secret(tmp_path):
 
 def test_files_over_the_limit_are_refused_without_reading_them(tmp_path):
     spec = tmp_path / "huge.yaml"
-    spec.write_text(SPEC + "# " + "x" * 1_000_000 + "\n")
+    spec.write_text(SPEC + "# " + "x" * 1_000_000 + "\n", encoding="utf-8")
     one_line_error(generate(str(spec), "-n", "1", "--public", "--out", str(tmp_path / "o")), "huge.yaml", "at most 1,000,000")
     with pytest.raises(InputError, match="at most 10"):
         read_bytes(spec, 10, "spec")
@@ -285,14 +285,14 @@ def test_files_over_the_limit_are_refused_without_reading_them(tmp_path):
 
 def test_a_secret_file_is_read_only_up_to_its_limit(tmp_path):
     path = tmp_path / "secret"
-    path.write_text("x" * 100_000)
+    path.write_text("x" * 100_000, encoding="utf-8")
     with pytest.raises(SecretError, match=str(path)):
         read_secret(path)
 
 
 def test_a_key_nested_too_deeply_is_a_key_file_error(tmp_path):
     path = tmp_path / "key.json"
-    path.write_text("[" * 100_000 + "]" * 100_000)
+    path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
     with pytest.raises(KeyFileError, match="nested more than"):
         load_key(path)
     path.write_bytes(b'{"format": "\xff"}')
@@ -324,8 +324,8 @@ def test_links_inside_a_submissions_folder_do_not_lead_out_of_it(tmp_path):
     subs = files[0].parent
     outside = tmp_path / "outside"
     outside.mkdir()
-    stolen = json.loads(files[0].read_text())
-    (outside / "other.json").write_text(json.dumps(stolen))
+    stolen = json.loads(files[0].read_text(encoding="utf-8"))
+    (outside / "other.json").write_text(json.dumps(stolen), encoding="utf-8")
     (subs / "x.json").symlink_to(outside, target_is_directory=True)  # a folder link named like a file
     (subs / "dir").symlink_to(outside, target_is_directory=True)
     (subs / "file.json").symlink_to(outside / "other.json")
@@ -335,13 +335,13 @@ def test_links_inside_a_submissions_folder_do_not_lead_out_of_it(tmp_path):
     assert {s.path.name for s in skipped} == {"x.json", "dir", "file.json"}
     result = runner.invoke(app, ["grade", str(key), str(subs), "--out", str(tmp_path / "g")])
     assert "skipped:" in result.output and "outside the folder" in " ".join(result.output.split())
-    graded = json.loads((tmp_path / "g" / "results.json").read_text())
+    graded = json.loads((tmp_path / "g" / "results.json").read_text(encoding="utf-8"))
     assert all("outside" not in s["source"] for s in graded["students"])
 
 
 @pytest.mark.skipif(os.name != "posix", reason="symbolic links")
 def test_read_bytes_can_refuse_a_link(tmp_path):
-    (tmp_path / "real.json").write_text("{}")
+    (tmp_path / "real.json").write_text("{}", encoding="utf-8")
     (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
     assert read_bytes(tmp_path / "link.json", 10, "submission") == b"{}"
     with pytest.raises(InputError, match="link.json: is a link"):
@@ -367,7 +367,7 @@ def test_a_walk_that_meets_too_many_entries_stops_with_a_message(tmp_path, monke
     import qkvquiz.inputs as inputs
 
     for i in range(30):
-        (tmp_path / f"{i}.json").write_text("{}")
+        (tmp_path / f"{i}.json").write_text("{}", encoding="utf-8")
     monkeypatch.setattr(inputs, "MAX_WALK_ENTRIES", 20)
     with pytest.raises(InputError, match="more than 20 files and folders"):
         walk_json_files(tmp_path)
@@ -396,7 +396,7 @@ def test_a_million_students_is_refused_before_anything_is_solved(tmp_path):
 
 def test_a_roster_longer_than_the_cap_is_refused(tmp_path):
     roster = tmp_path / "roster.txt"
-    roster.write_text("\n".join(f"s{i}" for i in range(MAX_STUDENTS + 1)))
+    roster.write_text("\n".join(f"s{i}" for i in range(MAX_STUDENTS + 1)), encoding="utf-8")
     one_line_error(generate("attention-basics", "--roster", str(roster), "--public", "--out", str(tmp_path / "o")),
                    "roster.txt", f"{MAX_STUDENTS + 1:,} ids")
 
@@ -418,7 +418,7 @@ def test_a_large_class_gets_a_memory_estimate_before_solving(tmp_path, monkeypat
 ])
 def test_ranges_that_would_overflow_later_are_refused_naming_item_and_field(tmp_path, params, field):
     path = tmp_path / "range.yaml"
-    path.write_text(SPEC + f"    params: {params}\n")
+    path.write_text(SPEC + f"    params: {params}\n", encoding="utf-8")
     with pytest.raises(SpecError, match=rf"range.yaml: item 1 \(q1, attention.output\) field '{field}'"):
         load_spec(path)
     one_line_error(generate(str(path), "-n", "1", "--public", "--out", str(tmp_path / "o")), field, "between -1,000 and 1,000")
@@ -426,7 +426,7 @@ def test_ranges_that_would_overflow_later_are_refused_naming_item_and_field(tmp_
 
 def test_huge_fixed_givens_are_refused_naming_the_given(tmp_path):
     path = tmp_path / "givens.yaml"
-    path.write_text("title: T\nitems:\n  - family: attention.weights\n    givens: {S: [[1.0e+300, 0], [0, 1]]}\n")
+    path.write_text("title: T\nitems:\n  - family: attention.weights\n    givens: {S: [[1.0e+300, 0], [0, 1]]}\n", encoding="utf-8")
     with pytest.raises(SpecError, match="field 'givens.S': entries must be between"):
         load_spec(path)
 
@@ -443,7 +443,7 @@ def test_the_first_generate_creates_the_secret_says_where_and_keys_the_set(tmp_p
     said = "".join(first.output.split())
     assert f"Createdtheinstructorsecret{secret}" in said and "keyedbythesecret" in said
     assert secret.stat().st_mode & 0o077 == 0
-    assert json.loads((tmp_path / "a" / "key.json").read_text())["keyed"] is True
+    assert json.loads((tmp_path / "a" / "key.json").read_text(encoding="utf-8"))["keyed"] is True
     again = generate("attention-basics", "-n", "2", "--seed", "fall26", "--out", str(tmp_path / "b"))
     assert again.exit_code == 0 and "Created" not in again.output
     assert (tmp_path / "a" / "key.json").read_bytes() == (tmp_path / "b" / "key.json").read_bytes()
@@ -458,7 +458,7 @@ def test_public_makes_the_old_rebuildable_set_and_says_so(tmp_path, monkeypatch)
     assert result.exit_code == 0, result.output
     assert "No secret (--public)" in " ".join(result.output.split())
     assert not (tmp_path / "config").exists()  # --public creates no secret
-    doc = json.loads((tmp_path / "p" / "key.json").read_text())
+    doc = json.loads((tmp_path / "p" / "key.json").read_text(encoding="utf-8"))
     rebuilt = key_to_json(build_worksheet(load_spec(ROOT / "problem_bank" / "attention-basics.yaml"),
                                           ["s01", "s02"], "fall26"))
     assert doc["students"] == json.loads(json.dumps(rebuilt))["students"]
@@ -469,7 +469,7 @@ def test_public_makes_the_old_rebuildable_set_and_says_so(tmp_path, monkeypatch)
 def test_a_bad_default_secret_is_a_message_not_a_traceback(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     (tmp_path / "config" / "qkvquiz").mkdir(parents=True)
-    (tmp_path / "config" / "qkvquiz" / "secret").write_text("short\n")
+    (tmp_path / "config" / "qkvquiz" / "secret").write_text("short\n", encoding="utf-8")
     one_line_error(generate("attention-basics", "-n", "1", "--out", str(tmp_path / "o")),
                    "secret", "at least 16 characters", "--public")
 

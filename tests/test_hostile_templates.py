@@ -63,7 +63,7 @@ def folder(tmp_path: Path) -> Path:
 
 def _family_template(folder: Path, text: str) -> Path:
     path = folder / "families" / "attention.scores.problem.md.j2"
-    path.write_text(text + "\n")
+    path.write_text(text + "\n", encoding="utf-8")
     return path
 
 
@@ -125,19 +125,19 @@ def test_templates_are_handed_no_type_module_or_method_that_touches_files():
 
 def test_an_include_through_a_link_out_of_the_folder_is_refused(folder, tmp_path):
     secret = tmp_path / "secret"
-    secret.write_text("THE-INSTRUCTORS-SECRET")
+    secret.write_text("THE-INSTRUCTORS-SECRET", encoding="utf-8")
     link = folder / "families" / "notes.md.j2"
     link.symlink_to(secret)
     _family_template(folder, '{% include "families/notes.md.j2" %}')
     out = _refused(_generate(tmp_path, folder), link, "outside the templates folder")
     assert "THE-INSTRUCTORS-SECRET" not in out
-    assert not any("THE-INSTRUCTORS-SECRET" in p.read_text() for p in tmp_path.glob("o/**/*.md"))
+    assert not any("THE-INSTRUCTORS-SECRET" in p.read_text(encoding="utf-8") for p in tmp_path.glob("o/**/*.md"))
 
 
 def test_a_template_that_is_itself_a_link_out_or_a_linked_folder_is_refused(folder, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
-    (outside / "attention.scores.problem.md.j2").write_text("stolen\n")
+    (outside / "attention.scores.problem.md.j2").write_text("stolen\n", encoding="utf-8")
     shutil.rmtree(folder / "families")
     (folder / "families").symlink_to(outside, target_is_directory=True)
     _refused(_generate(tmp_path, folder), folder / "families" / "attention.scores.problem.md.j2", "refused")
@@ -145,7 +145,7 @@ def test_a_template_that_is_itself_a_link_out_or_a_linked_folder_is_refused(fold
 
 @pytest.mark.parametrize("name", ["../secret", "families/../../secret", "/etc/hostname", "families//x", "a\\b"])
 def test_an_include_resolves_only_inside_the_folders(name, folder, tmp_path):
-    (tmp_path / "secret").write_text("THE-INSTRUCTORS-SECRET")
+    (tmp_path / "secret").write_text("THE-INSTRUCTORS-SECRET", encoding="utf-8")
     template = _family_template(folder, "{% include " + repr(name) + " %}")
     out = _refused(_generate(tmp_path, folder), template, "TemplateNotFound")
     assert "THE-INSTRUCTORS-SECRET" not in out
@@ -224,14 +224,14 @@ def test_the_worker_recovers_after_a_stopped_template(short_budget, folder, tmp_
     _family_template(folder, "### Mine {{ number }}: {{ g.Q|bmatrix }}")
     result = _generate(tmp_path, folder)
     assert result.exit_code == 0, result.output
-    assert "### Mine 1:" in (tmp_path / "o" / "students" / "s01" / "worksheet.md").read_text()
+    assert "### Mine 1:" in (tmp_path / "o" / "students" / "s01" / "worksheet.md").read_text(encoding="utf-8")
 
 
 def test_the_budgets_are_far_above_normal_use(folder, tmp_path):
     budget = worker.Budget()
     assert budget.seconds >= 10 and budget.memory_bytes >= 256 << 20 and budget.output_chars >= 16 << 20
     # A whole class through a user's folder: each template renders in milliseconds.
-    (folder / "worksheet.md.j2").write_text("# {{ spec.title }}\n{% for p in problems %}{{ p }}\n{% endfor %}")
+    (folder / "worksheet.md.j2").write_text("# {{ spec.title }}\n{% for p in problems %}{{ p }}\n{% endfor %}", encoding="utf-8")
     start = time.monotonic()
     result = runner.invoke(app, ["generate", "all-families", "-n", "5", "--templates", str(folder),
                                  "--out", str(tmp_path / "o")])
@@ -272,7 +272,7 @@ def http_server():
 
 def _hostile_spec(tmp_path: Path, base: str) -> tuple[Path, Path]:
     secret = tmp_path / "instructor-secret"
-    secret.write_text("THE-INSTRUCTORS-SECRET")
+    secret.write_text("THE-INSTRUCTORS-SECRET", encoding="utf-8")
     items = [dict(BASIC_ITEMS[0], intro=f'Look <img src="{base}/intro.png"> <script>alert(2)</script>')]
     spec = {
         "title": "Week <b>3</b>",
@@ -284,7 +284,7 @@ def _hostile_spec(tmp_path: Path, base: str) -> tuple[Path, Path]:
         "items": items,
     }
     path = tmp_path / "hostile.yaml"
-    path.write_text(yaml.safe_dump(spec))
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     return path, secret
 
 
@@ -304,15 +304,15 @@ def test_spec_text_reaches_no_output_as_html(tmp_path, http_server):
     result = runner.invoke(app, ["generate", str(spec), "-n", "1", "--out", str(tmp_path / "o"), "--format", formats])
     assert result.exit_code == 0, result.output
     folder = tmp_path / "o" / "students" / "s01"
-    md = (folder / "worksheet.md").read_text()
+    md = (folder / "worksheet.md").read_text(encoding="utf-8")
     assert "<script" not in md and "<img" not in md and "<a " not in md and "&lt;script>" in md
     assert "a < b" in md
     for name in ("worksheet.html", "answer-form.html"):
-        page = (folder / name).read_text()
+        page = (folder / name).read_text(encoding="utf-8")
         assert "<img" not in page and "alert(" not in page.replace("&lt;script&gt;alert(", ""), name
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page, name
         assert not re.search(r"<a [^>]*rel=", page), name
-    assert (tmp_path / "o" / "key.md").read_text().count("<script") == 0
+    assert (tmp_path / "o" / "key.md").read_text(encoding="utf-8").count("<script") == 0
     if "pdf" in formats:
         for pdf in (folder / "worksheet.pdf", tmp_path / "o" / "keys" / "s01.pdf"):
             raw = pdf.read_bytes()
@@ -328,7 +328,7 @@ def test_the_pdf_renderer_fetches_only_its_own_resources(tmp_path, http_server):
     from qkvquiz.render.pdf import render_pdf
 
     secret = tmp_path / "secret"
-    secret.write_text("THE-INSTRUCTORS-SECRET")
+    secret.write_text("THE-INSTRUCTORS-SECRET", encoding="utf-8")
     pixel = base64.b64encode(bytes.fromhex(
         "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
         "1f15c4890000000d49444154789c6360000002000005000157a3a6ac0000000049454e44ae426082")).decode()
@@ -349,7 +349,7 @@ def test_the_answer_form_runs_only_its_own_scripts(tmp_path):
     spec, _ = _hostile_spec(tmp_path, "http://127.0.0.1:9")
     result = runner.invoke(app, ["generate", str(spec), "-n", "1", "--out", str(tmp_path / "o"), "--format", "html"])
     assert result.exit_code == 0, result.output
-    page = (tmp_path / "o" / "students" / "s01" / "answer-form.html").read_text()
+    page = (tmp_path / "o" / "students" / "s01" / "answer-form.html").read_text(encoding="utf-8")
     (csp,) = re.findall(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', page)
     script_src = next(d for d in csp.split(";") if d.strip().startswith("script-src")).split()[1:]
     assert "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]

@@ -118,7 +118,7 @@ def test_a_variant_is_drawn_from_hmac_sha256_of_item_student_and_seed_under_the_
 def test_a_student_with_the_tool_spec_and_seed_but_not_the_secret_cannot_rebuild_the_key(tmp_path):
     spec = basic_spec()
     generate_set(spec, ["ada", "alan"], tmp_path / "set", seed="fall", secret=SECRET_A)
-    real = json.loads((tmp_path / "set" / "key.json").read_text())
+    real = json.loads((tmp_path / "set" / "key.json").read_text(encoding="utf-8"))
     for guess in (None, SECRET_B, b""):
         attempt = key_to_json(build_worksheet(spec, ["ada", "alan"], "fall", secret=guess))
         for mine, theirs in zip(real["students"], json.loads(json.dumps(attempt))["students"]):
@@ -149,18 +149,18 @@ def test_init_writes_a_private_random_secret_and_never_replaces_one(tmp_path):
     path = tmp_path / "conf" / "secret"
     result = runner.invoke(app, ["init", str(path)])
     assert result.exit_code == 0, result.output
-    text = path.read_text()
+    text = path.read_text(encoding="utf-8")
     assert re.fullmatch(r"[0-9a-f]{64}\n", text)
     if os.name == "posix":
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     again = runner.invoke(app, ["init", str(path)])
     assert again.exit_code == 2 and "exists" in again.output
-    assert path.read_text() == text
+    assert path.read_text(encoding="utf-8") == text
     with pytest.raises(SecretError, match="exists"):
         create_secret(path)
     other = create_secret(tmp_path / "second")
-    assert other.read_text() != text
+    assert other.read_text(encoding="utf-8") != text
     assert not list(tmp_path.rglob("*.tmp"))
 
 
@@ -168,13 +168,13 @@ def test_init_without_a_path_writes_to_the_config_folder_outside_any_course(tmp_
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     result = runner.invoke(app, ["init"])
     assert result.exit_code == 0, result.output
-    assert re.fullmatch(r"[0-9a-f]{64}\n", (tmp_path / "config" / "qkvquiz" / "secret").read_text())
+    assert re.fullmatch(r"[0-9a-f]{64}\n", (tmp_path / "config" / "qkvquiz" / "secret").read_text(encoding="utf-8"))
 
 
 def test_the_secret_comes_from_the_file_else_the_environment_and_must_not_be_short(tmp_path):
     path = create_secret(tmp_path / "s")
     from_file = load_secret(path, environ={SECRET_ENV: "x" * 20})
-    assert from_file.value == path.read_text().strip().encode() and str(path) in from_file.source
+    assert from_file.value == path.read_text(encoding="utf-8").strip().encode() and str(path) in from_file.source
     assert load_secret(None, environ={SECRET_ENV: " " + "x" * 20 + "\n"}).value == b"x" * 20
     assert load_secret(None, environ={}) is None and load_secret(None, environ={SECRET_ENV: ""}) is None
     with pytest.raises(SecretError, match="16 characters"):
@@ -185,7 +185,7 @@ def test_the_secret_comes_from_the_file_else_the_environment_and_must_not_be_sho
 
 def test_generate_with_a_secret_file_or_variable_matches_the_library_and_says_so(tmp_path, monkeypatch):
     path = create_secret(tmp_path / "secret")
-    secret = path.read_text().strip().encode()
+    secret = path.read_text(encoding="utf-8").strip().encode()
     monkeypatch.delenv(SECRET_ENV, raising=False)
     by_file = runner.invoke(app, ["generate", "attention-basics", "-n", "2", "--seed", "w3",
                                   "--secret-file", str(path), "--out", str(tmp_path / "f")])
@@ -202,11 +202,11 @@ def test_generate_with_a_secret_file_or_variable_matches_the_library_and_says_so
     library = build_worksheet(load_spec(ROOT / "problem_bank" / "attention-basics.yaml"), ["s01", "s02"], "w3", secret=secret)
     expected = json.loads(json.dumps(key_to_json(library)))
     for folder in ("f", "e"):
-        written = json.loads((tmp_path / folder / "key.json").read_text())
+        written = json.loads((tmp_path / folder / "key.json").read_text(encoding="utf-8"))
         assert written["students"] == expected["students"] and written["keyed"] is True
-    assert json.loads((tmp_path / "p" / "key.json").read_text())["students"] != expected["students"]
-    assert "reproducible by anyone" in (tmp_path / "p" / "key.md").read_text()
-    assert "reproducible by anyone" not in (tmp_path / "f" / "key.md").read_text()
+    assert json.loads((tmp_path / "p" / "key.json").read_text(encoding="utf-8"))["students"] != expected["students"]
+    assert "reproducible by anyone" in (tmp_path / "p" / "key.md").read_text(encoding="utf-8")
+    assert "reproducible by anyone" not in (tmp_path / "f" / "key.md").read_text(encoding="utf-8")
 
 
 def test_the_secrecy_sentence_is_accurate_in_both_cases():
@@ -407,7 +407,7 @@ def test_csv_cells_are_never_formulas():
 def test_yaml_is_read_with_the_safe_loader(tmp_path):
     marker = tmp_path / "pwned"
     spec = tmp_path / "evil.yaml"
-    spec.write_text(f'title: !!python/object/apply:os.system ["touch {marker}"]\nitems: []\n')
+    spec.write_text(f'title: !!python/object/apply:os.system ["touch {marker}"]\nitems: []\n', encoding="utf-8")
     with pytest.raises(SpecError, match="evil.yaml"):
         load_spec(spec)
     assert not marker.exists()
@@ -422,7 +422,7 @@ def test_every_template_renders_in_the_sandbox_and_user_templates_override_by_na
     )
     result = runner.invoke(app, ["generate", "attention-basics", "-n", "1", "--templates", str(mine), "--out", str(tmp_path / "o")])
     assert result.exit_code == 0, result.output
-    sheet = (tmp_path / "o" / "students" / "s01" / "worksheet.md").read_text()
+    sheet = (tmp_path / "o" / "students" / "s01" / "worksheet.md").read_text(encoding="utf-8")
     assert "### My problem 1: Q = " in sheet and "exp(1) = 2.72" in sheet
     assert "Problem 5" in sheet  # the other families fall back to the bundled templates
 
@@ -444,7 +444,7 @@ def test_every_template_renders_in_the_sandbox_and_user_templates_override_by_na
 def test_a_hostile_template_is_refused_with_a_clear_error(attack, tmp_path):
     mine = tmp_path / "mine" / "families"
     mine.mkdir(parents=True)
-    (mine / "attention.scores.problem.md.j2").write_text(attack.replace("OUT", str(tmp_path)) + "\n")
+    (mine / "attention.scores.problem.md.j2").write_text(attack.replace("OUT", str(tmp_path)) + "\n", encoding="utf-8")
     result = runner.invoke(app, ["generate", "attention-basics", "-n", "1", "--templates", str(mine.parent), "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "template" in result.output and "Traceback" not in result.output, result.output
     assert not (tmp_path / "x").exists() and not (tmp_path / "x.npy").exists()
@@ -456,15 +456,15 @@ def test_a_hostile_template_is_refused_with_a_clear_error(attack, tmp_path):
 def test_a_template_cannot_change_the_solved_values(attack, tmp_path):
     mine = tmp_path / "mine" / "families"
     mine.mkdir(parents=True)
-    (mine / "attention.weights.solution.md.j2").write_text(attack + "\n")
+    (mine / "attention.weights.solution.md.j2").write_text(attack + "\n", encoding="utf-8")
     with pytest.raises(jinja2.TemplateError):
         generate_set(basic_spec(), ["a"], tmp_path / "o", seed=1, templates=tmp_path / "mine")
     assert not (tmp_path / "o" / "key.json").exists()
 
 
 def test_html_templates_autoescape_and_markdown_templates_do_not(tmp_path):
-    (tmp_path / "page.html.j2").write_text("<p>{{ student }}</p>")
-    (tmp_path / "page.md.j2").write_text("{{ m }}")
+    (tmp_path / "page.html.j2").write_text("<p>{{ student }}</p>", encoding="utf-8")
+    (tmp_path / "page.md.j2").write_text("{{ m }}", encoding="utf-8")
     env = environment(str(tmp_path))
     assert env.get_template("page.html.j2").render(student="<script>x</script>") == "<p>&lt;script&gt;x&lt;/script&gt;</p>"
     assert env.get_template("page.md.j2").render(m=r"\begin{bmatrix} 1 & 2 \end{bmatrix}") == r"\begin{bmatrix} 1 & 2 \end{bmatrix}"
@@ -508,7 +508,7 @@ def test_each_hostile_submission_is_a_clear_per_file_error(case, small_key, tmp_
     # Through the file path too, beside a good file that is still graded.
     key, doc = small_key
     (tmp_path / "bad.json").write_bytes(raw)
-    (tmp_path / "good.json").write_text(json.dumps({"student": "ada", "answers": doc["students"][1]["answers"]}))
+    (tmp_path / "good.json").write_text(json.dumps({"student": "ada", "answers": doc["students"][1]["answers"]}), encoding="utf-8")
     report = grade_files(key, [tmp_path / "bad.json", tmp_path / "good.json"])
     assert [p.source for p in report.problems] == [str(tmp_path / "bad.json")]
     assert report.results[0].score == pytest.approx(key.points)
@@ -544,7 +544,7 @@ def test_grade_files_never_blocks_on_a_pipe_and_reports_folders_and_odd_names(sm
         paths.append(tmp_path / "pipe.json")
     odd = tmp_path / os.fsdecode(b"odd\xff\n=1+1.json")
     try:
-        odd.write_text(json.dumps({"student": "s01", "answers": doc["students"][0]["answers"]}))
+        odd.write_text(json.dumps({"student": "s01", "answers": doc["students"][0]["answers"]}), encoding="utf-8")
         paths.append(odd)
     except (OSError, UnicodeEncodeError):  # a file system that refuses such names
         pass
@@ -567,11 +567,11 @@ def test_a_file_name_cannot_become_a_spreadsheet_formula(small_key):
 
 def test_markup_in_an_unknown_student_id_does_not_break_the_command_line(small_key, tmp_path):
     _, doc = small_key
-    (tmp_path / "key.json").write_text(json.dumps(doc))
+    (tmp_path / "key.json").write_text(json.dumps(doc), encoding="utf-8")
     subs = tmp_path / "subs"
     subs.mkdir()
-    (subs / "a.json").write_text(json.dumps({"student": "[/x] [bold]\x1b[2J", "answers": {}}))
-    (subs / "[red]b[bold].json").write_text("{")
+    (subs / "a.json").write_text(json.dumps({"student": "[/x] [bold]\x1b[2J", "answers": {}}), encoding="utf-8")
+    (subs / "[red]b[bold].json").write_text("{", encoding="utf-8")
     result = runner.invoke(app, ["grade", str(tmp_path / "key.json"), str(subs), "--out", str(tmp_path / "g")])
     assert result.exit_code == 1, result.output
     flat = "".join(result.output.split())  # Rich wraps long lines, even inside a file name
@@ -632,7 +632,7 @@ def test_generate_never_overwrites_a_key_without_force(tmp_path):
 def graded_class(tmp_path: Path) -> tuple[Path, list[Path]]:
     spec = basic_spec()
     generate_set(spec, ["ada", "alan", "grace"], tmp_path / "set", seed=5)
-    doc = json.loads((tmp_path / "set" / "key.json").read_text())
+    doc = json.loads((tmp_path / "set" / "key.json").read_text(encoding="utf-8"))
     subs = tmp_path / "subs"
     subs.mkdir()
     files = []
@@ -641,8 +641,8 @@ def graded_class(tmp_path: Path) -> tuple[Path, list[Path]]:
         if k == 1:
             answers = {**answers, "q1.scores": "banana"}
         files.append(subs / f"{s['student']}.json")
-        files[-1].write_text(json.dumps({"student": s["student"], "answers": answers}))
-    (subs / "broken.json").write_text("{")
+        files[-1].write_text(json.dumps({"student": s["student"], "answers": answers}), encoding="utf-8")
+    (subs / "broken.json").write_text("{", encoding="utf-8")
     return tmp_path / "set" / "key.json", [*files, subs / "broken.json"]
 
 
@@ -710,7 +710,7 @@ def test_signals_during_the_switch_wait_until_the_whole_set_is_in_place(tmp_path
             files.write("a", "new a")
             files.write("b", "new b")
     assert len(moved) > 2  # the journal, then the old entries out and the new ones in
-    assert (tmp_path / "a").read_text() == "new a" and (tmp_path / "b").read_text() == "new b"
+    assert (tmp_path / "a").read_text(encoding="utf-8") == "new a" and (tmp_path / "b").read_text(encoding="utf-8") == "new b"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
     monkeypatch.setattr(os, "replace", real_replace)
     write_atomic(tmp_path / "a", b"bytes")

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from qkvquiz.render.markdown import key_decimals
 from typer.testing import CliRunner
 
 import qkvquiz.render.pdf as pdf_module
@@ -121,8 +123,11 @@ def test_every_asked_part_has_its_answer_area_in_the_pdf(made) -> None:
     sheet = words(made.folders["ada"] / "worksheet.pdf")
     for item in SPEC.items:
         for part in item.parts:
-            # The part id prints beside its boxes as well as in the sentence that asks for it.
-            assert sheet.count(part.id) >= 2, part.id
+            # The part id and its points print beside its boxes, once: the Markdown's
+            # "Answer: …, part q1.scores (1 pt)." is not repeated on paper.
+            assert sheet.count(part.id) == 1, part.id
+            assert f"{part.id} · " in sheet, part.id
+    assert "Answer:" not in sheet
 
 
 @needs_pdf
@@ -180,10 +185,12 @@ def test_the_key_gives_each_student_their_own_pages_with_their_answers(made) -> 
     for i, student in enumerate(ws.students):
         first = owner.index(student) + 2
         section = " ".join(words(key, p) for p in range(first, first + owner.count(student)))
-        # Each student's answers: the weights, to 3 decimals, row by row.
+        # Each student's answers: the weights, to the decimals the item asks for (its
+        # tolerance), row by row.
         weights = ws.variant(i)[1]["steps"]["weights"]
+        d = key_decimals(ws.spec.items[1])
         for row in weights:
-            assert " ".join(f"{x:.3f}" for x in row) in section
+            assert " ".join(f"{x:.{d}f}" for x in row) in section
 
 
 @needs_pdf
@@ -221,12 +228,16 @@ def test_the_cli_renders_pdfs_with_a_progress_report_and_a_class_pdf(tmp_path: P
 
 
 @needs_pdf
-def test_progress_counts_documents_up_to_the_total(tmp_path: Path) -> None:
-    calls: list[tuple[int, int]] = []
-    generate_set(SPEC, STUDENTS, tmp_path, formats="pdf", workers=1, pdf_progress=lambda d, t: calls.append((d, t)))
-    total = len(STUDENTS) + len(STUDENTS)  # worksheets; each student's key
-    assert calls[-1] == (total, total)
-    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+def test_progress_counts_students_up_to_the_class(tmp_path: Path) -> None:
+    # A user relates to "12/30" students, not to the renderer's documents (a worksheet and a
+    # key per student, and the combined files).
+    for class_pdf in (False, True):
+        calls: list[tuple[int, int]] = []
+        generate_set(SPEC, STUDENTS, tmp_path / str(class_pdf), formats="pdf", workers=1, class_pdf=class_pdf,
+                     pdf_progress=lambda d, t: calls.append((d, t)))
+        assert calls[-1] == (len(STUDENTS), len(STUDENTS))
+        assert {t for _, t in calls} == {len(STUDENTS)}
+        assert [d for d, _ in calls] == sorted(d for d, _ in calls)
 
 
 # --------------------------------------------------------------------------- without WeasyPrint
@@ -283,7 +294,12 @@ def test_markdown_worksheet_has_no_boxes_and_html_worksheet_has_one_area_per_par
 def test_each_area_follows_the_sentence_that_names_its_part() -> None:
     body = "<ul>\n<li>(a) Find it, part <code>q1.a</code>.</li>\n<li>(b) Part <code>q1.b</code>.</li>\n</ul>\n"
     out = place_answer_areas(body, [("q1.a", "[A]"), ("q1.b", "[B]"), ("q1.c", "[C]")])
-    assert "<code>q1.a</code>.[A]</li>" in out and "<code>q1.b</code>.[B]</li>" in out
+    # In a list item, the sentence and its boxes side by side in one row.
+    assert (
+        '<li><div class="part-row"><div class="part-text">(a) Find it, part <code>q1.a</code>.</div>'
+        '<div class="part-boxes">[A]</div></div></li>'
+    ) in out
+    assert '<code>q1.b</code>.</div><div class="part-boxes">[B]</div></div></li>' in out
     assert out.endswith('<div class="answers">[C]</div>')  # named nowhere: after the problem
     para = place_answer_areas("<p>Answer: part <code>q2.x</code>.</p><p>More.</p>", [("q2.x", "[X]")])
     assert para == "<p>Answer: part <code>q2.x</code>.</p>[X]<p>More.</p>"

@@ -92,7 +92,7 @@ def test_a_grid_of_boxes_is_as_many_tiles_as_its_shape() -> None:
         assert f".boxes.c{n} {{ width: {n * width:.2f}px; }}" in css
         assert f".boxes.r{n} {{ height: {n * height:.2f}px; }}" in css
     # A box is 1.6 cm × 0.68 cm (CSS px: 96 per inch) inside its tile.
-    assert abs(width - 1.6 / 2.54 * 96) < 2 and abs(height - 0.68 / 2.54 * 96) < 2
+    assert abs(width - 1.9 / 2.54 * 96) < 2 and abs(height - 0.9 / 2.54 * 96) < 2
     # Every document with boxes brings the tile; the stylesheet loads nothing.
     assert render_html.BOXES_CSS in markdown_to_html("x") and "url(" not in css
 

@@ -168,7 +168,7 @@ def test_pool_renders_every_job_in_order_and_leaves_no_temporary_files(tmp_path:
 
 def test_pool_failure_names_the_document(tmp_path: Path) -> None:
     blocked = tmp_path / "blocked"
-    blocked.write_text("a file where a folder should be")
+    blocked.write_text("a file where a folder should be", encoding="utf-8")
     jobs = [(document("ok"), tmp_path / f"ok{i}.pdf") for i in range(2)]
     jobs.append((document("bad"), blocked / "bad.pdf"))
     with pytest.raises(PdfRenderError, match="bad.pdf"):

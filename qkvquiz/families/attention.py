@@ -665,7 +665,7 @@ QK_SWAP = Family(
              lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS),
         Step(
             "swapped", r"\tilde A", r"\tilde A = \operatorname{softmax}\!\left(\frac{KQ^\top}{\sqrt{d_k}}\right) = \operatorname{softmax}(S^\top)",
-            "Swap the roles of Q and K: compute the weights from KQᵀ/√d_k, again row by row",
+            "Swap the roles of Q and K: compute the weights from KQᵀ/√dₖ, again row by row",
             lambda e, p, xp: softmax(swap(e.scores), xp=xp), ("scores",),
             (rows_sum_to(1.0, "rows_sum_to_one",
                          "Each row of Ã must sum to 1: softmax(Sᵀ) is still taken row by row."),),

@@ -182,7 +182,7 @@ SOFTMAX = Family(
     steps=(
         Step("weights", "A", r"A_{ij} = \frac{e^{S_{ij}}}{\sum_l e^{S_{il}}}", "Compute the weights A = softmax(S) row by row",
              lambda e, p, xp: softmax(e.S, xp=xp), ("S",), WEIGHTS_INVARIANTS),
-        Step("rowdot", "c", r"c_i = \sum_j \nabla A_{ij} A_{ij}", "Compute each row's weighted sum c_i of the upstream gradient",
+        Step("rowdot", "c", r"c_i = \sum_j \nabla A_{ij} A_{ij}", "Compute each row's weighted sum cᵢ of the upstream gradient",
              lambda e, p, xp: xp.sum(e.dA * e.weights, axis=-1), ("dA", "weights")),
         Step("dS", r"\nabla S", r"\nabla S_{ij} = A_{ij} (\nabla A_{ij} - c_i)", "Compute the gradient of the scores",
              lambda e, p, xp: _softmax_grad(e.weights, e.dA, e.rowdot), ("weights", "dA", "rowdot"), DS_INVARIANTS),

@@ -64,7 +64,7 @@ def _variance_accept(e: Env, p: Params, xp):
 
 DOT_VARIANCE = Family(
     name="theory.dot_variance",
-    title="Why divide by √d_k: the variance of q·k",
+    title="Why divide by √dₖ: the variance of q·k",
     summary="Var(q·k) = d_k·v² for independent entries of variance v; σ, the 3σ range, the variance after 1/√d_k; an empirical check.",
     params={
         "d_k_range": int_range((16, 144), "range d_k is drawn from", bound=1_000_000),
@@ -91,7 +91,7 @@ DOT_VARIANCE = Family(
              lambda e, p, xp: 3.0 * e.std, ("std",)),
         Step("scaled_variance", r"\operatorname{Var}\!\left(\frac{q \cdot k}{\sqrt{d_k}}\right)",
              r"\operatorname{Var}\!\left(\frac{q \cdot k}{\sqrt{d_k}}\right) = \frac{\operatorname{Var}(q \cdot k)}{d_k}",
-             "Compute the variance of the scaled score q·k/√d_k",
+             "Compute the variance of the scaled score q·k/√dₖ",
              lambda e, p, xp: e.variance / e.d_k, ("variance", "d_k")),
         Step("dots", "s", r"s_r = q^{(r)} \cdot k^{(r)}", "Compute the dot product of each drawn pair",
              lambda e, p, xp: xp.sum(e.q_samples * e.k_samples, axis=-1), ("q_samples", "k_samples")),
@@ -178,7 +178,7 @@ SOFTMAX_JACOBIAN = Family(
         Step("probs", "p", r"p_j = \frac{e^{z_j}}{\sum_i e^{z_i}}", "Compute p = softmax(z)",
              lambda e, p, xp: softmax(e.z, xp=xp), ("z",)),
         Step("jacobian", "J", r"J_{jk} = \frac{\partial p_j}{\partial z_k} = p_j(\delta_{jk} - p_k)",
-             "Compute the Jacobian J (row j: p_j, column k: z_k)", lambda e, p, xp: _jacobian(e.probs, xp), ("probs",)),
+             "Compute the Jacobian J (row j: pⱼ, column k: zₖ)", lambda e, p, xp: _jacobian(e.probs, xp), ("probs",)),
         Step("largest", r"\max_{j,k} |J_{jk}|", r"\max_{j,k} |J_{jk}|", "Give the largest entry of J in absolute value",
              lambda e, p, xp: xp.abs(e.jacobian).max(axis=(-2, -1)), ("jacobian",)),
     ),

@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import html
 import itertools
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 from markdown_it.common.utils import escapeHtml
 
+from ..spec import WorkSpace
 from ..worksheet import Worksheet
 from .form import where
 from .html import answer_grid_html, header_html, html_document, markdown_body_html
-from .latex import num
+from .latex import label_symbol, num
 from .markdown import render_items
 
 #: Boxes per row and rows per grid; a larger part is split into several grids (a 16-wide
@@ -46,9 +48,8 @@ SCREEN_CSS = "@media screen { body { max-width: 52rem; margin: 1rem auto; paddin
 #: The printed worksheet's word on how answers are given (the Markdown's sentence is about
 #: the submission file alone).
 HAND_IN_NOTE = (
-    "Write each answer in its boxes, a matrix row by row. The small grey name beside the "
-    "boxes is the part's name in <code>submission.json</code>, if you hand in your answers "
-    "as a file."
+    "Write each answer in its boxes, a matrix row by row; the small grey name beside them is "
+    "the part's name in <code>submission.json</code>, if you hand in a file."
 )
 
 
@@ -68,7 +69,7 @@ def _span(word: str, r: range, n: int) -> str:
     return f"{word} {r.start + 1}\u2013{r.stop}"
 
 
-def answer_area_html(part_id: str, shape: Sequence[int], symbol: str) -> str:
+def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: float | None = None) -> str:
     """The boxes for one asked part, labelled ``symbol =`` (LaTeX) and the part id.
 
     A number is one box, a vector a row of boxes, a matrix a bracketed grid. A stack of
@@ -79,9 +80,10 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str) -> str:
     """
     shape = tuple(int(n) for n in shape)
     label = f"{symbol} ="
+    worth = "" if points is None else f" \u00b7 {num(points, 2)} pt"
     fits = len(shape) <= 2 and all(n <= ANSWER_TILE for n in shape)
     if fits:
-        return answer_grid_html(part_id, shape, label=label)
+        return answer_grid_html(part_id, shape, label=label, caption=part_id + worth)
     if len(shape) == 1:
         shape2 = (1, shape[0])
     else:
@@ -101,11 +103,39 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str) -> str:
                         part_id,
                         tile,
                         label=label if not grids else None,
-                        caption=", ".join([part_id, *(w for w in words if w)]),
+                        caption=", ".join([part_id, *(w for w in words if w)]) + (worth if not grids else ""),
                     )
                 )
     part = html.escape(part_id, quote=True)
     return f'<div class="answer-set" data-part="{part}">{"".join(grids)}</div>'
+
+
+def answer_points(problem_html: str, part_ids: Sequence[str]) -> list[int | None]:
+    """Where each part's answer area goes in ``problem_html``: the end of the list item, or
+    just after the paragraph, that names ``<code>part_id</code>`` (as every bundled
+    template writes it), in the order of the parts; None for a part named nowhere."""
+    points: list[int | None] = []
+    cursor = 0
+    for part_id in part_ids:
+        needle = f"<code>{escapeHtml(part_id)}</code>"
+        at = problem_html.find(needle, cursor)
+        if at < 0:
+            at = problem_html.find(needle)
+        if at < 0:
+            points.append(None)
+            continue
+        after = at + len(needle)
+        ends = [(i, tag) for tag in ("</li>", "</p>") if (i := problem_html.find(tag, after)) >= 0]
+        if not ends:
+            points.append(None)
+            continue
+        end, tag = min(ends)
+        # In a list item the boxes stay inside it (indented under its bullet); after a
+        # paragraph they follow it.
+        insert = end if tag == "</li>" else end + len(tag)
+        points.append(insert)
+        cursor = insert
+    return points
 
 
 def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> str:
@@ -115,50 +145,91 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
     bundled template writes it; areas follow one another in the order of the parts. An
     area whose part is not named anywhere goes at the end of the problem.
     """
-    out = problem_html
-    cursor = 0
+    points = answer_points(problem_html, [part_id for part_id, _ in areas])
+    # Areas that go to the end of one list item: that item becomes a row, its text on the
+    # left and its boxes beside it (below it where they leave the text too little room).
+    by_item: dict[int, list[str]] = {}
     unplaced: list[str] = []
-    for part_id, area in areas:
-        needle = f"<code>{escapeHtml(part_id)}</code>"
-        at = out.find(needle, cursor)
-        if at < 0:
-            at = out.find(needle)
-        if at < 0:
+    for (_, area), at in zip(areas, points):
+        if at is None:
             unplaced.append(area)
-            continue
-        after = at + len(needle)
-        ends = [(i, tag) for tag in ("</li>", "</p>") if (i := out.find(tag, after)) >= 0]
-        if not ends:
-            unplaced.append(area)
-            continue
-        end, tag = min(ends)
-        # In a list item the boxes stay inside it (indented under its bullet); after a
-        # paragraph they follow it.
-        insert = end if tag == "</li>" else end + len(tag)
-        out = out[:insert] + area + out[insert:]
-        cursor = insert + len(area)
+        else:
+            by_item.setdefault(at, []).append(area)
+    out, last = [], 0
+    for at in sorted(by_item):
+        joined = "".join(by_item[at])
+        # Room to work spans the text's width, under the sentence and its boxes.
+        spaces = "".join(_WORK_SPACE_DIV.findall(joined))
+        joined = _WORK_SPACE_DIV.sub("", joined)
+        opening = problem_html.rfind("<li", last, at)
+        if problem_html.startswith("</li>", at) and opening >= 0 and problem_html.find("</li>", opening) == at:
+            start = problem_html.index(">", opening) + 1
+            out += [
+                problem_html[last:start],
+                '<div class="part-row"><div class="part-text">',
+                problem_html[start:at],
+                f'</div><div class="part-boxes">{joined}</div></div>{spaces}',
+            ]
+        else:
+            out += [problem_html[last:at], joined, spaces]
+        last = at
+    out.append(problem_html[last:])
     if unplaced:
-        out += '<div class="answers">' + "".join(unplaced) + "</div>"
-    return out
+        out.append('<div class="answers">' + "".join(unplaced) + "</div>")
+    return "".join(out)
 
 
-def problem_areas(ws: Worksheet, student: int) -> list[list[tuple[str, str]]]:
-    """Each item's answer areas for one student: ``(part_id, html)`` in the order asked."""
+def drop_answer_sentences(problem_html: str, part_ids: Sequence[str]) -> str:
+    """Without the templates' "Answer: a 3×3 matrix, part ``q2.scores`` (2 pt)." where the
+    part's boxes say the same (their shape, and the id and points in their caption): each
+    prompt is printed once, next to its boxes. The Markdown worksheet keeps the sentence."""
+    for part_id in part_ids:
+        needle = re.compile(
+            r"\s*Answer: (?:(?!</?(?:li|p|div)\b).)*?,? part <code>"
+            + re.escape(escapeHtml(part_id))
+            + r"</code> \([^()]*\bpt\)\.",
+            re.DOTALL,
+        )
+        problem_html = needle.sub("", problem_html, count=1)
+    return problem_html
+
+
+_WORK_SPACE_DIV = re.compile(r'<div class="work-space[^"]*" style="[^"]*"></div>')
+
+
+def work_space_html(space: WorkSpace | None) -> str:
+    """Blank room to work in: a light frame of the asked height, ruled when asked in lines."""
+    if space is None:
+        return ""
+    ruled = " ruled" if space.lines else ""
+    return f'<div class="work-space{ruled}" style="height:{space.css_height()}"></div>'
+
+
+def problem_areas(
+    ws: Worksheet, student: int, work_space: WorkSpace | None = None
+) -> list[list[tuple[str, str]]]:
+    """Each item's answer areas for one student: ``(part_id, html)`` in the order asked,
+    each followed by its work space where the item (else ``work_space``) asks for one per
+    part."""
     out = []
     for item, env in zip(ws.spec.items, ws.envs):
+        space = item.work_space or work_space
+        after = work_space_html(space) if space is not None and space.per == "part" else ""
         areas = []
         for part in item.parts:
             shape = np.shape(env[part.step][student])
             step = item.family.step(part.step)
+            symbol = label_symbol(step.symbol, len(shape))
+            worth = f" \u00b7 {num(part.points, 2)} pt"
             if step.kind == "shape":  # one box, for "2×4"
-                areas.append((part.id, answer_grid_html(part.id, (), label=f"{step.symbol} =")))
+                area = answer_grid_html(part.id, (), label=f"{step.symbol} =", caption=part.id + worth)
             elif part.entries is not None and len(shape) <= 2 and all(n <= ANSWER_TILE for n in shape):
                 # The whole grid, captioned with the entries asked (the worksheet names them too).
                 only = ", ".join("(" + ", ".join(str(i + 1) for i in e) + ")" for e in part.entries)
-                areas.append((part.id, answer_grid_html(part.id, shape, label=f"{step.symbol} =",
-                                                        caption=f"{part.id}: only {only}")))
+                area = answer_grid_html(part.id, shape, label=f"{symbol} =", caption=f"{part.id}: only {only}{worth}")
             else:
-                areas.append((part.id, answer_area_html(part.id, shape, step.symbol)))
+                area = answer_area_html(part.id, shape, symbol, part.points)
+            areas.append((part.id, area + after))
         out.append(areas)
     return out
 
@@ -166,16 +237,30 @@ def problem_areas(ws: Worksheet, student: int) -> list[list[tuple[str, str]]]:
 # --------------------------------------------------------------------------- worksheets
 
 
-def worksheet_body_html(ws: Worksheet, student: int, *, templates: str | Path | None = None) -> str:
+def worksheet_body_html(
+    ws: Worksheet,
+    student: int,
+    *,
+    templates: str | Path | None = None,
+    work_space: WorkSpace | None = None,
+    name: str = "",
+) -> str:
     """One student's worksheet as the HTML inside ``<body>``: header, instructions, each
-    problem (a ``<section class="problem">``) with its answer areas."""
-    parts = [header_html(ws.spec.title, ws.students[student], ws.codes[student], set_id=ws.set_id)]
+    problem (a ``<section class="problem">``) with its answer areas.
+
+    ``work_space`` is room to work for the items that set none of their own; ``name`` (from
+    the roster) is printed on the header's name line."""
+    parts = [header_html(ws.spec.title, ws.students[student], ws.codes[student], set_id=ws.set_id, name=name)]
     if ws.spec.instructions:
         parts.append(markdown_body_html(ws.spec.instructions))
     parts.append(f'<p class="hand-in">{HAND_IN_NOTE}</p>')
     problems = render_items(ws, student, "problem", templates=templates)
-    for markdown, areas in zip(problems, problem_areas(ws, student)):
+    for item, markdown, areas in zip(ws.spec.items, problems, problem_areas(ws, student, work_space)):
         body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas)
+        body = drop_answer_sentences(body, [part_id for part_id, _ in areas])
+        space = item.work_space or work_space
+        if space is not None and space.per == "problem":
+            body += work_space_html(space)
         parts.append(f'<section class="problem">\n{body}</section>')
     return "\n".join(parts) + "\n"
 
@@ -187,14 +272,16 @@ def worksheet_document(
     page_size: str = "A4",
     templates: str | Path | None = None,
     screen: bool = False,
+    work_space: WorkSpace | None = None,
+    name: str = "",
 ) -> str:
     """One student's worksheet as a self-contained HTML document, ready to print.
 
     ``screen`` adds a reading width for a browser window (the ``worksheet.html`` file);
-    the PDF leaves it out.
+    the PDF leaves it out. ``work_space`` and ``name``: see :func:`worksheet_body_html`.
     """
     return html_document(
-        worksheet_body_html(ws, student, templates=templates),
+        worksheet_body_html(ws, student, templates=templates, work_space=work_space, name=name),
         title=f"{ws.spec.title} ({ws.students[student]})",
         page_size=page_size,
         extra_css=[SCREEN_CSS] if screen else [],
@@ -203,11 +290,20 @@ def worksheet_document(
 
 
 def class_documents(
-    ws: Worksheet, *, page_size: str = "A4", templates: str | Path | None = None
+    ws: Worksheet,
+    *,
+    page_size: str = "A4",
+    templates: str | Path | None = None,
+    work_space: WorkSpace | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Every student's worksheet, in roster order: the documents of the class printout."""
+    names = names or {}
     return [
-        worksheet_document(ws, i, page_size=page_size, templates=templates)
+        worksheet_document(
+            ws, i, page_size=page_size, templates=templates, work_space=work_space,
+            name=names.get(ws.students[i], ""),
+        )
         for i in range(len(ws.students))
     ]
 
@@ -223,7 +319,7 @@ def _seed_sentence(ws: Worksheet, n: int) -> str:
     )
     return (
         f"Seed <code>{html.escape(ws.seed)}</code>{reproducible}. {n} student{'s' if n != 1 else ''}, "
-        f"{num(ws.spec.points, 2)} points each."
+        f"{num(ws.spec.points, 2)} point{'s' if ws.spec.points != 1 else ''} each."
     )
 
 
@@ -250,6 +346,17 @@ def key_cover_document(
     )
 
 
+def key_student_body_html(ws: Worksheet, student: int, *, templates: str | Path | None = None) -> str:
+    """One student's part of the key as HTML for inside ``<body>``."""
+    sid = ws.students[student]
+    parts = [header_html(f"{ws.spec.title}: answer key", sid, ws.codes[student], name_line=False, set_id=ws.set_id)]
+    problems = render_items(ws, student, "problem", templates=templates)
+    solutions = render_items(ws, student, "solution", templates=templates)
+    for problem, solution in zip(problems, solutions):
+        parts.append(f'<section class="key-problem">\n{markdown_body_html(problem + chr(10) + solution, text_math=True)}</section>')
+    return "\n".join(parts) + "\n"
+
+
 def key_student_document(
     ws: Worksheet, student: int, *, page_size: str = "A4", templates: str | Path | None = None
 ) -> str:
@@ -258,16 +365,41 @@ def key_student_document(
     Every page of it names the student at the top and in the footer.
     """
     sid = ws.students[student]
-    parts = [header_html(f"{ws.spec.title}: answer key", sid, ws.codes[student], name_line=False, set_id=ws.set_id)]
-    problems = render_items(ws, student, "problem", templates=templates)
-    solutions = render_items(ws, student, "solution", templates=templates)
-    for problem, solution in zip(problems, solutions):
-        parts.append(f'<section class="key-problem">\n{markdown_body_html(problem + chr(10) + solution, text_math=True)}</section>')
     return html_document(
-        "\n".join(parts) + "\n",
+        key_student_body_html(ws, student, templates=templates),
         title=f"{ws.spec.title}: answer key ({sid})",
         page_size=page_size,
         body_class="key",
+    )
+
+
+def key_html_document(
+    ws: Worksheet, *, page_size: str = "A4", templates: str | Path | None = None
+) -> str:
+    """The whole key as one page for a browser (``key.html``): the cover's roster, each
+    entry a link to the student's answers below; printed, each student starts a page."""
+    roster = "".join(
+        f'<li><a href="#student-{i + 1}"><span class="roster-id">{html.escape(sid)}</span></a> '
+        f'<span class="roster-code">{html.escape(ws.codes[i])}</span></li>'
+        for i, sid in enumerate(ws.students)
+    )
+    cover = (
+        '<header class="sheet-header">'
+        f'<h1 class="sheet-title">Answer key: {html.escape(ws.spec.title)}</h1></header>\n'
+        f"<p>{_seed_sentence(ws, len(ws.students))}</p>\n"
+        f'<ol class="key-roster">{roster}</ol>\n'
+    )
+    students = "".join(
+        f'<article class="key-student" id="student-{i + 1}">\n'
+        f"{key_student_body_html(ws, i, templates=templates)}</article>\n"
+        for i in range(len(ws.students))
+    )
+    return html_document(
+        cover + students,
+        title=f"{ws.spec.title}: answer key",
+        page_size=page_size,
+        extra_css=[SCREEN_CSS, ".key-student { break-before: page; }"],
+        body_class="key key-html",
     )
 
 

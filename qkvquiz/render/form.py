@@ -43,7 +43,7 @@ from markupsafe import Markup
 from ..grade.parse import entry_place
 from ..resources import templates_dir
 from ..worksheet import Worksheet
-from .latex import num, shape_text
+from .latex import label_symbol, num, shape_text
 from .markdown import render_items
 from .sandbox import Record
 
@@ -94,6 +94,12 @@ class FormProblem:
     number: int
     html: Markup
     parts: tuple[FormPart, ...]
+    #: The problem's HTML cut where each part's boxes go (right under the sentence that
+    #: asks for it, so that its prompt is printed once, next to its boxes): pieces of HTML,
+    #: each followed by the part whose boxes come after it (None after the last piece).
+    segments: tuple[tuple[Markup, FormPart | None], ...] = ()
+    #: Parts the problem's text names nowhere: their boxes, with their prompt, follow it.
+    unplaced: tuple[FormPart, ...] = ()
 
 
 def where(index: Sequence[int], ndim: int) -> str:
@@ -165,14 +171,33 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
             parts.append(FormPart(
                 id=part.id,
                 letter=_LETTERS[k % len(_LETTERS)],
-                prompt=step.prompt,
-                symbol=Markup(html.math_html(f"{step.symbol} =")),
+                # A prompt may hold inline math ($\bar B_K$): typeset as in the worksheet.
+                prompt=Markup(html.inline_markdown_html(step.prompt)),
+                symbol=Markup(html.math_html(f"{label_symbol(step.symbol, len(shape))} =")),
                 points=part.points,
                 shape=shape,
                 shape_text=shape_text(shape),
                 blocks=grid_blocks(shape, part.asked(shape)),
             ))
-        problems.append(FormProblem(number, Markup(html.markdown_body_html(markdown)), tuple(parts)))
+        body = html.markdown_body_html(markdown)
+        from .documents import answer_points
+
+        points = answer_points(body, [part.id for part in parts])
+        placed = sorted(
+            ((at, k) for k, at in enumerate(points) if at is not None), key=lambda pair: pair
+        )
+        segments: list[tuple[Markup, FormPart | None]] = []
+        last = 0
+        from .documents import drop_answer_sentences
+
+        placed_ids = [parts[k].id for _, k in placed]
+        for at, k in placed:
+            # The legend of the boxes gives the part's shape, id and points.
+            segments.append((Markup(drop_answer_sentences(body[last:at], placed_ids)), parts[k]))
+            last = at
+        segments.append((Markup(body[last:]), None))
+        unplaced = tuple(part for part, at in zip(parts, points) if at is None)
+        problems.append(FormProblem(number, Markup(body), tuple(parts), tuple(segments), unplaced))
     return problems
 
 

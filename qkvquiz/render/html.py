@@ -98,11 +98,12 @@ def base_stylesheet_text() -> str:
 
 
 #: One answer box as the tile of a grid's background (``.boxes`` in the stylesheet sizes
-#: it, 61.94 × 27.17 CSS px): 1.6 cm × 0.68 cm (60.47 × 25.70 px) framed by a grey 0.6pt
-#: (0.8 px) line inside its edge, and half the 0.1em gap between boxes around it.
+#: it, 73.28 × 35.49 CSS px): 1.9 cm × 0.9 cm (71.81 × 34.02 px), room for a
+#: handwritten ``−0.269``, framed by a grey 0.6pt (0.8 px) line inside its edge, and half
+#: the 0.1em gap between boxes around it.
 BOX_TILE_SVG = (
-    '<svg xmlns="http://www.w3.org/2000/svg" width="61.94" height="27.17">'
-    '<rect x="1.13" y="1.13" width="59.67" height="24.9" fill="none" stroke="#777" '
+    '<svg xmlns="http://www.w3.org/2000/svg" width="73.28" height="35.49">'
+    '<rect x="1.13" y="1.13" width="71.01" height="33.22" fill="none" stroke="#777" '
     'stroke-width="0.8"/></svg>'
 )
 #: The tile, for the documents that have answer boxes. It is not in ``style.css``: the
@@ -408,7 +409,25 @@ def _mathml(latex: str, display: bool) -> ET.Element:
     root = ET.fromstring(_ziamath().tex.tex2mml(latex, inline=not display))
     _strip_ns(root)
     _improve_mathml(root)
+    if not display:
+        _legible_inline_fractions(root)
     return root
+
+
+def _legible_inline_fractions(root: ET.Element) -> None:
+    """A fraction in a line of text set as TeX's ``\\dfrac``: numerator and denominator at
+    the size of the text, not of a script (``softmax(QKᵀ/√d_k)`` was hard to read).
+    Only fractions outside any script or other fraction: those stay small."""
+    small = {"mfrac", *_SCRIPT_TAGS, "mroot"}
+
+    def visit(el: ET.Element, inside: bool) -> None:
+        if el.tag == "mfrac" and not inside:
+            el.set("displaystyle", "true")
+        for k, child in enumerate(el):
+            # A script's base (its first child) is at the size of the text.
+            visit(child, inside or (el.tag in small and not (el.tag in _SCRIPT_TAGS and k == 0)))
+
+    visit(root, False)
 
 
 #: Baseline of the overlay text below its line top, in em, at ``line-height: 1`` in
@@ -741,13 +760,20 @@ def _expand_empty_grids(body: str) -> str:
     return _EMPTY_GRID.sub(expand, body)
 
 
-def header_html(title: str, student_id: str, variant_code: str, *, name_line: bool = True, set_id: str = "") -> str:
+def header_html(
+    title: str, student_id: str, variant_code: str, *, name_line: bool = True, set_id: str = "", name: str = ""
+) -> str:
     """The top of a student's sheet: title, a line for the name, student id and variant.
 
-    The student id and variant also run in the footer of every page (CSS ``string-set``),
-    so a loose page can be matched to its student.
+    ``name`` (the roster's name column) is printed on the name line; without one the line
+    is left for the student to write on. The student id and variant also run in the footer
+    of every page (CSS ``string-set``), so a loose page can be matched to its student.
     """
-    name = '<td class="field-label">Name</td><td class="field-fill"></td>' if name_line else ""
+    name = (
+        f'<td class="field-label">Name</td><td class="field-fill">{html.escape(name)}</td>'
+        if name_line
+        else ""
+    )
     fields_class = "sheet-fields with-name" if name_line else "sheet-fields"
     sid, variant = html.escape(student_id), html.escape(variant_code)
     return (
@@ -785,6 +811,14 @@ def _lone_text_math(body: str) -> bool:
     )
 
 
+#: An environment of rows (a matrix, a ``cases``) in an inline formula; a matrix of one
+#: row (a vector) may stay in its line.
+_HAS_MATRIX = re.compile(r"\\begin\{(?:[bpvBV]?matrix|array|cases)\}(.*?)\\end\{", re.DOTALL)
+
+
+_TRAILING_PUNCTUATION = re.compile(r"\s*([.,;:])(?!\d)")
+
+
 def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": raw_html}).enable("table")
     if not raw_html:
@@ -794,6 +828,17 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
     md.use(dollarmath_plugin, double_inline=True, allow_digits=False)
 
     def inline(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        if any("\\\\" in m.group(1) for m in _HAS_MATRIX.finditer(tokens[idx].content)):
+            # A matrix inside a line of text pushes the lines apart (a 4×4 mask in a
+            # sentence): as in a LaTeX exam, it is displayed on a line of its own, and the
+            # punctuation that follows it ends the display instead of opening a line.
+            following = tokens[idx + 1] if idx + 1 < len(tokens) else None
+            if following is not None and following.type == "text":
+                mark = _TRAILING_PUNCTUATION.match(following.content)
+                if mark:
+                    following.content = following.content[mark.end() :].lstrip()
+                    tokens[idx].content += mark.group(1)
+            return display_in_text(self, tokens, idx, options, env)
         body = math_html(tokens[idx].content, font_size_pt=font_size_pt, text=text_math)
         if _lone_text_math(body):
             # One element instead of two (.math only keeps the expression on one line,
@@ -858,6 +903,12 @@ def markdown_body_html(
     wrote yourself (such as answer boxes from :func:`answer_grid_html`).
     """
     return _expand_empty_grids(_parser(float(font_size_pt), text_math, raw_html).render(markdown))
+
+
+def inline_markdown_html(markdown: str, *, font_size_pt: float = FONT_SIZE_PT_DEFAULT) -> str:
+    """One line of Markdown with math (a step's prompt) as inline HTML, without ``<p>``."""
+    md = _parser(float(font_size_pt), True, False)
+    return md.renderInline(markdown)
 
 
 def markdown_to_html(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,13 @@ def num(x: Any, decimals: int = 3) -> str:
     if x.is_integer():
         return str(int(x))
     text = f"{x:.{decimals}f}"
-    return "0" if float(text) == 0 else text
+    if float(text) == 0:
+        return "0"  # never "−0": a value that rounds to zero is 0
+    if float(text) == x:
+        # Exact at this many decimals: written as short as it is (2.5, not 2.500), so that
+        # an exact 1 and an exact 2.5 read alike; a rounded value keeps every decimal.
+        text = text.rstrip("0")
+    return text
 
 
 def _row(values: np.ndarray, decimals: int, same_width: bool) -> str:
@@ -37,6 +44,12 @@ def bmatrix(value: Any, decimals: int = 3) -> str:
         return num(arr, decimals)
     finite = arr[np.isfinite(arr)]
     same_width = bool(finite.size) and not np.all(finite == np.round(finite))
+    if same_width:
+        # Every entry gets as many decimals as the matrix needs and no more: exact halves
+        # as 1.5 and 2.0, anything rounded to ``decimals``.
+        decimals = next(
+            (k for k in range(1, decimals) if np.all(np.round(finite, k) == finite)), decimals
+        )
     if arr.ndim == 1:
         arr = arr[None, :]
     if arr.ndim > 2:
@@ -70,3 +83,22 @@ def mask_sentences(mask: Any) -> list[str]:
             listed = keys[0] if len(keys) == 1 else ", ".join(keys[:-1]) + " and " + keys[-1]
             out.append(f"query {i} may attend only to key{'s' if len(keys) > 1 else ''} {listed}")
     return out
+
+
+#: A step's symbol that is one capital letter, perhaps with a nabla or an accent (``S``,
+#: ``\nabla X``, ``\bar X``); others (``N_{\text{dot}}``, ``B_K``) name what they name.
+_CAPITAL_SYMBOL = re.compile(r"((?:\\nabla|\\bar|\\hat|\\tilde)\s*)?([A-Z])")
+
+
+def label_symbol(symbol: str, ndim: int) -> str:
+    """The symbol an answer's boxes are labelled with, matching the prompt's letters: a
+    step's capital (``S``, ``Z``, ``\\nabla X``) names its matrix; the same step asked as a
+    number or a vector is written in lower case, as the prompt writes it (scalar ``s``,
+    vector ``z``)."""
+    if ndim >= 2:
+        return symbol
+    match = _CAPITAL_SYMBOL.fullmatch(symbol.strip())
+    if match is None:
+        return symbol
+    stripped = symbol.strip()
+    return stripped[: match.start(2)] + match.group(2).lower() + stripped[match.end(2) :]

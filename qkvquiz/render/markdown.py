@@ -157,6 +157,23 @@ def _and(words: Sequence[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
+#: Decimals of a key's numbers when the item's tolerance is not a number of decimals.
+KEY_DECIMALS_DEFAULT = 3
+
+
+def key_decimals(item: ItemSpec) -> int:
+    """How many decimals a key prints: the item's ``decimals`` param where the spec sets
+    it, else the decimals its tolerance asks for (``2 decimals``: 0.27), else 3."""
+    declared = item.family.params.get("decimals")
+    chosen = item.params.get("decimals")
+    if chosen is not None and (declared is None or chosen != declared.default):
+        return int(chosen)  # the spec set it
+    tolerance = item.tolerance
+    if tolerance.mode == "decimals":
+        return max(1, int(tolerance.value))
+    return KEY_DECIMALS_DEFAULT if chosen is None else int(chosen)
+
+
 def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: Record | None = None) -> dict[str, Any]:
     """What a family's templates see for one student's variant of one item: plain data only."""
     view = item_view(item) if view is None else view
@@ -178,7 +195,7 @@ def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: R
     return {
         **(extra(item.params) if extra is not None else {}),
         "item": view, "family": fam, "p": view.params, "g": givens, "s": steps, "parts": parts,
-        "number": number, "d": item.params.get("decimals", 3),
+        "number": number, "d": key_decimals(item),
         "title": view.title or fam.title,
     }
 

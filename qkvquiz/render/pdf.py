@@ -195,6 +195,24 @@ def _page_size_css(page_size: str) -> Any:
 
 
 @lru_cache(maxsize=1)
+def font_config() -> Any:
+    """One font configuration per process, holding the faces shipped in
+    ``templates/fonts/`` (see :mod:`qkvquiz.render.fonts`): every document is set in them,
+    whatever fonts this machine has, and a face is loaded once, not once per document."""
+    return weasyprint_module().text.fonts.FontConfiguration()
+
+
+@lru_cache(maxsize=1)
+def _fonts_css() -> Any:
+    from qkvquiz.render.fonts import font_face_css
+
+    # The @font-face rules register the shipped faces in font_config() as this parses.
+    return weasyprint_module().CSS(
+        string=font_face_css(), url_fetcher=url_fetcher(), font_config=font_config()
+    )
+
+
+@lru_cache(maxsize=1)
 def _base_css() -> Any:
     return weasyprint_module().CSS(string=base_stylesheet_text(), url_fetcher=url_fetcher())
 
@@ -208,11 +226,12 @@ def _stylesheets(html: str, page_size: str) -> tuple[str, list[Any]]:
     which still beats WeasyPrint's defaults and still loses to the document's other
     styles, as it did before (they come after it).
     """
-    sheets = [_page_size_css(page_size)]
+    # The shipped fonts come first, for every document.
+    sheets = [_fonts_css(), _page_size_css(page_size)]
     embedded = f"<style {BASE_STYLE_MARKER}>\n{base_stylesheet_text()}\n</style>"
     if embedded in html:
         html = html.replace(embedded, "", 1)
-        sheets.insert(0, _base_css())
+        sheets.insert(1, _base_css())
     return html, sheets
 
 
@@ -225,6 +244,13 @@ def _replace_atomically(target: Path, write: Any) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def layout(html: str, *, page_size: str = "A4", **options: Any) -> Any:
+    """One HTML document laid out by WeasyPrint (a ``Document``), in the shipped fonts."""
+    source, sheets = _stylesheets(html, page_size)
+    options.setdefault("font_config", font_config())
+    return weasyprint_module().HTML(string=source, url_fetcher=url_fetcher()).render(stylesheets=sheets, **options)
 
 
 #: What one PDF is made of: an HTML document, or several laid out one by one and joined.
@@ -249,21 +275,17 @@ def render_pdf(
     page). Keep it for a batch, not for ever: each entry holds on to the document that
     first loaded it.
     """
-    weasyprint = weasyprint_module()
     target = Path(target)
     page_size_css(page_size)  # reject an unknown size before any work
     documents = [html] if isinstance(html, str) else list(html)
     if not documents:
         raise ValueError(f"{target}: no document to render")
     options: dict[str, Any] = {} if image_cache is None else {"cache": image_cache}
-    if len(documents) > 1:
-        # One font configuration for every part: a face the parts share is embedded once.
-        options["font_config"] = weasyprint.text.fonts.FontConfiguration()
+    # The process's font configuration: it holds the shipped faces, and the parts of a
+    # joined PDF share it, so a face they share is embedded once.
+    options["font_config"] = font_config()
     with _collect_warnings() as warnings:
-        rendered = []
-        for one in documents:
-            source, sheets = _stylesheets(one, page_size)
-            rendered.append(weasyprint.HTML(string=source, url_fetcher=url_fetcher()).render(stylesheets=sheets, **options))
+        rendered = [layout(one, page_size=page_size, **options) for one in documents]
         document = (
             rendered[0]
             if len(rendered) == 1
@@ -319,6 +341,7 @@ def _init_worker(page_size: str, parent: int | None = None) -> None:
     _worker_image_cache.clear()
     weasyprint_module()
     _page_size_css(page_size)
+    _fonts_css()
     _base_css()
     # Everything imported so far lives as long as the worker: move it out of the garbage
     # collector's sight, and collect young objects less often.
@@ -448,6 +471,7 @@ def render_pdfs(
     weasyprint_module()  # fail with the install hint before starting any process
     page_size_css(page_size)
     # Parsed here, so that forked workers start with them.
+    _fonts_css()
     _base_css()
     _page_size_css(page_size)
     jobs_ = [(html, Path(target)) for html, target in jobs]

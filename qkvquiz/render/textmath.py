@@ -30,6 +30,8 @@ SYMBOLS: dict[str, str] = {
     "Xi": "\u039e", "Pi": "\u03a0", "Sigma": "\u03a3", "Phi": "\u03a6", "Psi": "\u03a8",
     "Omega": "\u03a9", "{": "{", "}": "}", "|": "\u2016", "%": "%", "#": "#",
 }
+#: Symbols the serif faces lack, set from the sans face (``.tm .sy`` in the stylesheet).
+SANS_SYMBOLS: dict[str, str] = {"cdots": "\u22ef", "vdots": "\u22ee", "ddots": "\u22f1"}
 #: Lower-case Greek letters, set in italic like other variables.
 GREEK: dict[str, str] = {
     "alpha": "\u03b1", "beta": "\u03b2", "gamma": "\u03b3", "delta": "\u03b4",
@@ -48,7 +50,7 @@ BINARY: dict[str, str] = {
 RELATIONS: dict[str, str] = {
     "=": "=", "<": "&lt;", ">": "&gt;", "le": "\u2264", "leq": "\u2264", "ge": "\u2265",
     "geq": "\u2265", "ne": "\u2260", "neq": "\u2260", "approx": "\u2248", "to": "\u2192",
-    "gg": "\u226b", "ll": "\u226a", "in": "\u2208", "mid": "|", "equiv": "\u2261",
+    "gg": '<span class="sy">\u226b</span>', "ll": '<span class="sy">\u226a</span>', "in": "\u2208", "mid": "|", "equiv": "\u2261",
     "sim": "\u223c", "rightarrow": "\u2192", "leftarrow": "\u2190",
 }
 #: Function names set upright, as \operatorname would.
@@ -215,6 +217,9 @@ class _Parser:
         name = tok[1:]
         if name in SPACES:
             return "space", SPACES[name]
+        if name in SANS_SYMBOLS:
+            # Not in the serif faces: from the sans face, which has it.
+            return "ord", f'<span class="sy">{SANS_SYMBOLS[name]}</span>'
         if name in SYMBOLS:
             return "ord", html.escape(SYMBOLS[name])
         if name in GREEK:
@@ -241,6 +246,10 @@ class _Parser:
             letter = re.fullmatch(r"(<i>)?(\w)(</i>)?", arg)
             if letter is None:
                 raise Unsupported(f"\\{name} over more than one letter")
+            if name == "bar" and not letter.group(2).isascii():
+                # The serif faces place no combining macron over a Greek letter (β̄ printed
+                # as β and a loose bar): an overline draws the bar instead.
+                return "ord", f'<span class="ovl">{arg}</span>'
             return "ord", f"{letter.group(1) or ''}{letter.group(2)}{ACCENTS[name]}{letter.group(3) or ''}"
         if name == "sum" and not self.display:
             return "op-big", '<span class="big">\u2211</span>'
