@@ -310,7 +310,7 @@ def test_layer_norm_of_one_row_with_stated_gamma_beta_eps_and_no_residual():
     np.testing.assert_allclose(env["output"][0, 0], y, rtol=1e-12)
     np.testing.assert_array_equal(env["Z"][0], 0)
     text = key_markdown(ws)
-    assert r"$\gamma = 2$ and $\beta = 0.500$ for every feature" in text and "no residual" in text
+    assert r"$\gamma = 2$ and $\beta = 0.5$ for every feature" in text and "no residual" in text
 
 
 def test_layer_norm_agrees_with_torch_for_stated_gamma_and_beta():
@@ -561,3 +561,10 @@ def test_html_worksheet_captions_partial_parts_and_gives_a_shape_one_box():
     spec = parse_spec({"title": "T", "items": [{"family": "theory.shapes", "ask": ["d_k", "concat_shape"]}]})
     areas = dict(problem_areas(build_worksheet(spec, ["a"], seed=0), 0)[0])
     assert "answer-scalar" in areas["q1.concat_shape"]
+
+
+def test_the_key_of_a_layer_norm_without_residual_never_adds_one():
+    item = {"family": "attention.layernorm", "params": {"tokens": 1, "residual": False},
+            "ask": ["output"], "givens": {"X": [1, 2, 3, 6]}}
+    text = key_markdown(build_worksheet(parse_spec({"title": "T", "items": [item]}), ["a"], seed=0))
+    assert "No residual: $H = X$" in text and "X + Z" not in text
