@@ -125,6 +125,23 @@ BackendOpt = Annotated[str, typer.Option(
     "pip install 'qkvquiz[gpu]'). Results are identical on either.")]
 
 
+LangOpt = Annotated[Optional[str], typer.Option(
+    "--lang", help="Language of what students and instructors read: en or zh (default: the spec's "
+    "`lang:`, else en; grade and audit: the key's or file's language).")]
+
+
+def _lang(lang: str | None) -> str | None:
+    """``--lang`` checked (None when not given), or exit 2 naming the choices."""
+    from .i18n import UnknownLanguage, check_lang
+
+    if lang is None:
+        return None
+    try:
+        return check_lang(lang)
+    except UnknownLanguage as exc:
+        _fail(f"--lang: {exc}")
+
+
 @app.command()
 def generate(
     spec: Annotated[str, typer.Argument(help="Worksheet spec (YAML file), or a bundled spec name such as attention-basics.")],
@@ -158,6 +175,7 @@ def generate(
         "printing, each student on a new page) and key.pdf (a cover, then every student's key).")] = False,
     workers: Annotated[Optional[int], typer.Option(
         min=1, help="Processes that render PDFs (default: every core).")] = None,
+    lang: LangOpt = None,
 ) -> None:
     """Generate a personalised worksheet set: per student a worksheet (`--format`) and a blank
     `submission.json`; for you `key.json` (what `grade` reads) and `key.md` (answers with worked steps).
@@ -174,6 +192,7 @@ def generate(
     from .secret import readable_by_others
     from .worksheet import GenerationError
 
+    lang = _lang(lang)
     if (students is None) == (roster is None):
         _fail("give exactly one of --students N or --roster FILE")
     if public and secret_file is not None:
@@ -239,7 +258,7 @@ def generate(
                                   secret=None if secret is None else secret.value, templates=templates,
                                   progress=advance, formats=chosen,
                                   page_size=page_size, class_pdf=class_pdf, workers=workers,
-                                  pdf_progress=pdf_progress)
+                                  pdf_progress=pdf_progress, lang=lang)
     except (SpecError, GenerationError, FileExistsError, ValueError, OutputError) as exc:
         _fail(str(exc))  # OutputError: names the path (full disk, read-only folder, another run)
     except TemplateFailed as exc:  # a user's template, refused or stopped: the message names it
@@ -397,6 +416,7 @@ def grade(
         help="Among several files for one student, after the variant matching the key and filled before blank: "
              "grade the latest saved (latest), the first path (first), or none and report them (error).",
     )] = "latest",
+    lang: LangOpt = None,
 ) -> None:
     """Grade students' submission files against a key.
 
@@ -414,6 +434,7 @@ def grade(
     from .key import KeyFileError, load_key
     from .outputs import OutputError
 
+    lang = _lang(lang)
     if duplicates not in DUPLICATES:
         _fail(f"--duplicates must be one of {', '.join(DUPLICATES)}, not {_shown(duplicates)}")
     xp = _xp(backend)
@@ -427,7 +448,8 @@ def grade(
     with _exit_on_terminate():
         with _progress() as bar:
             task = bar.add_task("grading", total=len(files))
-            report = grade_files(loaded, files, progress=lambda: bar.advance(task), xp=xp, duplicates=duplicates)
+            report = grade_files(loaded, files, progress=lambda: bar.advance(task), xp=xp, duplicates=duplicates,
+                                 lang=lang)
             writing = bar.add_task("writing feedback", total=len(report.results) if feedback else 0)
             try:
                 paths = write_reports(report, out, feedback=feedback, progress=lambda: bar.advance(writing))
@@ -478,6 +500,7 @@ def _print_grade_notes(report) -> None:
 def audit(
     file: Annotated[Path, typer.Argument(help="A spec whose items fix every given and add `claimed: {step: answer}`.")],
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Also write the audit as Markdown to this file.")] = None,
+    lang: LangOpt = None,
 ) -> None:
     """Check a hand-written key: say which claimed answers are wrong, with the right values and,
     where a known mistake or a wrong earlier claim explains one, which.
@@ -491,8 +514,9 @@ def audit(
 
     from .worksheet import GenerationError
 
+    lang = _lang(lang)
     try:
-        report = audit_file(file)
+        report = audit_file(file, lang=lang)
     except (SpecError, GenerationError) as exc:
         _fail(str(exc))
     text = audit_markdown(report)
@@ -530,13 +554,16 @@ def show(
     family: Annotated[str, typer.Argument(help="Family name, e.g. attention.output (see `qkvquiz families`).")],
     seed: Annotated[str, typer.Option(help="Seed of the sample.")] = "0",
     param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="Override a param: NAME=VALUE (YAML value), repeatable.")] = None,
+    lang: LangOpt = None,
 ) -> None:
     """Print one sample problem of a family with its worked solution."""
+    from .i18n import using
     from .inputs import InputError, load_yaml
     from .render.markdown import render_items
     from .spec import parse_spec
     from .worksheet import GenerationError, build_worksheet
 
+    lang = _lang(lang)
     try:
         fam = get_family(family)
     except KeyError as exc:
@@ -556,8 +583,9 @@ def show(
     except (SpecError, GenerationError) as exc:
         _fail(str(exc))
     # Raw Markdown: a terminal Markdown renderer would eat the LaTeX's backslashes.
-    for kind in ("problem", "solution"):
-        console.print(render_items(ws, 0, kind)[0], markup=False, highlight=False, soft_wrap=True)
+    with using(lang):
+        for kind in ("problem", "solution"):
+            console.print(render_items(ws, 0, kind)[0], markup=False, highlight=False, soft_wrap=True)
     console.print("Params: " + ", ".join(f"{k}={v!r}" for k, v in ws.spec.items[0].params.items()), highlight=False)
 
 

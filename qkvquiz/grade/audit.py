@@ -29,7 +29,8 @@ import numpy as np
 from ..families import Env
 from ..key import encode
 from ..inputs import shown_path
-from ..spec import ItemSpec, SpecError, parse_spec, read_spec_data
+from ..i18n import DEFAULT_LANG, using
+from ..spec import ItemSpec, SpecError, WorksheetSpec, parse_spec, read_spec_data
 from ..untrusted import terminal_text
 from ..worksheet import solve_item
 from .feedback import entry_name, number_text, table
@@ -74,6 +75,7 @@ class AuditReport:
     title: str
     checks: list[ClaimCheck]
     unchecked: list[str]  # items with nothing claimed
+    lang: str = DEFAULT_LANG  # the language of its sentences (and of its Markdown)
 
     @property
     def wrong(self) -> list[ClaimCheck]:
@@ -84,23 +86,29 @@ class AuditReport:
                 "unchecked": self.unchecked}
 
 
-def audit_file(path: str | Path) -> AuditReport:
+def audit_file(path: str | Path, *, lang: str | None = None) -> AuditReport:
     """Audit a YAML file; raises :class:`SpecError` naming the file, item and field when unusable.
 
     Read like a spec (:func:`qkvquiz.spec.read_spec_data`): size, file kind, encoding, depth,
     aliases and duplicate keys are checked, each error naming the file and the line.
     """
-    return audit_spec(read_spec_data(path, "audit"), source=shown_path(path))
+    return audit_spec(read_spec_data(path, "audit"), source=shown_path(path), lang=lang)
 
 
-def audit_spec(data: Any, source: str = "<audit>") -> AuditReport:
-    """Audit a spec with claimed answers already read into Python objects."""
+def audit_spec(data: Any, source: str = "<audit>", *, lang: str | None = None) -> AuditReport:
+    """Audit a spec with claimed answers already read into Python objects; its sentences are in
+    ``lang`` (default: the file's ``lang:``, else English)."""
     stripped = copy.deepcopy(data)
     claims: list[Any] = []
     if isinstance(stripped, Mapping) and isinstance(stripped.get("items"), list):
         for raw in stripped["items"]:
             claims.append(raw.pop(CLAIMED, None) if isinstance(raw, dict) else None)
     spec = parse_spec(stripped, source=source)
+    with using(lang or spec.lang) as chosen:
+        return _audit(spec, claims, source, chosen)
+
+
+def _audit(spec: WorksheetSpec, claims: list[Any], source: str, lang: str) -> AuditReport:
     checks: list[ClaimCheck] = []
     unchecked = []
     for index, (item, claimed) in enumerate(zip(spec.items, claims), start=1):
@@ -112,7 +120,7 @@ def audit_spec(data: Any, source: str = "<audit>") -> AuditReport:
     if not checks:
         raise SpecError(source, "", f"no item has {CLAIMED!r} answers, so there is nothing to check; "
                                     f"add `{CLAIMED}: {{step: answer}}` to the items to audit")
-    return AuditReport(source, spec.title, checks, unchecked)
+    return AuditReport(source, spec.title, checks, unchecked, lang)
 
 
 def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[ClaimCheck]:

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..engine.backend import to_numpy
 from ..families import Env, Family
+from ..i18n import DEFAULT_LANG, current, using
 from ..inputs import InputError, decode_text, json_nesting, read_bytes
 from ..key import Key, KeyItem
 from ..spec import Part
@@ -143,6 +144,7 @@ class GradeReport:
     results: list[StudentResult]
     problems: list[FileProblem]
     skipped: list[FileProblem] = field(default_factory=list)  # files deliberately not graded (blank templates)
+    lang: str = DEFAULT_LANG  # the language its sentences are in (the reports are written in it)
 
     @property
     def absent(self) -> list[str]:
@@ -404,25 +406,33 @@ def _mtime(path: str | Path) -> float | None:
 
 
 def grade_files(key: Key, paths: Iterable[str | Path], *, progress: Callable[[], None] | None = None,
-                xp=np, duplicates: str = "latest") -> GradeReport:
+                xp=np, duplicates: str = "latest", lang: str | None = None) -> GradeReport:
     """Grade submission files against ``key``; unreadable files are reported, not fatal.
 
-    ``xp`` is the array backend of the comparisons and ``duplicates`` the rule among several
-    files for one student (see :func:`grade`).
+    ``xp`` is the array backend of the comparisons, ``duplicates`` the rule among several
+    files for one student and ``lang`` the language of every sentence (see :func:`grade`).
     """
-    submissions, problems = read_submissions(paths, progress=progress)
-    report = grade(key, submissions, xp=xp, duplicates=duplicates)
+    with using(lang or key.lang):
+        submissions, problems = read_submissions(paths, progress=progress)
+        report = grade(key, submissions, xp=xp, duplicates=duplicates)
     report.problems[:0] = problems
     return report
 
 
-def grade(key: Key, submissions: Iterable[Submission], *, xp=np, duplicates: str = "latest") -> GradeReport:
+def grade(key: Key, submissions: Iterable[Submission], *, xp=np, duplicates: str = "latest",
+          lang: str | None = None) -> GradeReport:
     """Grade already-read submissions: one per student, chosen by :func:`select_submissions`.
 
     The comparisons, known mistakes and carried-forward re-runs of each part are computed for
     the whole class on ``xp`` (NumPy or CuPy); verdicts come back to the host, so the same key
-    and answers give the same report on either backend.
+    and answers give the same report on either backend. Messages, diagnoses and notes are in
+    ``lang`` (default: the key's language, which ``generate`` recorded).
     """
+    with using(lang or key.lang):
+        return _grade(key, submissions, xp=xp, duplicates=duplicates)
+
+
+def _grade(key: Key, submissions: Iterable[Submission], *, xp: Any, duplicates: str) -> GradeReport:
     from .choose import select_submissions
 
     chosen = select_submissions(key, submissions, duplicates)
@@ -470,7 +480,7 @@ def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns:
                 result.parts.append(part_result)
     for (index, sub), result in zip(accepted, results):
         _explain_file(sub, key.variants[index], result, key.set_id)
-    return GradeReport(key, results, problems)
+    return GradeReport(key, results, problems, lang=current())
 
 
 def _explain_file(sub: Submission, variant: str, result: StudentResult, set_id: str = "") -> None:
