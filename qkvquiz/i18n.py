@@ -33,6 +33,8 @@ LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 DEFAULT_LANG = "en"
 #: Every language shipped; a new one is a ``.po`` file (and its ``.mo``) plus its code here.
 LANGUAGES: dict[str, str] = {"en": "English", "zh": "中文"}
+#: The ``lang`` attribute of an HTML page in each language (simplified characters for zh).
+HTML_LANG: dict[str, str] = {"en": "en", "zh": "zh-Hans"}
 
 _current: ContextVar[str] = ContextVar("qkvquiz_lang", default=DEFAULT_LANG)
 
@@ -145,8 +147,10 @@ def _script_msgids(path: str) -> tuple[str, ...]:
     from babel.messages.extract import extract_javascript
 
     with open(path, "rb") as fh:
-        found = extract_javascript(fh, ["_"], [], {})
-    return tuple(dict.fromkeys(msg for _line, _func, msg, _comments in found if isinstance(msg, str)))
+        found = [msg for _line, _func, msg, _comments in extract_javascript(fh, ["_"], [], {})]
+    # A call with more arguments comes as a tuple whose first item is the msgid (None: not a literal).
+    msgids = (msg[0] if isinstance(msg, tuple) else msg for msg in found)
+    return tuple(dict.fromkeys(msg for msg in msgids if isinstance(msg, str)))
 
 
 def script_messages(paths: list[Path], lang: str | None = None) -> dict[str, str]:

@@ -862,11 +862,11 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
             if j in column.notes:
                 r.message = "; ".join(filter(None, (r.message, column.notes[j])))
         out.append(r)
-    for (name, sentence, _), hits in zip(mistakes, findings):
+    for (name, sentence, _hit), hits in zip(mistakes, findings):
         for j in hits:
             out[j].mistakes.append(name)
             out[j].diagnosis.append(sentence)
-    for (name, sentence, _), hits in zip(check.broken, broken):
+    for (name, sentence, _hit), hits in zip(check.broken, broken):
         for j in hits:
             out[j].broken.append(name)
             out[j].invariants.append(sentence)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import itertools
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ import numpy as np
 from markupsafe import Markup
 
 from ..grade.parse import entry_place
+from ..i18n import HTML_LANG, _, current, install_jinja, script_messages
 from ..resources import templates_dir
 from ..worksheet import Worksheet
 from .latex import num, shape_text
@@ -148,7 +150,7 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
             parts.append(FormPart(
                 id=part.id,
                 letter=_LETTERS[k % len(_LETTERS)],
-                prompt=step.prompt,
+                prompt=_(step.prompt),
                 symbol=Markup(html.math_html(f"{step.symbol} =")),
                 points=part.points,
                 shape=shape,
@@ -170,7 +172,7 @@ def environment(directory: str | None = None) -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["num"] = num
-    return env
+    return install_jinja(env)  # labels and buttons in the current language
 
 
 def _asset(name: str, closing_tag: str) -> Markup:
@@ -195,6 +197,8 @@ def answer_form_html(ws: Worksheet, student: int) -> str:
     )
     parse_js, form_js = _asset("parse.js", "</script"), _asset("form.js", "</script")
     return environment().get_template(FORM_TEMPLATE).render(
+        html_lang=HTML_LANG[current()],
+        messages=form_messages(),
         spec=Record(title=ws.spec.title),  # plain data; autoescaping makes it text
         script_hashes=Markup(" ".join(script_hash(js) for js in (parse_js, form_js))),
         student=sid,
@@ -209,6 +213,15 @@ def answer_form_html(ws: Worksheet, student: int) -> str:
         parse_js=parse_js,
         form_js=form_js,
     )
+
+
+def form_messages() -> Markup:
+    """The messages the form's scripts show, in the current language, as the text of a
+    ``<script type="application/json">`` block: data, never run, so the CSP's script hashes
+    stay those of the two scripts. ``<`` is escaped so that no text can end the block."""
+    scripts = [templates_dir() / ASSET_DIR / name for name in ("parse.js", "form.js")]
+    text = json.dumps(script_messages(scripts), ensure_ascii=False, sort_keys=True)
+    return Markup(text.replace("<", "\\u003c"))
 
 
 def worksheet_html(ws: Worksheet, student: int, *, page_size: str = "A4") -> str:
