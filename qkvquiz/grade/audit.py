@@ -29,7 +29,7 @@ import numpy as np
 from ..families import Env
 from ..key import encode
 from ..inputs import shown_path
-from ..i18n import DEFAULT_LANG, using
+from ..i18n import DEFAULT_LANG, _, ngettext, using
 from ..spec import ItemSpec, SpecError, WorksheetSpec, parse_spec, read_spec_data
 from ..untrusted import terminal_text
 from ..worksheet import solve_item
@@ -166,19 +166,21 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
             index = tuple(int(i) for i in index)
             check.wrong_entries.append((entry_name(index) if index else "", number_text(float(value[0][index])),
                                         number_text(float(exact[0][index]), tol)))
-        check.message = f"{len(check.wrong_entries)} of {ok.size} entries differ from the right value"
+        check.message = ngettext("%(wrong)s of %(num)s entry differs from the right value",
+                                 "%(wrong)s of %(num)s entries differ from the right value", ok.size) % {
+            "wrong": len(check.wrong_entries), "num": ok.size}
         check.right_table = table(exact[0], tol, ~ok) if ok.ndim else []
         for mistake in family.mistakes_for(step, params):
             with np.errstate(all="ignore"):
                 mistaken = mistake.fn(env, params, np)
             if mistaken.shape == value.shape and tol.passes(value, mistaken).all():
                 check.mistakes.append(mistake.name)
-                check.diagnosis.append(mistake.feedback)
+                check.diagnosis.append(_(mistake.feedback))
         band = entry_band(tol, value)
         with np.errstate(all="ignore"):
             for inv in family.invariants_for(step, params):
                 if not bool(np.asarray(inv.holds(value, Env(env), params, band, np))[0]):
-                    check.invariants.append(inv.feedback)
+                    check.invariants.append(_(inv.feedback))
 
     # Error carried forward within the key: a claim right from earlier wrong claims.
     for step, check in checks.items():
@@ -217,51 +219,69 @@ def _follows_from_right_claims(item: ItemSpec, env: Env, step: str, value: np.nd
             return False
     listed = ", ".join(inputs)
     checks[step].follows_own = list(inputs)
-    checks[step].message = (f"right: it follows from the claimed {listed} (the claimant's rounded values, "
-                            "within tolerance of the exact ones), though it differs from the exact value by more "
-                            "than the tolerance")
+    checks[step].message = _("right: it follows from the claimed %(steps)s (the claimant's rounded values, "
+                             "within tolerance of the exact ones), though it differs from the exact value by more "
+                             "than the tolerance") % {"steps": listed}
     return True
 
 
-def audit_markdown(report: AuditReport) -> str:
-    """The audit as Markdown: a summary, then every wrong claim with the right value and why."""
-    lines = [f"# Audit: {report.title}", ""]
+def audit_markdown(report: AuditReport, *, lang: str | None = None) -> str:
+    """The audit as Markdown: a summary, then every wrong claim with the right value and why.
+
+    In ``lang`` (default: the report's, the language its sentences were made in)."""
+    with using(lang or report.lang):
+        return _audit_markdown(report)
+
+
+def _audit_markdown(report: AuditReport) -> str:
+    lines = [_("# Audit: %(title)s") % {"title": report.title}, ""]
     wrong = report.wrong
-    lines.append(
-        f"{len(report.checks)} claimed answer{'s' if len(report.checks) != 1 else ''} checked in {terminal_text(report.source)}: "
-        + (f"{len(wrong)} wrong." if wrong else "all right.")
-    )
+    counts = {"num": len(report.checks), "source": terminal_text(report.source), "wrong": len(wrong)}
+    if wrong:
+        lines.append(ngettext("%(num)s claimed answer checked in %(source)s: %(wrong)s wrong.",
+                              "%(num)s claimed answers checked in %(source)s: %(wrong)s wrong.", len(report.checks))
+                     % counts)
+    else:
+        lines.append(ngettext("%(num)s claimed answer checked in %(source)s: all right.",
+                              "%(num)s claimed answers checked in %(source)s: all right.", len(report.checks)) % counts)
     if report.unchecked:
-        lines.append(f"Items with nothing claimed: {', '.join(report.unchecked)}.")
+        lines.append(_("Items with nothing claimed: %(items)s.") % {"items": ", ".join(report.unchecked)})
     lines.append("")
     for c in report.checks:
-        title = f"## {c.item}.{c.step} ({c.family}): "
+        head = {"item": c.item, "step": c.step, "family": c.family}
         if c.verdict == "right" and c.follows_own:
             listed = ", ".join(f"`{s}`" for s in c.follows_own)
-            lines += [title + f"right for the claimed {listed}", "", f"The claim follows from the claimed {listed}, "
-                      "whose rounded values are within tolerance; it is right for them, so it is accepted.", ""]
+            lines += [_("## %(item)s.%(step)s (%(family)s): right for the claimed %(steps)s") % {**head, "steps": listed},
+                      "", _("The claim follows from the claimed %(steps)s, whose rounded values are within tolerance; "
+                            "it is right for them, so it is accepted.") % {"steps": listed}, ""]
             continue
         if c.verdict == "right":
-            lines += [title + "right", ""]
+            lines += [_("## %(item)s.%(step)s (%(family)s): right") % head, ""]
             continue
         if c.verdict == "format":
-            lines += [title + "could not be read", "", f"{c.message}.", ""]
+            lines += [_("## %(item)s.%(step)s (%(family)s): could not be read") % head, "",
+                      _("%(sentence)s.") % {"sentence": c.message}, ""]
             continue
-        lines += [title + "WRONG", "", f"{c.message}; an entry counts when it is {c.tolerance}.", ""]
+        lines += [_("## %(item)s.%(step)s (%(family)s): WRONG") % head, "",
+                  _("%(message)s; an entry counts when it is %(tolerance)s.") % {
+                      "message": c.message, "tolerance": c.tolerance}, ""]
         for sentence in c.diagnosis:
-            lines.append(f"- **Known mistake:** {sentence}")
+            lines.append(_("- **Known mistake:** %(sentence)s") % {"sentence": sentence})
         for step in c.follows_from:
-            lines.append(f"- **Follows from the wrong claimed `{step}`:** it is right for that value; "
-                         f"fix `{step}` and recompute.")
+            lines.append(_("- **Follows from the wrong claimed `%(step)s`:** it is right for that value; "
+                           "fix `%(step)s` and recompute.") % {"step": step})
         for sentence in c.invariants:
-            lines.append(f"- **Breaks:** {sentence}")
+            lines.append(_("- **Breaks:** %(sentence)s") % {"sentence": sentence})
         if not c.diagnosis and not c.follows_from:
-            lines.append("- No known mistake explains it.")
+            lines.append(_("- No known mistake explains it."))
         lines.append("")
         for where, claimed, right in c.wrong_entries:
-            at = f"{where}: " if where else ""
-            lines.append(f"- {at}claimed {claimed}, right {right}")
+            if where:
+                lines.append(_("- %(where)s: claimed %(claimed)s, right %(right)s") % {
+                    "where": where, "claimed": claimed, "right": right})
+            else:
+                lines.append(_("- claimed %(claimed)s, right %(right)s") % {"claimed": claimed, "right": right})
         if c.right_table:
-            lines += ["", "The right value (wrong entries in bold):", "", *c.right_table]
+            lines += ["", _("The right value (wrong entries in bold):"), "", *c.right_table]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"

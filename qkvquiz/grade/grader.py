@@ -40,7 +40,7 @@ import numpy as np
 
 from ..engine.backend import to_numpy
 from ..families import Env, Family
-from ..i18n import DEFAULT_LANG, current, using
+from ..i18n import DEFAULT_LANG, N_, _, current, ngettext, using
 from ..inputs import InputError, decode_text, json_nesting, read_bytes
 from ..key import Key, KeyItem
 from ..spec import Part
@@ -51,7 +51,7 @@ from .tolerance import SLACK, Tolerance
 # Limits on a submission file: each is far above what an honest submission needs, and each
 # refusal is a sentence in the report, never a crash or a hang.
 MAX_SUBMISSION_BYTES = 1_000_000
-CARRIED_MESSAGE = "Right method: this follows correctly from your own earlier answers."
+CARRIED_MESSAGE = N_("Right method: this follows correctly from your own earlier answers.")
 MAX_NESTING = 16  # lists and objects inside each other (a 4-d answer sits at depth 6)
 MAX_VALUES = 100_000  # numbers, texts, lists and objects in one submission
 MAX_TEXT = 10_000  # characters in one text or key
@@ -473,7 +473,7 @@ def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns:
     for j, match in copies.items():
         results[j].copied_from = match.other
         results[j].flags.append(match.flag())
-        results[j].notes.append(COPY_NOTE)
+        results[j].notes.append(_(COPY_NOTE))
     for item in key.items:
         for part_results in grade_item(item, rows, columns, xp, no_carry).values():
             for result, part_result in zip(results, part_results):
@@ -486,17 +486,17 @@ def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns:
 def _explain_file(sub: Submission, variant: str, result: StudentResult, set_id: str = "") -> None:
     """Notes on what a file holds beyond its parts: another set's or variant's code, answers under unknown ids."""
     if sub.set_id and set_id and sub.set_id != set_id:
-        result.flags.append(f"other set {terminal_text(sub.set_id)}")
-        result.notes.append(
-            f"the file is from set {sub.set_id!r}, but the key is set {set_id!r}: it belongs to another worksheet "
+        result.flags.append(_("other set %(set)s") % {"set": terminal_text(sub.set_id)})
+        result.notes.append(_(
+            "the file is from set %(file_set)s, but the key is set %(key_set)s: it belongs to another worksheet "
             "set (another spec, seed or secret); it was graded against this student's variant of this set"
-        )
+        ) % {"file_set": repr(sub.set_id), "key_set": repr(set_id)})
     if sub.variant and variant and sub.variant != variant:
-        result.flags.append(f"other variant {terminal_text(sub.variant)}")
-        result.notes.append(
-            f"the file names variant {sub.variant!r}, but {sub.student!r} has variant {variant!r}: it may be "
+        result.flags.append(_("other variant %(variant)s") % {"variant": terminal_text(sub.variant)})
+        result.notes.append(_(
+            "the file names variant %(file_variant)s, but %(student)s has variant %(variant)s: it may be "
             "another student's file or an older worksheet; it was graded against this student's key"
-        )
+        ) % {"file_variant": repr(sub.variant), "student": repr(sub.student), "variant": repr(variant)})
     known = {p.part for p in result.parts}
     unknown = [k for k in sub.answers if k not in known]
     if not unknown:
@@ -506,10 +506,11 @@ def _explain_file(sub: Submission, variant: str, result: StudentResult, set_id: 
             continue
         near = [k for k in unknown if k.lower() == part.part.lower()] or difflib.get_close_matches(part.part, unknown, 1, 0.75)
         if near:
-            part.message = (f"no answer under {part.part!r}; the file has one under {near[0]!r}: "
-                            "use the part id exactly as on the worksheet")
-    result.notes.append("answers under ids that are not parts of this worksheet were ignored: "
-                        + ", ".join(repr(k) for k in unknown[:5]) + (" …" if len(unknown) > 5 else ""))
+            part.message = _("no answer under %(part)s; the file has one under %(near)s: "
+                             "use the part id exactly as on the worksheet") % {
+                "part": repr(part.part), "near": repr(near[0])}
+    result.notes.append(_("answers under ids that are not parts of this worksheet were ignored: %(ids)s") % {
+        "ids": ", ".join(repr(k) for k in unknown[:5]) + (" …" if len(unknown) > 5 else "")})
 
 
 # ----------------------------------------------------------------------------- reading a column
@@ -541,15 +542,15 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...]) -> Column:
     raw: dict[int, Any] = {}
     for j, answer in enumerate(answers):
         if answer is None:
-            problems[j] = ("missing", "no answer given")
+            problems[j] = ("missing", _(NO_ANSWER))
             continue
         blank = _blank_boxes(answer, shape)
         if blank is not None:
             if blank.all():
-                problems[j] = ("missing", "no answer given (every box is empty)")
+                problems[j] = ("missing", _(NO_ANSWER_BLANK))
                 continue
             answer = np.where(blank, 0, np.array(answer, dtype=object)).tolist()
-            notes[j] = f"{int(blank.sum())} of {blank.size} boxes are empty"
+            notes[j] = _("%(empty)s of %(boxes)s boxes are empty") % {"empty": int(blank.sum()), "boxes": blank.size}
         arr = _plain_numbers(answer, shape)
         if arr is None:
             try:
@@ -663,7 +664,7 @@ def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np) -> Pa
             for inv in invariants:
                 holds = to_numpy(inv.holds(values, env, item.params, band, xp)).astype(bool)
                 holds_all &= holds
-                broken.append((inv.name, inv.feedback, column.readable & ~holds))
+                broken.append((inv.name, _(inv.feedback), column.readable & ~holds))
     holds_all &= column.readable
     return PartCheck(ok, right, broken, holds_all, right | holds_all)
 
@@ -782,25 +783,33 @@ def _why_not_carried(j: int, inputs: Sequence[str], columns: Mapping[str, Column
                      follows: np.ndarray, check: PartCheck, no_carry: np.ndarray) -> str:
     """Why student ``j``'s wrong answer earns no carried credit, naming the earlier part and the rule."""
     if no_carry[j]:
-        return "no credit is carried forward: the answers in this file match another student's worksheet"
+        return _("no credit is carried forward: the answers in this file match another student's worksheet")
     for part in inputs:
         if not columns[part].readable[j]:
             kind = columns[part].problems.get(j, ("missing", ""))[0]
-            state = "is not answered" if kind == "missing" else "could not be read"
-            return f"no credit is carried forward: it is computed from your answer to {part}, which {state}"
+            if kind == "missing":
+                return _("no credit is carried forward: it is computed from your answer to %(part)s, "
+                         "which is not answered") % {"part": part}
+            return _("no credit is carried forward: it is computed from your answer to %(part)s, "
+                     "which could not be read") % {"part": part}
     for part in inputs:
         if not checks[part].sound[j]:
-            broken = [sentence for _, sentence, hits in checks[part].broken if hits[j]]
-            rule = f" ({broken[0].rstrip('.')})" if broken else ""
-            return (f"no credit is carried forward from your answer to {part}: it is wrong and breaks a property "
-                    f"every right value has{rule}")
+            broken = [sentence for _name, sentence, hits in checks[part].broken if hits[j]]
+            if broken:
+                return _("no credit is carried forward from your answer to %(part)s: it is wrong and breaks a "
+                         "property every right value has (%(rule)s)") % {"part": part, "rule": broken[0].rstrip(".。")}
+            return _("no credit is carried forward from your answer to %(part)s: it is wrong and breaks a "
+                     "property every right value has") % {"part": part}
     if follows[j] and not check.holds[j]:
-        return ("it follows from your earlier answers, but no credit is carried forward to an answer that breaks "
-                "a property of its own step")
-    return f"no credit is carried forward: it does not follow from your own answers to {', '.join(inputs)} either"
+        return _("it follows from your earlier answers, but no credit is carried forward to an answer that breaks "
+                 "a property of its own step")
+    return _("no credit is carried forward: it does not follow from your own answers to %(parts)s either") % {
+        "parts": ", ".join(inputs)}
 
 
-FROM_OWN_MESSAGE = "Correct for your own rounded earlier answers ({inputs}), which were accepted: full points."
+FROM_OWN_MESSAGE = N_("Correct for your own rounded earlier answers (%(inputs)s), which were accepted: full points.")
+NO_ANSWER = N_("no answer given")
+NO_ANSWER_BLANK = N_("no answer given (every box is empty)")
 
 
 def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
@@ -819,7 +828,7 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
         if wrong.shape != column.values.shape:
             continue
         hit = pending & to_numpy(tol.passes(values, wrong, xp=xp)).reshape(n, -1).all(axis=1)
-        mistakes.append((mistake.name, mistake.feedback, hit))
+        mistakes.append((mistake.name, _(mistake.feedback), hit))
 
     points = part.points
     share = check.ok.mean(axis=1) if check.ok.shape[1] else np.ones(n)
@@ -846,21 +855,29 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
             if chain.accepted[j]:
                 r.verdict, r.score = "correct", points
                 if chain.from_own[j]:
-                    r.carry = FROM_OWN_MESSAGE.format(inputs=", ".join(chain.inputs))
+                    r.carry = _(FROM_OWN_MESSAGE) % {"inputs": ", ".join(chain.inputs)}
             elif carried_score[j] > entry_score[j]:
-                r.verdict, r.score, r.message = "carried", float(carried_score[j]), CARRIED_MESSAGE
+                r.verdict, r.score, r.message = "carried", float(carried_score[j]), _(CARRIED_MESSAGE)
             else:
                 r.score = float(entry_score[j])
                 r.verdict = "partial" if r.score > 0 else "wrong"
-                r.message = f"{r.correct_entries} of {entries} {'entry' if entries == 1 else 'entries'} within tolerance"
-                if not item.credit.per_entry:
-                    r.message += " (this part is all or nothing)"
+                counts = {"correct": r.correct_entries, "entries": entries}
+                if item.credit.per_entry:
+                    r.message = ngettext("%(correct)s of %(entries)s entry within tolerance",
+                                         "%(correct)s of %(entries)s entries within tolerance", entries) % counts
+                else:
+                    r.message = ngettext(
+                        "%(correct)s of %(entries)s entry within tolerance (this part is all or nothing)",
+                        "%(correct)s of %(entries)s entries within tolerance (this part is all or nothing)",
+                        entries) % counts
                 if chain.carried[j]:  # carried credit was less than the per-entry share
-                    r.carry = "it follows from your earlier answers, but its correct entries earn more than carried credit"
+                    r.carry = _("it follows from your earlier answers, but its correct entries earn more than "
+                                "carried credit")
                 else:
                     r.carry = chain.why_not.get(j, "")
             if j in column.notes:
-                r.message = "; ".join(filter(None, (r.message, column.notes[j])))
+                r.message = (_("%(message)s; %(note)s") % {"message": r.message, "note": column.notes[j]}
+                             if r.message else column.notes[j])
         out.append(r)
     for (name, sentence, _hit), hits in zip(mistakes, findings):
         for j in hits:
