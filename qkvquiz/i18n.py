@@ -96,6 +96,11 @@ def N_(message: str) -> str:
     return message
 
 
+def Np_(singular: str, plural: str) -> tuple[str, str]:
+    """Mark a constant pair of plural forms for extraction (``-k Np_:1,2``); shown with ``ngettext``."""
+    return singular, plural
+
+
 class Translator(NamedTuple):
     """gettext and ngettext of one language, for code that holds a language explicitly."""
 

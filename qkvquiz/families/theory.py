@@ -88,7 +88,7 @@ DOT_VARIANCE = Family(
         Step("std", r"\sigma", r"\sigma = \sqrt{\operatorname{Var}(q \cdot k)}", N_("Compute its standard deviation"),
              lambda e, p, xp: xp.sqrt(e.variance), ("variance",)),
         Step("three_sigma", r"3\sigma", r"3\sigma",
-             N_("About 99.7 % of the scores lie in [−3σ, 3σ]: give the upper end 3σ"),
+             N_("About 99.7 percent of the scores lie in [−3σ, 3σ]: give the upper end 3σ"),
              lambda e, p, xp: 3.0 * e.std, ("std",)),
         Step("scaled_variance", r"\operatorname{Var}\!\left(\frac{q \cdot k}{\sqrt{d_k}}\right)",
              r"\operatorname{Var}\!\left(\frac{q \cdot k}{\sqrt{d_k}}\right) = \frac{\operatorname{Var}(q \cdot k)}{d_k}",

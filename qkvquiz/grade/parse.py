@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..i18n import N_, _, ngettext
+from ..i18n import N_, Np_, _, ngettext
 
 MAX_TEXT_LENGTH = 200
 MAX_NESTING = 20
@@ -332,12 +332,12 @@ def _found(value: object, unit: str = "entries") -> str:
 
 # "3 rows": one message per unit, with the count's plural forms of each language.
 _COUNTS: dict[str, tuple[str, str]] = {
-    "entries": (N_("%(n)s entry"), N_("%(n)s entries")),
-    "rows": (N_("%(n)s row"), N_("%(n)s rows")),
-    "matrices": (N_("%(n)s matrix"), N_("%(n)s matrices")),
-    "blocks": (N_("%(n)s block"), N_("%(n)s blocks")),
-    "numbers": (N_("%(n)s number"), N_("%(n)s numbers")),
-    "lists": (N_("%(n)s list"), N_("%(n)s lists")),
+    "entries": Np_("%(n)s entry", "%(n)s entries"),
+    "rows": Np_("%(n)s row", "%(n)s rows"),
+    "matrices": Np_("%(n)s matrix", "%(n)s matrices"),
+    "blocks": Np_("%(n)s block", "%(n)s blocks"),
+    "numbers": Np_("%(n)s number", "%(n)s numbers"),
+    "lists": Np_("%(n)s list", "%(n)s lists"),
 }
 
 
