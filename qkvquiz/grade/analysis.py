@@ -133,7 +133,7 @@ def _median(xs: list[float]) -> float:
 
 
 def item_analysis_markdown(report: GradeReport, stats: list[PartStats] | None = None, *, lang: str | None = None) -> str:
-    """The item analysis as Markdown, in ``lang`` (default: the current language)."""
+    """The item analysis as Markdown, in ``lang`` (default: the report's language)."""
     stats = item_analysis(report) if stats is None else stats
-    with using(lang):
+    with using(lang or report.lang):
         return environment().get_template("item-analysis.md.j2").render(item_analysis_context(report, stats))

@@ -170,6 +170,7 @@ def item_title(item: KeyItem) -> str:
 
 
 def feedback_markdown(report: GradeReport, result: StudentResult, *, lang: str | None = None) -> str:
-    """The feedback file of one graded student (in ``lang``; default: the current language)."""
-    with using(lang):
+    """The feedback file of one graded student, in ``lang`` (default: the report's, the language
+    its sentences were graded in)."""
+    with using(lang or report.lang):
         return environment().get_template("feedback.md.j2").render(feedback_context(report, result))

@@ -414,7 +414,7 @@ def grade_files(key: Key, paths: Iterable[str | Path], *, progress: Callable[[],
     """
     with using(lang or key.lang):
         submissions, problems = read_submissions(paths, progress=progress)
-        report = grade(key, submissions, xp=xp, duplicates=duplicates)
+        report = grade(key, submissions, xp=xp, duplicates=duplicates, lang=lang)
     report.problems[:0] = problems
     return report
 
