@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ from .capacity import REPORT_FROM_STUDENTS, class_size_problem
 from .engine.backend import BACKENDS, BackendUnavailable, get_xp
 from .families import REGISTRY, get_family
 from .grade.tolerance import TOLERANCE_DEFAULT
+from .render.fonts import MissingCjkFont
 from .resources import bank_dir, schemas_dir
 from .secret import SECRET_ENV, Secret
 from .spec import SpecError, WorksheetSpec, load_spec
@@ -254,11 +256,13 @@ def generate(
                 bar.update(pdf_task, completed=done, total=total)
                 bar.refresh()
 
-            result = generate_set(parsed, ids, out, seed=seed, force=force, xp=xp,
-                                  secret=None if secret is None else secret.value, templates=templates,
-                                  progress=advance, formats=chosen,
-                                  page_size=page_size, class_pdf=class_pdf, workers=workers,
-                                  pdf_progress=pdf_progress, lang=lang)
+            with warnings.catch_warnings(record=True) as font_warnings:
+                warnings.simplefilter("always", MissingCjkFont)
+                result = generate_set(parsed, ids, out, seed=seed, force=force, xp=xp,
+                                      secret=None if secret is None else secret.value, templates=templates,
+                                      progress=advance, formats=chosen,
+                                      page_size=page_size, class_pdf=class_pdf, workers=workers,
+                                      pdf_progress=pdf_progress, lang=lang)
     except (SpecError, GenerationError, FileExistsError, ValueError, OutputError) as exc:
         _fail(str(exc))  # OutputError: names the path (full disk, read-only folder, another run)
     except TemplateFailed as exc:  # a user's template, refused or stopped: the message names it
@@ -275,6 +279,11 @@ def generate(
         if templates is None:
             raise  # a bug in qkvquiz itself: keep the traceback
         _fail(f"a template from {templates} failed: {type(exc).__name__}: {exc}")
+    for warned in font_warnings:
+        if issubclass(warned.category, MissingCjkFont):
+            err.print(f"[yellow]warning:[/] {escape(str(warned.message))}", highlight=False)
+        else:
+            warnings.showwarning(warned.message, warned.category, warned.filename, warned.lineno)
     console.print(
         f"Wrote {len(ids)} worksheet{'s' if len(ids) != 1 else ''} of [bold]{escape(parsed.title)}[/] ({len(parsed.items)} problems, "
         f"{parsed.points:g} points; {', '.join(chosen)}) to {escape(str(out))}/students/, and the key to {escape(str(result.key_path))}.",

@@ -4,6 +4,7 @@ an instructor reads in Chinese has no English word left outside math, ids and co
 from __future__ import annotations
 
 import gettext
+import html
 import io
 import json
 import re
@@ -203,7 +204,7 @@ def test_feedback_and_item_analysis_in_chinese_have_no_english_words(zh_class_re
 
 
 def test_english_is_the_default_and_unchanged_in_words(zh_class_report):
-    key, reports = zh_class_report
+    _key, reports = zh_class_report
     text = feedback_markdown(reports[0], reports[0].results[0], lang="en")
     assert "of" in text and "Problem 1:" in text and "题" not in text
 
@@ -280,7 +281,38 @@ def test_the_chinese_form_carries_its_messages_as_data_and_keeps_its_script_hash
     hashes = re.compile(r"script-src ([^;]+);")
     assert hashes.search(en).group(1) == hashes.search(zh).group(1)  # the same two scripts
     assert '<html lang="zh-Hans">' in zh and "保存答案" in zh and "Save answers" not in zh
-    block = re.search(r'<script type="application/json" id="qkvquiz-messages">(.*?)</script>', zh, re.S).group(1)
-    messages = json.loads(block)
+    messages = json.loads(html.unescape(re.search(r'data-messages="([^"]*)"', zh).group(1)))
     assert messages['cannot read "%(text)s" as a number (%(why)s)'] == "无法把“%(text)s”读作数（%(why)s）"
-    assert json.loads(re.search(r'id="qkvquiz-messages">(.*?)</script>', en, re.S).group(1)) == {}
+    assert json.loads(html.unescape(re.search(r'data-messages="([^"]*)"', en).group(1))) == {}
+    assert len(re.findall(r"<script\b", zh)) == 2
+
+
+# ----------------------------------------------------------------------------- fonts
+
+
+def test_chinese_pdfs_without_a_cjk_font_warn_naming_the_package(monkeypatch):
+    from qkvquiz.render import fonts
+
+    monkeypatch.setattr(fonts, "cjk_fonts", lambda: ())
+    assert fonts.cjk_font_problem(["<p>only Latin</p>"]) is None
+    problem = fonts.cjk_font_problem(["<p>Latin</p>", "<p>注意力权重</p>"])
+    assert problem and "fonts-noto-cjk" in problem and "empty box" in problem
+    with pytest.warns(fonts.MissingCjkFont, match="fonts-noto-cjk"):
+        fonts.warn_if_no_cjk_font(["<p>０．５</p>"])
+    monkeypatch.setattr(fonts, "cjk_fonts", lambda: ("Noto Sans CJK SC",))
+    assert fonts.cjk_font_problem(["<p>注意力权重</p>"]) is None
+    monkeypatch.setattr(fonts, "cjk_fonts", lambda: None)
+    assert "fc-list is missing" in fonts.cjk_font_problem(["注意力"])
+
+
+def test_render_pdfs_checks_the_fonts_before_writing(monkeypatch, tmp_path):
+    pdf = pytest.importorskip("qkvquiz.render.pdf")
+    try:
+        pdf.weasyprint_module()
+    except pdf.PdfUnavailable:
+        pytest.skip("WeasyPrint's libraries are not installed")
+    from qkvquiz.render import fonts
+
+    monkeypatch.setattr(fonts, "cjk_fonts", lambda: ())
+    with pytest.warns(fonts.MissingCjkFont):
+        pdf.render_pdfs([("<html><body><p>注意力</p></body></html>", tmp_path / "a.pdf")], workers=1, progress=False)

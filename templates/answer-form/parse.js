@@ -5,7 +5,7 @@
  * shared table tests/entry_cases.json is run through both (tests/test_entry_cases.py and the
  * browser test). Messages are the Python ones, word for word: each is a msgid of the gettext
  * catalog, marked with _() so that Babel extracts it from here too, and shown in the student's
- * language from the JSON block the form embeds (id "qkvquiz-messages"; qkvquiz/i18n.py).
+ * language from the JSON the form carries in its data-messages attribute (qkvquiz/i18n.py).
  *
  *     expr   := term (("+" | "-") term)*
  *     term   := factor (("*" | "/") factor | power)*      // the bare `power` is 2√3, 2π, 2(3)
@@ -46,8 +46,8 @@
   // msgid -> translation in the student's language; none (English) shows the msgid as written.
   var MESSAGES = {};
   if (typeof document !== "undefined") {
-    var catalog = document.getElementById("qkvquiz-messages");
-    if (catalog) MESSAGES = JSON.parse(catalog.textContent);
+    var form = document.getElementById("answers");
+    if (form && form.dataset.messages) MESSAGES = JSON.parse(form.dataset.messages);
   }
 
   /** A message of the catalog in the student's language, its %(name)s placeholders filled. */
