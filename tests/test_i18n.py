@@ -316,3 +316,20 @@ def test_render_pdfs_checks_the_fonts_before_writing(monkeypatch, tmp_path):
     monkeypatch.setattr(fonts, "cjk_fonts", lambda: ())
     with pytest.warns(fonts.MissingCjkFont):
         pdf.render_pdfs([("<html><body><p>注意力</p></body></html>", tmp_path / "a.pdf")], workers=1, progress=False)
+
+
+def test_custom_templates_get_gettext_in_the_runs_language(tmp_path):
+    from qkvquiz.render.markdown import render_template
+
+    (tmp_path / "hello.md.j2").write_text('{{ _("Correct") }} {% trans n=2 %}{{ n }} rows{% endtrans %}', encoding="utf-8")
+    assert render_template(["hello.md.j2"], {}, str(tmp_path)) == "Correct 2 rows"
+    with i18n.using("zh"):
+        assert render_template(["hello.md.j2"], {}, str(tmp_path)).startswith("正确 ")
+    (tmp_path / "wide.md.j2").write_text('{{ _("%(x)99999999d", x=1) }}', encoding="utf-8")
+    with pytest.raises(Exception, match="wide"):
+        render_template(["wide.md.j2"], {}, str(tmp_path))
+
+
+def test_show_takes_a_language():
+    result = runner.invoke(app, ["show", "attention.scores", "--lang", "zh"])
+    assert result.exit_code == 0, result.output
