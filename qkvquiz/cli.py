@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ from .capacity import REPORT_FROM_STUDENTS, class_size_problem
 from .engine.backend import BACKENDS, BackendUnavailable, get_xp
 from .families import REGISTRY, get_family
 from .grade.tolerance import TOLERANCE_DEFAULT
+from .render.fonts import MissingCjkFont
 from .resources import bank_dir, schemas_dir
 from .secret import SECRET_ENV, Secret
 from .spec import SpecError, WorksheetSpec, load_spec
@@ -125,6 +127,23 @@ BackendOpt = Annotated[str, typer.Option(
     "pip install 'qkvquiz[gpu]'). Results are identical on either.")]
 
 
+LangOpt = Annotated[Optional[str], typer.Option(
+    "--lang", help="Language of what students and instructors read: en or zh (default: the spec's "
+    "`lang:`, else en; grade and audit: the key's or file's language).")]
+
+
+def _lang(lang: str | None) -> str | None:
+    """``--lang`` checked (None when not given), or exit 2 naming the choices."""
+    from .i18n import UnknownLanguage, check_lang
+
+    if lang is None:
+        return None
+    try:
+        return check_lang(lang)
+    except UnknownLanguage as exc:
+        _fail(f"--lang: {exc}")
+
+
 @app.command()
 def generate(
     spec: Annotated[str, typer.Argument(help="Worksheet spec (YAML file), or a bundled spec name such as attention-basics.")],
@@ -161,6 +180,7 @@ def generate(
     work_space: Annotated[Optional[str], typer.Option(
         "--work-space", help="Room to work under each part on the html and pdf worksheets: a height "
         "(4cm, 30mm, 1.5in) or ruled lines (6 lines); an item's own work_space wins.")] = None,
+    lang: LangOpt = None,
 ) -> None:
     """Generate a personalised worksheet set: per student a worksheet (`--format`) and a blank
     `submission.json`; for you `key.json` (what `grade` reads) and `key.md` (answers with worked steps).
@@ -178,6 +198,7 @@ def generate(
     from .secret import readable_by_others
     from .worksheet import GenerationError
 
+    lang = _lang(lang)
     if (students is None) == (roster is None):
         _fail("give exactly one of --students N or --roster FILE")
     if public and secret_file is not None:
@@ -224,6 +245,7 @@ def generate(
     if secret_file is not None and readable_by_others(secret_file):
         err.print(f"[yellow]warning:[/] {escape(str(secret_file))} is readable by other users; "
                   f"`chmod 600 {escape(str(secret_file))}` keeps it yours.", highlight=False)
+    fonts_warned = False  # the CJK-font warning is said once, here or after rendering
     if "pdf" in chosen:
         from .render.fonts import cjk_warning
 
@@ -232,6 +254,7 @@ def generate(
         warning = cjk_warning(texts)
         if warning is not None:
             err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+            fonts_warned = True
     xp = _xp(backend)
     if len(ids) >= REPORT_FROM_STUDENTS:
         _check_memory(parsed, len(ids), seed)
@@ -253,11 +276,13 @@ def generate(
                 bar.update(pdf_task, completed=done, total=total)
                 bar.refresh()
 
-            result = generate_set(parsed, ids, out, seed=seed, force=force, xp=xp,
-                                  secret=None if secret is None else secret.value, templates=templates,
-                                  progress=advance, formats=chosen,
-                                  page_size=page_size, class_pdf=class_pdf, workers=workers,
-                                  pdf_progress=pdf_progress, names=names, work_space=space)
+            with warnings.catch_warnings(record=True) as font_warnings:
+                warnings.simplefilter("always", MissingCjkFont)
+                result = generate_set(parsed, ids, out, seed=seed, force=force, xp=xp,
+                                      secret=None if secret is None else secret.value, templates=templates,
+                                      progress=advance, formats=chosen,
+                                      page_size=page_size, class_pdf=class_pdf, workers=workers,
+                                      pdf_progress=pdf_progress, names=names, work_space=space, lang=lang)
     except (SpecError, GenerationError, FileExistsError, ValueError, OutputError) as exc:
         _fail(str(exc))  # OutputError: names the path (full disk, read-only folder, another run)
     except TemplateFailed as exc:  # a user's template, refused or stopped: the message names it
@@ -274,6 +299,13 @@ def generate(
         if templates is None:
             raise  # a bug in qkvquiz itself: keep the traceback
         _fail(f"a template from {templates} failed: {type(exc).__name__}: {exc}")
+    for warned in font_warnings:
+        if issubclass(warned.category, MissingCjkFont):
+            if not fonts_warned:
+                err.print(f"[yellow]warning:[/] {escape(str(warned.message))}", highlight=False)
+                fonts_warned = True
+        else:
+            warnings.showwarning(warned.message, warned.category, warned.filename, warned.lineno)
     console.print(
         f"Wrote {len(ids)} worksheet{'s' if len(ids) != 1 else ''} of [bold]{escape(parsed.title)}[/] ({len(parsed.items)} problem{'s' if len(parsed.items) != 1 else ''}, "
         f"{parsed.points:g} point{'s' if parsed.points != 1 else ''}; {', '.join(chosen)}) to {escape(str(out))}/students/, and the key to {escape(str(result.key_path))}.",
@@ -423,6 +455,7 @@ def grade(
         help="Whose bulk download SUBMISSIONS is: auto (read the file names), canvas, moodle, gradescope, "
              "or none (each file's own \"student\" decides).",
     )] = "auto",
+    lang: LangOpt = None,
 ) -> None:
     """Grade students' submission files against a key.
 
@@ -446,6 +479,7 @@ def grade(
     from .key import KeyFileError, load_key
     from .outputs import OutputError
 
+    lang = _lang(lang)
     if duplicates not in DUPLICATES:
         _fail(f"--duplicates must be one of {', '.join(DUPLICATES)}, not {_shown(duplicates)}")
     xp = _xp(backend)
@@ -462,10 +496,11 @@ def grade(
             if collected is not None:
                 from .exchange.collect import grade_collected
 
-                report = grade_collected(loaded, collected, xp=xp, duplicates=duplicates)
+                report = grade_collected(loaded, collected, xp=xp, duplicates=duplicates, lang=lang)
             else:
                 task = bar.add_task("grading", total=len(files))
-                report = grade_files(loaded, files, progress=lambda: bar.advance(task), xp=xp, duplicates=duplicates)
+                report = grade_files(loaded, files, progress=lambda: bar.advance(task), xp=xp, duplicates=duplicates,
+                                     lang=lang)
             writing = bar.add_task("writing feedback", total=len(report.results) if feedback else 0)
             try:
                 paths = write_reports(report, out, feedback=feedback, progress=lambda: bar.advance(writing))
@@ -550,6 +585,7 @@ def _print_grade_notes(report) -> None:
 def audit(
     file: Annotated[Path, typer.Argument(help="A spec whose items fix every given and add `claimed: {step: answer}`.")],
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Also write the audit as Markdown to this file.")] = None,
+    lang: LangOpt = None,
 ) -> None:
     """Check a hand-written key: say which claimed answers are wrong, with the right values and,
     where a known mistake or a wrong earlier claim explains one, which.
@@ -563,8 +599,9 @@ def audit(
 
     from .worksheet import GenerationError
 
+    lang = _lang(lang)
     try:
-        report = audit_file(file)
+        report = audit_file(file, lang=lang)
     except (SpecError, GenerationError) as exc:
         _fail(str(exc))
     text = audit_markdown(report)
@@ -602,13 +639,16 @@ def show(
     family: Annotated[str, typer.Argument(help="Family name, e.g. attention.output (see `qkvquiz families`).")],
     seed: Annotated[str, typer.Option(help="Seed of the sample.")] = "0",
     param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="Override a param: NAME=VALUE (YAML value), repeatable.")] = None,
+    lang: LangOpt = None,
 ) -> None:
     """Print one sample problem of a family with its worked solution."""
+    from .i18n import using
     from .inputs import InputError, load_yaml
     from .render.markdown import render_items
     from .spec import parse_spec
     from .worksheet import GenerationError, build_worksheet
 
+    lang = _lang(lang)
     try:
         fam = get_family(family)
     except KeyError as exc:
@@ -628,8 +668,9 @@ def show(
     except (SpecError, GenerationError) as exc:
         _fail(str(exc))
     # Raw Markdown: a terminal Markdown renderer would eat the LaTeX's backslashes.
-    for kind in ("problem", "solution"):
-        console.print(render_items(ws, 0, kind)[0], markup=False, highlight=False, soft_wrap=True)
+    with using(lang):
+        for kind in ("problem", "solution"):
+            console.print(render_items(ws, 0, kind)[0], markup=False, highlight=False, soft_wrap=True)
     console.print("Params: " + ", ".join(f"{k}={v!r}" for k, v in ws.spec.items[0].params.items()), highlight=False)
 
 

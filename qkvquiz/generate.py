@@ -22,6 +22,7 @@ previous set or exactly the new one; anything else in the folder is left alone.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .files import safe_name
+from .i18n import check_lang, using
 from .key import dumps, key_to_json
 from .outputs import OutputSet, owned_present, write_set
 from .render.markdown import key_markdown, worksheet_markdown
@@ -124,6 +126,7 @@ def generate_set(
     workers: int | None = None,
     names: Mapping[str, str] | None = None,
     work_space: str | WorkSpace | None = None,
+    lang: str | None = None,
 ) -> GeneratedSet:
     """Solve every student's variant (batched) and write worksheets, blank submissions and keys.
 
@@ -150,8 +153,12 @@ def generate_set(
     written with :class:`qkvquiz.outputs.OutputError` naming the path.
     Where PDF output cannot run (WeasyPrint or its system libraries missing), a ValueError
     that names the packages to install is raised before anything is written.
+    ``lang`` (``"en"``, ``"zh"``) is the language of every built-in word; it overrides the
+    spec's ``lang:`` and is recorded in the key, so that grading answers in it.
     """
     out = Path(out)
+    if lang is not None:
+        spec = dataclasses.replace(spec, lang=check_lang(lang))
     formats = parse_formats(formats)
     if isinstance(work_space, str):
         work_space = parse_work_space(work_space)
@@ -164,7 +171,7 @@ def generate_set(
         page_size_css(page_size)  # an unknown size is refused before any work
     if "pdf" in formats:
         _check_pdf()
-    with write_set(out, OWNED, anchor="key.json") as files:
+    with using(spec.lang), write_set(out, OWNED, anchor="key.json") as files:
         # Checked under the folder's lock, after any interrupted run was completed.
         present = owned_present(out, OWNED)
         if present and not force:

@@ -18,6 +18,7 @@ import numpy as np
 
 from .families import Env, Family, Params, get_family
 from .grade.tolerance import Tolerance
+from .i18n import DEFAULT_LANG, UnknownLanguage, check_lang
 from .inputs import MAX_KEY_BYTES, InputError, json_nesting, read_text, shown_path
 from .outputs import settle
 from .spec import Credit, Part, graded_tolerance
@@ -89,6 +90,7 @@ def key_to_json(ws: Worksheet) -> dict[str, Any]:
         "seed": ws.seed,
         "set": ws.set_id,
         "keyed": ws.keyed,
+        "lang": ws.spec.lang,  # grading writes feedback in this language unless told otherwise
         "points": ws.spec.points,
         "items": items,
         "students": students,
@@ -159,6 +161,7 @@ class Key:
     variants: tuple[str, ...]
     answers: tuple[Mapping[str, Any], ...]  # per student, the submission-format answers
     set_id: str = ""  # the set's identity ("" in keys written before sets were named)
+    lang: str = DEFAULT_LANG  # the set's language: feedback's default ("en" in keys written before)
 
     def index(self, student: str) -> int | None:
         try:
@@ -228,7 +231,17 @@ def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:
         variants=tuple(s.get("variant", "") for s in students),
         answers=tuple(s["answers"] for s in students),
         set_id=str(doc.get("set") or ""),
+        lang=_key_lang(doc.get("lang"), source),
     )
+
+
+def _key_lang(raw: Any, source: str) -> str:
+    if raw is None:
+        return DEFAULT_LANG
+    try:
+        return check_lang(raw)
+    except UnknownLanguage as exc:
+        raise KeyFileError(f"{source}: field 'lang': {exc}") from None
 
 
 def _raw(student: Mapping[str, Any], item_id: str, name: str) -> Any:

@@ -19,9 +19,10 @@ import numpy as np
 
 from .families import REGISTRY, Family, Params, get_family
 from .grade.tolerance import TOLERANCE_DEFAULT, Tolerance
+from .i18n import DEFAULT_LANG, UnknownLanguage, check_lang
 from .inputs import MAX_SPEC_BYTES, InputError, read_yaml, shown_path
 
-SPEC_KEYS = {"title", "instructions", "tolerance", "items", "credit"}
+SPEC_KEYS = {"title", "instructions", "tolerance", "items", "credit", "lang"}
 MAX_GIVEN = 1e6  # largest magnitude of an entry of a fixed given
 PART_TOLERANCE_DEFAULT = "default"  # in a per-part tolerance mapping: the item's other parts
 ITEM_KEYS = {"id", "family", "title", "intro", "params", "points", "ask", "tolerance", "givens", "credit", "work_space"}
@@ -171,6 +172,7 @@ class WorksheetSpec:
     instructions: str
     items: tuple[ItemSpec, ...]
     source: str = "<spec>"
+    lang: str = DEFAULT_LANG  # the language of every built-in word (``lang:``; the CLI's --lang wins)
 
     @property
     def points(self) -> float:
@@ -212,6 +214,11 @@ def parse_spec(data: Any, source: str = "<spec>") -> WorksheetSpec:
     instructions = data.get("instructions", "")
     if not isinstance(instructions, str):
         raise SpecError(source, "field 'instructions'", "must be text")
+    lang = data.get("lang", DEFAULT_LANG)
+    try:
+        lang = check_lang(lang)
+    except UnknownLanguage as exc:
+        raise SpecError(source, "field 'lang'", str(exc)) from None
     default_tol = _tolerance(data.get("tolerance"), TOLERANCE_DEFAULT, source, "field 'tolerance'")
     default_credit = _credit(data.get("credit"), Credit(), source, "field 'credit'")
     raw_items = data.get("items")
@@ -225,7 +232,7 @@ def parse_spec(data: Any, source: str = "<spec>") -> WorksheetSpec:
             raise SpecError(source, f"item {index} field 'id'", f"id {item.id!r} is used twice")
         seen.add(item.id)
         items.append(item)
-    return WorksheetSpec(title.strip(), instructions.strip(), tuple(items), source)
+    return WorksheetSpec(title.strip(), instructions.strip(), tuple(items), source, lang)
 
 
 def _tolerance(raw: Any, default: Tolerance, source: str, where: str) -> Tolerance:

@@ -316,3 +316,45 @@ def test_a_stack_of_matrices_nests_as_the_grader_reads_it(browser, generated):
     assert [b.get_attribute("value") for b in found] == [t or "" for t in texts]
     wrong = browser.execute_script("return window.qkvquizForm.fill({'q4.weights': [[1, 2], [3]]})")
     assert wrong == ["q4.weights"]
+
+
+def full_width(text: str) -> str:
+    """What a Chinese input method types for ``text``: full-width digits and signs, −∞ as －∞."""
+    text = text.replace("−", "-")
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" and not c.isalpha() else c for c in text)
+
+
+def test_the_chinese_form_takes_full_width_entries_and_the_grader_scores_them(browser, tmp_path):
+    roster = tmp_path / "roster.txt"
+    roster.write_text(f"{STUDENT}\n", encoding="utf-8")
+    out = tmp_path / "zh"
+    result = CliRunner().invoke(app, ["generate", "attention-basics", "--roster", str(roster), "--format", "html",
+                                      "--out", str(out), "--seed", "e2e", "--lang", "zh", "--public"])
+    assert result.exit_code == 0, result.output
+    key = json.loads((out / "key.json").read_text(encoding="utf-8"))
+    entry = key["students"][0]
+    shapes = {p["id"]: tuple(p["shape"]) for item in key["items"] for p in item["parts"]}
+    open_fresh(browser, out / "students" / STUDENT / "answer-form.html")
+    assert browser.find_element(By.ID, "save-answers").text == "保存答案"
+    texts = {part: [full_width(t) for t in row] for part, row in key_texts(entry, shapes).items()}
+    assert any("／" in t for row in texts.values() for t in row) and any("－∞" in t for row in texts.values() for t in row)
+    for part, row in texts.items():
+        for box, text in zip(boxes(browser, part), row):
+            type_into(box, text)
+    assert browser.find_elements(By.CSS_SELECTOR, "input.entry.bad") == []
+    box = boxes(browser, "q3.weights")[4]
+    type_into(box, "０、５")
+    status = browser.find_element(By.CSS_SELECTOR, 'fieldset[data-part="q3.weights"] .part-status').text
+    assert status.startswith("第 2 行第 2 列：无法把“０、５”读作数（“、”既可能分隔两个元素"), status
+    type_into(box, texts["q3.weights"][4])
+    screenshot(browser, "answer-form-zh.png")
+    before = {p.name for p in browser.downloads.iterdir()}
+    browser.find_element(By.ID, "save-answers").click()
+    saved = wait_for_download(browser.downloads, before)
+    assert "已保存" in browser.find_element(By.ID, "form-status").text
+    result = CliRunner().invoke(app, ["grade", str(out / "key.json"), str(saved), "--out", str(tmp_path / "g")])
+    assert result.exit_code == 0, result.output
+    header, row = (tmp_path / "g" / "results.csv").read_text().strip().splitlines()
+    cells = dict(zip(header.split(","), row.split(",")))
+    assert float(cells["score"]) == float(cells["total"]) == 13.0
+    assert "8 个小题中 8 个正确" in (tmp_path / "g" / "feedback" / f"{STUDENT}.md").read_text(encoding="utf-8")

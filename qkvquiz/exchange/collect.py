@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..i18n import _, using
 from ..grade.grader import FileProblem, GradeReport, grade, submission_from_bytes
 from ..inputs import (
     InputError,
@@ -275,8 +276,16 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def grade_collected(key: Key, collected: Collected, *, xp=np, duplicates: str = "latest") -> GradeReport:
-    """Grade collected hand-ins: read each (a bad one becomes a problem), re-attribute by the LMS, grade."""
+def grade_collected(key: Key, collected: Collected, *, xp=np, duplicates: str = "latest",
+                    lang: str | None = None) -> GradeReport:
+    """Grade collected hand-ins: read each (a bad one becomes a problem), re-attribute by the LMS, grade.
+
+    ``lang``: the language of every sentence (default: the key's), as in :func:`grade`."""
+    with using(lang or key.lang):
+        return _grade_collected(key, collected, xp=xp, duplicates=duplicates, lang=lang)
+
+
+def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str, lang: str | None) -> GradeReport:
     submissions = []
     problems = list(collected.problems)
     notes: dict[str, list[str]] = {}
@@ -290,14 +299,15 @@ def grade_collected(key: Key, collected: Collected, *, xp=np, duplicates: str = 
         sub.mtime = h.mtime
         if h.student is not None and sub.student != h.student:
             notes.setdefault(h.source, []).append(
-                f"the file says student {sub.student!r}, but it was uploaded by {h.via}, who is "
-                f"{h.student!r} in the roster: graded as {h.student!r}")
+                _("the file says student %(named)s, but it was uploaded by %(via)s, who is %(student)s "
+                  "in the roster: graded as %(student)s")
+                % {"named": repr(sub.student), "via": h.via, "student": repr(h.student)})
             flags.setdefault(h.source, []).append(MISMATCH_FLAG)
             sub.student = h.student
         if h.late:
             flags.setdefault(h.source, []).append(LATE_FLAG)
         submissions.append(sub)
-    report = grade(key, submissions, xp=xp, duplicates=duplicates)
+    report = grade(key, submissions, xp=xp, duplicates=duplicates, lang=lang)
     report.problems[:0] = problems
     report.skipped[:0] = collected.skipped
     for r in report.results:

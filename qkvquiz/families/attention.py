@@ -7,6 +7,7 @@ import numpy as np
 from ..engine.attention import apply_mask, scaled_scores, softmax
 from ..engine.backend import swap
 from ..engine.masks import MASK_KINDS, allowed_from_given, causal_allowed, padding_allowed
+from ..i18n import N_
 from ..seeding import Draw
 from .base import (
     DECIMALS,
@@ -283,12 +284,12 @@ def _rows_with_a_key(e: Env, p: Params, xp):
 WEIGHTS_INVARIANTS = (
     rows_sum_to(
         1.0, "rows_sum_to_one",
-        "Each row of A must sum to 1 (every row with at least one allowed key): softmax normalises each row.",
+        N_("Each row of A must sum to 1 (every row with at least one allowed key): softmax normalises each row."),
         rows=_rows_with_a_key,
     ),
     zero_where(
         lambda e, p, xp: ~_allowed(e, xp), "masked_zero",
-        "Masked entries of A must be 0: a masked key gets no weight.",
+        N_("Masked entries of A must be 0: a masked key gets no weight."),
         applies=masked,
     ),
 )
@@ -315,11 +316,11 @@ def masked_chain(e: Env, allowed, xp, *, fill: float | None = None, after: bool 
 MASK_SLIPS = (
     ("mask_after_softmax", lambda e, p, xp: masked_chain(e, _allowed(e, xp), xp, after=True),
      ("weights", "output"),
-     ("The mask was applied after the softmax: masked scores must be −∞ before it, so that each "
-      "row's remaining weights still sum to 1.")),
+     (N_("The mask was applied after the softmax: masked scores must be −∞ before it, so that each "
+      "row's remaining weights still sum to 1."))),
     ("zero_not_minus_inf", lambda e, p, xp: masked_chain(e, _allowed(e, xp), xp, fill=0.0),
      ("scores", "weights", "output"),
-     "Masked scores were set to 0 instead of −∞; exp(0) = 1, so masked keys still got weight."),
+     N_("Masked scores were set to 0 instead of −∞; exp(0) = 1, so masked keys still got weight.")),
 )
 
 
@@ -345,7 +346,7 @@ def chain_mistakes(slips, steps: tuple[str, ...], applies=None) -> tuple[Misconc
 COLUMN_SOFTMAX = Misconception(
     "weights", "column_softmax",
     lambda e, p, xp: softmax(e.scores, axis=-2, xp=xp),
-    "The softmax was taken down each column; it normalises each row (one query over all keys).",
+    N_("The softmax was taken down each column; it normalises each row (one query over all keys)."),
     # One query against one key: both softmaxes give 1.
     applies=lambda p: n_queries(p) > 1 or n_keys(p) > 1,
 )
@@ -384,7 +385,7 @@ def _scores_nonzero(e: Env, p: Params, xp) -> np.ndarray:
 
 SCORES = Family(
     name="attention.scores",
-    title="Scaled dot-product scores",
+    title=N_("Scaled dot-product scores"),
     summary="S = QKᵀ/√d_k for matrices, or one query against one key (optionally unscaled).",
     params={
         "form": Param("matrix", "one query·key pair or the whole score matrix", choices=("vector", "matrix")),
@@ -399,26 +400,26 @@ SCORES = Family(
     givens=(Given("Q", "Q", "queries, one row per token"), Given("K", "K", "keys, one row per token")),
     sample=_sample_scores,
     steps=(
-        Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", "Compute the scores", _scores, ("Q", "K")),
+        Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", N_("Compute the scores"), _scores, ("Q", "K")),
     ),
     default_ask=("scores",),
     misconceptions=(
         Misconception(
             "scores", "unscaled", lambda e, p, xp: _scores(e, _with(p, scale=NO_SCALE), xp),
-            "The scores were not divided by √d_k.", applies=scale_shows,
+            N_("The scores were not divided by √d_k."), applies=scale_shows,
         ),
         Misconception(
             "scores", "divided_by_d", lambda e, p, xp: _scores(e, _with(p, scale=NO_SCALE), xp) / stated_d_k(p),
-            "The scores were divided by d_k; the scale is 1/√d_k.", applies=scale_shows,
+            N_("The scores were divided by d_k; the scale is 1/√d_k."), applies=scale_shows,
         ),
         Misconception(
             "scores", "scaled_anyway", lambda e, p, xp: _scores(e, _with(p, scaled=True, scale=SQRT_DK), xp),
-            "This problem asks for the raw dot products, without dividing by √d_k.",
+            N_("This problem asks for the raw dot products, without dividing by √d_k."),
             applies=unscaled_asked,
         ),
         Misconception(
             "scores", "transposed", lambda e, p, xp: swap(_scores(e, p, xp)),
-            "The score matrix is transposed: row i holds query i against every key (S = QKᵀ, not KQᵀ).",
+            N_("The score matrix is transposed: row i holds query i against every key (S = QKᵀ, not KQᵀ)."),
             applies=lambda p: p.form == "matrix" and square(p),
         ),
     ),
@@ -438,7 +439,7 @@ def _sample_weights(draw: Draw, p: Params) -> dict:
 
 WEIGHTS = Family(
     name="attention.weights",
-    title="Softmax attention weights",
+    title=N_("Softmax attention weights"),
     summary="A = softmax(S) row by row, with no mask, a causal, padding or explicit mask.",
     params={
         "tokens": Param(3, "number of tokens n (S is n×n)", low=1, high=8),
@@ -454,12 +455,12 @@ WEIGHTS = Family(
         Step("unmasked", "S", "S", "", lambda e, p, xp: e.S, ("S",)),
         Step(
             "scores", r"\tilde S", r"\tilde S_{ij} = S_{ij} \text{ if } M_{ij} = 1, \text{ else } -\infty",
-            "Write the masked score matrix (−∞ where masked)",
+            N_("Write the masked score matrix (−∞ where masked)"),
             lambda e, p, xp: apply_mask(e.S, allowed_from_given(e.mask, xp=xp), xp=xp), ("S", "mask"),
         ),
         Step(
             "weights", "A", r"A_{ij} = \frac{e^{\tilde S_{ij}}}{\sum_{l} e^{\tilde S_{il}}}",
-            "Compute the attention weights A, the softmax of each row of the scores",
+            N_("Compute the attention weights A, the softmax of each row of the scores"),
             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
         ),
     ),
@@ -480,7 +481,7 @@ def _sample_output(draw: Draw, p: Params) -> dict:
 
 OUTPUT = Family(
     name="attention.output",
-    title="Attention output",
+    title=N_("Attention output"),
     summary="Z = softmax(QKᵀ/√d_k + mask) V, asking for any of S, A and Z.",
     params={**qkv_params(low=1), **SIZE_PARAMS, **SCALE_PARAMS, **MASK_PARAMS, "empty_rows": EMPTY_ROWS,
             "decimals": DECIMALS},
@@ -490,34 +491,34 @@ OUTPUT = Family(
         Step("unmasked", "S", "S", "", lambda e, p, xp: scores_of(e, p, xp), ("Q", "K")),
         Step(
             "scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}",
-            "Compute the scaled scores",
+            N_("Compute the scaled scores"),
             lambda e, p, xp: apply_mask(scores_of(e, p, xp), allowed_from_given(e.mask, xp=xp), xp=xp),
             ("Q", "K", "mask"),
         ),
         Step(
-            "weights", "A", r"A = \operatorname{softmax}(S)", "Compute the attention weights row by row",
+            "weights", "A", r"A = \operatorname{softmax}(S)", N_("Compute the attention weights row by row"),
             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
         ),
-        Step("output", "Z", "Z = AV", "Compute the output", lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
+        Step("output", "Z", "Z = AV", N_("Compute the output"), lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
     ),
     default_ask=("scores", "weights", "output"),
     misconceptions=(
         Misconception(
             "scores", "unscaled",
             lambda e, p, xp: apply_mask(e.Q @ swap(e.K), allowed_from_given(e.mask, xp=xp), xp=xp),
-            "The scores were not divided by √d_k.", applies=scale_shows,
+            N_("The scores were not divided by √d_k."), applies=scale_shows,
         ),
         Misconception(
             "scores", "scaled_anyway",
             lambda e, p, xp: apply_mask(e.Q @ swap(e.K) / np.sqrt(stated_d_k(p)), allowed_from_given(e.mask, xp=xp),
                                         xp=xp),
-            "This problem asks for the raw dot products, without dividing by √d_k.", applies=unscaled_asked,
+            N_("This problem asks for the raw dot products, without dividing by √d_k."), applies=unscaled_asked,
         ),
         COLUMN_SOFTMAX,
         *chain_mistakes(MASK_SLIPS, ("scores", "weights", "output"), applies=masked),
         Misconception(
             "output", "transposed_weights", lambda e, p, xp: swap(e.weights) @ e.V,
-            "Used Aᵀ V: row i of Z mixes the values with query i's weights, Z = AV.", applies=square,
+            N_("Used Aᵀ V: row i of Z mixes the values with query i's weights, Z = AV."), applies=square,
         ),
     ),
     accept=lambda e, p, xp: not_saturated(e.weights, e.mask, xp),
@@ -583,20 +584,20 @@ def _wrong_kind(**how):
 # Slips of a mask's kind: (name, wrong chain, steps it changes, feedback, when it can happen).
 _KIND_SLIPS = (
     ("upper_triangle", _wrong_kind(triangle="upper"), ("scores", "weights", "output"),
-     "The causal mask keeps the lower triangle: query i may attend to keys j ≤ i, never to later tokens.",
+     N_("The causal mask keeps the lower triangle: query i may attend to keys j ≤ i, never to later tokens."),
      _causal),
     ("strict_triangle", _wrong_kind(triangle="strict"), ("scores", "weights", "output"),
-     "The causal mask includes the diagonal: each query may attend to its own token (j ≤ i, not j < i).",
+     N_("The causal mask includes the diagonal: each query may attend to its own token (j ≤ i, not j < i)."),
      _causal),
     ("padding_rows", _wrong_kind(pad_rows=True), ("scores", "weights", "output"),
-     "Padding hides the padded keys (columns of S) from every query, not the padded queries (rows).",
+     N_("Padding hides the padded keys (columns of S) from every query, not the padded queries (rows)."),
      lambda p: _padded(p) and n_queries(p) == n_keys(p)),
 )
 
 
 MASKED = Family(
     name="attention.masked",
-    title="Masked attention",
+    title=N_("Masked attention"),
     summary="Causal and padding masks: the masked scores with −∞, the weights and the output.",
     params={
         "mask": Param("causal", "causal, padding (trailing keys), or both", choices=MASKED_KINDS),
@@ -610,20 +611,20 @@ MASKED = Family(
     sample=_sample_masked,
     steps=(
         Step(
-            "unmasked", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", "Compute the scaled scores, before masking",
+            "unmasked", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", N_("Compute the scaled scores, before masking"),
             lambda e, p, xp: scores_of(e, p, xp), ("Q", "K"),
         ),
         Step(
             "scores", r"\tilde S", r"\tilde S_{ij} = S_{ij} \text{ if } M_{ij} = 1, \text{ else } -\infty",
-            "Write the masked score matrix (−∞ where masked)",
+            N_("Write the masked score matrix (−∞ where masked)"),
             lambda e, p, xp: apply_mask(e.unmasked, allowed_from_given(e.mask, xp=xp), xp=xp),
             ("unmasked", "mask"),
         ),
         Step(
-            "weights", "A", r"A = \operatorname{softmax}(\tilde S)", "Compute the attention weights row by row",
+            "weights", "A", r"A = \operatorname{softmax}(\tilde S)", N_("Compute the attention weights row by row"),
             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
         ),
-        Step("output", "Z", "Z = AV", "Compute the output", lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
+        Step("output", "Z", "Z = AV", N_("Compute the output"), lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
     ),
     default_ask=("scores", "weights", "output"),
     misconceptions=chain_mistakes(MASK_SLIPS + _KIND_SLIPS, ("scores", "weights", "output")),
@@ -648,7 +649,7 @@ def _qk_accept(e: Env, p: Params, xp) -> np.ndarray:
 
 QK_SWAP = Family(
     name="attention.qk_swap",
-    title="Swapping the roles of Q and K",
+    title=N_("Swapping the roles of Q and K"),
     summary="softmax(S) against softmax(Sᵀ): rows are normalised per query, columns are not.",
     params={
         "tokens": Param(3, "number of tokens n", low=2, high=8),
@@ -659,19 +660,19 @@ QK_SWAP = Family(
     givens=(Given("Q", "Q", "queries, one row per token"), Given("K", "K", "keys, one row per token")),
     sample=_sample_qk,
     steps=(
-        Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", "Compute the scaled scores",
+        Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", N_("Compute the scaled scores"),
              lambda e, p, xp: scaled_scores(e.Q, e.K, xp=xp), ("Q", "K")),
-        Step("weights", "A", r"A = \operatorname{softmax}(S)", "Compute the attention weights, softmax of each row of S",
+        Step("weights", "A", r"A = \operatorname{softmax}(S)", N_("Compute the attention weights, softmax of each row of S"),
              lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS),
         Step(
             "swapped", r"\tilde A", r"\tilde A = \operatorname{softmax}\!\left(\frac{KQ^\top}{\sqrt{d_k}}\right) = \operatorname{softmax}(S^\top)",
-            "Swap the roles of Q and K: compute the weights from KQᵀ/√dₖ, again row by row",
+            N_("Swap the roles of Q and K: compute the weights from KQᵀ/√dₖ, again row by row"),
             lambda e, p, xp: softmax(swap(e.scores), xp=xp), ("scores",),
             (rows_sum_to(1.0, "rows_sum_to_one",
-                         "Each row of Ã must sum to 1: softmax(Sᵀ) is still taken row by row."),),
+                         N_("Each row of Ã must sum to 1: softmax(Sᵀ) is still taken row by row.")),),
         ),
         Step(
-            "received", "c", r"c_j = \sum_i A_{ij}", "Add up each column of A: the total weight each key receives",
+            "received", "c", r"c_j = \sum_i A_{ij}", N_("Add up each column of A: the total weight each key receives"),
             lambda e, p, xp: xp.sum(e.weights, axis=-2), ("weights",),
         ),
     ),
@@ -680,13 +681,13 @@ QK_SWAP = Family(
         COLUMN_SOFTMAX,
         Misconception(
             "swapped", "transposed_weights", lambda e, p, xp: swap(e.weights),
-            "Swapping Q and K transposes the scores, not the weights: softmax(Sᵀ) normalises each column "
-            "of S (over the queries), so it is not Aᵀ.",
+            N_("Swapping Q and K transposes the scores, not the weights: softmax(Sᵀ) normalises each column "
+            "of S (over the queries), so it is not Aᵀ."),
         ),
         Misconception(
             "received", "columns_sum_to_one", lambda e, p, xp: xp.ones(e.weights.shape[:-1], dtype=np.float64),
-            "Only the rows of A sum to 1 (each query shares out all its attention); a key can receive "
-            "more or less than 1 in total.",
+            N_("Only the rows of A sum to 1 (each query shares out all its attention); a key can receive "
+            "more or less than 1 in total."),
         ),
     ),
     accept=_qk_accept,

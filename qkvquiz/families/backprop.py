@@ -14,6 +14,7 @@ from ..engine.attention import apply_mask, scaled_scores, softmax, softmax_backw
 from ..engine.backend import swap
 from ..engine.masks import allowed_from_given
 from ..engine.projection import linear, linear_backward, matvec, matvec_backward
+from ..i18n import N_
 from ..seeding import Draw
 from .attention import (
     ATTENTION_EXTRA,
@@ -39,7 +40,7 @@ from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, St
 # so every row of ∇S sums to 0.
 DS_INVARIANTS = (
     rows_sum_to(0.0, "softmax_grad_rows_sum_to_zero",
-                "Each row of ∇S must sum to 0: shifting a row of scores by a constant leaves the softmax unchanged."),
+                N_("Each row of ∇S must sum to 0: shifting a row of scores by a constant leaves the softmax unchanged.")),
 )
 
 GRAD_ENTRIES = int_range((-1, 1), "range of the integer entries of the upstream gradient")
@@ -102,7 +103,7 @@ def _same_count(p: Params) -> bool:
 
 SCORES = Family(
     name="backprop.scores",
-    title="Gradients of the scores",
+    title=N_("Gradients of the scores"),
     summary="Given ∇S for S = QKᵀ/√d_k: ∇Q = ∇S K/√d_k and ∇K = ∇Sᵀ Q/√d_k.",
     params={
         "tokens": Param(3, "number of tokens n (rows of Q and K; ∇S is n×n)", low=1, high=8),
@@ -120,28 +121,28 @@ SCORES = Family(
     ),
     sample=_sample_scores,
     steps=(
-        Step("dQ", r"\nabla Q", r"\nabla Q = \frac{\nabla S K}{\sqrt{d_k}}", "Compute the gradient of the queries",
+        Step("dQ", r"\nabla Q", r"\nabla Q = \frac{\nabla S K}{\sqrt{d_k}}", N_("Compute the gradient of the queries"),
              lambda e, p, xp: _dq_from(e.dS, e.K, p), ("dS", "K")),
-        Step("dK", r"\nabla K", r"\nabla K = \frac{\nabla S^\top Q}{\sqrt{d_k}}", "Compute the gradient of the keys",
+        Step("dK", r"\nabla K", r"\nabla K = \frac{\nabla S^\top Q}{\sqrt{d_k}}", N_("Compute the gradient of the keys"),
              lambda e, p, xp: _dk_from(e.dS, e.Q, p), ("dS", "Q")),
     ),
     default_ask=("dQ", "dK"),
     misconceptions=(
         Misconception("dQ", "transposed_dS", lambda e, p, xp: _dq_from(swap(e.dS), e.K, p),
-                      "Used ∇Sᵀ K: row i of ∇Q collects row i of ∇S (query i's scores), so ∇Q = ∇S K/√d_k.",
+                      N_("Used ∇Sᵀ K: row i of ∇Q collects row i of ∇S (query i's scores), so ∇Q = ∇S K/√d_k."),
                       applies=_several_tokens),
         Misconception("dQ", "unscaled", lambda e, p, xp: e.dS @ e.K,
-                      "The factor 1/√d_k was forgotten: S = QKᵀ/√d_k, so every gradient through S carries it.",
+                      N_("The factor 1/√d_k was forgotten: S = QKᵀ/√d_k, so every gradient through S carries it."),
                       applies=_scaled),
         Misconception("dQ", "used_Q", lambda e, p, xp: _dq_from(e.dS, e.Q, p),
-                      "Multiplied by Q: ∂S_ij/∂Q_i = K_j/√d_k, so ∇Q = ∇S K/√d_k uses the keys.", applies=_same_count),
+                      N_("Multiplied by Q: ∂S_ij/∂Q_i = K_j/√d_k, so ∇Q = ∇S K/√d_k uses the keys."), applies=_same_count),
         Misconception("dK", "untransposed_dS", lambda e, p, xp: _dk_from(swap(e.dS), e.Q, p),
-                      "Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√d_k.", applies=_several_tokens),
+                      N_("Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√d_k."), applies=_several_tokens),
         Misconception("dK", "unscaled", lambda e, p, xp: swap(e.dS) @ e.Q,
-                      "The factor 1/√d_k was forgotten: S = QKᵀ/√d_k, so every gradient through S carries it.",
+                      N_("The factor 1/√d_k was forgotten: S = QKᵀ/√d_k, so every gradient through S carries it."),
                       applies=_scaled),
         Misconception("dK", "used_K", lambda e, p, xp: _dk_from(e.dS, e.K, p),
-                      "Multiplied by K: ∂S_ij/∂K_j = Q_i/√d_k, so ∇K = ∇Sᵀ Q/√d_k uses the queries.",
+                      N_("Multiplied by K: ∂S_ij/∂K_j = Q_i/√d_k, so ∇K = ∇Sᵀ Q/√d_k uses the queries."),
                       applies=_same_count),
     ),
     accept=lambda e, p, xp: _mostly_nonzero(e.dQ, e.dK, xp=xp),
@@ -166,7 +167,7 @@ def _softmax_grad(a, da, c):
 
 SOFTMAX = Family(
     name="backprop.softmax",
-    title="Backprop through the softmax",
+    title=N_("Backprop through the softmax"),
     summary="Given A = softmax(S) and ∇A: ∇S = A ⊙ (∇A − rowsum(∇A ⊙ A)).",
     params={
         "tokens": Param(3, "number of tokens n (S and A are n×n)", low=2, high=8),
@@ -180,31 +181,31 @@ SOFTMAX = Family(
     ),
     sample=_sample_softmax,
     steps=(
-        Step("weights", "A", r"A_{ij} = \frac{e^{S_{ij}}}{\sum_l e^{S_{il}}}", "Compute the weights A = softmax(S) row by row",
+        Step("weights", "A", r"A_{ij} = \frac{e^{S_{ij}}}{\sum_l e^{S_{il}}}", N_("Compute the weights A = softmax(S) row by row"),
              lambda e, p, xp: softmax(e.S, xp=xp), ("S",), WEIGHTS_INVARIANTS),
-        Step("rowdot", "c", r"c_i = \sum_j \nabla A_{ij} A_{ij}", "Compute each row's weighted sum cᵢ of the upstream gradient",
+        Step("rowdot", "c", r"c_i = \sum_j \nabla A_{ij} A_{ij}", N_("Compute each row's weighted sum cᵢ of the upstream gradient"),
              lambda e, p, xp: xp.sum(e.dA * e.weights, axis=-1), ("dA", "weights")),
-        Step("dS", r"\nabla S", r"\nabla S_{ij} = A_{ij} (\nabla A_{ij} - c_i)", "Compute the gradient of the scores",
+        Step("dS", r"\nabla S", r"\nabla S_{ij} = A_{ij} (\nabla A_{ij} - c_i)", N_("Compute the gradient of the scores"),
              lambda e, p, xp: _softmax_grad(e.weights, e.dA, e.rowdot), ("weights", "dA", "rowdot"), DS_INVARIANTS),
     ),
     default_ask=("dS",),
     misconceptions=(
         Misconception("weights", "column_softmax", lambda e, p, xp: softmax(e.S, axis=-2, xp=xp),
-                      "The softmax was taken down each column; it normalises each row (one query over all keys)."),
+                      N_("The softmax was taken down each column; it normalises each row (one query over all keys).")),
         Misconception("rowdot", "unweighted", lambda e, p, xp: xp.sum(e.dA, axis=-1),
-                      "The row sum must weight each ∇A_ij by A_ij: c_i = Σ_j ∇A_ij A_ij."),
+                      N_("The row sum must weight each ∇A_ij by A_ij: c_i = Σ_j ∇A_ij A_ij.")),
         Misconception("rowdot", "column_sum", lambda e, p, xp: xp.sum(e.dA * e.weights, axis=-2),
-                      "Summed down a column; each row of A is its own softmax, so c_i sums along row i."),
+                      N_("Summed down a column; each row of A is its own softmax, so c_i sums along row i.")),
         Misconception("dS", "diagonal_only", lambda e, p, xp: e.weights * e.dA,
-                      "Only the diagonal of the softmax Jacobian was used (A ⊙ ∇A); every A_il depends on every "
-                      "S_ij of its row, which subtracts c_i = Σ_l ∇A_il A_il."),
+                      N_("Only the diagonal of the softmax Jacobian was used (A ⊙ ∇A); every A_il depends on every "
+                      "S_ij of its row, which subtracts c_i = Σ_l ∇A_il A_il.")),
         Misconception("dS", "missing_outer_A", lambda e, p, xp: e.dA - e.rowdot[..., None],
-                      "The factor A_ij in front was forgotten: ∇S_ij = A_ij (∇A_ij − c_i)."),
+                      N_("The factor A_ij in front was forgotten: ∇S_ij = A_ij (∇A_ij − c_i).")),
         Misconception("dS", "unweighted_sum", lambda e, p, xp: e.weights * (e.dA - xp.sum(e.dA, axis=-1)[..., None]),
-                      "The subtracted term weights ∇A by A: c_i = Σ_l ∇A_il A_il, not Σ_l ∇A_il."),
+                      N_("The subtracted term weights ∇A by A: c_i = Σ_l ∇A_il A_il, not Σ_l ∇A_il.")),
         Misconception("dS", "column_sum",
                       lambda e, p, xp: e.weights * (e.dA - xp.sum(e.dA * e.weights, axis=-2)[..., None, :]),
-                      "The subtracted term is a row sum (each row of A is its own softmax), not a column sum."),
+                      N_("The subtracted term is a row sum (each row of A is its own softmax), not a column sum.")),
     ),
     accept=lambda e, p, xp: not_saturated(e.weights, xp.ones_like(e.S), xp) & _rows_vary(e.dA, xp),
 )
@@ -228,7 +229,7 @@ def _attention_ok(e: Env, p: Params, xp) -> np.ndarray:
 
 ATTENTION = Family(
     name="backprop.attention",
-    title="Backprop through an attention layer",
+    title=N_("Backprop through an attention layer"),
     summary="Z = softmax(QKᵀ/√d_k + mask)V given ∇Z: ∇V, ∇A, ∇S, ∇Q, ∇K (forward S, A, Z too).",
     params={
         **qkv_params(tokens=2),
@@ -240,47 +241,47 @@ ATTENTION = Family(
     sample=_sample_attention,
     steps=(
         Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}",
-             "Compute the scaled scores",
+             N_("Compute the scaled scores"),
              lambda e, p, xp: apply_mask(scaled_scores(e.Q, e.K, xp=xp), allowed_from_given(e.mask, xp=xp), xp=xp),
              ("Q", "K", "mask")),
-        Step("weights", "A", r"A = \operatorname{softmax}(S)", "Compute the attention weights row by row",
+        Step("weights", "A", r"A = \operatorname{softmax}(S)", N_("Compute the attention weights row by row"),
              lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS),
-        Step("output", "Z", "Z = AV", "Compute the output", lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
-        Step("dV", r"\nabla V", r"\nabla V = A^\top \nabla Z", "Compute the gradient of the values",
+        Step("output", "Z", "Z = AV", N_("Compute the output"), lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
+        Step("dV", r"\nabla V", r"\nabla V = A^\top \nabla Z", N_("Compute the gradient of the values"),
              lambda e, p, xp: swap(e.weights) @ e.dZ, ("weights", "dZ")),
-        Step("dA", r"\nabla A", r"\nabla A = \nabla Z V^\top", "Compute the gradient of the weights",
+        Step("dA", r"\nabla A", r"\nabla A = \nabla Z V^\top", N_("Compute the gradient of the weights"),
              lambda e, p, xp: e.dZ @ swap(e.V), ("dZ", "V")),
         Step("dS", r"\nabla S", r"\nabla S = A \odot \left(\nabla A - \operatorname{rowsum}(\nabla A \odot A)\right)",
-             "Compute the gradient of the scores",
+             N_("Compute the gradient of the scores"),
              lambda e, p, xp: softmax_backward(e.weights, e.dA, xp=xp), ("weights", "dA"), DS_INVARIANTS),
-        Step("dQ", r"\nabla Q", r"\nabla Q = \frac{\nabla S K}{\sqrt{d_k}}", "Compute the gradient of the queries",
+        Step("dQ", r"\nabla Q", r"\nabla Q = \frac{\nabla S K}{\sqrt{d_k}}", N_("Compute the gradient of the queries"),
              lambda e, p, xp: _dq_from(e.dS, e.K, p), ("dS", "K")),
-        Step("dK", r"\nabla K", r"\nabla K = \frac{\nabla S^\top Q}{\sqrt{d_k}}", "Compute the gradient of the keys",
+        Step("dK", r"\nabla K", r"\nabla K = \frac{\nabla S^\top Q}{\sqrt{d_k}}", N_("Compute the gradient of the keys"),
              lambda e, p, xp: _dk_from(e.dS, e.Q, p), ("dS", "Q")),
     ),
     default_ask=("dV", "dA", "dS", "dQ", "dK"),
     misconceptions=(
         Misconception("dV", "untransposed_weights", lambda e, p, xp: e.weights @ e.dZ,
-                      "Used A ∇Z: value j reaches every query i through A_ij, so ∇V = Aᵀ∇Z sums down column j."),
+                      N_("Used A ∇Z: value j reaches every query i through A_ij, so ∇V = Aᵀ∇Z sums down column j.")),
         Misconception("dA", "transposed", lambda e, p, xp: e.V @ swap(e.dZ),
-                      "∇A is transposed: ∂Z_i/∂A_ij = V_j, so ∇A_ij = ∇Z_i·V_j, i.e. ∇A = ∇Z Vᵀ."),
+                      N_("∇A is transposed: ∂Z_i/∂A_ij = V_j, so ∇A_ij = ∇Z_i·V_j, i.e. ∇A = ∇Z Vᵀ.")),
         Misconception("dS", "diagonal_only", lambda e, p, xp: e.weights * e.dA,
-                      "Only the diagonal of the softmax Jacobian was used (A ⊙ ∇A); subtract each row's "
-                      "rowsum(∇A ⊙ A) before multiplying by A."),
+                      N_("Only the diagonal of the softmax Jacobian was used (A ⊙ ∇A); subtract each row's "
+                      "rowsum(∇A ⊙ A) before multiplying by A.")),
         Misconception("dS", "skipped_softmax", lambda e, p, xp: e.dA * allowed_from_given(e.mask, xp=xp),
-                      "∇A was passed through as ∇S: the softmax sits between S and A and needs its own backward step."),
+                      N_("∇A was passed through as ∇S: the softmax sits between S and A and needs its own backward step.")),
         Misconception("dQ", "transposed_dS", lambda e, p, xp: _dq_from(swap(e.dS), e.K, p),
-                      "Used ∇Sᵀ K: row i of ∇Q collects row i of ∇S, so ∇Q = ∇S K/√d_k."),
+                      N_("Used ∇Sᵀ K: row i of ∇Q collects row i of ∇S, so ∇Q = ∇S K/√d_k.")),
         Misconception("dQ", "unscaled", lambda e, p, xp: e.dS @ e.K,
-                      "The factor 1/√d_k was forgotten in ∇Q = ∇S K/√d_k.", applies=_scaled),
+                      N_("The factor 1/√d_k was forgotten in ∇Q = ∇S K/√d_k."), applies=_scaled),
         Misconception("dQ", "skipped_softmax", lambda e, p, xp: _dq_from(e.dA * allowed_from_given(e.mask, xp=xp), e.K, p),
-                      "∇A was used in place of ∇S: go back through the softmax first, then ∇Q = ∇S K/√d_k."),
+                      N_("∇A was used in place of ∇S: go back through the softmax first, then ∇Q = ∇S K/√d_k.")),
         Misconception("dK", "untransposed_dS", lambda e, p, xp: _dk_from(swap(e.dS), e.Q, p),
-                      "Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√d_k."),
+                      N_("Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√d_k.")),
         Misconception("dK", "unscaled", lambda e, p, xp: swap(e.dS) @ e.Q,
-                      "The factor 1/√d_k was forgotten in ∇K = ∇Sᵀ Q/√d_k.", applies=_scaled),
+                      N_("The factor 1/√d_k was forgotten in ∇K = ∇Sᵀ Q/√d_k."), applies=_scaled),
         Misconception("dK", "skipped_softmax", lambda e, p, xp: _dk_from(e.dA * allowed_from_given(e.mask, xp=xp), e.Q, p),
-                      "∇A was used in place of ∇S: go back through the softmax first, then ∇K = ∇Sᵀ Q/√d_k."),
+                      N_("∇A was used in place of ∇S: go back through the softmax first, then ∇K = ∇Sᵀ Q/√d_k.")),
     ),
     accept=_attention_ok,
     validate=_check_mask_params,
@@ -337,7 +338,7 @@ def _dx_untransposed(e: Env, p: Params, xp):
 
 PROJECTION = Family(
     name="backprop.projection",
-    title="Backprop through a projection",
+    title=N_("Backprop through a projection"),
     summary="Q = XW_Q: ∇W_Q = Xᵀ∇Q, ∇X = ∇Q W_Qᵀ; or one vector q = Wx: ∇W = ∇q xᵀ, ∇x = Wᵀ∇q.",
     params={
         "form": Param("matrix", "Q = XW for a matrix of token rows, or q = Wx for one column vector",
@@ -357,27 +358,27 @@ PROJECTION = Family(
     ),
     sample=_sample_projection,
     steps=(
-        Step("output", "Q", r"Q = XW \quad (q = Wx)", "Compute the projection",
+        Step("output", "Q", r"Q = XW \quad (q = Wx)", N_("Compute the projection"),
              _project, ("X", "W")),
         Step("dW", r"\nabla W", r"\nabla W = X^\top \nabla Q \quad (\nabla W = \nabla q x^\top)",
-             "Compute the gradient of the weights", lambda e, p, xp: _grads(e, p, xp).dw, ("X", "W", "dQ")),
+             N_("Compute the gradient of the weights"), lambda e, p, xp: _grads(e, p, xp).dw, ("X", "W", "dQ")),
         Step("dX", r"\nabla X", r"\nabla X = \nabla Q W^\top \quad (\nabla x = W^\top \nabla q)",
-             "Compute the gradient of the input", lambda e, p, xp: _grads(e, p, xp).dx, ("X", "W", "dQ")),
+             N_("Compute the gradient of the input"), lambda e, p, xp: _grads(e, p, xp).dx, ("X", "W", "dQ")),
     ),
     default_ask=("dW", "dX"),
     misconceptions=(
         Misconception("output", "transposed_W",
                       lambda e, p, xp: matvec(swap(e.W), e.X, xp=xp) if _vector(p) else e.X @ swap(e.W),
-                      "W was transposed: q_i = Σ_j W_ij x_j (Q = XW for token rows).", applies=_square),
+                      N_("W was transposed: q_i = Σ_j W_ij x_j (Q = XW for token rows)."), applies=_square),
         Misconception("dW", "reversed_outer", _dw_reversed,
-                      "The gradient is transposed: ∂q_i/∂W_ij = x_j, so ∇W = ∇q xᵀ has W's shape "
-                      "(for token rows, ∇W = Xᵀ∇Q).", applies=_square),
+                      N_("The gradient is transposed: ∂q_i/∂W_ij = x_j, so ∇W = ∇q xᵀ has W's shape "
+                      "(for token rows, ∇W = Xᵀ∇Q)."), applies=_square),
         Misconception("dW", "one_token",
                       lambda e, p, xp: swap(e.X[..., :1, :]) @ e.dQ[..., :1, :],
-                      "Only the first token was counted: W is shared by every token, so ∇W = Xᵀ∇Q sums "
-                      "the outer products of all of them.", applies=lambda p: not _vector(p) and p.tokens > 1),
+                      N_("Only the first token was counted: W is shared by every token, so ∇W = Xᵀ∇Q sums "
+                      "the outer products of all of them."), applies=lambda p: not _vector(p) and p.tokens > 1),
         Misconception("dX", "untransposed_W", _dx_untransposed,
-                      "W must be transposed: ∂q_i/∂x_j = W_ij, so ∇x = Wᵀ∇q (∇X = ∇Q Wᵀ for token rows).",
+                      N_("W must be transposed: ∂q_i/∂x_j = W_ij, so ∇x = Wᵀ∇q (∇X = ∇Q Wᵀ for token rows)."),
                       applies=_square),
     ),
     accept=lambda e, p, xp: _mostly_nonzero(e.dW, e.dX, xp=xp),

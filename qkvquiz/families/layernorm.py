@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine.layernorm import EPS_DEFAULT, layer_norm
+from ..i18n import N_
 from ..seeding import Draw
 from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, int_range
 
@@ -101,17 +102,17 @@ _WRONG_XHAT = {
     "unbiased_variance": (
         lambda e, p, xp: _normalise(e.residual, e.mean, _unbiased(e, p, xp), p.eps, xp),
         lambda p: p.d > 1,
-        "Layer norm uses the biased variance, dividing by d (the number of features), not d − 1.",
+        N_("Layer norm uses the biased variance, dividing by d (the number of features), not d − 1."),
     ),
     "eps_forgotten": (
         lambda e, p, xp: _normalise(e.residual, e.mean, e.var, 0.0, xp),
         lambda p: p.zero_variance_row or p.eps >= VISIBLE_EPS,
-        "ε goes inside the root, √(σ² + ε); it is what keeps a constant row (σ² = 0) from dividing 0 by 0.",
+        N_("ε goes inside the root, √(σ² + ε); it is what keeps a constant row (σ² = 0) from dividing 0 by 0."),
     ),
     "no_square_root": (
         lambda e, p, xp: _normalise(e.residual, e.mean, e.var, p.eps, xp, root=False),
         None,
-        "Divide by the standard deviation √(σ² + ε), not by the variance.",
+        N_("Divide by the standard deviation √(σ² + ε), not by the variance."),
     ),
 }
 
@@ -130,7 +131,7 @@ def _mistakes() -> tuple[Misconception, ...]:
 
 LAYERNORM = Family(
     name="attention.layernorm",
-    title="Residual connection and layer norm",
+    title=N_("Residual connection and layer norm"),
     summary="Y = LN(X + Z) row by row: mean, biased variance, (h − μ)/√(σ² + ε), then γ and β.",
     params={
         "tokens": Param(2, "number of tokens n (rows)", low=1, high=8),
@@ -155,23 +156,23 @@ LAYERNORM = Family(
     ),
     sample=_sample,
     steps=(
-        Step("residual", "H", "H = X + Z", "Add the residual", lambda e, p, xp: e.X + e.Z, ("X", "Z")),
+        Step("residual", "H", "H = X + Z", N_("Add the residual"), lambda e, p, xp: e.X + e.Z, ("X", "Z")),
         Step(
-            "mean", r"\mu", r"\mu_i = \frac{1}{d}\sum_j H_{ij}", "Compute each row's mean",
+            "mean", r"\mu", r"\mu_i = \frac{1}{d}\sum_j H_{ij}", N_("Compute each row's mean"),
             lambda e, p, xp: _stats(e, p, xp).mean[..., 0], ("residual",),
         ),
         Step(
             "var", r"\sigma^2", r"\sigma^2_i = \frac{1}{d}\sum_j (H_{ij} - \mu_i)^2",
-            "Compute each row's variance (divide by d)",
+            N_("Compute each row's variance (divide by d)"),
             lambda e, p, xp: _stats(e, p, xp).var[..., 0], ("residual",),
         ),
         Step(
             "normalized", r"\hat H", r"\hat H_{ij} = \frac{H_{ij} - \mu_i}{\sqrt{\sigma^2_i + \varepsilon}}",
-            "Normalise each row",
+            N_("Normalise each row"),
             lambda e, p, xp: _normalise(e.residual, e.mean, e.var, p.eps, xp), ("residual", "mean", "var"),
         ),
         Step(
-            "output", "Y", r"Y_{ij} = \gamma_j \hat H_{ij} + \beta_j", "Scale by γ and shift by β",
+            "output", "Y", r"Y_{ij} = \gamma_j \hat H_{ij} + \beta_j", N_("Scale by γ and shift by β"),
             lambda e, p, xp: _scale_shift(e.normalized, e), ("normalized", "gamma", "beta"),
         ),
     ),

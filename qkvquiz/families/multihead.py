@@ -18,6 +18,7 @@ from ..engine.attention import scaled_scores, softmax
 from ..engine.backend import swap
 from ..engine.multihead import merge_heads, split_heads
 from ..engine.projection import linear
+from ..i18n import N_
 from ..seeding import Draw
 from .attention import SATURATED, WEIGHTS_INVARIANTS
 from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, int_range
@@ -73,15 +74,15 @@ def _several_heads(p: Params) -> bool:
     return p.heads > 1
 
 
-_D_MODEL = "Each head is scaled by √d_k with d_k = d_model/h, its own width, not by √d_model."
+_D_MODEL = N_("Each head is scaled by √d_k with d_k = d_model/h, its own width, not by √d_model.")
 _STACKED = (
-    "The heads were stacked along the tokens (one under the other) and read back into n rows; "
-    "concatenate each token's head outputs side by side along the features: [Z₁ | Z₂ | …]."
+    N_("The heads were stacked along the tokens (one under the other) and read back into n rows; "
+    "concatenate each token's head outputs side by side along the features: [Z₁ | Z₂ | …].")
 )
 
 MULTIHEAD = Family(
     name="attention.multihead",
-    title="Multi-head attention",
+    title=N_("Multi-head attention"),
     summary="Split d_model into h heads of d_k = d_model/h, attend per head (scale √d_k), concatenate, project by Wᴼ.",
     params={
         "tokens": Param(2, "number of tokens n", low=2, high=8),
@@ -104,25 +105,25 @@ MULTIHEAD = Family(
         Step("Kh", "K^{(h)}", r"K^{(h)} = K_{:,\,(h-1)d_k+1 \dots h d_k}", "", lambda e, p, xp: split_heads(e.K, p.heads, xp=xp), ("K",)),
         Step("Vh", "V^{(h)}", r"V^{(h)} = V_{:,\,(h-1)d_k+1 \dots h d_k}", "", lambda e, p, xp: split_heads(e.V, p.heads, xp=xp), ("V",)),
         Step(
-            "scores", "S^{(h)}", r"S^{(h)} = \frac{Q^{(h)} K^{(h)\top}}{\sqrt{d_k}}", "Compute every head's scaled scores",
+            "scores", "S^{(h)}", r"S^{(h)} = \frac{Q^{(h)} K^{(h)\top}}{\sqrt{d_k}}", N_("Compute every head's scaled scores"),
             lambda e, p, xp: scaled_scores(e.Qh, e.Kh, xp=xp), ("Qh", "Kh"),
         ),
         Step(
-            "weights", "A^{(h)}", r"A^{(h)} = \operatorname{softmax}(S^{(h)})", "Compute every head's attention weights, row by row",
+            "weights", "A^{(h)}", r"A^{(h)} = \operatorname{softmax}(S^{(h)})", N_("Compute every head's attention weights, row by row"),
             # Each head's rows sum to 1; with no mask the row check broadcasts over the head axis.
             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
         ),
         Step(
-            "heads", "Z^{(h)}", r"Z^{(h)} = A^{(h)} V^{(h)}", "Compute every head's output",
+            "heads", "Z^{(h)}", r"Z^{(h)} = A^{(h)} V^{(h)}", N_("Compute every head's output"),
             lambda e, p, xp: e.weights @ e.Vh, ("weights", "Vh"),
         ),
         Step(
             "concat", r"Z_{\text{cat}}", r"Z_{\text{cat}} = [\,Z^{(1)} \mid Z^{(2)} \mid \cdots\,]",
-            "Concatenate the heads along the features",
+            N_("Concatenate the heads along the features"),
             lambda e, p, xp: merge_heads(e.heads, xp=xp), ("heads",),
         ),
         Step(
-            "output", "Y", r"Y = Z_{\text{cat}} W^O", "Apply the output projection",
+            "output", "Y", r"Y = Z_{\text{cat}} W^O", N_("Apply the output projection"),
             lambda e, p, xp: linear(e.concat, e.W_O, xp=xp), ("concat", "W_O"),
         ),
     ),

@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from ..engine.attention import softmax
+from ..i18n import N_
 from ..seeding import Draw
 from .attention import SATURATED
 from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, int_range, whole_at_least
@@ -64,7 +65,7 @@ def _variance_accept(e: Env, p: Params, xp):
 
 DOT_VARIANCE = Family(
     name="theory.dot_variance",
-    title="Why divide by √dₖ: the variance of q·k",
+    title=N_("Why divide by √dₖ: the variance of q·k"),
     summary="Var(q·k) = d_k·v² for independent entries of variance v; σ, the 3σ range, the variance after 1/√d_k; an empirical check.",
     params={
         "d_k_range": int_range((16, 144), "range d_k is drawn from", bound=1_000_000),
@@ -83,39 +84,39 @@ DOT_VARIANCE = Family(
     steps=(
         Step("variance", r"\operatorname{Var}(q \cdot k)",
              r"\operatorname{Var}(q \cdot k) = \sum_{l=1}^{d_k} \operatorname{Var}(q_l k_l) = d_k v^2",
-             "Compute the variance of the dot product q·k", lambda e, p, xp: e.d_k * p.entry_var ** 2, ("d_k",)),
-        Step("std", r"\sigma", r"\sigma = \sqrt{\operatorname{Var}(q \cdot k)}", "Compute its standard deviation",
+             N_("Compute the variance of the dot product q·k"), lambda e, p, xp: e.d_k * p.entry_var ** 2, ("d_k",)),
+        Step("std", r"\sigma", r"\sigma = \sqrt{\operatorname{Var}(q \cdot k)}", N_("Compute its standard deviation"),
              lambda e, p, xp: xp.sqrt(e.variance), ("variance",)),
         Step("three_sigma", r"3\sigma", r"3\sigma",
-             "About 99.7 % of the scores lie in [−3σ, 3σ]: give the upper end 3σ",
+             N_("About 99.7 percent of the scores lie in [−3σ, 3σ]: give the upper end 3σ"),
              lambda e, p, xp: 3.0 * e.std, ("std",)),
         Step("scaled_variance", r"\operatorname{Var}\!\left(\frac{q \cdot k}{\sqrt{d_k}}\right)",
              r"\operatorname{Var}\!\left(\frac{q \cdot k}{\sqrt{d_k}}\right) = \frac{\operatorname{Var}(q \cdot k)}{d_k}",
-             "Compute the variance of the scaled score q·k/√dₖ",
+             N_("Compute the variance of the scaled score q·k/√dₖ"),
              lambda e, p, xp: e.variance / e.d_k, ("variance", "d_k")),
-        Step("dots", "s", r"s_r = q^{(r)} \cdot k^{(r)}", "Compute the dot product of each drawn pair",
+        Step("dots", "s", r"s_r = q^{(r)} \cdot k^{(r)}", N_("Compute the dot product of each drawn pair"),
              lambda e, p, xp: xp.sum(e.q_samples * e.k_samples, axis=-1), ("q_samples", "k_samples")),
-        Step("sample_mean", r"\bar s", r"\bar s = \frac{1}{m}\sum_r s_r", "Compute their sample mean",
+        Step("sample_mean", r"\bar s", r"\bar s = \frac{1}{m}\sum_r s_r", N_("Compute their sample mean"),
              lambda e, p, xp: xp.mean(e.dots, axis=-1), ("dots",)),
         Step("sample_var", r"\hat\sigma^2", r"\hat\sigma^2 = \frac{1}{m}\sum_r (s_r - \bar s)^2",
-             "Compute their sample variance (divide by m, the number of pairs)",
+             N_("Compute their sample variance (divide by m, the number of pairs)"),
              lambda e, p, xp: _sample_var(e.dots, xp), ("dots",)),
     ),
     default_ask=("variance", "std", "three_sigma", "scaled_variance"),
     misconceptions=(
         Misconception("variance", "one_term", lambda e, p, xp: xp.full_like(e.variance, p.entry_var ** 2),
-                      "The d_k products q_l k_l are independent, so their variances add up: d_k of them, not one."),
+                      N_("The d_k products q_l k_l are independent, so their variances add up: d_k of them, not one.")),
         Misconception("variance", "variance_not_squared", lambda e, p, xp: e.d_k * p.entry_var,
-                      "Var(q_l k_l) = E[q_l²]·E[k_l²] = v·v = v², so each term contributes v², not v.",
+                      N_("Var(q_l k_l) = E[q_l²]·E[k_l²] = v·v = v², so each term contributes v², not v."),
                       applies=lambda p: p.entry_var != 1),
         Misconception("std", "no_root", lambda e, p, xp: e.variance,
-                      "The standard deviation is the square root of the variance."),
+                      N_("The standard deviation is the square root of the variance.")),
         Misconception("three_sigma", "three_variances", lambda e, p, xp: 3.0 * e.variance,
-                      "The 3σ range uses the standard deviation σ = √Var, not the variance."),
+                      N_("The 3σ range uses the standard deviation σ = √Var, not the variance.")),
         Misconception("scaled_variance", "divided_by_root", lambda e, p, xp: e.variance / xp.sqrt(e.d_k),
-                      "Scaling by c multiplies the variance by c²: dividing by √d_k divides the variance by d_k."),
+                      N_("Scaling by c multiplies the variance by c²: dividing by √d_k divides the variance by d_k.")),
         Misconception("sample_var", "divided_by_m_minus_1", lambda e, p, xp: _sample_var(e.dots, xp, ddof=1),
-                      "This problem's sample variance divides by m, the number of pairs, not by m − 1."),
+                      N_("This problem's sample variance divides by m, the number of pairs, not by m − 1.")),
     ),
     accept=_variance_accept,
     validate=_check_variance,
@@ -162,7 +163,7 @@ def _off_diagonal_plus(e: Env, p: Params, xp):
 
 SOFTMAX_JACOBIAN = Family(
     name="theory.softmax_jacobian",
-    title="The softmax Jacobian",
+    title=N_("The softmax Jacobian"),
     summary="∂p_j/∂z_k = p_j(δ_jk − p_k) for given logits z, and how it vanishes when softmax saturates.",
     params={
         "size": Param(3, "number of logits n", low=2, high=8),
@@ -175,23 +176,23 @@ SOFTMAX_JACOBIAN = Family(
     givens=(Given("z", "z", "logits"),),
     sample=_sample_logits,
     steps=(
-        Step("probs", "p", r"p_j = \frac{e^{z_j}}{\sum_i e^{z_i}}", "Compute p = softmax(z)",
+        Step("probs", "p", r"p_j = \frac{e^{z_j}}{\sum_i e^{z_i}}", N_("Compute p = softmax(z)"),
              lambda e, p, xp: softmax(e.z, xp=xp), ("z",)),
         Step("jacobian", "J", r"J_{jk} = \frac{\partial p_j}{\partial z_k} = p_j(\delta_{jk} - p_k)",
-             "Compute the Jacobian J (row j: pⱼ, column k: zₖ)", lambda e, p, xp: _jacobian(e.probs, xp), ("probs",)),
-        Step("largest", r"\max_{j,k} |J_{jk}|", r"\max_{j,k} |J_{jk}|", "Give the largest entry of J in absolute value",
+             N_("Compute the Jacobian J (row j: pⱼ, column k: zₖ)"), lambda e, p, xp: _jacobian(e.probs, xp), ("probs",)),
+        Step("largest", r"\max_{j,k} |J_{jk}|", r"\max_{j,k} |J_{jk}|", N_("Give the largest entry of J in absolute value"),
              lambda e, p, xp: xp.abs(e.jacobian).max(axis=(-2, -1)), ("jacobian",)),
     ),
     default_ask=("probs", "jacobian"),
     misconceptions=(
         Misconception("jacobian", "diagonal_only", lambda e, p, xp: _jacobian(e.probs, xp) * xp.eye(p.size),
-                      "Every p_j depends on every z_k through the sum in the denominator: off the diagonal "
-                      "∂p_j/∂z_k = −p_j p_k, not 0.", applies=_moderate),
+                      N_("Every p_j depends on every z_k through the sum in the denominator: off the diagonal "
+                      "∂p_j/∂z_k = −p_j p_k, not 0."), applies=_moderate),
         Misconception("jacobian", "plus_off_diagonal", _off_diagonal_plus,
-                      "Off the diagonal ∂p_j/∂z_k = −p_j p_k: raising another logit takes probability away from p_j.",
+                      N_("Off the diagonal ∂p_j/∂z_k = −p_j p_k: raising another logit takes probability away from p_j."),
                       applies=_moderate),
         Misconception("jacobian", "negated", lambda e, p, xp: -e.jacobian,
-                      "The signs are flipped: J = diag(p) − ppᵀ, positive on the diagonal (raising z_j raises p_j).",
+                      N_("The signs are flipped: J = diag(p) − ppᵀ, positive on the diagonal (raising z_j raises p_j)."),
                       applies=_moderate),
     ),
     accept=_jacobian_accept,
@@ -224,7 +225,7 @@ def _additive(n, d, reuse: bool):
 
 COMPLEXITY = Family(
     name="theory.complexity",
-    title="Cost of dot-product against additive attention",
+    title=N_("Cost of dot-product against additive attention"),
     summary="Multiplications for the n×n scores: n²d for QKᵀ, n²(2d² + d) for additive attention (or 2nd² + n²d reusing projections).",
     params={
         # n²d and 2nd² stay below 2⁵³, so every count is exact in float64.
@@ -238,37 +239,37 @@ COMPLEXITY = Family(
     sample=_sample_sizes,
     steps=(
         Step("dot_scores", r"N_{QK^\top}", r"N_{QK^\top} = n \cdot n \cdot d",
-             "Count the multiplications of the dot-product scores QKᵀ",
+             N_("Count the multiplications of the dot-product scores QKᵀ"),
              lambda e, p, xp: e.n * e.n * e.d, ("n", "d")),
         Step("dot_total", r"N_{\text{dot}}", r"N_{\text{dot}} = n^2 d + n^2 d = 2n^2 d",
-             "Count the multiplications of dot-product attention, scores and AV together",
+             N_("Count the multiplications of dot-product attention, scores and AV together"),
              lambda e, p, xp: e.dot_scores + e.n * e.n * e.d, ("dot_scores", "n", "d")),
         Step("additive_scores", r"N_{\text{add}}",
              r"N_{\text{add}} = n^2(2d^2 + d) \text{ per pair, or } 2nd^2 + n^2 d \text{ reusing } W_a q_i, U_a k_j",
-             "Count the multiplications of the additive scores",
+             N_("Count the multiplications of the additive scores"),
              lambda e, p, xp: _additive(e.n, e.d, p.reuse), ("n", "d")),
         Step("ratio", r"N_{\text{add}} / N_{QK^\top}", r"N_{\text{add}} / N_{QK^\top}",
-             "Compute the ratio of the additive count to the QKᵀ count",
+             N_("Compute the ratio of the additive count to the QKᵀ count"),
              lambda e, p, xp: e.additive_scores / e.dot_scores, ("additive_scores", "dot_scores")),
     ),
     default_ask=("dot_scores", "dot_total", "additive_scores", "ratio"),
     misconceptions=(
         Misconception("dot_scores", "n_d_squared", lambda e, p, xp: e.n * e.d * e.d,
-                      "There are n·n scores and each is one dot product of length d: n·n·d multiplications."),
+                      N_("There are n·n scores and each is one dot product of length d: n·n·d multiplications.")),
         Misconception("dot_scores", "one_query", lambda e, p, xp: e.n * e.d,
-                      "Every one of the n queries is scored against all n keys: n·n dot products of d multiplications."),
+                      N_("Every one of the n queries is scored against all n keys: n·n dot products of d multiplications.")),
         Misconception("dot_total", "scores_only", lambda e, p, xp: e.dot_scores,
-                      "The weighted sum AV costs another n·n·d multiplications on top of QKᵀ."),
+                      N_("The weighted sum AV costs another n·n·d multiplications on top of QKᵀ.")),
         Misconception("additive_scores", "like_dot_product", lambda e, p, xp: e.n * e.n * e.d,
-                      "Each additive score first applies two d×d matrices (d² multiplications each) before vₐᵀtanh(·)."),
+                      N_("Each additive score first applies two d×d matrices (d² multiplications each) before vₐᵀtanh(·).")),
         Misconception("additive_scores", "one_matrix",
                       lambda e, p, xp: _additive(e.n, e.d, p.reuse) - (e.n if p.reuse else e.n * e.n) * e.d * e.d,
-                      "Both W_a q_i and U_a k_j are d×d matrix-vector products; count d² multiplications for each."),
+                      N_("Both W_a q_i and U_a k_j are d×d matrix-vector products; count d² multiplications for each.")),
         Misconception("additive_scores", "reuse_mixed_up", lambda e, p, xp: _additive(e.n, e.d, not p.reuse),
-                      "Follow the counting convention stated: whether W_a q_i and U_a k_j are computed once "
-                      "or again for every pair."),
+                      N_("Follow the counting convention stated: whether W_a q_i and U_a k_j are computed once "
+                      "or again for every pair.")),
         Misconception("ratio", "inverted", lambda e, p, xp: e.dot_scores / e.additive_scores,
-                      "The ratio asked is additive over dot-product; additive attention costs more, so it exceeds 1."),
+                      N_("The ratio asked is additive over dot-product; additive attention costs more, so it exceeds 1.")),
     ),
     validate=_check_sizes,
 )

@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from ..i18n import using
 from ..render.markdown import environment
 from .feedback import points_text
 from .grader import GradeReport
@@ -131,6 +132,8 @@ def _median(xs: list[float]) -> float:
     return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
-def item_analysis_markdown(report: GradeReport, stats: list[PartStats] | None = None) -> str:
+def item_analysis_markdown(report: GradeReport, stats: list[PartStats] | None = None, *, lang: str | None = None) -> str:
+    """The item analysis as Markdown, in ``lang`` (default: the report's language)."""
     stats = item_analysis(report) if stats is None else stats
-    return environment().get_template("item-analysis.md.j2").render(item_analysis_context(report, stats))
+    with using(lang or report.lang):
+        return environment().get_template("item-analysis.md.j2").render(item_analysis_context(report, stats))

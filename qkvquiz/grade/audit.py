@@ -30,7 +30,8 @@ import numpy as np
 from ..families import Env
 from ..key import encode
 from ..inputs import shown_path
-from ..spec import ItemSpec, SpecError, parse_spec, read_spec_data
+from ..i18n import DEFAULT_LANG, _, ngettext, using
+from ..spec import ItemSpec, SpecError, WorksheetSpec, parse_spec, read_spec_data
 from ..untrusted import terminal_text
 from ..worksheet import solve_item
 from .feedback import entry_name, number_text, table
@@ -75,6 +76,7 @@ class AuditReport:
     title: str
     checks: list[ClaimCheck]
     unchecked: list[str]  # items with nothing claimed
+    lang: str = DEFAULT_LANG  # the language of its sentences (and of its Markdown)
 
     @property
     def wrong(self) -> list[ClaimCheck]:
@@ -85,23 +87,29 @@ class AuditReport:
                 "unchecked": self.unchecked}
 
 
-def audit_file(path: str | Path) -> AuditReport:
+def audit_file(path: str | Path, *, lang: str | None = None) -> AuditReport:
     """Audit a YAML file; raises :class:`SpecError` naming the file, item and field when unusable.
 
     Read like a spec (:func:`qkvquiz.spec.read_spec_data`): size, file kind, encoding, depth,
     aliases and duplicate keys are checked, each error naming the file and the line.
     """
-    return audit_spec(read_spec_data(path, "audit"), source=shown_path(path))
+    return audit_spec(read_spec_data(path, "audit"), source=shown_path(path), lang=lang)
 
 
-def audit_spec(data: Any, source: str = "<audit>") -> AuditReport:
-    """Audit a spec with claimed answers already read into Python objects."""
+def audit_spec(data: Any, source: str = "<audit>", *, lang: str | None = None) -> AuditReport:
+    """Audit a spec with claimed answers already read into Python objects; its sentences are in
+    ``lang`` (default: the file's ``lang:``, else English)."""
     stripped = copy.deepcopy(data)
     claims: list[Any] = []
     if isinstance(stripped, Mapping) and isinstance(stripped.get("items"), list):
         for raw in stripped["items"]:
             claims.append(raw.pop(CLAIMED, None) if isinstance(raw, dict) else None)
     spec = parse_spec(stripped, source=source)
+    with using(lang or spec.lang) as chosen:
+        return _audit(spec, claims, source, chosen)
+
+
+def _audit(spec: WorksheetSpec, claims: list[Any], source: str, lang: str) -> AuditReport:
     checks: list[ClaimCheck] = []
     unchecked = []
     for index, (item, claimed) in enumerate(zip(spec.items, claims), start=1):
@@ -113,7 +121,7 @@ def audit_spec(data: Any, source: str = "<audit>") -> AuditReport:
     if not checks:
         raise SpecError(source, "", f"no item has {CLAIMED!r} answers, so there is nothing to check; "
                                     f"add `{CLAIMED}: {{step: answer}}` to the items to audit")
-    return AuditReport(source, spec.title, checks, unchecked)
+    return AuditReport(source, spec.title, checks, unchecked, lang)
 
 
 def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[ClaimCheck]:
@@ -149,7 +157,7 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
         if step in asked:  # the item asks only some entries: only those are checked
             claimed_at = claimed_at & asked[step].asked(exact.shape[1:])
         if not claimed_at.any():
-            check.message = "nothing claimed: every entry is null or not asked"
+            check.message = _("nothing claimed: every entry is null or not asked")
             continue
         # Entries not claimed take the exact value: later claims re-run on this one see right
         # values there, and nothing unclaimed is ever reported.
@@ -170,22 +178,27 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
             check.wrong_entries.append((entry_name(index) if index else "", number_text(float(value[0][index])),
                                         number_text(float(exact[0][index]), tol)))
         counted = int(claimed_at.sum())
-        what = "entries" if counted == ok.size else "claimed entries"  # null entries are not claimed
-        check.message = f"{len(check.wrong_entries)} of {counted} {what} differ from the right value"
+        if counted == ok.size:
+            message = ngettext("%(wrong)s of %(num)s entry differs from the right value",
+                               "%(wrong)s of %(num)s entries differ from the right value", counted)
+        else:  # null entries are not claimed
+            message = ngettext("%(wrong)s of %(num)s claimed entry differs from the right value",
+                               "%(wrong)s of %(num)s claimed entries differ from the right value", counted)
+        check.message = message % {"wrong": len(check.wrong_entries), "num": counted}
         check.right_table = table(exact[0], tol, ~ok) if ok.ndim else []
         for mistake in family.mistakes_for(step, params):
             with np.errstate(all="ignore"):
                 mistaken = mistake.fn(env, params, np)
             if mistaken.shape == value.shape and (tol.passes(value, mistaken)[0] | ~claimed_at).all():
                 check.mistakes.append(mistake.name)
-                check.diagnosis.append(mistake.feedback)
+                check.diagnosis.append(_(mistake.feedback))
         if not claimed_at.all():
             continue  # invariants are about whole rows: a partial claim is not checked against them
         band = entry_band(tol, value)
         with np.errstate(all="ignore"):
             for inv in family.invariants_for(step, params):
                 if not bool(np.asarray(inv.holds(value, Env(env), params, band, np))[0]):
-                    check.invariants.append(inv.feedback)
+                    check.invariants.append(_(inv.feedback))
 
     # Error carried forward within the key: a claim right from earlier wrong claims.
     for step, check in checks.items():
@@ -307,51 +320,69 @@ def _follows_from_right_claims(item: ItemSpec, env: Env, step: str, value: np.nd
             return False
     listed = ", ".join(inputs)
     checks[step].follows_own = list(inputs)
-    checks[step].message = (f"right: it follows from the claimed {listed} (the claimant's rounded values, "
-                            "within tolerance of the exact ones), though it differs from the exact value by more "
-                            "than the tolerance")
+    checks[step].message = _("right: it follows from the claimed %(steps)s (the claimant's rounded values, "
+                             "within tolerance of the exact ones), though it differs from the exact value by more "
+                             "than the tolerance") % {"steps": listed}
     return True
 
 
-def audit_markdown(report: AuditReport) -> str:
-    """The audit as Markdown: a summary, then every wrong claim with the right value and why."""
-    lines = [f"# Audit: {report.title}", ""]
+def audit_markdown(report: AuditReport, *, lang: str | None = None) -> str:
+    """The audit as Markdown: a summary, then every wrong claim with the right value and why.
+
+    In ``lang`` (default: the report's, the language its sentences were made in)."""
+    with using(lang or report.lang):
+        return _audit_markdown(report)
+
+
+def _audit_markdown(report: AuditReport) -> str:
+    lines = [_("# Audit: %(title)s") % {"title": report.title}, ""]
     wrong = report.wrong
-    lines.append(
-        f"{len(report.checks)} claimed answer{'s' if len(report.checks) != 1 else ''} checked in {terminal_text(report.source)}: "
-        + (f"{len(wrong)} wrong." if wrong else "all right.")
-    )
+    counts = {"num": len(report.checks), "source": terminal_text(report.source), "wrong": len(wrong)}
+    if wrong:
+        lines.append(ngettext("%(num)s claimed answer checked in %(source)s: %(wrong)s wrong.",
+                              "%(num)s claimed answers checked in %(source)s: %(wrong)s wrong.", len(report.checks))
+                     % counts)
+    else:
+        lines.append(ngettext("%(num)s claimed answer checked in %(source)s: all right.",
+                              "%(num)s claimed answers checked in %(source)s: all right.", len(report.checks)) % counts)
     if report.unchecked:
-        lines.append(f"Items with nothing claimed: {', '.join(report.unchecked)}.")
+        lines.append(_("Items with nothing claimed: %(items)s.") % {"items": ", ".join(report.unchecked)})
     lines.append("")
     for c in report.checks:
-        title = f"## {c.item}.{c.step} ({c.family}): "
+        head = {"item": c.item, "step": c.step, "family": c.family}
         if c.verdict == "right" and c.follows_own:
             listed = ", ".join(f"`{s}`" for s in c.follows_own)
-            lines += [title + f"right for the claimed {listed}", "", f"The claim follows from the claimed {listed}, "
-                      "whose rounded values are within tolerance; it is right for them, so it is accepted.", ""]
+            lines += [_("## %(item)s.%(step)s (%(family)s): right for the claimed %(steps)s") % {**head, "steps": listed},
+                      "", _("The claim follows from the claimed %(steps)s, whose rounded values are within tolerance; "
+                            "it is right for them, so it is accepted.") % {"steps": listed}, ""]
             continue
         if c.verdict == "right":
-            lines += [title + "right", ""]
+            lines += [_("## %(item)s.%(step)s (%(family)s): right") % head, ""]
             continue
         if c.verdict == "format":
-            lines += [title + "could not be read", "", f"{c.message}.", ""]
+            lines += [_("## %(item)s.%(step)s (%(family)s): could not be read") % head, "",
+                      _("%(sentence)s.") % {"sentence": c.message}, ""]
             continue
-        lines += [title + "WRONG", "", f"{c.message}; an entry counts when it is {c.tolerance}.", ""]
+        lines += [_("## %(item)s.%(step)s (%(family)s): WRONG") % head, "",
+                  _("%(message)s; an entry counts when it is %(tolerance)s.") % {
+                      "message": c.message, "tolerance": c.tolerance}, ""]
         for sentence in c.diagnosis:
-            lines.append(f"- **Known mistake:** {sentence}")
+            lines.append(_("- **Known mistake:** %(sentence)s") % {"sentence": sentence})
         for step in c.follows_from:
-            lines.append(f"- **Follows from the wrong claimed `{step}`:** it is right for that value; "
-                         f"fix `{step}` and recompute.")
+            lines.append(_("- **Follows from the wrong claimed `%(step)s`:** it is right for that value; "
+                           "fix `%(step)s` and recompute.") % {"step": step})
         for sentence in c.invariants:
-            lines.append(f"- **Breaks:** {sentence}")
+            lines.append(_("- **Breaks:** %(sentence)s") % {"sentence": sentence})
         if not c.diagnosis and not c.follows_from:
-            lines.append("- No known mistake explains it.")
+            lines.append(_("- No known mistake explains it."))
         lines.append("")
         for where, claimed, right in c.wrong_entries:
-            at = f"{where}: " if where else ""
-            lines.append(f"- {at}claimed {claimed}, right {right}")
+            if where:
+                lines.append(_("- %(where)s: claimed %(claimed)s, right %(right)s") % {
+                    "where": where, "claimed": claimed, "right": right})
+            else:
+                lines.append(_("- claimed %(claimed)s, right %(right)s") % {"claimed": claimed, "right": right})
         if c.right_table:
-            lines += ["", "The right value (wrong entries in bold):", "", *c.right_table]
+            lines += ["", _("The right value (wrong entries in bold):"), "", *c.right_table]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..i18n import N_, _
 from ..key import Key
 from .grader import Column
 
@@ -26,8 +27,8 @@ COPY_SHARE = 0.5  # share of the answered, telling entries that must match the o
 COPY_MIN_ENTRIES = 4  # fewer telling entries answered: never flagged
 BLOCK_ELEMENTS = 1 << 22  # comparisons per array call: bounds memory for a large class
 # What the student reads in their feedback: the classmate is named to the instructor only.
-COPY_NOTE = ("most answers match another student's worksheet rather than yours; they were graded against your "
-             "own variant and no credit was carried forward")
+COPY_NOTE = N_("most answers match another student's worksheet rather than yours; they were graded against "
+               "your own variant and no credit was carried forward")
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,9 @@ class CopyMatch:
     answered: int  # telling entries answered
 
     def flag(self) -> str:
-        return (f"copy of {self.other}: {self.matched} of {self.answered} answered entries match their variant, "
-                f"{self.own} this student's")
+        return _("copy of %(other)s: %(matched)s of %(answered)s answered entries match their variant, "
+                 "%(own)s this student's") % {"other": self.other, "matched": self.matched,
+                                              "answered": self.answered, "own": self.own}
 
 
 def detect_copies(key: Key, rows: np.ndarray, columns: Mapping[str, Column]) -> dict[int, CopyMatch]:

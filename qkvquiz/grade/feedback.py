@@ -14,20 +14,22 @@ from typing import Any
 
 import numpy as np
 
+from ..i18n import N_, _, ngettext, using
 from ..key import KeyItem, decode
 from ..render.markdown import environment
-from .grader import GradeReport, PartResult, StudentResult
+from .grader import NO_ANSWER, NO_ANSWER_BLANK, GradeReport, PartResult, StudentResult
+from .parse import entry_place
 from .tolerance import Tolerance
 
 MAX_LISTED = 12  # wrong entries listed one by one; the rest are counted
 
 VERDICTS = {
-    "correct": "Correct",
-    "partial": "Partly correct",
-    "wrong": "Not correct",
-    "carried": "Credited as carried forward",
-    "format": "Could not be read",
-    "missing": "Not answered",
+    "correct": N_("Correct"),
+    "partial": N_("Partly correct"),
+    "wrong": N_("Not correct"),
+    "carried": N_("Credited as carried forward"),
+    "format": N_("Could not be read"),
+    "missing": N_("Not answered"),
 }
 
 
@@ -57,10 +59,7 @@ def number_text(x: float, tol: Tolerance | None = None) -> str:
 
 def entry_name(index: tuple[int, ...]) -> str:
     """Where an entry sits, counting from 1: entry 3; row 2, column 3; matrix 1, row 2, column 3."""
-    if len(index) == 1:
-        return f"entry {index[0] + 1}"
-    names = ["block", "matrix", "row", "column"][-len(index):]
-    return ", ".join(f"{name} {i + 1}" for name, i in zip(names, index))
+    return entry_place([i + 1 for i in index], len(index))
 
 
 def table(values: np.ndarray, tol: Tolerance, bold: np.ndarray | None = None) -> list[str]:
@@ -70,18 +69,18 @@ def table(values: np.ndarray, tol: Tolerance, bold: np.ndarray | None = None) ->
     if values.ndim > 2:
         out: list[str] = []
         for k in range(values.shape[0]):
-            out += [f"Matrix {k + 1}:", ""]
+            out += [_("Matrix %(k)s:") % {"k": k + 1}, ""]
             out += table(values[k], tol, None if bold is None else bold[k])
             out.append("")
         return out[:-1]
     cols = values.shape[1]
-    lines = ["| | " + " | ".join(f"col {j + 1}" for j in range(cols)) + " |", "|---" * (cols + 1) + "|"]
+    lines = ["| | " + " | ".join(_("col %(j)s") % {"j": j + 1} for j in range(cols)) + " |", "|---" * (cols + 1) + "|"]
     for i, row in enumerate(values):
         cells = []
         for j, x in enumerate(row):
             text = number_text(float(x), tol)
             cells.append(f"**{text}**" if bold is not None and bold[i, j] else text)
-        lines.append(f"| row {i + 1} | " + " | ".join(cells) + " |")
+        lines.append("| " + _("row %(i)s") % {"i": i + 1} + " | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -91,9 +90,11 @@ def part_view(item: KeyItem, letter: str, r: PartResult) -> dict[str, Any]:
     step = item.family.step(part.step)
     tol = item.tolerance_for(part.step)
     view: dict[str, Any] = {
-        "letter": letter, "id": r.part, "prompt": step.prompt or step.name, "verdict": r.verdict,
-        "verdict_text": VERDICTS[r.verdict], "score": points_text(r.score), "points": points_text(r.points),
+        "letter": letter, "id": r.part, "prompt": _(step.prompt) if step.prompt else step.name, "verdict": r.verdict,
+        "verdict_text": _(VERDICTS[r.verdict]), "score": points_text(r.score), "points": points_text(r.points),
         "message": r.message, "carry": r.carry, "diagnosis": r.diagnosis, "invariants": r.invariants,
+        # A missing part's own sentence (an answer under a near id), not the plain "no answer given".
+        "missing_note": r.message if r.verdict == "missing" and r.message not in (_(NO_ANSWER), _(NO_ANSWER_BLANK)) else "",
         "tolerance": tol.describe(), "expected": "", "expected_table": [], "wrong": [], "more": 0,
     }
     if r.verdict == "correct":
@@ -126,7 +127,7 @@ def feedback_context(report: GradeReport, result: StudentResult) -> dict[str, An
                  for k, p in enumerate(item.parts)]
         score = sum(by_part[p.id].score for p in item.parts)
         items.append({
-            "number": number, "title": item.title or item.family.title, "parts": parts,
+            "number": number, "title": item_title(item), "parts": parts,
             "score": points_text(score), "points": points_text(sum(p.points for p in item.parts)),
         })
     counts = {v: sum(p.verdict == v for p in result.parts) for v in VERDICTS}
@@ -136,9 +137,40 @@ def feedback_context(report: GradeReport, result: StudentResult) -> dict[str, An
         "score": points_text(result.score), "total": points_text(total),
         "percent": f"{100 * result.score / total if total else 0.0:.1f}".removesuffix(".0"),
         "counts": counts, "parts": len(result.parts), "items": items, "notes": result.notes,
+        "summary": summary_sentence(counts, len(result.parts)),
     }
 
 
-def feedback_markdown(report: GradeReport, result: StudentResult) -> str:
-    """The feedback file of one graded student."""
-    return environment().get_template("feedback.md.j2").render(feedback_context(report, result))
+# The clauses after the first of the summary, in its order; each a whole message.
+_SUMMARY_CLAUSES = (
+    ("carried", N_("%(n)s credited as carried forward")),
+    ("partial", N_("%(n)s partly correct")),
+    ("wrong", N_("%(n)s not correct")),
+    ("format", N_("%(n)s could not be read")),
+    ("missing", N_("%(n)s not answered")),
+)
+
+
+def summary_sentence(counts: dict[str, int], parts: int) -> str:
+    """"5 of 8 parts correct, 1 partly correct, 2 not answered." in the current language."""
+    sentence = ngettext("%(n)s of %(parts)s part correct", "%(n)s of %(parts)s parts correct", parts) % {
+        "n": counts["correct"], "parts": parts}
+    for verdict, clause in _SUMMARY_CLAUSES:
+        if counts[verdict]:
+            # Translators: one more clause of a list (English ", "; a list pattern, as CLDR's).
+            sentence = _("%(list)s, %(item)s") % {"list": sentence, "item": _(clause) % {"n": counts[verdict]}}
+    return _("%(sentence)s.") % {"sentence": sentence}
+
+
+def item_title(item: KeyItem) -> str:
+    """An item's title: the instructor's own as written, the family's in the current language."""
+    if not item.title or item.title == item.family.title:
+        return _(item.family.title)
+    return item.title
+
+
+def feedback_markdown(report: GradeReport, result: StudentResult, *, lang: str | None = None) -> str:
+    """The feedback file of one graded student, in ``lang`` (default: the report's, the language
+    its sentences were graded in)."""
+    with using(lang or report.lang):
+        return environment().get_template("feedback.md.j2").render(feedback_context(report, result))

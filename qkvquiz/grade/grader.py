@@ -40,6 +40,7 @@ import numpy as np
 
 from ..engine.backend import to_numpy
 from ..families import Env, Family
+from ..i18n import DEFAULT_LANG, N_, _, current, ngettext, using
 from ..inputs import InputError, decode_text, json_nesting, read_bytes
 from ..key import Key, KeyItem
 from ..spec import Part
@@ -50,7 +51,7 @@ from .tolerance import SLACK, Tolerance
 # Limits on a submission file: each is far above what an honest submission needs, and each
 # refusal is a sentence in the report, never a crash or a hang.
 MAX_SUBMISSION_BYTES = 1_000_000
-CARRIED_MESSAGE = "Right method: this follows correctly from your own earlier answers."
+CARRIED_MESSAGE = N_("Right method: this follows correctly from your own earlier answers.")
 MAX_NESTING = 16  # lists and objects inside each other (a 4-d answer sits at depth 6)
 MAX_VALUES = 100_000  # numbers, texts, lists and objects in one submission
 MAX_TEXT = 10_000  # characters in one text or key
@@ -143,6 +144,7 @@ class GradeReport:
     results: list[StudentResult]
     problems: list[FileProblem]
     skipped: list[FileProblem] = field(default_factory=list)  # files deliberately not graded (blank templates)
+    lang: str = DEFAULT_LANG  # the language its sentences are in (the reports are written in it)
 
     @property
     def absent(self) -> list[str]:
@@ -404,25 +406,33 @@ def _mtime(path: str | Path) -> float | None:
 
 
 def grade_files(key: Key, paths: Iterable[str | Path], *, progress: Callable[[], None] | None = None,
-                xp=np, duplicates: str = "latest") -> GradeReport:
+                xp=np, duplicates: str = "latest", lang: str | None = None) -> GradeReport:
     """Grade submission files against ``key``; unreadable files are reported, not fatal.
 
-    ``xp`` is the array backend of the comparisons and ``duplicates`` the rule among several
-    files for one student (see :func:`grade`).
+    ``xp`` is the array backend of the comparisons, ``duplicates`` the rule among several
+    files for one student and ``lang`` the language of every sentence (see :func:`grade`).
     """
-    submissions, problems = read_submissions(paths, progress=progress)
-    report = grade(key, submissions, xp=xp, duplicates=duplicates)
+    with using(lang or key.lang):
+        submissions, problems = read_submissions(paths, progress=progress)
+        report = grade(key, submissions, xp=xp, duplicates=duplicates, lang=lang)
     report.problems[:0] = problems
     return report
 
 
-def grade(key: Key, submissions: Iterable[Submission], *, xp=np, duplicates: str = "latest") -> GradeReport:
+def grade(key: Key, submissions: Iterable[Submission], *, xp=np, duplicates: str = "latest",
+          lang: str | None = None) -> GradeReport:
     """Grade already-read submissions: one per student, chosen by :func:`select_submissions`.
 
     The comparisons, known mistakes and carried-forward re-runs of each part are computed for
     the whole class on ``xp`` (NumPy or CuPy); verdicts come back to the host, so the same key
-    and answers give the same report on either backend.
+    and answers give the same report on either backend. Messages, diagnoses and notes are in
+    ``lang`` (default: the key's language, which ``generate`` recorded).
     """
+    with using(lang or key.lang):
+        return _grade(key, submissions, xp=xp, duplicates=duplicates)
+
+
+def _grade(key: Key, submissions: Iterable[Submission], *, xp: Any, duplicates: str) -> GradeReport:
     from .choose import select_submissions
 
     chosen = select_submissions(key, submissions, duplicates)
@@ -464,30 +474,30 @@ def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns:
     for j, match in copies.items():
         results[j].copied_from = match.other
         results[j].flags.append(match.flag())
-        results[j].notes.append(COPY_NOTE)
+        results[j].notes.append(_(COPY_NOTE))
     for item in key.items:
         for part_results in grade_item(item, rows, columns, xp, no_carry).values():
             for result, part_result in zip(results, part_results):
                 result.parts.append(part_result)
     for (index, sub), result in zip(accepted, results):
         _explain_file(sub, key.variants[index], result, key.set_id)
-    return GradeReport(key, results, problems)
+    return GradeReport(key, results, problems, lang=current())
 
 
 def _explain_file(sub: Submission, variant: str, result: StudentResult, set_id: str = "") -> None:
     """Notes on what a file holds beyond its parts: another set's or variant's code, answers under unknown ids."""
     if sub.set_id and set_id and sub.set_id != set_id:
-        result.flags.append(f"other set {terminal_text(sub.set_id)}")
-        result.notes.append(
-            f"the file is from set {sub.set_id!r}, but the key is set {set_id!r}: it belongs to another worksheet "
+        result.flags.append(_("other set %(set)s") % {"set": terminal_text(sub.set_id)})
+        result.notes.append(_(
+            "the file is from set %(file_set)s, but the key is set %(key_set)s: it belongs to another worksheet "
             "set (another spec, seed or secret); it was graded against this student's variant of this set"
-        )
+        ) % {"file_set": repr(sub.set_id), "key_set": repr(set_id)})
     if sub.variant and variant and sub.variant != variant:
-        result.flags.append(f"other variant {terminal_text(sub.variant)}")
-        result.notes.append(
-            f"the file names variant {sub.variant!r}, but {sub.student!r} has variant {variant!r}: it may be "
+        result.flags.append(_("other variant %(variant)s") % {"variant": terminal_text(sub.variant)})
+        result.notes.append(_(
+            "the file names variant %(file_variant)s, but %(student)s has variant %(variant)s: it may be "
             "another student's file or an older worksheet; it was graded against this student's key"
-        )
+        ) % {"file_variant": repr(sub.variant), "student": repr(sub.student), "variant": repr(variant)})
     known = {p.part for p in result.parts}
     unknown = [k for k in sub.answers if k not in known]
     if not unknown:
@@ -497,10 +507,11 @@ def _explain_file(sub: Submission, variant: str, result: StudentResult, set_id: 
             continue
         near = [k for k in unknown if k.lower() == part.part.lower()] or difflib.get_close_matches(part.part, unknown, 1, 0.75)
         if near:
-            part.message = (f"no answer under {part.part!r}; the file has one under {near[0]!r}: "
-                            "use the part id exactly as on the worksheet")
-    result.notes.append("answers under ids that are not parts of this worksheet were ignored: "
-                        + ", ".join(repr(k) for k in unknown[:5]) + (" …" if len(unknown) > 5 else ""))
+            part.message = _("no answer under %(part)s; the file has one under %(near)s: "
+                             "use the part id exactly as on the worksheet") % {
+                "part": repr(part.part), "near": repr(near[0])}
+    result.notes.append(_("answers under ids that are not parts of this worksheet were ignored: %(ids)s") % {
+        "ids": ", ".join(repr(k) for k in unknown[:5]) + (" …" if len(unknown) > 5 else "")})
 
 
 # ----------------------------------------------------------------------------- reading a column
@@ -546,7 +557,7 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...], asked: np.ndarra
     raw: dict[int, Any] = {}
     for j, answer in enumerate(answers):
         if answer is None:
-            problems[j] = ("missing", "no answer given")
+            problems[j] = ("missing", _(NO_ANSWER))
             continue
         if j in shape_texts:
             problems[j] = ("format", shape_texts[j])
@@ -555,12 +566,13 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...], asked: np.ndarra
         blank = _blank_boxes(answer, shape)
         if blank is not None:
             if blank.all() or (asked is not None and blank[asked].all()):
-                problems[j] = ("missing", "no answer given (every box is empty)")
+                problems[j] = ("missing", _(NO_ANSWER_BLANK))
                 continue
             answer = np.where(blank, 0, np.array(answer, dtype=object)).tolist()
             empty = int(blank.sum()) if asked is None else int(blank[asked].sum())
             if empty:
-                notes[j] = f"{empty} of {blank.size if asked is None else int(asked.sum())} boxes are empty"
+                notes[j] = _("%(empty)s of %(boxes)s boxes are empty") % {
+                    "empty": empty, "boxes": blank.size if asked is None else int(asked.sum())}
         arr = _plain_numbers(answer, shape)
         if arr is None:
             try:
@@ -693,7 +705,7 @@ def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np) -> Pa
             for inv in invariants:
                 holds = to_numpy(inv.holds(values, env, item.params, band, xp)).astype(bool)
                 holds_all &= holds
-                broken.append((inv.name, inv.feedback, column.readable & ~holds))
+                broken.append((inv.name, _(inv.feedback), column.readable & ~holds))
     holds_all &= column.readable
     return PartCheck(ok, right, broken, holds_all, right | holds_all, flat)
 
@@ -833,25 +845,33 @@ def _why_not_carried(j: int, inputs: Sequence[str], columns: Mapping[str, Column
                      follows: np.ndarray, check: PartCheck, no_carry: np.ndarray) -> str:
     """Why student ``j``'s wrong answer earns no carried credit, naming the earlier part and the rule."""
     if no_carry[j]:
-        return "no credit is carried forward: the answers in this file match another student's worksheet"
+        return _("no credit is carried forward: the answers in this file match another student's worksheet")
     for part in inputs:
         if not columns[part].readable[j]:
             kind = columns[part].problems.get(j, ("missing", ""))[0]
-            state = "is not answered" if kind == "missing" else "could not be read"
-            return f"no credit is carried forward: it is computed from your answer to {part}, which {state}"
+            if kind == "missing":
+                return _("no credit is carried forward: it is computed from your answer to %(part)s, "
+                         "which is not answered") % {"part": part}
+            return _("no credit is carried forward: it is computed from your answer to %(part)s, "
+                     "which could not be read") % {"part": part}
     for part in inputs:
         if not checks[part].sound[j]:
-            broken = [sentence for _, sentence, hits in checks[part].broken if hits[j]]
-            rule = f" ({broken[0].rstrip('.')})" if broken else ""
-            return (f"no credit is carried forward from your answer to {part}: it is wrong and breaks a property "
-                    f"every right value has{rule}")
+            broken = [sentence for _name, sentence, hits in checks[part].broken if hits[j]]
+            if broken:
+                return _("no credit is carried forward from your answer to %(part)s: it is wrong and breaks a "
+                         "property every right value has (%(rule)s)") % {"part": part, "rule": broken[0].rstrip(".。")}
+            return _("no credit is carried forward from your answer to %(part)s: it is wrong and breaks a "
+                     "property every right value has") % {"part": part}
     if follows[j] and not check.holds[j]:
-        return ("it follows from your earlier answers, but no credit is carried forward to an answer that breaks "
-                "a property of its own step")
-    return f"no credit is carried forward: it does not follow from your own answers to {', '.join(inputs)} either"
+        return _("it follows from your earlier answers, but no credit is carried forward to an answer that breaks "
+                 "a property of its own step")
+    return _("no credit is carried forward: it does not follow from your own answers to %(parts)s either") % {
+        "parts": ", ".join(inputs)}
 
 
-FROM_OWN_MESSAGE = "Correct for your own rounded earlier answers ({inputs}), which were accepted: full points."
+FROM_OWN_MESSAGE = N_("Correct for your own rounded earlier answers (%(inputs)s), which were accepted: full points.")
+NO_ANSWER = N_("no answer given")
+NO_ANSWER_BLANK = N_("no answer given (every box is empty)")
 
 
 def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
@@ -872,7 +892,7 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
         hit = to_numpy(tol.passes(values, wrong, xp=xp)).reshape(n, -1)
         if check.asked is not None:
             hit = hit | ~check.asked
-        mistakes.append((mistake.name, mistake.feedback, pending & hit.all(axis=1)))
+        mistakes.append((mistake.name, _(mistake.feedback), pending & hit.all(axis=1)))
 
     points = part.points
     ok = check.ok if check.asked is None else check.ok[:, check.asked]  # the asked entries only
@@ -900,27 +920,35 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
             if chain.accepted[j]:
                 r.verdict, r.score = "correct", points
                 if chain.from_own[j]:
-                    r.carry = FROM_OWN_MESSAGE.format(inputs=", ".join(chain.inputs))
+                    r.carry = _(FROM_OWN_MESSAGE) % {"inputs": ", ".join(chain.inputs)}
             elif carried_score[j] > entry_score[j]:
-                r.verdict, r.score, r.message = "carried", float(carried_score[j]), CARRIED_MESSAGE
+                r.verdict, r.score, r.message = "carried", float(carried_score[j]), _(CARRIED_MESSAGE)
             else:
                 r.score = float(entry_score[j])
                 r.verdict = "partial" if r.score > 0 else "wrong"
-                r.message = f"{r.correct_entries} of {entries} {'entry' if entries == 1 else 'entries'} within tolerance"
-                if not item.credit.per_entry:
-                    r.message += " (this part is all or nothing)"
+                counts = {"correct": r.correct_entries, "entries": entries}
+                if item.credit.per_entry:
+                    r.message = ngettext("%(correct)s of %(entries)s entry within tolerance",
+                                         "%(correct)s of %(entries)s entries within tolerance", entries) % counts
+                else:
+                    r.message = ngettext(
+                        "%(correct)s of %(entries)s entry within tolerance (this part is all or nothing)",
+                        "%(correct)s of %(entries)s entries within tolerance (this part is all or nothing)",
+                        entries) % counts
                 if chain.carried[j]:  # carried credit was less than the per-entry share
-                    r.carry = "it follows from your earlier answers, but its correct entries earn more than carried credit"
+                    r.carry = _("it follows from your earlier answers, but its correct entries earn more than "
+                                "carried credit")
                 else:
                     r.carry = chain.why_not.get(j, "")
             if j in column.notes:
-                r.message = "; ".join(filter(None, (r.message, column.notes[j])))
+                r.message = (_("%(message)s; %(note)s") % {"message": r.message, "note": column.notes[j]}
+                             if r.message else column.notes[j])
         out.append(r)
-    for (name, sentence, _), hits in zip(mistakes, findings):
+    for (name, sentence, _hit), hits in zip(mistakes, findings):
         for j in hits:
             out[j].mistakes.append(name)
             out[j].diagnosis.append(sentence)
-    for (name, sentence, _), hits in zip(check.broken, broken):
+    for (name, sentence, _hit), hits in zip(check.broken, broken):
         for j in hits:
             out[j].broken.append(name)
             out[j].invariants.append(sentence)

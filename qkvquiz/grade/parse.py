@@ -12,6 +12,11 @@ What an entry string may hold (spaces anywhere are ignored)::
     e   pi   π   exp(1.5)   e^2   e**-1        constants, exponentials
     (1 + √5)/2   2·π   3×4   1÷8              + − * / ^ ** × · ÷ and parentheses
 
+Typed on a Chinese keyboard: full-width digits and signs (``０．５``, ``－∞``, ``５／３``,
+``（１＋√５）／２``) read as their ASCII forms, and the ideographic full stop ``。`` as a
+decimal point between digits (``０。５``); the ideographic comma ``、`` (which could separate
+two entries or mark decimals) is refused (:func:`normalize_width`).
+
 ``2e3`` is scientific notation (2000); ``2e`` is 2·e and ``e-1`` is e − 1. A number may be
 followed directly by a name, ``√`` or ``(`` (``2√3``, ``2pi``, ``2(3+1)``), never by another
 number. ``-2^2`` is −4 (the power binds first) and ``2^3^2`` is 2^9.
@@ -35,6 +40,8 @@ import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
+
+from ..i18n import N_, Np_, _, ngettext
 
 MAX_TEXT_LENGTH = 200
 MAX_NESTING = 20
@@ -61,6 +68,27 @@ _SYNONYMS = str.maketrans(
         "\u2044": "/",  # ⁄ fraction slash
     }
 )
+
+# Full-width ASCII (U+FF01 "！" … U+FF5E "～": digits, letters, ＋－＊／＾（）．，) is what a Chinese
+# input method types for the ASCII character; "﹣" is the small form of the minus.
+_FULL_WIDTH = str.maketrans({**{chr(c): chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)}, "\ufe63": "-"})
+# "。" means a decimal point only between digits (０。５); "、" could separate entries or mark decimals.
+_IDEOGRAPHIC_STOP = re.compile(r"(?<=[0-9])\u3002(?=[0-9])")
+
+
+def normalize_width(text: str) -> str:
+    """``text`` with what a Chinese keyboard types in place of ASCII read as ASCII; raises
+    :class:`_Unreadable` for the ideographic comma and a full stop not between digits, which
+    could mean more than one thing. The same step opens the answer form's parser (parse.js)."""
+    text = text.translate(_FULL_WIDTH)
+    if "\u3001" in text:
+        raise _Unreadable(_('"、" could separate two entries or mark decimals; write each entry in its own '
+                            'box, with a decimal point (0.5)'))
+    text = _IDEOGRAPHIC_STOP.sub(".", text)
+    if "\u3002" in text:
+        raise _Unreadable(_('"。" is read as a decimal point only between two digits (0。5); write 0.5'))
+    return text
+
 
 # A decimal comma needs digits on both sides ("0,25"), so "1, 2" is not read as 1.2.
 _NUMBER = re.compile(r"(?:[0-9]+,[0-9]+|[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -108,13 +136,13 @@ def _tokenize(text: str) -> list[tuple[str, object]]:
         if m:
             if _GROUPED.fullmatch(m.group()):
                 whole, frac = m.group().split(",")
-                raise _Unreadable(
-                    f'"{m.group()}" could be {whole}.{frac} (decimal comma) or {whole}{frac} (thousands); '
-                    f"write {whole}.{frac} or {whole}{frac}"
-                )
+                raise _Unreadable(_(
+                    '"%(text)s" could be %(point)s (decimal comma) or %(joined)s (thousands); '
+                    "write %(point)s or %(joined)s"
+                ) % {"text": m.group(), "point": f"{whole}.{frac}", "joined": f"{whole}{frac}"})
             value = float(m.group().replace(",", "."))
             if math.isinf(value):
-                raise _Unreadable(f'"{m.group()}" is too large')
+                raise _Unreadable(_('"%(text)s" is too large') % {"text": m.group()})
             tokens.append((_NUM, value))
             i = m.end()
             continue
@@ -122,18 +150,18 @@ def _tokenize(text: str) -> list[tuple[str, object]]:
         if m:
             name = m.group().lower()
             if name == "nan":
-                raise _Unreadable('NaN means "not a number"; write the value you computed')
+                raise _Unreadable(_('NaN means "not a number"; write the value you computed'))
             if name in _CONSTANTS:
                 tokens.append((_CONST, _CONSTANTS[name]))
             elif name in _FUNCTIONS:
                 tokens.append((_FUNC, name))
             else:
-                raise _Unreadable(f'unknown name "{_show(m.group(), 20)}"')
+                raise _Unreadable(_('unknown name "%(name)s"') % {"name": _show(m.group(), 20)})
             i = m.end()
             continue
         op = next((o for o in _OPERATORS if text.startswith(o, i)), None)
         if op is None:
-            raise _Unreadable(f'unexpected character "{ch}"')
+            raise _Unreadable(_('unexpected character "%(char)s"') % {"char": ch})
         if op in ("π", "∞"):
             tokens.append((_CONST, _CONSTANTS[op]))
         elif op == "√":
@@ -148,9 +176,9 @@ def _tokenize(text: str) -> list[tuple[str, object]]:
 def _checked(value: float, *operands: float) -> float:
     """Refuse results that have no value (∞ − ∞, 0·∞) or that overflowed from finite inputs."""
     if math.isnan(value):
-        raise _Unreadable("it works out to ∞ − ∞, 0·∞ or ∞/∞, which has no value")
+        raise _Unreadable(_("it works out to ∞ − ∞, 0·∞ or ∞/∞, which has no value"))
     if math.isinf(value) and all(math.isfinite(x) for x in operands):
-        raise _Unreadable("the value is too large")
+        raise _Unreadable(_("the value is too large"))
     return value
 
 
@@ -185,19 +213,19 @@ class _Parser:
         # Parentheses, roots, functions, signs and exponents each open a level.
         self.depth += 1
         if self.depth > MAX_NESTING:
-            raise _Unreadable(f"it is nested more than {MAX_NESTING} levels deep")
+            raise _Unreadable(_("it is nested more than %(levels)s levels deep") % {"levels": MAX_NESTING})
 
     def parse(self) -> float:
         value = self.expr()
         kind, token = self.peek()
         if kind != _END:
-            raise _Unreadable(f"unexpected {_describe_token(kind, token)}")
+            raise _Unreadable(_("unexpected %(token)s") % {"token": _describe_token(kind, token)})
         return value
 
     def expr(self) -> float:
         value = self.term()
         while self.is_op("+", "-"):
-            _, op = self.take()
+            op = self.take()[1]
             rhs = self.term()
             value = _checked(value + rhs if op == "+" else value - rhs, value, rhs)
         return value
@@ -206,12 +234,12 @@ class _Parser:
         value = self.factor()
         while True:
             if self.is_op("*", "/"):
-                _, op = self.take()
+                op = self.take()[1]
                 rhs = self.factor()
                 if op == "*":
                     value = _checked(value * rhs, value, rhs)
                 elif rhs == 0:
-                    raise _Unreadable("it divides by zero")
+                    raise _Unreadable(_("it divides by zero"))
                 else:
                     value = _checked(value / rhs, value, rhs)
             elif self.peek()[0] in (_CONST, _FUNC) or self.is_op("("):
@@ -222,7 +250,7 @@ class _Parser:
 
     def factor(self) -> float:
         if self.is_op("+", "-"):
-            _, op = self.take()
+            op = self.take()[1]
             self.enter()
             value = self.factor()
             self.depth -= 1
@@ -238,13 +266,13 @@ class _Parser:
         exponent = self.factor()
         self.depth -= 1
         if base == 0 and exponent < 0:
-            raise _Unreadable("it divides by zero")
+            raise _Unreadable(_("it divides by zero"))
         try:
             value = math.pow(base, exponent)
         except OverflowError:
-            raise _Unreadable("the value is too large") from None
+            raise _Unreadable(_("the value is too large")) from None
         except ValueError:
-            raise _Unreadable("it raises a negative number to a fractional power") from None
+            raise _Unreadable(_("it raises a negative number to a fractional power")) from None
         return _checked(value, base, exponent)
 
     def atom(self) -> float:
@@ -258,55 +286,64 @@ class _Parser:
             arg = self.atom()
             self.depth -= 1
             if token in ("sqrt", "√") and arg < 0:
-                raise _Unreadable("it takes the square root of a negative number")
+                raise _Unreadable(_("it takes the square root of a negative number"))
             try:
                 return _checked(_FUNCTIONS[token](arg), arg)
             except OverflowError:
-                raise _Unreadable("the value is too large") from None
+                raise _Unreadable(_("the value is too large")) from None
         if kind == _OP and token == "(":
             self.enter()
             value = self.expr()
             self.depth -= 1
             if not self.is_op(")"):
-                raise _Unreadable('a "(" is not closed')
+                raise _Unreadable(_('a "(" is not closed'))
             self.take()
             return value
         if kind == _END:
-            raise _Unreadable("it ends too early")
-        raise _Unreadable(f"unexpected {_describe_token(kind, token)}")
+            raise _Unreadable(_("it ends too early"))
+        raise _Unreadable(_("unexpected %(token)s") % {"token": _describe_token(kind, token)})
 
 
 def _describe_token(kind: str, token: object) -> str:
     if kind == _END:
-        return "end"
+        return _("end")
     if kind == _NUM:
-        return f"number {token:g}" if isinstance(token, float) else "number"
-    return f'"{token}"' if kind in (_OP, _FUNC) else "constant"
+        return _("number %(value)s") % {"value": f"{token:g}"} if isinstance(token, float) else _("number")
+    return f'"{token}"' if kind in (_OP, _FUNC) else _("constant")
 
 
 def _found(value: object, unit: str = "entries") -> str:
     """What the student handed in, in JSON words, for messages."""
     if value is None:
-        return "nothing (null)"
+        return _("nothing (null)")
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return "true" if value else "false"  # JSON's words, in every language
     if isinstance(value, numbers.Real):
         shown = repr(float(value)) if isinstance(value, (float, np.floating)) else str(value)
-        return f"a single number ({_show(shown)})"
+        return _("a single number (%(number)s)") % {"number": _show(shown)}
     if isinstance(value, str):
-        return f'the text "{_show(value)}"'
+        return _('the text "%(text)s"') % {"text": _show(value)}
     if isinstance(value, (list, tuple)):
-        return f"a list of {_count(len(value), unit)}"
+        return _("a list of %(count)s") % {"count": _count(len(value), unit)}
     if isinstance(value, dict):
-        return "an object ({…})"
-    return f"a value of type {type(value).__name__}"
+        return _("an object ({…})")
+    return _("a value of type %(type)s") % {"type": type(value).__name__}
 
 
-_SINGULAR = {"entries": "entry", "rows": "row", "matrices": "matrix", "blocks": "block"}
+# "3 rows": one message per unit, with the count's plural forms of each language.
+_COUNTS: dict[str, tuple[str, str]] = {
+    "entries": Np_("%(n)s entry", "%(n)s entries"),
+    "rows": Np_("%(n)s row", "%(n)s rows"),
+    "matrices": Np_("%(n)s matrix", "%(n)s matrices"),
+    "blocks": Np_("%(n)s block", "%(n)s blocks"),
+    "numbers": Np_("%(n)s number", "%(n)s numbers"),
+    "lists": Np_("%(n)s list", "%(n)s lists"),
+}
 
 
 def _count(n: int, unit: str) -> str:
-    return f"{n} {_SINGULAR.get(unit, unit) if n == 1 else unit}"
+    singular, plural = _COUNTS[unit]
+    return ngettext(singular, plural, n) % {"n": n}
 
 
 def parse_entry(x: object) -> float:
@@ -316,33 +353,33 @@ def parse_entry(x: object) -> float:
     is not a number and for anything else (null, true, a list, an object).
     """
     if isinstance(x, (bool, np.bool_)):
-        raise AnswerFormatError(f"expected a number, found {_found(bool(x))}")
+        raise AnswerFormatError(_("expected a number, found %(found)s") % {"found": _found(bool(x))})
     if isinstance(x, numbers.Real):
         try:
             value = float(x)
         except OverflowError:
-            raise AnswerFormatError(f"the number {_show(str(x))} is too large") from None
+            raise AnswerFormatError(_("the number %(number)s is too large") % {"number": _show(str(x))}) from None
         if math.isnan(value):
-            raise AnswerFormatError(
-                'found NaN ("not a number"); write the value you computed'
-            )
+            raise AnswerFormatError(_('found NaN ("not a number"); write the value you computed'))
         return value
     if isinstance(x, str):
         text = x.strip()
         if not text:
-            raise AnswerFormatError('cannot read "" as a number (the text is empty)')
+            raise AnswerFormatError(_('cannot read "" as a number (the text is empty)'))
         if len(text) > MAX_TEXT_LENGTH:
             raise AnswerFormatError(
-                f'cannot read "{_show(text)}" as a number '
-                f"(it is longer than {MAX_TEXT_LENGTH} characters)"
+                _('cannot read "%(text)s" as a number (it is longer than %(limit)s characters)')
+                % {"text": _show(text), "limit": MAX_TEXT_LENGTH}
             )
         try:
-            return _Parser(_tokenize(text.translate(_SYNONYMS))).parse()
+            return _Parser(_tokenize(normalize_width(text).translate(_SYNONYMS))).parse()
         except _Unreadable as why:
-            raise AnswerFormatError(f'cannot read "{_show(text)}" as a number ({why})') from None
+            raise AnswerFormatError(
+                _('cannot read "%(text)s" as a number (%(why)s)') % {"text": _show(text), "why": why}
+            ) from None
     if isinstance(x, (list, tuple)):
-        raise AnswerFormatError(f"expected a single number, found {_found(x)}")
-    raise AnswerFormatError(f"expected a number, found {_found(x)}")
+        raise AnswerFormatError(_("expected a single number, found %(found)s") % {"found": _found(x)})
+    raise AnswerFormatError(_("expected a number, found %(found)s") % {"found": _found(x)})
 
 
 # ----------------------------------------------------------------------------- a whole part
@@ -351,24 +388,38 @@ def parse_entry(x: object) -> float:
 _UNITS = {0: "entries", 1: "rows", 2: "matrices", 3: "blocks"}
 _INDEX_NAMES = {1: "row", 2: "matrix", 3: "block"}
 
+# An entry's place, one whole message per list of coordinates (a language orders them its way).
+_PLACES: dict[tuple[str, ...], str] = {
+    ("entry",): N_("entry %(a)s"),
+    ("row",): N_("row %(a)s"),
+    ("row", "column"): N_("row %(a)s, column %(b)s"),
+    ("matrix",): N_("matrix %(a)s"),
+    ("matrix", "row"): N_("matrix %(a)s, row %(b)s"),
+    ("matrix", "row", "column"): N_("matrix %(a)s, row %(b)s, column %(c)s"),
+    ("block",): N_("block %(a)s"),
+    ("block", "matrix"): N_("block %(a)s, matrix %(b)s"),
+    ("block", "matrix", "row"): N_("block %(a)s, matrix %(b)s, row %(c)s"),
+    ("block", "matrix", "row", "column"): N_("block %(a)s, matrix %(b)s, row %(c)s, column %(d)s"),
+}
+
 
 def describe_shape(shape: tuple[int, ...]) -> str:
     """The expected shape in words: ``a 3×3 matrix (a list of 3 rows of 3 numbers)``."""
     if len(shape) == 0:
-        return "a single number"
+        return _("a single number")
     if len(shape) == 1:
-        return f"a list of {shape[0]} {'number' if shape[0] == 1 else 'numbers'}"
-    dims = "×".join(str(n) for n in shape)
-    rows, cols = shape[-2:]
-    inner = f"{_count(rows, 'rows')} of {cols} {'number' if cols == 1 else 'numbers'}"
+        return ngettext("a list of %(n)s number", "a list of %(n)s numbers", shape[0]) % {"n": shape[0]}
+    words = {
+        "dims": "×".join(str(n) for n in shape), "rows": _count(shape[-2], "rows"),
+        "numbers": _count(shape[-1], "numbers"),
+    }
     if len(shape) == 2:
-        return f"a {dims} matrix (a list of {inner})"
+        return _("a %(dims)s matrix (a list of %(rows)s of %(numbers)s)") % words
     if len(shape) == 3:
-        return f"a {dims} array (a list of {_count(shape[0], 'matrices')}, each {inner})"
-    return (
-        f"a {dims} array (a list of {shape[0]} {'list' if shape[0] == 1 else 'lists'} "
-        f"of {_count(shape[1], 'matrices')}, each {inner})"
-    )
+        return _("a %(dims)s array (a list of %(matrices)s, each %(rows)s of %(numbers)s)") % {
+            **words, "matrices": _count(shape[0], "matrices")}
+    return _("a %(dims)s array (a list of %(lists)s of %(matrices)s, each %(rows)s of %(numbers)s)") % {
+        **words, "lists": _count(shape[0], "lists"), "matrices": _count(shape[1], "matrices")}
 
 
 def entry_place(path: Sequence[int], ndim: int) -> str:
@@ -376,14 +427,13 @@ def entry_place(path: Sequence[int], ndim: int) -> str:
 
     The one wording of an entry's place, shared by the grader's messages and the answer form.
     """
-    parts = []
-    for k, i in enumerate(path):
+    if not path:
+        return ""
+    names = []
+    for k in range(len(path)):
         below = ndim - k - 1
-        if below == 0:
-            parts.append(f"{'column' if ndim >= 2 else 'entry'} {i}")
-        else:
-            parts.append(f"{_INDEX_NAMES[below]} {i}")
-    return ", ".join(parts)
+        names.append(("column" if ndim >= 2 else "entry") if below == 0 else _INDEX_NAMES[below])
+    return _(_PLACES[tuple(names)]) % dict(zip("abcd", path))
 
 
 def _check_shape(shape: object) -> tuple[int, ...]:
@@ -419,16 +469,18 @@ def parse_answer(value: object, shape: tuple[int, ...]) -> np.ndarray:
     expected = describe_shape(shape)
     if shape == ():
         if value is None or isinstance(value, (list, tuple, dict)):
-            raise AnswerFormatError(f"expected {expected}, found {_found(value)}")
+            raise AnswerFormatError(_("expected %(expected)s, found %(found)s") % {
+                "expected": expected, "found": _found(value)})
         return np.asarray(parse_entry(value), dtype=np.float64)
 
     ndim = len(shape)
     top_unit = _UNITS[ndim - 1]
     if not isinstance(value, (list, tuple)):
-        raise AnswerFormatError(f"expected {expected}, found {_found(value, top_unit)}")
+        raise AnswerFormatError(_("expected %(expected)s, found %(found)s") % {
+            "expected": expected, "found": _found(value, top_unit)})
     if len(value) != shape[0]:
-        found = f"a list of {_count(len(value), top_unit)}"
-        raise AnswerFormatError(f"expected {expected}, found {found}")
+        found = _("a list of %(count)s") % {"count": _count(len(value), top_unit)}
+        raise AnswerFormatError(_("expected %(expected)s, found %(found)s") % {"expected": expected, "found": found})
 
     flat: list[float] = []
 
@@ -439,7 +491,7 @@ def parse_answer(value: object, shape: tuple[int, ...]) -> np.ndarray:
             try:
                 flat.append(parse_entry(item))
             except AnswerFormatError as err:
-                raise AnswerFormatError(f"{entry_place(path, ndim)}: {err}") from None
+                raise AnswerFormatError(_("%(where)s: %(error)s") % {"where": entry_place(path, ndim), "error": err}) from None
             return
         item = _as_list(item)
         n = shape[level]
@@ -448,14 +500,14 @@ def parse_answer(value: object, shape: tuple[int, ...]) -> np.ndarray:
             where = entry_place(path, ndim)
             if not isinstance(item, (list, tuple)):
                 raise AnswerFormatError(
-                    f"{where} is {_found(item, unit)}, expected a list of "
-                    f"{_count(n, 'numbers' if unit == 'entries' else unit)}; "
-                    f"the answer should be {expected}"
+                    _("%(where)s is %(found)s, expected a list of %(count)s; the answer should be %(expected)s")
+                    % {"where": where, "found": _found(item, unit),
+                       "count": _count(n, "numbers" if unit == "entries" else unit), "expected": expected}
                 )
             if len(item) != n:
                 raise AnswerFormatError(
-                    f"{where} has {_count(len(item), unit)}, expected {n}; "
-                    f"the answer should be {expected}"
+                    _("%(where)s has %(count)s, expected %(n)s; the answer should be %(expected)s")
+                    % {"where": where, "count": _count(len(item), unit), "n": n, "expected": expected}
                 )
         assert isinstance(item, (list, tuple))
         for i, child in enumerate(item, start=1):
@@ -483,29 +535,34 @@ def parse_shape_text(text: str, length: int) -> list[int]:
     raw = str(text)
     body = raw.strip()
     if not body:
-        raise AnswerFormatError('cannot read "" as a shape (the text is empty)')
+        raise AnswerFormatError(_('cannot read "" as a shape (the text is empty)'))
     if len(body) > MAX_TEXT_LENGTH:
-        raise AnswerFormatError(f'cannot read "{_show(body)}" as a shape (it is longer than {MAX_TEXT_LENGTH} characters)')
+        raise AnswerFormatError(_('cannot read "%(text)s" as a shape (it is longer than %(limit)s characters)')
+                                % {"text": _show(body), "limit": MAX_TEXT_LENGTH})
     if body[:1] in _SHAPE_BRACKETS:
         if not body.endswith(_SHAPE_BRACKETS[body[0]]):
-            raise AnswerFormatError(f'cannot read "{_show(body)}" as a shape (a bracket is not closed)')
+            raise AnswerFormatError(_('cannot read "%(text)s" as a shape (a bracket is not closed)')
+                                    % {"text": _show(body)})
         body = body[1:-1]
     sizes: list[str] = [""]
+    shown = _show(raw.strip())
     for ch in body:
         if ch in _SHAPE_SEPARATORS:
             sizes.append("")
         elif "0" <= ch <= "9":
             sizes[-1] += ch
         elif ch not in _SHAPE_SPACES:
-            raise AnswerFormatError(f'cannot read "{_show(raw.strip())}" as a shape (write rows × columns, such as '
-                                    f'2×4 or [2, 4]; "{ch}" is not a size or a separator)')
+            raise AnswerFormatError(_('cannot read "%(text)s" as a shape (write rows × columns, such as 2×4 or '
+                                      '[2, 4]; "%(char)s" is not a size or a separator)') % {"text": shown, "char": ch})
     if any(not size for size in sizes):
-        raise AnswerFormatError(f'cannot read "{_show(raw.strip())}" as a shape (a size is missing; write rows × '
-                                'columns, such as 2×4 or [2, 4])')
+        raise AnswerFormatError(_('cannot read "%(text)s" as a shape (a size is missing; write rows × columns, '
+                                  'such as 2×4 or [2, 4])') % {"text": shown})
     if len(sizes) != length:
-        raise AnswerFormatError(f'cannot read "{_show(raw.strip())}" as a shape (it has {len(sizes)} '
-                                f'size{"s" if len(sizes) != 1 else ""}, expected {length})')
+        # Two messages, not ngettext: parse.js shows the same ones from the form's catalog.
+        message = (_('cannot read "%(text)s" as a shape (it has 1 size, expected %(length)s)') if len(sizes) == 1
+                   else _('cannot read "%(text)s" as a shape (it has %(count)s sizes, expected %(length)s)'))
+        raise AnswerFormatError(message % {"text": shown, "count": len(sizes), "length": length})
     values = [int(size) for size in sizes]
     if any(v < 1 for v in values):
-        raise AnswerFormatError(f'cannot read "{_show(raw.strip())}" as a shape (every size is at least 1)')
+        raise AnswerFormatError(_('cannot read "%(text)s" as a shape (every size is at least 1)') % {"text": shown})
     return values

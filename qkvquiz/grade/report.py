@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..files import safe_name
+from ..i18n import using
 from ..outputs import write_set
 from ..untrusted import csv_cell, terminal_text
 from .analysis import item_analysis, item_analysis_csv, item_analysis_markdown
@@ -107,20 +108,23 @@ def feedback_names(report: GradeReport) -> dict[str, str]:
 
 
 def write_reports(
-    report: GradeReport, out: str | Path, *, feedback: bool = True, progress: Callable[[], None] | None = None
+    report: GradeReport, out: str | Path, *, feedback: bool = True, progress: Callable[[], None] | None = None,
+    lang: str | None = None,
 ) -> list[Path]:
     """Write the class's results to ``out`` as one set; returns the summary files written (not
     each feedback file).
 
     The set replaces the previous one wholly: without ``feedback`` (or with fewer students) no
     earlier feedback file is left behind. ``progress`` is called once per feedback file written.
+    ``lang`` is the language of the item analysis and feedback (default: the report's, i.e. the
+    one it was graded in, so that every sentence of a file is in one language).
     Raises :class:`qkvquiz.outputs.SetBusy` when another run writes to ``out``, and
     :class:`qkvquiz.outputs.OutputError` (naming the path) when it cannot be written.
     """
     out = Path(out)
     names = ["results.csv", "results.json", "item-analysis.csv", "item-analysis.md"]
     stats = item_analysis(report)
-    with write_set(out, OWNED, anchor="results.json") as files:
+    with using(lang or report.lang), write_set(out, OWNED, anchor="results.json") as files:
         files.write("results.csv", results_csv(report))
         files.write("results.json", results_json(report))
         files.write("item-analysis.csv", item_analysis_csv(stats))

@@ -49,6 +49,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..i18n import _
+
 Mode = Literal["abs", "rel", "decimals", "sigfigs"]
 MODES: tuple[str, ...] = ("abs", "rel", "decimals", "sigfigs")
 FLOOR_DEFAULT = 1e-9
@@ -84,8 +86,10 @@ _SHORTHANDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 
 def _ordinal(n: int) -> str:
+    """"2nd" in English; a language without suffixes translates the message without ``%(suffix)s``."""
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
+    # Translators: an ordinal number (2nd, 3rd); suffix is English's st/nd/rd/th.
+    return _("%(n)s%(suffix)s") % {"n": n, "suffix": suffix}
 
 
 def _power_of_ten(e: int) -> str:
@@ -166,27 +170,26 @@ class Tolerance:
 
     def describe(self) -> str:
         """One sentence stating exactly what passes."""
-        zero = f"; where the exact value is 0, within {self.floor:g}"
         if self.mode == "abs":
             if self.value == 0:
-                return "equal to the exact value (up to 1e-12·|exact| for float rounding)"
-            return f"within {self.value:g} of the exact value, inclusive"
+                return _("equal to the exact value (up to 1e-12·|exact| for float rounding)")
+            return _("within %(value)s of the exact value, inclusive") % {"value": f"{self.value:g}"}
         if self.mode == "rel":
-            return (
-                f"within {self.value * 100:g}% of the exact value "
-                f"(|answer − exact| ≤ {self.value:g}·|exact|), inclusive{zero}"
-            )
+            return _(
+                "within %(percent)s%% of the exact value (|answer − exact| ≤ %(value)s·|exact|), inclusive; "
+                "where the exact value is 0, within %(floor)s"
+            ) % {"percent": f"{self.value * 100:g}", "value": f"{self.value:g}", "floor": f"{self.floor:g}"}
         n = int(self.value)
         if self.mode == "decimals":
-            place = "ones place" if n == 0 else f"{_ordinal(n)} decimal place"
-            return (
-                f"within {_power_of_ten(-n)} of the exact value (one unit in the {place}), "
-                "inclusive"
-            )
-        return (
-            f"within one unit in the {_ordinal(n)} significant figure of the exact value "
-            f"(within {_power_of_ten(1 - n)} for an exact value from 1 to 10), inclusive{zero}"
-        )
+            if n == 0:
+                return _("within %(step)s of the exact value (one unit in the ones place), inclusive") % {
+                    "step": _power_of_ten(0)}
+            return _("within %(step)s of the exact value (one unit in the %(ordinal)s decimal place), inclusive") % {
+                "step": _power_of_ten(-n), "ordinal": _ordinal(n)}
+        return _(
+            "within one unit in the %(ordinal)s significant figure of the exact value (within %(step)s for an "
+            "exact value from 1 to 10), inclusive; where the exact value is 0, within %(floor)s"
+        ) % {"ordinal": _ordinal(n), "step": _power_of_ten(1 - n), "floor": f"{self.floor:g}"}
 
     def to_json(self) -> dict[str, Any]:
         """``{"mode": ..., "value": ...}``, plus ``"floor"`` when it is not the default."""

@@ -9,8 +9,12 @@ browser falls back to for the HTML pages (which load no font file).
 
 :func:`missing_glyphs` finds text a face cannot draw and :func:`latex_leaks` LaTeX source
 left in prose; the test suite runs both over every family's worksheet, key and form.
-CJK text is out of reach of these faces (a CJK font is 10–20 MB): :func:`cjk_warning`
-says so before a PDF shows empty boxes.
+CJK text (a Chinese set, ``--lang zh``, or an instructor's own text) is out of reach of these
+faces (a CJK font is 10–20 MB): WeasyPrint (Pango) falls back glyph by glyph through
+fontconfig to any installed CJK font. Without one, every such character prints as an empty
+box; :func:`cjk_font_problem` (alias :func:`cjk_warning`) says so, naming the package to
+install, and :func:`warn_if_no_cjk_font` raises it as a :class:`MissingCjkFont` warning
+before a PDF is written.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -244,41 +249,71 @@ def pdf_text_runs(document: object, where: str = "") -> Iterator[TextRun]:
 
 # --------------------------------------------------------------------------- CJK
 
+# CJK ideographs (with extension A and compatibility forms), kana, Hangul, CJK punctuation,
+# full-width forms.
 _CJK = re.compile(
     "[\u1100-\u11ff\u2e80-\u2fdf\u3000-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
     "\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
 )
 #: The system package that gives PDFs their CJK faces (named in warnings and the README).
 CJK_PACKAGE = "fonts-noto-cjk"
+CJK_FONT_PACKAGE = CJK_PACKAGE
 #: The families the stylesheet falls back to for CJK text.
 CJK_FAMILIES = ("Noto Serif CJK SC", "Noto Sans CJK SC")
 
 
+class MissingCjkFont(UserWarning):
+    """A document has CJK text and this machine has no font that can show it."""
+
+
 def has_cjk(text: str) -> bool:
+    """Whether ``text`` holds a character only a CJK font has."""
     return _CJK.search(text) is not None
 
 
 @lru_cache(maxsize=1)
-def cjk_font_available() -> bool:
-    """Whether fontconfig knows a font with CJK glyphs (fontconfig is what WeasyPrint uses)."""
+def cjk_fonts() -> tuple[str, ...] | None:
+    """The font families fontconfig (what WeasyPrint uses) knows for Chinese
+    (``fc-list :lang=zh family``); ``None`` where fontconfig's tools are missing and it cannot
+    be told. The one detection every CJK check here goes through."""
     fc_list = shutil.which("fc-list")
     if fc_list is None:
-        return False
+        return None
     try:
-        found = subprocess.run(
-            [fc_list, ":lang=zh", "family"], capture_output=True, text=True, timeout=20, check=False
-        ).stdout
+        run = subprocess.run([fc_list, ":lang=zh", "family"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
-        return False
-    return bool(found.strip())
+        return None
+    return tuple(sorted({line.split(",")[0].strip() for line in run.stdout.splitlines() if line.strip()}))
 
 
-def cjk_warning(texts: Iterable[str]) -> str | None:
-    """A warning when some text is CJK and no CJK font is installed, else None."""
+def cjk_font_available() -> bool:
+    """Whether fontconfig knows a font with CJK glyphs."""
+    return bool(cjk_fonts())
+
+
+def cjk_font_problem(texts: Iterable[str]) -> str | None:
+    """The warning when some text (a document, or the spec's text and names) has CJK characters
+    and no installed font has CJK glyphs, else None."""
     if not any(has_cjk(t) for t in texts if t) or cjk_font_available():
         return None
-    return (
-        "the spec's text has Chinese, Japanese or Korean characters, and no font with them "
-        f"is installed: the PDFs would print them as empty boxes. Install {CJK_PACKAGE} "
-        "(Debian/Ubuntu: sudo apt-get install fonts-noto-cjk), or use md/html output."
+    found = (
+        "fontconfig's fc-list is missing, so no font with those glyphs could be found"
+        if cjk_fonts() is None
+        else "no font with those glyphs is installed"
     )
+    return (
+        f"the PDFs hold Chinese, Japanese or Korean text, but {found}: every such character would "
+        f"print as an empty box. Install one, e.g. `sudo apt-get install {CJK_PACKAGE}` (Debian, "
+        "Ubuntu), then generate again, or use md/html output."
+    )
+
+
+#: The name the spec-text check in ``generate`` uses; the same check and wording.
+cjk_warning = cjk_font_problem
+
+
+def warn_if_no_cjk_font(documents: Iterable[str]) -> None:
+    """Warn (:class:`MissingCjkFont`) when :func:`cjk_font_problem` finds one."""
+    problem = cjk_font_problem(documents)
+    if problem is not None:
+        warnings.warn(problem, MissingCjkFont, stacklevel=3)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import itertools
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ import numpy as np
 from markupsafe import Markup
 
 from ..grade.parse import entry_place
+from ..i18n import HTML_LANG, _, current, install_jinja, script_messages
 from ..resources import templates_dir
 from ..worksheet import Worksheet
 from .latex import label_symbol, num, shape_text
@@ -162,9 +164,9 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
             if step.kind == "shape":
                 # One box for the whole shape, read as "2×4" by parse.js and by the grader.
                 parts.append(FormPart(
-                    id=part.id, letter=_LETTERS[k % len(_LETTERS)], prompt=step.prompt,
+                    id=part.id, letter=_LETTERS[k % len(_LETTERS)], prompt=_(step.prompt),
                     symbol=Markup(html.math_html(f"{step.symbol} =")), points=part.points, shape=(),
-                    shape_text="a shape rows × columns, such as 2×4", blocks=grid_blocks(()),
+                    shape_text=_("a shape rows × columns, such as 2×4"), blocks=grid_blocks(()),
                     kind="shape", sizes=shape[0] if shape else 0,
                 ))
                 continue
@@ -172,7 +174,7 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
                 id=part.id,
                 letter=_LETTERS[k % len(_LETTERS)],
                 # A prompt may hold inline math ($\bar B_K$): typeset as in the worksheet.
-                prompt=Markup(html.inline_markdown_html(step.prompt)),
+                prompt=Markup(html.inline_markdown_html(_(step.prompt))),
                 symbol=Markup(html.math_html(f"{label_symbol(step.symbol, len(shape))} =")),
                 points=part.points,
                 shape=shape,
@@ -212,7 +214,7 @@ def environment(directory: str | None = None) -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["num"] = num
-    return env
+    return install_jinja(env)  # labels and buttons in the current language
 
 
 def _asset(name: str, closing_tag: str) -> Markup:
@@ -237,6 +239,8 @@ def answer_form_html(ws: Worksheet, student: int) -> str:
     )
     parse_js, form_js = _asset("parse.js", "</script"), _asset("form.js", "</script")
     return environment().get_template(FORM_TEMPLATE).render(
+        html_lang=HTML_LANG[current()],
+        messages=form_messages(),
         spec=Record(title=ws.spec.title),  # plain data; autoescaping makes it text
         script_hashes=Markup(" ".join(script_hash(js) for js in (parse_js, form_js))),
         student=sid,
@@ -251,6 +255,14 @@ def answer_form_html(ws: Worksheet, student: int) -> str:
         parse_js=parse_js,
         form_js=form_js,
     )
+
+
+def form_messages() -> str:
+    """The messages the form's scripts show, in the current language, as JSON for the form's
+    ``data-messages`` attribute (escaped there like any text): data, never run, so the page
+    still runs only its two scripts, named by their hashes."""
+    scripts = [templates_dir() / ASSET_DIR / name for name in ("parse.js", "form.js")]
+    return json.dumps(script_messages(scripts), ensure_ascii=False, sort_keys=True)
 
 
 def worksheet_html(ws: Worksheet, student: int, *, page_size: str = "A4") -> str:

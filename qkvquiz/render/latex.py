@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from ..i18n import _
+
 
 def num(x: Any, decimals: int = 3) -> str:
     """One number: integers as integers, others rounded to ``decimals``; ±∞ as LaTeX."""
@@ -62,12 +64,12 @@ def shape_text(shape: Any) -> str:
     """"3×3 matrix", "vector of 4", "number"."""
     shape = tuple(np.shape(shape)) if not isinstance(shape, tuple) else shape
     if not shape:
-        return "a number"
+        return _("a number")
     if len(shape) == 1:
-        return f"a vector of {shape[0]}"
+        return _("a vector of %(n)s") % {"n": shape[0]}
     if len(shape) == 2:
-        return f"a {shape[0]}×{shape[1]} matrix"
-    return "×".join(map(str, shape)) + " array"
+        return _("a %(rows)s×%(cols)s matrix") % {"rows": shape[0], "cols": shape[1]}
+    return _("%(dims)s array") % {"dims": "×".join(map(str, shape))}
 
 
 def mask_sentences(mask: Any) -> list[str]:

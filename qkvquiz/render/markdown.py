@@ -20,6 +20,7 @@ from typing import Any
 import jinja2
 import numpy as np
 
+from ..i18n import install_jinja
 from ..resources import templates_dir
 from ..spec import ItemSpec, WorksheetSpec
 from ..untrusted import md_code
@@ -48,7 +49,8 @@ def environment(directory: str | None = None) -> jinja2.Environment:
     )
     env.filters.update(bmatrix=bmatrix, num=num, shape=shape_text, mask_sentences=mask_sentences, md_code=md_code)
     env.globals.update(zip=zip, len=len, enumerate=enumerate)  # np and a bounded range come with the sandbox
-    return env
+    # {% trans %}, _() and ngettext() in the current language, for bundled and custom templates alike.
+    return install_jinja(env)
 
 
 def render_template(names: Sequence[str], context: dict[str, Any], templates: str | None = None) -> str:

@@ -31,6 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from qkvquiz.render.fonts import warn_if_no_cjk_font
 from qkvquiz.render.html import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
 
 #: Debian/Ubuntu packages WeasyPrint loads at run time.
@@ -479,6 +480,8 @@ def render_pdfs(
     if len(set(targets)) != len(targets):
         raise ValueError("two jobs write the same PDF file")
     total = sum(_size(html) for html, _ in jobs_)
+    # Chinese text without a CJK font prints as empty boxes: say so (and which package) first.
+    warn_if_no_cjk_font(doc for html, _ in jobs_ for doc in ([html] if isinstance(html, str) else html))
     n_workers = min(workers or _default_workers(), total)
     results: list[PdfResult | None] = [None] * len(jobs_)
 

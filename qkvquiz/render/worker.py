@@ -35,6 +35,7 @@ from typing import Any
 
 import jinja2
 
+from ..i18n import current, using
 from .sandbox import TemplateFailed
 
 
@@ -119,12 +120,13 @@ def _serve(conn: Connection, directory: str, budget: Budget) -> None:
     folders = env.loader.folders  # type: ignore[union-attr]
     while True:
         try:
-            names, context = conn.recv()
+            names, context, lang = conn.recv()
         except EOFError:
             return
         _cpu_budget(budget)
         try:
-            reply = {"text": _render(env, names, context, budget)}
+            with using(lang):  # the language of the run that sent it (a long-lived worker serves several)
+                reply = {"text": _render(env, names, context, budget)}
         except MemoryError:
             reply = {"error": f"used more than its memory budget ({budget.memory_bytes >> 20} MiB); stopped", "budget": True}
         except TemplateFailed as exc:
@@ -188,11 +190,12 @@ class RenderWorker:
         return names[0]
 
     def render(self, names: Sequence[str], context: dict[str, Any]) -> str:
+        request = (list(names), context, current())
         try:
-            self._start().send((list(names), context))
+            self._start().send(request)
         except OSError:  # the worker is gone (killed from outside): one fresh start
             self.close()
-            self._start().send((list(names), context))
+            self._start().send(request)
         conn = self._start()
         budget = self.budget
         if not conn.poll(budget.seconds):

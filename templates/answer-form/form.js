@@ -2,12 +2,15 @@
  * save the submission JSON that `qkvquiz grade` reads, and load a saved one back.
  *
  * The page holds no answer: only part ids, shapes and the student's own typing.
- * Needs parse.js (window.qkvquizParse) loaded first.
+ * Needs parse.js (window.qkvquizParse) loaded first. Every sentence is a catalog message marked
+ * with _() (parse.js's gettext, in the student's language); counts are written as numbers beside
+ * a colon, so that no message needs a language's plural forms.
  */
 (function () {
   "use strict";
 
   var parse = window.qkvquizParse;
+  var _ = parse.gettext;
   var form = document.getElementById("answers");
   var statusLine = document.getElementById("form-status");
   var student = form.dataset.student;
@@ -39,26 +42,27 @@
   function check(input, announce) {
     var text = input.value;
     var fieldset = input.closest("fieldset.part");
-    var where = input.dataset.where ? input.dataset.where + ": " : "";
+    var where = input.dataset.where || "";
     var state, message = "";
     if (!parse.strip(text)) {
       state = "empty";
     } else {
       try {
-        if (fieldset.dataset.kind === "shape") {
+        if (fieldset && fieldset.dataset.kind === "shape") {
           // A shape is one text, read as the grader reads it: "2×4", "[2, 4]".
           var sizes = parse.parseShape(text, Number(fieldset.dataset.sizes));
           state = "ok";
-          message = where + "reads as " + sizes.join(" \u00d7 ");
+          message = _("reads as %(value)s", { value: sizes.join(" \u00d7 ") });
         } else {
           var value = parse.parseEntry(text);
           state = "ok";
-          message = where + "reads as " + describe(value);
+          message = _("reads as %(value)s", { value: describe(value) });
         }
       } catch (err) {
         state = "bad";
-        message = where + err.message;
+        message = err.message;
       }
+      if (where) message = _("%(where)s: %(error)s", { where: where, error: message });
     }
     input.classList.toggle("bad", state === "bad");
     if (state === "bad") {
@@ -188,9 +192,8 @@
   function save() {
     var result = checkAll();
     if (result.bad.length) {
-      var n = result.bad.length;
-      say(n + (n === 1 ? " box cannot" : " boxes cannot") + " be read as a number (marked in red); fix " +
-          (n === 1 ? "it" : "them") + " or clear " + (n === 1 ? "it" : "them") + ", then save again.", true);
+      say(_("Boxes that cannot be read as a number (marked in red): %(n)s. Fix or clear them, then save again.",
+            { n: result.bad.length }), true);
       result.bad[0].focus();
       return null;
     }
@@ -207,7 +210,8 @@
     setTimeout(function () { URL.revokeObjectURL(link.href); link.remove(); }, 1000);
     store();
     var filled = inputs.length - result.empty;
-    say("Saved " + form.dataset.filename + " (" + filled + " of " + inputs.length + " boxes filled). Hand in that file.", false);
+    say(_("Saved %(file)s (%(filled)s of %(total)s boxes filled). Hand in that file.",
+          { file: form.dataset.filename, filled: filled, total: inputs.length }), false);
     return doc;
   }
 
@@ -218,28 +222,31 @@
       try {
         doc = JSON.parse(reader.result);
       } catch (err) {
-        say(file.name + " is not a saved answer file (not JSON).", true);
+        say(_("%(file)s is not a saved answer file (not JSON).", { file: file.name }), true);
         return;
       }
       if (!doc || typeof doc !== "object" || !doc.answers || typeof doc.answers !== "object") {
-        say(file.name + " is not a saved answer file (no answers in it).", true);
+        say(_("%(file)s is not a saved answer file (no answers in it).", { file: file.name }), true);
         return;
       }
       if ((doc.variant && doc.variant !== variant) || (doc.student && doc.student !== student) ||
           (doc.set && setId && doc.set !== setId)) {
-        say(file.name + " belongs to " + (doc.student || "?") + ", variant " + (doc.variant || "?") +
-            ", not to this form (" + student + ", variant " + variant + "); nothing was loaded.", true);
+        say(_("%(file)s belongs to %(student)s, variant %(variant)s, not to this form (%(this_student)s, variant %(this_variant)s); nothing was loaded.",
+              { file: file.name, student: doc.student || "?", variant: doc.variant || "?",
+                this_student: student, this_variant: variant }), true);
         return;
       }
       var misfit = fill(doc.answers);
       var result = checkAll();
       store();
-      var text = "Loaded " + file.name + ".";
-      if (misfit.length) text += " These parts did not fit their boxes and were left as they were: " + misfit.join(", ") + ".";
-      if (result.bad.length) text += " " + result.bad.length + " box(es) cannot be read (marked in red).";
+      // Whole sentences, one after another (a language without spaces between them uses none).
+      var text = [_("Loaded %(file)s.", { file: file.name })];
+      if (misfit.length) text.push(_("These parts did not fit their boxes and were left as they were: %(parts)s.", { parts: misfit.join(", ") }));
+      if (result.bad.length) text.push(_("Boxes that cannot be read (marked in red): %(n)s.", { n: result.bad.length }));
+      text = text.reduce(function (all, next) { return _("%(sentence)s %(next)s", { sentence: all, next: next }); });
       say(text, misfit.length > 0 || result.bad.length > 0);
     };
-    reader.onerror = function () { say("Could not read " + file.name + ".", true); };
+    reader.onerror = function () { say(_("Could not read %(file)s.", { file: file.name }), true); };
     reader.readAsText(file);
   }
 
@@ -276,9 +283,9 @@
 
   if (restore()) {
     var restored = checkAll();
-    say("Your earlier work in this browser was restored" +
-        (restored.bad.length ? "; " + restored.bad.length + " box(es) cannot be read (marked in red)." : "."),
-        restored.bad.length > 0);
+    say(restored.bad.length
+      ? _("Your earlier work in this browser was restored; boxes that cannot be read (marked in red): %(n)s.", { n: restored.bad.length })
+      : _("Your earlier work in this browser was restored."), restored.bad.length > 0);
   }
 
   window.qkvquizForm = { collect: collect, fill: fill, checkAll: checkAll, save: save, storageKey: storageKey };

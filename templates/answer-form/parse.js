@@ -3,7 +3,9 @@
  * The form checks each box as the student types, so that a box the grader could not read is
  * marked before the answers are saved. Python and this file must agree on every text: the
  * shared table tests/entry_cases.json is run through both (tests/test_entry_cases.py and the
- * browser test). Messages are the Python ones, word for word.
+ * browser test). Messages are the Python ones, word for word: each is a msgid of the gettext
+ * catalog, marked with _() so that Babel extracts it from here too, and shown in the student's
+ * language from the JSON the form carries in its data-messages attribute (qkvquiz/i18n.py).
  *
  *     expr   := term (("+" | "-") term)*
  *     term   := factor (("*" | "/") factor | power)*      // the bare `power` is 2√3, 2π, 2(3)
@@ -41,7 +43,41 @@
   var FUNCTIONS = { sqrt: Math.sqrt, "\u221a": Math.sqrt, exp: Math.exp };
   var NUM = "number", CONST = "constant", FUNC = "function", OP = "operator", END = "end";
 
+  // msgid -> translation in the student's language; none (English) shows the msgid as written.
+  var MESSAGES = {};
+  if (typeof document !== "undefined") {
+    var form = document.getElementById("answers");
+    if (form && form.dataset.messages) MESSAGES = JSON.parse(form.dataset.messages);
+  }
+
+  /** A message of the catalog in the student's language, its %(name)s placeholders filled. */
+  function _(msgid, params) {
+    var text = Object.prototype.hasOwnProperty.call(MESSAGES, msgid) ? MESSAGES[msgid] : msgid;
+    if (!params) return text;
+    return text.replace(/%\(([A-Za-z_]+)\)s|%%/g, function (m, name) {
+      if (m === "%%") return "%";
+      return Object.prototype.hasOwnProperty.call(params, name) ? String(params[name]) : m;
+    });
+  }
+
   function Unreadable(why) { this.why = why; }
+
+  // What a Chinese keyboard types for ASCII: full-width forms (U+FF01 to U+FF5E) and the small
+  // minus; "\u3002" is a decimal point only between digits; "\u3001" is refused (ambiguous).
+  // The same step as normalize_width in qkvquiz/grade/parse.py.
+  function normalizeWidth(text) {
+    text = text.replace(/[\uff01-\uff5e\ufe63]/g, function (c) {
+      return c === "\ufe63" ? "-" : String.fromCharCode(c.charCodeAt(0) - 0xfee0);
+    });
+    if (text.indexOf("\u3001") >= 0) {
+      throw new Unreadable(_("\"\u3001\" could separate two entries or mark decimals; write each entry in its own box, with a decimal point (0.5)"));
+    }
+    text = text.replace(/([0-9])\u3002(?=[0-9])/g, "$1.");
+    if (text.indexOf("\u3002") >= 0) {
+      throw new Unreadable(_("\"\u3002\" is read as a decimal point only between two digits (0\u30025); write 0.5"));
+    }
+    return text;
+  }
 
   function isSpace(ch) { return SPACE.indexOf(ch) >= 0; }
 
@@ -85,11 +121,11 @@
       if (m) {
         if (GROUPED.test(m[0])) {
           var parts = m[0].split(",");
-          throw new Unreadable("\"" + m[0] + "\" could be " + parts[0] + "." + parts[1] + " (decimal comma) or " +
-            parts[0] + parts[1] + " (thousands); write " + parts[0] + "." + parts[1] + " or " + parts[0] + parts[1]);
+          throw new Unreadable(_("\"%(text)s\" could be %(point)s (decimal comma) or %(joined)s (thousands); write %(point)s or %(joined)s",
+            { text: m[0], point: parts[0] + "." + parts[1], joined: parts[0] + parts[1] }));
         }
         var value = Number(m[0].replace(",", "."));
-        if (!isFinite(value)) throw new Unreadable("\"" + m[0] + "\" is too large");
+        if (!isFinite(value)) throw new Unreadable(_("\"%(text)s\" is too large", { text: m[0] }));
         tokens.push([NUM, value]);
         i = NUMBER.lastIndex;
         continue;
@@ -98,10 +134,10 @@
       m = NAME.exec(text);
       if (m) {
         var name = m[0].toLowerCase();
-        if (name === "nan") throw new Unreadable("NaN means \"not a number\"; write the value you computed");
+        if (name === "nan") throw new Unreadable(_("NaN means \"not a number\"; write the value you computed"));
         if (Object.prototype.hasOwnProperty.call(CONSTANTS, name)) tokens.push([CONST, CONSTANTS[name]]);
         else if (Object.prototype.hasOwnProperty.call(FUNCTIONS, name)) tokens.push([FUNC, name]);
-        else throw new Unreadable("unknown name \"" + show(m[0], 20) + "\"");
+        else throw new Unreadable(_("unknown name \"%(name)s\"", { name: show(m[0], 20) }));
         i = NAME.lastIndex;
         continue;
       }
@@ -110,7 +146,7 @@
         if (text.startsWith(OPERATORS[k], i)) { op = OPERATORS[k]; break; }
       }
       if (op === null) {
-        throw new Unreadable("unexpected character \"" + String.fromCodePoint(text.codePointAt(i)) + "\"");
+        throw new Unreadable(_("unexpected character \"%(char)s\"", { char: String.fromCodePoint(text.codePointAt(i)) }));
       }
       if (op === "\u03c0" || op === "\u221e") tokens.push([CONST, CONSTANTS[op]]);
       else if (op === "\u221a") tokens.push([FUNC, op]);
@@ -123,10 +159,10 @@
 
   // Refuse results that have no value (∞ − ∞, 0·∞) or that overflowed from finite inputs.
   function checked(value) {
-    if (Number.isNaN(value)) throw new Unreadable("it works out to \u221e \u2212 \u221e, 0\u00b7\u221e or \u221e/\u221e, which has no value");
+    if (Number.isNaN(value)) throw new Unreadable(_("it works out to \u221e \u2212 \u221e, 0\u00b7\u221e or \u221e/\u221e, which has no value"));
     if (!isFinite(value)) {
       for (var k = 1; k < arguments.length; k++) if (!isFinite(arguments[k])) return value;
-      throw new Unreadable("the value is too large");
+      throw new Unreadable(_("the value is too large"));
     }
     return value;
   }
@@ -137,15 +173,15 @@
     if (base === 1 || exponent === 0) return 1;
     if (base === -1 && !isFinite(exponent)) return 1;
     if (base < 0 && isFinite(base) && isFinite(exponent) && !Number.isInteger(exponent)) {
-      throw new Unreadable("it raises a negative number to a fractional power");
+      throw new Unreadable(_("it raises a negative number to a fractional power"));
     }
     return Math.pow(base, exponent);
   }
 
   function describeToken(kind, token) {
-    if (kind === END) return "end";
-    if (kind === NUM) return "number " + formatG(token);
-    return kind === OP || kind === FUNC ? "\"" + token + "\"" : "constant";
+    if (kind === END) return _("end");
+    if (kind === NUM) return _("number %(value)s", { value: formatG(token) });
+    return kind === OP || kind === FUNC ? "\"" + token + "\"" : _("constant");
   }
 
   function Parser(tokens) { this.tokens = tokens; this.pos = 0; this.depth = 0; }
@@ -160,12 +196,12 @@
   Parser.prototype.enter = function () {
     // Parentheses, roots, functions, signs and exponents each open a level.
     this.depth++;
-    if (this.depth > MAX_NESTING) throw new Unreadable("it is nested more than " + MAX_NESTING + " levels deep");
+    if (this.depth > MAX_NESTING) throw new Unreadable(_("it is nested more than %(levels)s levels deep", { levels: MAX_NESTING }));
   };
   Parser.prototype.parse = function () {
     var value = this.expr();
     var t = this.peek();
-    if (t[0] !== END) throw new Unreadable("unexpected " + describeToken(t[0], t[1]));
+    if (t[0] !== END) throw new Unreadable(_("unexpected %(token)s", { token: describeToken(t[0], t[1]) }));
     return value;
   };
   Parser.prototype.expr = function () {
@@ -184,7 +220,7 @@
         var op = this.take()[1];
         rhs = this.factor();
         if (op === "*") value = checked(value * rhs, value, rhs);
-        else if (rhs === 0) throw new Unreadable("it divides by zero");
+        else if (rhs === 0) throw new Unreadable(_("it divides by zero"));
         else value = checked(value / rhs, value, rhs);
       } else if ((kind = this.peek()[0]) === CONST || kind === FUNC || this.isOp("(")) {
         rhs = this.power();
@@ -211,7 +247,7 @@
     this.enter();
     var exponent = this.factor();
     this.depth--;
-    if (base === 0 && exponent < 0) throw new Unreadable("it divides by zero");
+    if (base === 0 && exponent < 0) throw new Unreadable(_("it divides by zero"));
     return checked(pow(base, exponent), base, exponent);
   };
   Parser.prototype.atom = function () {
@@ -222,7 +258,7 @@
       var arg = this.atom();
       this.depth--;
       if ((token === "sqrt" || token === "\u221a") && arg < 0) {
-        throw new Unreadable("it takes the square root of a negative number");
+        throw new Unreadable(_("it takes the square root of a negative number"));
       }
       return checked(FUNCTIONS[token](arg), arg);
     }
@@ -230,26 +266,27 @@
       this.enter();
       var value = this.expr();
       this.depth--;
-      if (!this.isOp(")")) throw new Unreadable("a \"(\" is not closed");
+      if (!this.isOp(")")) throw new Unreadable(_("a \"(\" is not closed"));
       this.take();
       return value;
     }
-    if (kind === END) throw new Unreadable("it ends too early");
-    throw new Unreadable("unexpected " + describeToken(kind, token));
+    if (kind === END) throw new Unreadable(_("it ends too early"));
+    throw new Unreadable(_("unexpected %(token)s", { token: describeToken(kind, token) }));
   };
 
   /** Read one entry as the grader does: a float (±Infinity allowed), or throw an Error
    *  whose message is the grader's sentence for the student. */
   function parseEntry(raw) {
     var text = strip(String(raw));
-    if (!text) throw new Error("cannot read \"\" as a number (the text is empty)");
+    if (!text) throw new Error(_("cannot read \"\" as a number (the text is empty)"));
     if (Array.from(text).length > MAX_TEXT_LENGTH) {
-      throw new Error("cannot read \"" + show(text) + "\" as a number (it is longer than " + MAX_TEXT_LENGTH + " characters)");
+      throw new Error(_("cannot read \"%(text)s\" as a number (it is longer than %(limit)s characters)",
+        { text: show(text), limit: MAX_TEXT_LENGTH }));
     }
     try {
-      return new Parser(tokenize(text.replace(SYNONYM_RE, function (c) { return SYNONYMS[c]; }))).parse();
+      return new Parser(tokenize(normalizeWidth(text).replace(SYNONYM_RE, function (c) { return SYNONYMS[c]; }))).parse();
     } catch (err) {
-      if (err instanceof Unreadable) throw new Error("cannot read \"" + show(text) + "\" as a number (" + err.why + ")");
+      if (err instanceof Unreadable) throw new Error(_("cannot read \"%(text)s\" as a number (%(why)s)", { text: show(text), why: err.why }));
       throw err;
     }
   }
@@ -262,44 +299,48 @@
   function parseShape(rawText, length) {
     var trimmed = strip(String(rawText));
     var body = trimmed;
-    if (!body) throw new Error("cannot read \"\" as a shape (the text is empty)");
+    if (!body) throw new Error(_("cannot read \"\" as a shape (the text is empty)"));
     if (Array.from(body).length > MAX_TEXT_LENGTH) {
-      throw new Error("cannot read \"" + show(body) + "\" as a shape (it is longer than " + MAX_TEXT_LENGTH + " characters)");
+      throw new Error(_("cannot read \"%(text)s\" as a shape (it is longer than %(limit)s characters)",
+        { text: show(body), limit: MAX_TEXT_LENGTH }));
     }
     var first = body.charAt(0);
     if (Object.prototype.hasOwnProperty.call(SHAPE_BRACKETS, first)) {
       if (body.charAt(body.length - 1) !== SHAPE_BRACKETS[first] || body.length < 2) {
-        throw new Error("cannot read \"" + show(body) + "\" as a shape (a bracket is not closed)");
+        throw new Error(_("cannot read \"%(text)s\" as a shape (a bracket is not closed)", { text: show(body) }));
       }
       body = body.slice(1, -1);
     }
     var sizes = [""];
+    var shown = show(trimmed);
     var chars = Array.from(body);
     for (var i = 0; i < chars.length; i++) {
       var ch = chars[i];
       if (SHAPE_SEPARATORS.indexOf(ch) >= 0) sizes.push("");
       else if (ch >= "0" && ch <= "9") sizes[sizes.length - 1] += ch;
       else if (SHAPE_SPACES.indexOf(ch) < 0) {
-        throw new Error("cannot read \"" + show(trimmed) + "\" as a shape (write rows \u00d7 columns, such as " +
-          "2\u00d74 or [2, 4]; \"" + ch + "\" is not a size or a separator)");
+        throw new Error(_("cannot read \"%(text)s\" as a shape (write rows \u00d7 columns, such as 2\u00d74 or [2, 4]; \"%(char)s\" is not a size or a separator)",
+          { text: shown, char: ch }));
       }
     }
     if (sizes.some(function (s) { return !s; })) {
-      throw new Error("cannot read \"" + show(trimmed) + "\" as a shape (a size is missing; write rows \u00d7 " +
-        "columns, such as 2\u00d74 or [2, 4])");
+      throw new Error(_("cannot read \"%(text)s\" as a shape (a size is missing; write rows \u00d7 columns, such as 2\u00d74 or [2, 4])",
+        { text: shown }));
     }
     if (sizes.length !== length) {
-      throw new Error("cannot read \"" + show(trimmed) + "\" as a shape (it has " + sizes.length + " size" +
-        (sizes.length !== 1 ? "s" : "") + ", expected " + length + ")");
+      var params = { text: shown, count: sizes.length, length: length };
+      throw new Error(sizes.length === 1
+        ? _("cannot read \"%(text)s\" as a shape (it has 1 size, expected %(length)s)", params)
+        : _("cannot read \"%(text)s\" as a shape (it has %(count)s sizes, expected %(length)s)", params));
     }
     var values = sizes.map(function (s) { return parseInt(s, 10); });
     if (values.some(function (v) { return v < 1; })) {
-      throw new Error("cannot read \"" + show(trimmed) + "\" as a shape (every size is at least 1)");
+      throw new Error(_("cannot read \"%(text)s\" as a shape (every size is at least 1)", { text: shown }));
     }
     return values;
   }
 
-  var api = { parseEntry: parseEntry, parseShape: parseShape, strip: strip, MAX_TEXT_LENGTH: MAX_TEXT_LENGTH };
+  var api = { parseEntry: parseEntry, parseShape: parseShape, strip: strip, gettext: _, MAX_TEXT_LENGTH: MAX_TEXT_LENGTH };
   if (typeof module !== "undefined" && module.exports) module.exports = api;
   else root.qkvquizParse = api;
 })(this);
