@@ -532,7 +532,7 @@ def parse_shape_text(text: str, length: int) -> list[int]:
     character, no regular expression; the answer form's ``parseShape`` (parse.js) mirrors it
     on the shared table ``tests/entry_cases.json`` (``shape_cases``).
     """
-    raw = str(text)
+    raw = str(text).translate(_FULL_WIDTH)  # ［２，４］ typed on a Chinese keyboard reads as [2, 4]
     body = raw.strip()
     if not body:
         raise AnswerFormatError(_('cannot read "" as a shape (the text is empty)'))

@@ -65,10 +65,13 @@
   // What a Chinese keyboard types for ASCII: full-width forms (U+FF01 to U+FF5E) and the small
   // minus; "\u3002" is a decimal point only between digits; "\u3001" is refused (ambiguous).
   // The same step as normalize_width in qkvquiz/grade/parse.py.
-  function normalizeWidth(text) {
-    text = text.replace(/[\uff01-\uff5e\ufe63]/g, function (c) {
+  function fullWidthToAscii(text) {
+    return text.replace(/[\uff01-\uff5e\ufe63]/g, function (c) {
       return c === "\ufe63" ? "-" : String.fromCharCode(c.charCodeAt(0) - 0xfee0);
     });
+  }
+  function normalizeWidth(text) {
+    text = fullWidthToAscii(text);
     if (text.indexOf("\u3001") >= 0) {
       throw new Unreadable(_("\"\u3001\" could separate two entries or mark decimals; write each entry in its own box, with a decimal point (0.5)"));
     }
@@ -297,7 +300,7 @@
   var SHAPE_BRACKETS = { "[": "]", "(": ")" };
   var SHAPE_SPACES = " \t\u00a0\u3000";
   function parseShape(rawText, length) {
-    var trimmed = strip(String(rawText));
+    var trimmed = strip(fullWidthToAscii(String(rawText)));
     var body = trimmed;
     if (!body) throw new Error(_("cannot read \"\" as a shape (the text is empty)"));
     if (Array.from(body).length > MAX_TEXT_LENGTH) {
