@@ -175,9 +175,12 @@ def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: R
     steps = {k: _copy(v) for k, v in steps.items()}
     # A family may add values its templates need (attention: the scale and the query/key counts).
     extra = item.family.extra.get("context")
+    # The givens an asked part depends on: a problem prints only these (``g`` keeps them all,
+    # for the worked solution and for templates written before this list existed).
+    shown = item.family.givens_needed(p.step for p in item.parts)
     return {
         **(extra(item.params) if extra is not None else {}),
-        "item": view, "family": fam, "p": view.params, "g": givens, "s": steps, "parts": parts,
+        "item": view, "family": fam, "p": view.params, "g": givens, "s": steps, "parts": parts, "shown": shown,
         "number": number, "d": item.params.get("decimals", 3),
         "title": view.title or fam.title,
     }
