@@ -257,3 +257,230 @@ def test_the_generic_template_lists_only_the_needed_givens():
     assert ctx["shown"] == ("Q", "K", "mask")
     text = render_template(["families/_generic.problem.md.j2"], ctx)
     assert "$Q = " in text and "$V = " not in text
+
+
+# --------------------------------------------------------------------------- a ragged last chunk
+
+from qkvquiz.engine.delta import chunked_backward, chunked_forward  # noqa: E402
+from qkvquiz.grade.audit import audit_spec  # noqa: E402
+from qkvquiz.grade.grader import Submission, grade  # noqa: E402
+from qkvquiz.key import key_from_json, key_to_json  # noqa: E402
+from qkvquiz.render.form import form_problems  # noqa: E402
+from qkvquiz.spec import SpecError  # noqa: E402
+
+RAGGED = [
+    {"chunk": 3, "chunks": 2, "last_chunk": 2},
+    {"chunk": 3, "chunks": 3, "last_chunk": 1, "beta": "uniform"},
+    {"chunk": 2, "chunks": 3, "last_chunk": 1, "d_k": 3, "d_v": 2},
+    {"chunk": 4, "chunks": 2, "last_chunk": 3, "unit_keys": True, "beta": "uniform"},
+]
+FORWARD_ASK = ["G", "A", "W", "U", "X", "P", "O", "S_next"]
+BACKWARD_ASK = ["dX", "dP", "dT", "dW", "dBK", "dBV", "dA", "dG", "dbeta", "dK", "dQ", "dV", "dS"]
+ENGINE_NAMES = {"G": "g", "A": "a", "W": "w", "U": "u", "X": "x", "T": "t", "P": "p", "O": "o", "S_next": "s_next",
+                "dX": "dx", "dP": "dp", "dT": "dt", "dW": "dw", "dBK": "dbk", "dBV": "dbv", "dA": "da", "dG": "dg",
+                "dbeta": "dbeta", "dK": "dk", "dQ": "dq", "dV": "dv", "dS": "ds"}
+
+
+def sequence_of(env, b, p):
+    """Variant b's real tokens as one sequence (T = (chunks − 1)·C + last_chunk), padding dropped."""
+    n = (p["chunks"] - 1) * p["chunk"] + p["last_chunk"]
+    cut = lambda x: x[b].reshape(-1, *x.shape[3:])[:n]  # noqa: E731
+    return {name: cut(env[name]) for name in ("Q", "K", "V", "beta", "dO") if name in env}
+
+
+def loop_sequence(q, k, v, beta, s):
+    """The delta rule token by token with explicit loops: S ← S − β(Sk − v)kᵀ, o = Sq."""
+    s = [list(map(float, row)) for row in s]
+    outs = []
+    for t in range(len(k)):
+        recall = [sum(s[i][j] * k[t][j] for j in range(len(k[t]))) for i in range(len(s))]
+        for i in range(len(s)):
+            for j in range(len(k[t])):
+                s[i][j] -= beta[t] * (recall[i] - v[t][i]) * k[t][j]
+        outs.append([sum(s[i][j] * q[t][j] for j in range(len(q[t]))) for i in range(len(s))])
+    return np.array(s), np.array(outs)
+
+
+def real_part(value, p, name):
+    """Chunk by chunk, each at its own length (what a student sees)."""
+    from qkvquiz.render.markdown import trimmed
+
+    from qkvquiz.families import Params
+    from qkvquiz.families.delta import present
+
+    return trimmed(value, present(Params(p), name, value.shape))
+
+
+@pytest.mark.parametrize("params", RAGGED, ids=[str(p) for p in RAGGED])
+def test_a_ragged_chunk_forward_is_the_recurrence_and_the_engines_ragged_path(params):
+    _, env, item = solved("delta.chunk_forward", params, ask=FORWARD_ASK)
+    p = dict(item.params)
+    assert env["Q"].shape[1:3] == (p["chunks"], p["chunk"])  # stored rectangular
+    for b in range(len(ROSTER)):
+        seq = sequence_of(env, b, p)
+        final, outs = loop_sequence(seq["Q"], seq["K"], seq["V"], seq["beta"], env["S"][b])
+        o = np.concatenate(real_part(env["O"][b], p, "O"))
+        np.testing.assert_allclose(o, outs, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(env["S_next"][b][-1], final, rtol=1e-12, atol=1e-12)
+        engine = chunked_forward(seq["Q"], seq["K"], seq["V"], seq["beta"], p["chunk"], env["S"][b])
+        assert engine.chunks[-1].k.shape[0] == p["last_chunk"]
+        for step in FORWARD_ASK:
+            for c, value in enumerate(real_part(env[step][b], p, step)):
+                np.testing.assert_allclose(value, getattr(engine.chunks[c], ENGINE_NAMES[step]), rtol=1e-12,
+                                           atol=1e-12, err_msg=f"{step} chunk {c + 1}")
+
+
+def torch_delta(torch, q, k, v, beta, s0, d_o, d_final):
+    tq, tk, tv, tb, ts = (torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True)
+                          for a in (q, k, v, beta, s0))
+    s, outs = ts, []
+    eye = torch.eye(k.shape[-1], dtype=torch.float64)
+    for t in range(k.shape[0]):
+        s = s @ (eye - tb[t] * torch.outer(tk[t], tk[t])) + tb[t] * torch.outer(tv[t], tk[t])
+        outs.append(s @ tq[t])
+    ((torch.stack(outs) * torch.tensor(d_o)).sum() + (s * torch.tensor(d_final)).sum()).backward()
+    return {"dQ": tq.grad.numpy(), "dK": tk.grad.numpy(), "dV": tv.grad.numpy(), "dbeta": tb.grad.numpy(),
+            "dS0": ts.grad.numpy()}
+
+
+@pytest.mark.parametrize("params", RAGGED, ids=[str(p) for p in RAGGED])
+def test_a_ragged_chunk_backward_is_the_engines_ragged_path_and_torch_autograd(params):
+    params = {**params, "chunk": max(params["chunk"], 2)}
+    _, env, item = solved("delta.chunk_backward", params, ask=BACKWARD_ASK)
+    p = dict(item.params)
+    torch = None
+    try:
+        import torch  # noqa: F811
+    except ImportError:
+        pass
+    for b in range(len(ROSTER)):
+        seq = sequence_of(env, b, p)
+        fwd = chunked_forward(seq["Q"], seq["K"], seq["V"], seq["beta"], p["chunk"], env["S"][b])
+        grads = chunked_backward(fwd, seq["dO"], env["dS_next"][b])
+        for step in BACKWARD_ASK:
+            for c, value in enumerate(real_part(env[step][b], p, step)):
+                np.testing.assert_allclose(value, getattr(grads.chunks[c], ENGINE_NAMES[step]), rtol=1e-11,
+                                           atol=1e-11, err_msg=f"{step} chunk {c + 1}")
+        ours = {name: np.concatenate(real_part(env[name][b], p, name)) for name in ("dQ", "dK", "dV", "dbeta")}
+        ours["dS0"] = env["dS"][b][0]  # the S̄ the first chunk hands back is ∂L/∂S₀
+        if torch is not None:
+            want = torch_delta(torch, seq["Q"], seq["K"], seq["V"], seq["beta"], env["S"][b], seq["dO"],
+                               env["dS_next"][b])
+            for name, value in want.items():
+                np.testing.assert_allclose(ours[name], value, rtol=1e-10, atol=1e-10, err_msg=name)
+        # Padding is exactly 0: a padded token receives no gradient at all.
+        r = p["last_chunk"]
+        for name in ("dQ", "dK", "dV", "dX", "dW"):
+            assert (env[name][b][-1][r:] == 0).all(), name
+        assert (env["dbeta"][b][-1][r:] == 0).all()
+
+
+def test_every_mistake_is_told_apart_on_the_real_entries_of_a_ragged_sequence():
+    cases = []
+    for params in RAGGED:
+        cases.append(solved("delta.chunk_forward", params, ask=FORWARD_ASK))
+        cases.append(solved("delta.chunk_backward", {**params, "chunk": max(params["chunk"], 2)}, ask=BACKWARD_ASK))
+    checked = set()
+    for _, env, item in cases:
+        n = env["Q"].shape[0]
+        for part in item.parts:
+            asked = part.asked(env[part.step].shape[1:])
+            for mistake in item.family.mistakes_for(part.step, item.params):
+                with np.errstate(all="ignore"):
+                    wrong = mistake.fn(env, item.params, np)
+                ok = item.tolerance.passes(wrong, env[part.step])
+                if asked is not None:
+                    ok = ok | ~asked  # only the real entries are graded
+                assert not ok.reshape(n, -1).all(axis=1).any(), f"{item.params}: {mistake.step}.{mistake.name}"
+                checked.add((item.family.name, mistake.step, mistake.name))
+    assert len(checked) > 40
+
+
+def ragged_key(students=("a", "b")):
+    spec = parse_spec({"title": "T", "items": [{"family": "delta.chunk_forward",
+                                                 "params": {"chunk": 3, "chunks": 2, "last_chunk": 2},
+                                                 "ask": ["A", "O", "S_next"]}]})
+    ws = build_worksheet(spec, list(students), seed=3)
+    return ws, key_from_json(key_to_json(ws))
+
+
+def test_a_ragged_answer_is_graded_on_its_real_entries_and_the_padding_is_never_asked():
+    ws, key = ragged_key()
+    env = ws.envs[0]
+    p = dict(ws.spec.items[0].params)
+    a, o = (real_part(env[s][0], p, s) for s in ("A", "O"))
+    answers = {"q1.A": [x.tolist() for x in a], "q1.O": [x.tolist() for x in o], "q1.S_next": env["S_next"][0].tolist()}
+    parts = {r.part: r for r in grade(key, [Submission("a.json", "a", answers)]).results[0].parts}
+    assert all(r.verdict == "correct" for r in parts.values()), parts
+    assert parts["q1.A"].entries == 9 + 4 and parts["q1.O"].entries == 6 + 4
+    # The form's full grid (padding saved as null) reads the same.
+    padded = {**answers, "q1.O": [o[0].tolist(), o[1].tolist() + [[None, None]]]}
+    assert grade(key, [Submission("a.json", "a", padded)]).results[0].parts[1].verdict == "correct"
+    # One wrong entry in the short chunk: 9 of 10.
+    wrong = {**answers, "q1.O": [o[0].tolist(), (o[1] + np.array([[0, 0], [0, 5]])).tolist()]}
+    part = grade(key, [Submission("a.json", "a", wrong)]).results[0].parts[1]
+    assert part.verdict == "partial" and part.correct_entries == 9
+    # A last chunk longer than the sequence has is a format error, not silently cut.
+    long = {**answers, "q1.O": [o[0].tolist(), o[0].tolist() + [[1, 1]]]}
+    assert grade(key, [Submission("a.json", "a", long)]).results[0].parts[1].verdict == "format"
+
+
+def test_a_ragged_worksheet_shows_each_chunk_at_its_length():
+    ws, _ = ragged_key(("a",))
+    text = worksheet_markdown(ws, 0)
+    assert "the last one shorter: it has 2 tokens" in text
+    assert "a list of 2 matrices (3×3 and 2×2)" in text and "a list of 2 matrices (3×2 and 2×2)" in text
+    assert "Only entr" not in text  # padding is not an ask the student reads about
+    beta = ws.envs[0]["beta"][0]
+    chunk2 = text.split("Chunk 2:", 1)[1].split("Each asked value", 1)[0]
+    assert r"\beta = \begin{bmatrix} " in chunk2 and chunk2.split(r"\beta = \begin{bmatrix}", 1)[1].split(
+        r"\end{bmatrix}", 1)[0].count("&") == 1  # two β in the last chunk, not three
+    assert beta.shape == (2, 3)
+    key_text = key_markdown(ws)
+    assert "chunk 2: $A = " in key_text
+    form = form_problems(ws, 0)[0].parts
+    boxes = [box for block in form[0].blocks for row in block.rows for box in row]
+    assert sum(box.asked for box in boxes) == 13 and len(boxes) == 18  # padded boxes disabled, saved null
+
+
+def test_ragged_givens_are_written_at_each_chunks_length():
+    q = [[[1, 0], [0, 1], [1, 1]], [[1, -1], [0, 2]]]
+    k = [[[1, 0], [0, 1], [1, 1]], [[0, 1], [1, 0]]]
+    v = [[[1, 2], [0, 1], [2, 0]], [[1, 1], [-1, 0]]]
+    beta = [[1, 0.5, 0], [2, 1]]
+    s0 = [[1, 0], [0, -1]]
+    item = {"family": "delta.chunk_forward", "params": {"chunk": 3, "chunks": 2, "last_chunk": 2},
+            "ask": ["O", "S_next"], "givens": {"Q": q, "K": k, "V": v, "beta": beta, "S": s0}}
+    ws = build_worksheet(parse_spec({"title": "T", "items": [item]}), ["a"], seed=0)
+    env = ws.envs[0]
+    flat = lambda x: [row for chunk in x for row in chunk]  # noqa: E731
+    final, outs = loop_sequence(flat(q), flat(k), flat(v), [b for c in beta for b in c], s0)
+    np.testing.assert_allclose(np.concatenate(real_part(env["O"][0], dict(item["params"], chunk=3), "O")), outs,
+                               atol=1e-12)
+    np.testing.assert_allclose(env["S_next"][0][-1], final, atol=1e-12)
+    # The last chunk written at full length, or a middle chunk short: refused, saying why.
+    for bad in ({"Q": [q[0], q[0]]}, {"K": [k[1], k[1]]}):
+        with pytest.raises(SpecError, match="last_chunk: 2"):
+            parse_spec({"title": "T", "items": [{**item, "givens": {**item["givens"], **bad}}]})
+    with pytest.raises(SpecError, match="last_chunk"):
+        parse_spec({"title": "T", "items": [{**item, "params": {"chunk": 3, "chunks": 1, "last_chunk": 2}}]})
+    with pytest.raises(SpecError, match="last_chunk"):
+        parse_spec({"title": "T", "items": [{**item, "params": {"chunk": 3, "chunks": 2, "last_chunk": 3}}]})
+
+
+def test_an_audit_reads_ragged_claims():
+    q = [[[1, 0], [0, 1]], [[1, 1]]]
+    k = [[[1, 0], [0, 1]], [[1, 1]]]
+    v = [[[1, 2], [0, 1]], [[2, 0]]]
+    beta = [[1, 1], [0.5]]
+    s0 = [[0, 0], [0, 0]]
+    flat = lambda x: [row for chunk in x for row in chunk]  # noqa: E731
+    final, outs = loop_sequence(flat(q), flat(k), flat(v), [1, 1, 0.5], s0)
+    claimed_o = [outs[:2].tolist(), [(outs[2] + [0, 1]).tolist()]]  # the last token's output is off by one
+    item = {"family": "delta.chunk_forward", "params": {"chunk": 2, "chunks": 2, "last_chunk": 1},
+            "givens": {"Q": q, "K": k, "V": v, "beta": beta, "S": s0},
+            "claimed": {"O": claimed_o, "S_next": [loop_sequence(q[0], k[0], v[0], [1, 1], s0)[0].tolist(),
+                                                   final.tolist()]}}
+    checks = {c.step: c for c in audit_spec({"title": "t", "items": [item]}).checks}
+    assert checks["O"].verdict == "wrong" and [w for w, _, _ in checks["O"].wrong_entries] == ["matrix 2, row 1, column 2"]
+    assert checks["S_next"].verdict == "right"
