@@ -484,3 +484,20 @@ def test_an_audit_reads_ragged_claims():
     checks = {c.step: c for c in audit_spec({"title": "t", "items": [item]}).checks}
     assert checks["O"].verdict == "wrong" and [w for w, _, _ in checks["O"].wrong_entries] == ["matrix 2, row 1, column 2"]
     assert checks["S_next"].verdict == "right"
+
+
+def test_the_ragged_and_cross_attention_worksheet_generates_as_written():
+    """Worksheet 06 is also a spec: its items generate (fixed givens, ragged chunks written at length)."""
+    from pathlib import Path
+
+    from qkvquiz.spec import read_spec_data
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "handwritten" / "06-ragged-chunks-cross-backprop.yaml"
+    data = read_spec_data(path)
+    for item in data["items"]:
+        item.pop("claimed")  # the claims are the audit's; the problem itself is a spec
+    spec = parse_spec(data)
+    ws = build_worksheet(spec, ["a"], seed=0)
+    text = worksheet_markdown(ws, 0)
+    assert "a list of 2 matrices (2×2 and 1×1)" in text and "1 query and 3 keys" in text
+    assert "multiplied by 0.5" in text
