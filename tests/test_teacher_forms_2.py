@@ -441,6 +441,7 @@ def test_a_ragged_worksheet_shows_each_chunk_at_its_length():
     form = form_problems(ws, 0)[0].parts
     boxes = [box for block in form[0].blocks for row in block.rows for box in row]
     assert sum(box.asked for box in boxes) == 13 and len(boxes) == 18  # padded boxes disabled, saved null
+    assert form[0].shape_text == "a list of 2 matrices (3×3 and 2×2)"
 
 
 def test_ragged_givens_are_written_at_each_chunks_length():
