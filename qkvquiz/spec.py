@@ -21,6 +21,7 @@ from .families import REGISTRY, Family, Params, get_family
 from .grade.tolerance import TOLERANCE_DEFAULT, Tolerance
 from .i18n import DEFAULT_LANG, UnknownLanguage, check_lang
 from .inputs import MAX_SPEC_BYTES, InputError, read_yaml, shown_path
+from .ragged import pad_nested
 
 SPEC_KEYS = {"title", "instructions", "tolerance", "items", "credit", "lang"}
 MAX_GIVEN = 1e6  # largest magnitude of an entry of a fixed given
@@ -310,7 +311,7 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
     if not isinstance(raw_params, Mapping):
         raise SpecError(source, f"{where} field 'params'", "must be a mapping of param: value")
     params = _params(family, raw_params, source, where)
-    fixed = _fixed(raw.get("givens"), family, source, where)
+    fixed = _fixed(_ragged_givens(raw.get("givens"), family, params, source, where), family, source, where)
     settled = _settled(family, fixed, params, frozenset(raw_params), source, where)
     if settled:
         params = _params(family, {**raw_params, **settled}, source, where)
@@ -327,6 +328,7 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
     parts = tuple(Part(p.id, p.step, p.points, per_step.get(p.step), p.entries) for p in parts)
     if any(p.entries is not None for p in parts):
         parts = _check_entries(family, params, fixed, parts, source, where)
+    parts = _present_entries(family, params, fixed, parts)
     title = raw.get("title", "")
     intro = raw.get("intro", "")
     for key, value in (("title", title), ("intro", intro)):
@@ -492,6 +494,61 @@ def _check_entries(family: Family, params: Params, fixed: Mapping[str, np.ndarra
         unique = tuple(dict.fromkeys(tuple(int(i) for i in index) for index in indices))
         out.append(Part(part.id, part.step, part.points, part.tolerance, unique))
     return tuple(out)
+
+
+def _present(family: Family, params: Params, name: str, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Where a given or step holds real entries (a ragged delta chunk's padding is not); None: everywhere."""
+    present = family.extra.get("present")
+    return None if present is None else present(params, name, tuple(shape))
+
+
+def _present_entries(family: Family, params: Params, fixed: Mapping[str, np.ndarray],
+                     parts: tuple[Part, ...]) -> tuple[Part, ...]:
+    """A part asks only the real entries of its step: padding is never asked, shown or graded."""
+    if family.extra.get("present") is None:
+        return parts
+    shapes = step_shapes(family, params, fixed)
+    out = []
+    for part in parts:
+        shape = shapes[part.step]
+        real = _present(family, params, part.step, shape)
+        if real is None:
+            out.append(part)
+            continue
+        asked = part.asked(shape)
+        asked = real if asked is None else asked & real
+        entries = tuple(tuple(int(i) for i in index) for index in np.argwhere(asked))
+        out.append(Part(part.id, part.step, part.points, part.tolerance, entries))
+    return tuple(out)
+
+
+def _ragged_givens(raw: Any, family: Family, params: Params, source: str, where: str) -> Any:
+    """Fixed givens written with a shorter last chunk, padded to the rectangular shape with zeros.
+
+    Only for a family whose values have padding (``present``); the chunk must be written at
+    exactly its own length (a full-length last chunk would state tokens that are not there).
+    """
+    if not isinstance(raw, Mapping) or family.extra.get("present") is None:
+        return raw
+    from .seeding import Draw
+
+    probe = family.sample(Draw.candidates([0], 0, 1), params)
+    out = dict(raw)
+    for name, value in raw.items():
+        if name not in probe:
+            continue
+        shape = tuple(probe[name].shape[1:])
+        real = _present(family, params, name, shape)
+        if real is None:
+            continue
+        padded = pad_nested(value, shape, 0)
+        if padded is None or not np.array_equal(padded[1], ~real):
+            r = params.get("last_chunk")
+            raise SpecError(source, f"{where} field 'givens.{name}'",
+                            f"a list of {params.chunks} chunks, chunk 1 first; every chunk has {params.chunk} tokens "
+                            f"but the last, which has {r} (last_chunk: {r})")
+        out[name] = padded[0]
+    return out
 
 
 def _fixed(raw: Any, family: Family, source: str, where: str) -> dict[str, np.ndarray]:

@@ -41,6 +41,7 @@ SETTINGS = {
     "backprop.attention": [
         {}, {"mask": "causal", "tokens": 3}, {"mask": "padding", "tokens": 4, "padded": 1},
         {"mask": "random", "tokens": 6, "d_k": 8, "d_v": 3, "entries": [-2, 2]},
+        {"queries": 2, "keys": 3, "scale": "none"}, {"queries": 3, "keys": 2, "scale": 0.5, "mask": "causal"},
     ],
     "backprop.projection": [
         {}, {"form": "vector"}, {"tokens": 4, "d_in": 5, "d_out": 3}, {"form": "vector", "d_in": 2, "d_out": 4},
@@ -75,6 +76,14 @@ def T(x):
     return np.swapaxes(x, -1, -2)
 
 
+def divisor(p) -> float:
+    """What the raw dot products are divided by: √d_k (as stated), 1, or 1/scale."""
+    scale = p.get("scale", "sqrt_dk")
+    if scale == "sqrt_dk":
+        return float(np.sqrt(p.get("stated_d_k") or p.d_k))
+    return 1.0 if scale == "none" else 1.0 / float(scale)
+
+
 def fd_expectations(name: str, p, e) -> dict[str, np.ndarray]:
     """Every gradient step of a family, each from finite differences of Σ upstream ⊙ forward."""
     if name == "backprop.scores":
@@ -86,7 +95,7 @@ def fd_expectations(name: str, p, e) -> dict[str, np.ndarray]:
     if name == "backprop.softmax":
         return {"dS": fd_grad(lambda s: total(e.dA, naive_softmax(s)), e.S)}
     if name == "backprop.attention":
-        c = np.sqrt(p.d_k)
+        c = divisor(p)
         allowed = e.mask > 0.5
 
         def z_of(q, k, v):
@@ -120,7 +129,7 @@ def torch_expectations(torch, name: str, p, e) -> dict[str, np.ndarray]:
         (t["dA"] * torch.softmax(t["S"], dim=-1)).sum().backward()
         return {"dS": t["S"].grad}
     if name == "backprop.attention":
-        s = t["Q"] @ t["K"].transpose(-1, -2) / np.sqrt(p.d_k)
+        s = t["Q"] @ t["K"].transpose(-1, -2) / divisor(p)
         s.retain_grad()
         a = torch.softmax(s.masked_fill(t["mask"] < 0.5, -float("inf")), dim=-1)
         a.retain_grad()

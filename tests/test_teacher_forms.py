@@ -503,6 +503,8 @@ PLANTED = {
                                  "q2.params": ["no_output"]},
     "04-layernorm-backprop.yaml": {"q1.var": ["unbiased_variance"], "q3.dW": []},
     "05-delta-rule.yaml": {"q1.final_state": [], "q3.S_next": ["used_U"]},
+    "06-ragged-chunks-cross-backprop.yaml": {"q1.X": ["no_state"], "q2.dA": ["sign"],
+                                             "q3.dS": ["diagonal_only"], "q4.dK": ["skipped_softmax"]},
 }
 
 

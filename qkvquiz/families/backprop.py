@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.attention import apply_mask, scaled_scores, softmax, softmax_backward
+from ..engine.attention import apply_mask, softmax, softmax_backward
 from ..engine.backend import swap
 from ..engine.masks import allowed_from_given
 from ..engine.projection import linear, linear_backward, matvec, matvec_backward
@@ -22,9 +22,13 @@ from .attention import (
     SIZE_PARAMS,
     n_keys,
     n_queries,
+    raw_scores,
     scale_shows,
     score_factor,
+    scores_of,
     square,
+    stated_d_k,
+    unscaled_asked,
     MASK_PARAMS,
     QKV_GIVENS,
     WEIGHTS_INVARIANTS,
@@ -216,23 +220,39 @@ SOFTMAX = Family(
 
 def _sample_attention(draw: Draw, p: Params) -> dict:
     glo, ghi = p.grad_entries
-    qkv = {**sample_qkv(draw, p), "mask": sample_mask(draw, p, p.tokens)}
-    return {**qkv, "dZ": draw.integers(glo, ghi, (p.tokens, p.d_v))}
+    n, m = n_queries(p), n_keys(p)
+    qkv = {**sample_qkv(draw, p), "mask": sample_mask(draw, p, n, m)}
+    return {**qkv, "dZ": draw.integers(glo, ghi, (n, p.d_v))}
+
+
+def _several_keys(p: Params) -> bool:
+    # With one key every weight is 1 and ∇S = 0: the scale's slips on ∇Q and ∇K are then 0 too.
+    return n_keys(p) > 1
+
+
+def _scale_slip(p: Params) -> bool:
+    return _scaled(p) and _several_keys(p)
 
 
 def _attention_ok(e: Env, p: Params, xp) -> np.ndarray:
     # Every row that can spread its weight must also pass a non-zero gradient to its scores.
     multi = (e.mask > 0.5).sum(axis=-1) >= 2
     moving = (xp.abs(e.dS) > 1e-12).any(axis=-1)
-    return not_saturated(e.weights, e.mask, xp) & ~(multi & ~moving).any(axis=-1)
+    # With one key ∇S = 0 whatever ∇A is: a zero ∇A would make skipping the softmax look right.
+    reaches = (xp.abs(e.dA) > 1e-12).reshape(e.dA.shape[0], -1).any(axis=-1)
+    return not_saturated(e.weights, e.mask, xp) & ~(multi & ~moving).any(axis=-1) & reaches
 
 
 ATTENTION = Family(
     name="backprop.attention",
     title=N_("Backprop through an attention layer"),
-    summary="Z = softmax(QKᵀ/√d_k + mask)V given ∇Z: ∇V, ∇A, ∇S, ∇Q, ∇K (forward S, A, Z too).",
+    summary="Z = softmax(QKᵀ/√d_k + mask)V given ∇Z: ∇V, ∇A, ∇S, ∇Q, ∇K (forward S, A, Z too); "
+            "cross-attention and any scale.",
     params={
+        # One query against one key is queries: 1, keys: 1 (∇S, ∇Q and ∇K are then 0).
         **qkv_params(tokens=2),
+        **SIZE_PARAMS,
+        **SCALE_PARAMS,
         "grad_entries": GRAD_ENTRIES,
         **MASK_PARAMS,
         "decimals": DECIMALS,
@@ -242,7 +262,7 @@ ATTENTION = Family(
     steps=(
         Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}",
              N_("Compute the scaled scores"),
-             lambda e, p, xp: apply_mask(scaled_scores(e.Q, e.K, xp=xp), allowed_from_given(e.mask, xp=xp), xp=xp),
+             lambda e, p, xp: apply_mask(scores_of(e, p, xp), allowed_from_given(e.mask, xp=xp), xp=xp),
              ("Q", "K", "mask")),
         Step("weights", "A", r"A = \operatorname{softmax}(S)", N_("Compute the attention weights row by row"),
              lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS),
@@ -261,30 +281,40 @@ ATTENTION = Family(
     ),
     default_ask=("dV", "dA", "dS", "dQ", "dK"),
     misconceptions=(
+        Misconception("scores", "unscaled",
+                      lambda e, p, xp: apply_mask(raw_scores(e.Q, e.K, xp), allowed_from_given(e.mask, xp=xp), xp=xp),
+                      N_("The scores were not divided by √d_k."), applies=scale_shows),
+        Misconception("scores", "scaled_anyway",
+                      lambda e, p, xp: apply_mask(raw_scores(e.Q, e.K, xp) / np.sqrt(stated_d_k(p)),
+                                                  allowed_from_given(e.mask, xp=xp), xp=xp),
+                      N_("This problem asks for the raw dot products, without dividing by √d_k."), applies=unscaled_asked),
+        # Transposed products fit the shapes only with as many queries as keys (more than one).
         Misconception("dV", "untransposed_weights", lambda e, p, xp: e.weights @ e.dZ,
-                      N_("Used A ∇Z: value j reaches every query i through A_ij, so ∇V = Aᵀ∇Z sums down column j.")),
+                      N_("Used A ∇Z: value j reaches every query i through A_ij, so ∇V = Aᵀ∇Z sums down column j."),
+                      applies=square),
         Misconception("dA", "transposed", lambda e, p, xp: e.V @ swap(e.dZ),
-                      N_("∇A is transposed: ∂Z_i/∂A_ij = V_j, so ∇A_ij = ∇Z_i·V_j, i.e. ∇A = ∇Z Vᵀ.")),
+                      N_("∇A is transposed: ∂Z_i/∂A_ij = V_j, so ∇A_ij = ∇Z_i·V_j, i.e. ∇A = ∇Z Vᵀ."), applies=square),
         Misconception("dS", "diagonal_only", lambda e, p, xp: e.weights * e.dA,
                       N_("Only the diagonal of the softmax Jacobian was used (A ⊙ ∇A); subtract each row's "
                       "rowsum(∇A ⊙ A) before multiplying by A.")),
         Misconception("dS", "skipped_softmax", lambda e, p, xp: e.dA * allowed_from_given(e.mask, xp=xp),
                       N_("∇A was passed through as ∇S: the softmax sits between S and A and needs its own backward step.")),
         Misconception("dQ", "transposed_dS", lambda e, p, xp: _dq_from(swap(e.dS), e.K, p),
-                      N_("Used ∇Sᵀ K: row i of ∇Q collects row i of ∇S, so ∇Q = ∇S K/√d_k.")),
+                      N_("Used ∇Sᵀ K: row i of ∇Q collects row i of ∇S, so ∇Q = ∇S K/√d_k."), applies=square),
         Misconception("dQ", "unscaled", lambda e, p, xp: e.dS @ e.K,
-                      N_("The factor 1/√d_k was forgotten in ∇Q = ∇S K/√d_k."), applies=_scaled),
+                      N_("The factor 1/√d_k was forgotten in ∇Q = ∇S K/√d_k."), applies=_scale_slip),
         Misconception("dQ", "skipped_softmax", lambda e, p, xp: _dq_from(e.dA * allowed_from_given(e.mask, xp=xp), e.K, p),
                       N_("∇A was used in place of ∇S: go back through the softmax first, then ∇Q = ∇S K/√d_k.")),
         Misconception("dK", "untransposed_dS", lambda e, p, xp: _dk_from(swap(e.dS), e.Q, p),
-                      N_("Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√d_k.")),
+                      N_("Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√d_k."), applies=square),
         Misconception("dK", "unscaled", lambda e, p, xp: swap(e.dS) @ e.Q,
-                      N_("The factor 1/√d_k was forgotten in ∇K = ∇Sᵀ Q/√d_k."), applies=_scaled),
+                      N_("The factor 1/√d_k was forgotten in ∇K = ∇Sᵀ Q/√d_k."), applies=_scale_slip),
         Misconception("dK", "skipped_softmax", lambda e, p, xp: _dk_from(e.dA * allowed_from_given(e.mask, xp=xp), e.Q, p),
                       N_("∇A was used in place of ∇S: go back through the softmax first, then ∇K = ∇Sᵀ Q/√d_k.")),
     ),
     accept=_attention_ok,
     validate=_check_mask_params,
+    extra=ATTENTION_EXTRA,
 )
 
 

@@ -9,7 +9,7 @@ the same operation: call a step function on an environment.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -341,6 +341,23 @@ class Family:
     @property
     def given_names(self) -> tuple[str, ...]:
         return tuple(g.name for g in self.givens)
+
+    def givens_needed(self, steps: Iterable[str]) -> tuple[str, ...]:
+        """The givens ``steps`` depend on, through the step graph's ``needs``, in the family's order.
+
+        A worksheet prints only these: a given no asked part depends on (V when only the scores
+        are asked) is left out of the problem, as an instructor writing it by hand would.
+        """
+        seen: set[str] = set()
+        stack = list(steps)
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in self.step_names:
+                stack.extend(self.step(name).needs)
+        return tuple(g for g in self.given_names if g in seen)
 
     def step(self, name: str) -> Step:
         for s in self.steps:

@@ -15,6 +15,7 @@ answer is then a short exact decimal.
 
 from __future__ import annotations
 
+import numpy as np
 
 from ..engine.backend import DTYPE, swap
 from ..engine.delta import (
@@ -80,15 +81,22 @@ def _initial_state(draw: Draw, p: Params):
     return draw.integers(lo, hi, (p.d_v, p.d_k))
 
 
-def _keys_nonzero(k, xp):
-    """True per variant when every key has a non-zero entry (a zero key writes nothing)."""
+def _keys_nonzero(k, xp, real=None):
+    """True per variant when every key has a non-zero entry (a zero key writes nothing).
+
+    ``real`` (bool, the keys' rows) leaves out the padding of a ragged last chunk.
+    """
     flat = k.reshape(k.shape[0], -1, k.shape[-1])
-    return (xp.abs(flat) > 1e-12).any(axis=-1).all(axis=-1)
+    nonzero = (xp.abs(flat) > 1e-12).any(axis=-1)
+    if real is not None:
+        nonzero = nonzero | ~xp.asarray(real.reshape(-1))
+    return nonzero.all(axis=-1)
 
 
 def _tame(e: Env, p: Params, names, xp):
     """True per variant when, with integer keys, every listed value stays within ±TAME."""
-    ok = _keys_nonzero(e.K, xp)
+    real = present(p, "beta", tuple(e.beta.shape[1:])) if "chunks" in p else None
+    ok = _keys_nonzero(e.K, xp, real)
     if p.unit_keys:
         return ok
     for name in names:
@@ -276,6 +284,64 @@ def _chunk_shape(p: Params, *tail: int) -> tuple[int, ...]:
     return ((p.chunks,) if _chunked(p) else ()) + tuple(tail)
 
 
+# --- a ragged last chunk ---------------------------------------------------------------------
+#
+# With ``last_chunk: r`` (1 ≤ r < C) the last of the ``chunks`` chunks holds r tokens. Arrays stay
+# rectangular (chunks × C × …): the last chunk's C − r trailing tokens are padding with q = k =
+# v = 0, β = 0 and Ō = 0. Such a token writes nothing, reads nothing and receives no gradient, so
+# every real entry is exactly what the r-token chunk gives, and every padded entry is 0 (A's is
+# the identity's). Padded entries are never asked, shown or graded: the parts' asked entries are
+# the real ones (spec), worksheets trim each chunk to its tokens (render), and an answer may
+# leave them out (the grader pads a shorter last chunk back).
+
+# How many leading token axes each per-chunk value has after its chunk axis: 1 for rows of
+# tokens (Q, W, Ō …) and β, 2 for C × C matrices (G, A, P …), 0 for states (S⁺, S̄ …).
+_TOKEN_AXES = {
+    **dict.fromkeys(("G", "A", "T", "P", "dP", "dT", "dA", "dG"), 2),
+    **dict.fromkeys(("S", "S_in", "S_next", "dS_next", "dS_in", "dS"), 0),
+}
+
+
+def _ragged(p: Params) -> bool:
+    return bool(p.get("last_chunk", 0)) and _chunked(p)
+
+
+def present(p: Params, name: str, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Where a value of ``name`` (one variant's ``shape``) holds real tokens; None: everywhere.
+
+    Only the last chunk of a ragged sequence has padding: its token axes stop at ``last_chunk``.
+    """
+    axes = _TOKEN_AXES.get(name, 1)
+    if not _ragged(p) or not axes or len(shape) < 1 + axes or shape[0] != p.chunks:
+        return None
+    mask = np.ones(shape, dtype=bool)
+    r = p.last_chunk
+    for axis in range(1, 1 + axes):
+        index = [slice(None)] * len(shape)
+        index[0], index[axis] = -1, slice(r, None)
+        mask[tuple(index)] = False
+    return mask
+
+
+def _pad_tokens(out: dict, p: Params, xp) -> dict:
+    """Zero the last chunk's padded tokens of every drawn per-chunk given (see ``present``)."""
+    if not _ragged(p):
+        return out
+    for name in ("Q", "K", "V", "beta", "dO"):
+        if name in out:
+            keep = present(p, name, tuple(out[name].shape[1:]))
+            out[name] = out[name] * xp.asarray(keep, dtype=DTYPE)
+    return out
+
+
+def _check_chunks(p: Params) -> None:
+    r = p.get("last_chunk", 0)
+    if r and (p.chunks < 2 or r >= p.chunk):
+        raise ValueError(f"last_chunk is the length of a shorter last chunk: from 1 to chunk − 1 (chunk is {p.chunk}), "
+                         f"with chunks ≥ 2 (one chunk of {r} tokens is chunk: {r}); got last_chunk {r} with "
+                         f"chunks {p.chunks}")
+
+
 def _sample_chunk(draw: Draw, p: Params, backward: bool) -> dict:
     lo, hi = p.entries
     c = p.chunk
@@ -293,7 +359,7 @@ def _sample_chunk(draw: Draw, p: Params, backward: bool) -> dict:
             out["dS_next"] = draw.xp.zeros((draw.size, p.d_v, p.d_k), dtype=DTYPE)
         else:
             out["dS_next"] = draw.integers(glo, ghi, (p.d_v, p.d_k))
-    return out
+    return _pad_tokens(out, p, draw.xp)
 
 
 def _chunk(e: Env, c: int, *names: str):
@@ -415,8 +481,10 @@ FORWARD_MISTAKES = (
 
 CHUNK_PARAMS = {
     "chunk": Param(3, "chunk length C (with C = 1, A = I: the chunk is one recurrent step)", low=1, high=16),
-    "chunks": Param(1, "number of equal chunks; with 2 or more every per-chunk value gets a leading chunk axis",
+    "chunks": Param(1, "number of chunks; with 2 or more every per-chunk value gets a leading chunk axis",
                     low=1, high=4),
+    "last_chunk": Param(0, "with chunks ≥ 2, the length of a shorter last chunk (1 to C − 1; 0: every chunk "
+                           "has C tokens); the sequence then has (chunks − 1)·C + last_chunk tokens", low=0, high=15),
     **COMMON_PARAMS,
 }
 
@@ -439,6 +507,8 @@ CHUNK_FORWARD = Family(
     default_ask=("A", "W", "U", "X", "O", "S_next"),
     misconceptions=FORWARD_MISTAKES,
     accept=lambda e, p, xp: _tame(e, p, ("W", "U", "X", "O", "S_next"), xp),
+    validate=_check_chunks,
+    extra={"present": present},
 )
 
 
@@ -607,6 +677,8 @@ CHUNK_BACKWARD = Family(
     default_ask=("dX", "dW", "dBK", "dA", "dG", "dbeta", "dK", "dQ", "dV", "dS"),
     misconceptions=FORWARD_MISTAKES + BACKWARD_MISTAKES,
     accept=lambda e, p, xp: _tame(e, p, ("W", "U", "X", "O", "S_next", "dX", "dA", "dK", "dbeta", "dS"), xp),
+    validate=_check_chunks,
+    extra={"present": present},
 )
 
 FAMILIES = (RECURRENT, CHUNK_FORWARD, CHUNK_BACKWARD)

@@ -31,6 +31,7 @@ from ..families import Env
 from ..key import encode
 from ..inputs import shown_path
 from ..i18n import DEFAULT_LANG, _, ngettext, using
+from ..ragged import fill_absent
 from ..spec import ItemSpec, SpecError, WorksheetSpec, parse_spec, read_spec_data
 from ..untrusted import terminal_text
 from ..worksheet import solve_item
@@ -150,6 +151,8 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
         try:
             if family.step(step).kind == "shape" and isinstance(raw_claim, str) and exact.ndim == 2:
                 raw_claim = parse_shape_text(raw_claim, exact.shape[1])  # "2×4" for a shape
+            if step in asked:  # a shorter last chunk is written at its length: the rest is not claimed
+                raw_claim = fill_absent(raw_claim, exact.shape[1:], ~asked[step].asked(exact.shape[1:]))
             value, claimed_at = parse_claim(raw_claim, exact.shape[1:])
         except AnswerFormatError as exc:
             check.verdict, check.message = "format", str(exc)

@@ -43,6 +43,7 @@ from ..families import Env, Family
 from ..i18n import DEFAULT_LANG, N_, _, current, ngettext, using
 from ..inputs import InputError, decode_text, json_nesting, read_bytes
 from ..key import Key, KeyItem
+from ..ragged import fill_absent
 from ..spec import Part
 from ..untrusted import MAX_ID_LENGTH, char_name, invisible_characters, lookalike_key, terminal_text
 from .parse import AnswerFormatError, parse_answer, parse_shape_text
@@ -540,7 +541,8 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...], asked: np.ndarra
     """
     shape = tuple(shape)
     if asked is not None:
-        answers = [_only_asked(a, shape, asked) for a in answers]
+        # A shorter last chunk (or any trailing boxes not asked) may be left out of the answer.
+        answers = [_only_asked(fill_absent(a, shape, ~asked), shape, asked) for a in answers]
     shape_texts: dict[int, str] = {}
     if kind == "shape":  # a shape may be one text, "2×4" or "[2, 4]", as well as a list of sizes
         answers = list(answers)

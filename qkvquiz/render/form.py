@@ -46,7 +46,7 @@ from ..i18n import HTML_LANG, _, current, install_jinja, script_messages
 from ..resources import templates_dir
 from ..worksheet import Worksheet
 from .latex import label_symbol, num, shape_text
-from .markdown import render_items
+from .markdown import ragged_shape, render_items
 from .sandbox import Record
 
 FORM_TEMPLATE = "answer-form.html.j2"
@@ -149,6 +149,12 @@ def _html_module() -> Any:
     return html
 
 
+def _seen_shape(item: Any, step: str, shape: tuple[int, ...]) -> Any:
+    """The shape a student reads for a step: per chunk where a delta sequence's last chunk is shorter."""
+    present = item.family.extra.get("present")
+    return shape if present is None else ragged_shape(shape, present(item.params, step, shape))
+
+
 def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
     """One student's problems as HTML, each with the answer grids of its asked parts."""
     html = _html_module()
@@ -178,7 +184,8 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
                 symbol=Markup(html.math_html(f"{label_symbol(step.symbol, len(shape))} =")),
                 points=part.points,
                 shape=shape,
-                shape_text=shape_text(shape),
+                # A ragged delta sequence: each chunk's own size (its padded boxes are disabled).
+                shape_text=shape_text(_seen_shape(item, part.step, shape)),
                 blocks=grid_blocks(shape, part.asked(shape)),
             ))
         body = html.markdown_body_html(markdown)

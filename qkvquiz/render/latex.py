@@ -63,6 +63,11 @@ def bmatrix(value: Any, decimals: int = 3) -> str:
 def shape_text(shape: Any) -> str:
     """"3×3 matrix", "vector of 4", "number"."""
     shape = tuple(np.shape(shape)) if not isinstance(shape, tuple) else shape
+    if shape and all(isinstance(n, tuple) for n in shape):
+        # A list of chunks whose last is shorter: each chunk's own shape, in order.
+        sizes = ["×".join(map(str, n)) for n in shape]
+        kind = "vectors" if len(shape[0]) == 1 else "matrices"
+        return f"a list of {len(shape)} {kind} ({', '.join(sizes[:-1])} and {sizes[-1]})"
     if not shape:
         return _("a number")
     if len(shape) == 1:

@@ -176,6 +176,28 @@ def key_decimals(item: ItemSpec) -> int:
     return KEY_DECIMALS_DEFAULT if chosen is None else int(chosen)
 
 
+def _real_box(real: np.ndarray) -> tuple[slice, ...]:
+    """The leading box of ``real`` (bool), where padding is trailing: a slice per axis."""
+    return tuple(slice(0, int(np.moveaxis(real, axis, 0).reshape(real.shape[axis], -1).any(axis=1).sum()))
+                 for axis in range(real.ndim))
+
+
+def trimmed(value: Any, real: np.ndarray | None) -> Any:
+    """A padded per-chunk value as the student sees it: a list of chunks, the last one at its length."""
+    if real is None:
+        return value
+    chunks = [np.array(value[c]) for c in range(len(value) - 1)]
+    return chunks + [np.array(value[-1][_real_box(real[-1])])]
+
+
+def ragged_shape(shape: tuple[int, ...], real: np.ndarray | None) -> tuple[int, ...] | tuple[tuple[int, ...], ...]:
+    """A step's shape, or for a padded per-chunk step the shape of each chunk as the student sees it."""
+    if real is None:
+        return shape
+    last = tuple(b.stop for b in _real_box(real[-1]))
+    return tuple([tuple(shape[1:])] * (shape[0] - 1) + [last])
+
+
 def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: Record | None = None) -> dict[str, Any]:
     """What a family's templates see for one student's variant of one item: plain data only."""
     view = item_view(item) if view is None else view
@@ -183,20 +205,32 @@ def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: R
     by_name = {s.name: s for s in fam.steps}
     # A family may word a step's formula for the item's params (attention: QKᵀ without √d_k).
     formula = item.family.extra.get("formula", lambda params, step: None)
-    parts = [
-        {"id": p.id, "step": by_name[p.step], "points": p.points, "shape": np.shape(steps[p.step]),
-         "formula": formula(item.params, p.step) or by_name[p.step].formula,
-         "only": only_asked_text(p.entries, np.shape(steps[p.step]))}
-        for p in item.parts
-    ]
+    # A delta sequence with a shorter last chunk is stored padded; templates see each chunk at
+    # its own length (a list of chunks), and a part's shape is each chunk's (never the padding).
+    present = item.family.extra.get("present")
+
+    def real(name: str, value: Any) -> np.ndarray | None:
+        return None if present is None else present(item.params, name, tuple(np.shape(value)))
+
+    parts = []
+    for p in item.parts:
+        shape = np.shape(steps[p.step])
+        mask = real(p.step, steps[p.step])
+        padding_only = mask is not None and p.entries is not None and len(p.entries) == int(mask.sum())
+        parts.append({"id": p.id, "step": by_name[p.step], "points": p.points, "shape": ragged_shape(shape, mask),
+                      "formula": formula(item.params, p.step) or by_name[p.step].formula,
+                      "only": "" if padding_only else only_asked_text(p.entries, shape)})
     # Templates get copies: whatever one does to an array cannot reach the solved worksheet or the key.
-    givens = {k: _copy(v) for k, v in givens.items()}
-    steps = {k: _copy(v) for k, v in steps.items()}
+    givens = {k: trimmed(_copy(v), real(k, v)) for k, v in givens.items()}
+    steps = {k: trimmed(_copy(v), real(k, v)) for k, v in steps.items()}
     # A family may add values its templates need (attention: the scale and the query/key counts).
     extra = item.family.extra.get("context")
+    # The givens an asked part depends on: a problem prints only these (``g`` keeps them all,
+    # for the worked solution and for templates written before this list existed).
+    shown = item.family.givens_needed(p.step for p in item.parts)
     return {
         **(extra(item.params) if extra is not None else {}),
-        "item": view, "family": fam, "p": view.params, "g": givens, "s": steps, "parts": parts,
+        "item": view, "family": fam, "p": view.params, "g": givens, "s": steps, "parts": parts, "shown": shown,
         "number": number, "d": key_decimals(item),
         "title": view.title or fam.title,
     }
