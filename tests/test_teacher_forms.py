@@ -554,12 +554,15 @@ def test_backprop_scores_for_cross_shapes_and_scales_match_loops_and_torch(param
     np.testing.assert_allclose(env["dK"], k.grad.numpy(), rtol=1e-10, atol=1e-12)
 
 
-def test_html_worksheet_captions_partial_parts_and_gives_a_shape_one_box():
+def test_html_worksheet_shows_boxes_for_the_asked_entries_only_and_gives_a_shape_one_box():
     from qkvquiz.render.documents import problem_areas
 
     ws, _ = partial_key()
     areas = dict(problem_areas(ws, 0)[0])
-    assert "q1.scores: only (1, 2), (1, 3)" in areas["q1.scores"]
+    scores = areas["q1.scores"]
+    # Two entries asked of a matrix: two single boxes, each named by its place, and no grid.
+    assert scores.count('class="boxes r1 c1"') == 2 and "answer-matrix" not in scores
+    assert "q1.scores (1,2)" in scores and "q1.scores (1,3)" in scores
     spec = parse_spec({"title": "T", "items": [{"family": "theory.shapes", "ask": ["d_k", "concat_shape"]}]})
     areas = dict(problem_areas(build_worksheet(spec, ["a"], seed=0), 0)[0])
     assert "answer-scalar" in areas["q1.concat_shape"]

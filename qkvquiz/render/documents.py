@@ -205,6 +205,19 @@ def work_space_html(space: WorkSpace | None) -> str:
     return f'<div class="work-space{ruled}" style="height:{space.css_height()}"></div>'
 
 
+def partial_area_html(part_id: str, entries: Sequence[Sequence[int]], symbol: str, points: float) -> str:
+    """A box for each asked entry of a part that asks some entries only, labelled with the
+    entry's place (``S_{1,2} =``, counting from 1) and captioned with it, side by side where
+    they fit: a student sees boxes for what is asked and nothing else."""
+    worth = f" \u00b7 {num(points, 2)} pt"
+    boxes = []
+    for k, entry in enumerate(entries):
+        place = ",".join(str(i + 1) for i in entry)
+        caption = f"{part_id} ({place})" + (worth if k == len(entries) - 1 else "")
+        boxes.append(answer_grid_html(part_id, (), label=f"{{{symbol}}}_{{{place}}} =", caption=caption))
+    return f'<div class="answer-set" data-part="{html.escape(part_id, quote=True)}">{"".join(boxes)}</div>'
+
+
 def problem_areas(
     ws: Worksheet, student: int, work_space: WorkSpace | None = None
 ) -> list[list[tuple[str, str]]]:
@@ -223,10 +236,8 @@ def problem_areas(
             worth = f" \u00b7 {num(part.points, 2)} pt"
             if step.kind == "shape":  # one box, for "2×4"
                 area = answer_grid_html(part.id, (), label=f"{step.symbol} =", caption=part.id + worth)
-            elif part.entries is not None and len(shape) <= 2 and all(n <= ANSWER_TILE for n in shape):
-                # The whole grid, captioned with the entries asked (the worksheet names them too).
-                only = ", ".join("(" + ", ".join(str(i + 1) for i in e) + ")" for e in part.entries)
-                area = answer_grid_html(part.id, shape, label=f"{symbol} =", caption=f"{part.id}: only {only}{worth}")
+            elif part.entries is not None:
+                area = partial_area_html(part.id, part.entries, step.symbol, part.points)
             else:
                 area = answer_area_html(part.id, shape, symbol, part.points)
             areas.append((part.id, area + after))
