@@ -9,6 +9,7 @@ installed; every known mistake that applies must be told apart from the right an
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -502,3 +503,15 @@ def test_the_ragged_and_cross_attention_worksheet_generates_as_written():
     text = worksheet_markdown(ws, 0)
     assert "a list of 2 matrices (2×2 and 1×1)" in text and "1 query and 3 keys" in text
     assert "multiplied by 0.5" in text
+
+
+def test_printed_worksheet_draws_each_chunk_of_a_ragged_sequence_at_its_own_length():
+    from qkvquiz.render.documents import problem_areas
+
+    spec = parse_spec({"title": "T", "items": [{"family": "delta.chunk_forward",
+                                                "params": {"chunks": 2, "chunk": 3, "last_chunk": 2},
+                                                "ask": ["X"]}]})
+    (_, area), = problem_areas(build_worksheet(spec, ["a"], seed=0), 0)[0]
+    # Chunk 1 is C = 3 tokens, chunk 2 its 2 real tokens: no boxes for padding.
+    assert re.findall(r"boxes r(\d) c\d", area) == ["3", "2"]
+    assert "q1.X, matrix 2" in area

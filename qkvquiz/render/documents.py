@@ -38,7 +38,7 @@ from ..worksheet import Worksheet
 from .form import where
 from .html import answer_grid_html, header_html, html_document, markdown_body_html
 from .latex import label_symbol, num
-from .markdown import render_items
+from .markdown import ragged_shape, render_items
 
 #: Boxes per row and rows per grid; a larger part is split into several grids (a 16-wide
 #: row of 1.6 cm boxes would not fit on the page, nor could a student write in 1 cm boxes).
@@ -218,6 +218,16 @@ def partial_area_html(part_id: str, entries: Sequence[Sequence[int]], symbol: st
     return f'<div class="answer-set" data-part="{html.escape(part_id, quote=True)}">{"".join(boxes)}</div>'
 
 
+def ragged_area_html(part_id: str, chunks: Sequence[Sequence[int]], symbol: str, points: float) -> str:
+    """One grid per chunk of a delta sequence whose last chunk is shorter, each at its own
+    size and captioned with its place as the grader names it (``q1.X, matrix 2``)."""
+    worth = f" \u00b7 {num(points, 2)} pt"
+    grids = [answer_grid_html(part_id, shape, label=f"{symbol} =" if c == 0 else None,
+                              caption=f"{part_id}, {where((c,), len(shape) + 1)}" + (worth if c == len(chunks) - 1 else ""))
+             for c, shape in enumerate(chunks)]
+    return f'<div class="answer-set" data-part="{html.escape(part_id, quote=True)}">{"".join(grids)}</div>'
+
+
 def problem_areas(
     ws: Worksheet, student: int, work_space: WorkSpace | None = None
 ) -> list[list[tuple[str, str]]]:
@@ -229,6 +239,8 @@ def problem_areas(
         space = item.work_space or work_space
         after = work_space_html(space) if space is not None and space.per == "part" else ""
         areas = []
+        # A delta sequence with a shorter last chunk: which entries of a step are real.
+        present = item.family.extra.get("present")
         for part in item.parts:
             shape = np.shape(env[part.step][student])
             step = item.family.step(part.step)
@@ -236,6 +248,8 @@ def problem_areas(
             worth = f" \u00b7 {num(part.points, 2)} pt"
             if step.kind == "shape":  # one box, for "2×4"
                 area = answer_grid_html(part.id, (), label=f"{step.symbol} =", caption=part.id + worth)
+            elif present is not None and (real := present(item.params, part.step, shape)) is not None:
+                area = ragged_area_html(part.id, ragged_shape(shape, real), symbol, part.points)
             elif part.entries is not None:
                 area = partial_area_html(part.id, part.entries, step.symbol, part.points)
             else:
