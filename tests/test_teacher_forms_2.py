@@ -442,6 +442,12 @@ def test_a_ragged_worksheet_shows_each_chunk_at_its_length():
     form = form_problems(ws, 0)[0].parts
     boxes = [box for block in form[0].blocks for row in block.rows for box in row]
     assert sum(box.asked for box in boxes) == 13 and len(boxes) == 18  # padded boxes disabled, saved null
+    # The padding is hidden, not shown greyed out: the student sees the last chunk at its length.
+    assert [box.index for box in boxes if box.absent] == [box.index for box in boxes if not box.asked]
+    from qkvquiz.render.form import answer_form_html
+
+    page = answer_form_html(ws, 0)
+    assert page.count('<td hidden><input type="text" class="entry"') >= 5 and "<tr hidden>" in page
     assert form[0].shape_text == "a list of 2 matrices (3×3 and 2×2)"
 
 

@@ -66,6 +66,9 @@ class Box:
     index: tuple[int, ...]
     where: str  # "row 2, column 3" (counting from 1, the grader's words); "" for a scalar
     asked: bool = True  # False: the part asks other entries; the box is shown disabled and saves null
+    # True: padding after a delta sequence's shorter last chunk; the box is hidden and saves null
+    # (it stays in the page so that every part keeps one box per entry of its shape, in order).
+    absent: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,16 +112,19 @@ def where(index: Sequence[int], ndim: int) -> str:
     return entry_place([i + 1 for i in index], ndim)
 
 
-def grid_blocks(shape: Sequence[int], asked: np.ndarray | None = None) -> tuple[Block, ...]:
+def grid_blocks(shape: Sequence[int], asked: np.ndarray | None = None,
+                real: np.ndarray | None = None) -> tuple[Block, ...]:
     """The boxes of a part of ``shape``, grouped as the page shows them: a scalar is one box,
     a vector one row, a matrix a bracketed grid, a stack one grid per matrix (row by row, so
     that the tab order runs along each row). ``asked`` (bool, ``shape``) marks the boxes of
-    a part that asks only some entries; the others are drawn disabled."""
+    a part that asks only some entries; the others are drawn disabled. ``real`` (bool,
+    ``shape``) marks the entries of a ragged delta sequence that exist; the others are hidden."""
     shape = tuple(int(n) for n in shape)
-    if asked is not None:
+    if asked is not None or real is not None:
         blocks = grid_blocks(shape)
-        return tuple(Block(b.label, tuple(tuple(Box(x.index, x.where, bool(asked[x.index])) for x in row)
-                                          for row in b.rows), b.bracketed) for b in blocks)
+        return tuple(Block(b.label, tuple(tuple(
+            Box(x.index, x.where, asked is None or bool(asked[x.index]), real is not None and not real[x.index])
+            for x in row) for row in b.rows), b.bracketed) for b in blocks)
     ndim = len(shape)
     if ndim == 0:
         return (Block("", ((Box((), ""),),), bracketed=False),)
@@ -149,10 +155,15 @@ def _html_module() -> Any:
     return html
 
 
+def _real(item: Any, step: str, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Which entries of a step exist where a delta sequence's last chunk is shorter (else None)."""
+    present = item.family.extra.get("present")
+    return None if present is None else present(item.params, step, shape)
+
+
 def _seen_shape(item: Any, step: str, shape: tuple[int, ...]) -> Any:
     """The shape a student reads for a step: per chunk where a delta sequence's last chunk is shorter."""
-    present = item.family.extra.get("present")
-    return shape if present is None else ragged_shape(shape, present(item.params, step, shape))
+    return ragged_shape(shape, _real(item, step, shape))
 
 
 def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
@@ -186,7 +197,7 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
                 shape=shape,
                 # A ragged delta sequence: each chunk's own size (its padded boxes are disabled).
                 shape_text=shape_text(_seen_shape(item, part.step, shape)),
-                blocks=grid_blocks(shape, part.asked(shape)),
+                blocks=grid_blocks(shape, part.asked(shape), _real(item, part.step, shape)),
             ))
         body = html.markdown_body_html(markdown)
         from .documents import answer_points
