@@ -24,7 +24,7 @@ import stat
 from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
@@ -77,8 +77,9 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_bytes(path: str | os.PathLike[str], limit: int, what: str, *, follow: bool = True) -> bytes:
-    """The bytes of the regular file ``path``, at most ``limit`` of them; InputError otherwise.
+def open_regular(path: str | os.PathLike[str], limit: int, what: str, *, follow: bool = True) -> BinaryIO:
+    """A binary file object of the regular file ``path`` of at most ``limit`` bytes (by its
+    ``fstat``); InputError otherwise.
 
     ``what`` names the file's role in messages ("spec", "roster"). Opened non-blocking, so a
     FIFO with no writer cannot hang the open; the kind is checked on the open descriptor
@@ -105,21 +106,24 @@ def read_bytes(path: str | os.PathLike[str], limit: int, what: str, *, follow: b
             raise InputError(source, f"is {_kind(info.st_mode)}, not a regular file; nothing was read from it")
         if info.st_size > limit:
             raise InputError(source, f"the file is {info.st_size:,} bytes; {_a(what)} file may be at most {limit:,}")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:  # the size in fstat may be stale: stop at limit + 1 bytes regardless
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise InputError(source, f"cannot read the {what} file ({exc.strerror or exc})") from None
-    finally:
+        return os.fdopen(fd, "rb")
+    except BaseException:
         os.close(fd)
-    if size > limit:
+        raise
+
+
+def read_bytes(path: str | os.PathLike[str], limit: int, what: str, *, follow: bool = True) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them; InputError otherwise
+    (see :func:`open_regular` for the checks)."""
+    source = shown_path(path)
+    with open_regular(path, limit, what, follow=follow) as fh:
+        try:
+            data = fh.read(limit + 1)  # the size in fstat may be stale: stop at limit + 1 bytes regardless
+        except OSError as exc:
+            raise InputError(source, f"cannot read the {what} file ({exc.strerror or exc})") from None
+    if len(data) > limit:
         raise InputError(source, f"the file is more than {limit:,} bytes; {_a(what)} file may be at most {limit:,}")
-    return b"".join(chunks)
+    return data
 
 
 def decode_text(raw: bytes, source: str, what: str) -> str:
@@ -413,30 +417,6 @@ class ZipMember:
     mtime: float | None  # the member's time (zip stores local time without a zone; read as UTC)
 
 
-def _open_regular(path: str | os.PathLike[str], limit: int, what: str) -> Any:
-    """A binary file object of the regular file ``path`` of at most ``limit`` bytes (same checks as read_bytes)."""
-    source = shown_path(path)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise InputError(source, f"cannot read the {what} file: there is no such file") from None
-    except IsADirectoryError:
-        raise InputError(source, f"is a folder, not {_a(what)} file") from None
-    except OSError as exc:
-        raise InputError(source, f"cannot read the {what} file ({exc.strerror or exc})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InputError(source, f"is {_kind(info.st_mode)}, not a regular file; nothing was read from it")
-        if info.st_size > limit:
-            raise InputError(source, f"the file is {info.st_size:,} bytes; {_a(what)} file may be at most {limit:,}")
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 def zip_member_problem(info: Any) -> str | None:
     """Why the member ``info`` (a ``zipfile.ZipInfo``) is never read, or None when it may be."""
     name = info.filename
@@ -485,7 +465,7 @@ def read_zip(path: str | os.PathLike[str], want: Any = None) -> tuple[list[ZipMe
     source = shown_path(path)
     members: list[ZipMember] = []
     skipped: list[Skipped] = []
-    with _open_regular(path, MAX_ZIP_BYTES, "zip") as fh:
+    with open_regular(path, MAX_ZIP_BYTES, "zip") as fh:
         _check_zip_directory(fh, source)
         try:
             archive = zipfile.ZipFile(fh)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from qkvquiz.families import get_family
 from qkvquiz.key import key_from_json, key_to_json
 from qkvquiz.spec import parse_spec
 from qkvquiz.worksheet import build_worksheet
@@ -77,3 +78,15 @@ def fd_grad(loss, x):
 def total(a, b):
     """Σ a ⊙ b per variant: the scalar loss whose upstream gradient is a."""
     return (a * b).reshape(a.shape[0], -1).sum(axis=1)
+
+
+# One item of a family solved for a small class: (worksheet, its env, the item spec).
+ROSTER = [f"s{i:02d}" for i in range(12)]
+
+
+def solved(name: str, params: dict, students=ROSTER, seed=5, ask=None):
+    family = get_family(name)
+    item = {"family": name, "params": params, "ask": list(ask or family.askable_steps)}
+    spec = parse_spec({"title": "T", "items": [item]})
+    ws = build_worksheet(spec, list(students), seed=seed)
+    return ws, ws.envs[0], spec.items[0]

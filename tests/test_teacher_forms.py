@@ -18,15 +18,8 @@ from qkvquiz.render.markdown import key_markdown
 from qkvquiz.spec import SpecError, parse_spec
 from qkvquiz.worksheet import build_worksheet
 
-ROSTER = [f"s{i:02d}" for i in range(12)]
+from .helpers import ROSTER, solved
 
-
-def solved(name: str, params: dict, students=ROSTER, seed=5, ask=None):
-    family = get_family(name)
-    item = {"family": name, "params": params, "ask": list(ask or family.askable_steps)}
-    spec = parse_spec({"title": "T", "items": [item]})
-    ws = build_worksheet(spec, list(students), seed=seed)
-    return ws, ws.envs[0], spec.items[0]
 
 
 def loop_scores(q, k, factor):

@@ -19,17 +19,8 @@ from qkvquiz.render.markdown import key_markdown, worksheet_markdown
 from qkvquiz.spec import parse_spec
 from qkvquiz.worksheet import build_worksheet
 
-from .helpers import fd_grad, total
+from .helpers import ROSTER, fd_grad, solved, total
 
-ROSTER = [f"s{i:02d}" for i in range(12)]
-
-
-def solved(name: str, params: dict, students=ROSTER, seed=5, ask=None):
-    family = get_family(name)
-    item = {"family": name, "params": params, "ask": list(ask or family.askable_steps)}
-    spec = parse_spec({"title": "T", "items": [item]})
-    ws = build_worksheet(spec, list(students), seed=seed)
-    return ws, ws.envs[0], spec.items[0]
 
 
 def loop_softmax(s):
