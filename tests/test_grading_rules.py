@@ -373,3 +373,47 @@ def test_control_characters_in_file_names_are_shown_escaped_everywhere(week3):
     assert graded["source"].endswith("\\x1b[2J\\u202egnp.json")
     assert any(c["source"].endswith("ada-old\\x07.json") for c in graded["candidates"])
     assert any(p["source"].endswith("junk\\x1b]0;x\\x07.json") for p in detail["problems"])
+
+
+def test_copy_detection_agrees_with_a_pair_by_pair_count():
+    # Oracle: for every submission and every other variant, count the telling entries answered
+    # within tolerance of each, one pair at a time, and apply the documented rule.
+    from qkvquiz.grade.copies import COPY_MIN_ENTRIES, COPY_SHARE, detect_copies
+    from qkvquiz.grade.grader import read_columns
+
+    key, doc = make_key(students=CLASS)
+    n, rng = len(CLASS), np.random.default_rng(7)
+    answers = []
+    for i in range(n):
+        source = doc["students"][(i * 5) % n if i % 4 == 0 else i]["answers"]  # every 4th copies someone
+        mine = copy.deepcopy(source)
+        for part in list(mine)[: i % 3]:  # and slips here and there
+            mine[part] = (np.array(mine[part], dtype=float) + rng.integers(1, 3)).tolist()
+        answers.append(mine)
+    rows = np.arange(n)
+    columns = read_columns(key, answers)
+    found = detect_copies(key, rows, columns)
+    expected = {}
+    for j in range(n):
+        counts, own, answered = np.zeros(n, dtype=int), 0, 0
+        for item, part in key.parts:
+            exact = item.env[part.step].reshape(n, -1)
+            telling = ~(exact == exact[:1]).all(axis=0)
+            values = columns[part.id].values.reshape(n, -1)[j]
+            tol = item.tolerance_for(part.step)
+            for e in np.flatnonzero(telling):
+                if not columns[part.id].readable[j] or np.isnan(values[e]):
+                    continue
+                answered += 1
+                for v in range(n):
+                    with np.errstate(all="ignore"):
+                        hit = bool(tol.passes(np.array([values[e]]), np.array([exact[v, e]]))[0])
+                    if v == j:
+                        own += hit
+                    else:
+                        counts[v] += hit
+        best = int(np.argmax(counts))
+        if answered >= COPY_MIN_ENTRIES and counts[best] >= COPY_SHARE * answered and counts[best] > own:
+            expected[j] = (CLASS[best], int(counts[best]), own, answered)
+    assert {j: (m.other, m.matched, m.own, m.answered) for j, m in found.items()} == expected
+    assert len(expected) == 4  # students 4, 8, 16 and 20 copied (0 and 12 drew their own sheets)
