@@ -159,9 +159,12 @@ class ItemSpec:
 
     def fingerprint(self) -> str:
         """What decides the item's variants: family, params and fixed givens (not its wording)."""
+        later = self.family.later_params
+        params = {k: v for k, v in self.params.items()
+                  if k not in later or v != self.family.params[k].default}
         payload = {
             "family": self.family.name,
-            "params": {k: list(v) if isinstance(v, tuple) else v for k, v in self.params.items()},
+            "params": {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()},
             "fixed": {k: np.asarray(v).tolist() for k, v in sorted(self.fixed.items())},
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

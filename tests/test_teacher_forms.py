@@ -498,6 +498,7 @@ PLANTED = {
     "05-delta-rule.yaml": {"q1.final_state": [], "q3.S_next": ["used_U"]},
     "06-ragged-chunks-cross-backprop.yaml": {"q1.X": ["no_state"], "q2.dA": ["sign"],
                                              "q3.dS": ["diagonal_only"], "q4.dK": ["skipped_softmax"]},
+    "07-multihead-swap.yaml": {"q1.concat": ["stacked_tokens"], "q2.swapped": ["transposed_weights"]},
 }
 
 

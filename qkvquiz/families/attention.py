@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.attention import apply_mask, scaled_scores, softmax
+from ..engine.attention import apply_mask, softmax
 from ..engine.backend import swap
 from ..engine.masks import MASK_KINDS, allowed_from_given, causal_allowed, padding_allowed
 from ..i18n import N_
@@ -114,6 +114,15 @@ def raw_scores(q, k, xp):
     return q @ swap(k)
 
 
+def scaled_raw(q, k, p: Params, xp):
+    """QKᵀ with the item's scale: divided by √d_k (as the engine divides, the default's exact
+    numbers kept), or multiplied by the spec's factor (1 for none)."""
+    raw = raw_scores(q, k, xp)
+    if divides_by_sqrt_dk(p):
+        return raw / xp.sqrt(xp.asarray(stated_d_k(p), dtype=raw.dtype))
+    return raw * score_factor(p)
+
+
 def scores_of(e: Env, p: Params, xp):
     """The scaled scores of ``e``'s Q and K with the item's scale."""
     return raw_scores(e.Q, e.K, xp) * score_factor(p)
@@ -131,6 +140,10 @@ SCALE_PARAMS = {
     "stated_d_k": Param(0, "the d_k the problem states for the scale, when it differs from Q's width (0: Q's width)",
                         low=0, high=1024),
 }
+
+# What families published before queries, keys and scale existed leave out of an item's
+# fingerprint at their defaults (their specs keep their variants).
+LATER_PARAMS = (*SIZE_PARAMS, *SCALE_PARAMS)
 
 EMPTY_ROWS = Param(False, "allow a hand-written mask with a query that may attend to no key "
                           "(its weights and output are 0, as the worksheet states)")
@@ -639,12 +652,28 @@ MASKED = Family(
 
 def _sample_qk(draw: Draw, p: Params) -> dict:
     lo, hi = p.entries
-    return {"Q": draw.integers(lo, hi, (p.tokens, p.d_k)), "K": draw.integers(lo, hi, (p.tokens, p.d_k))}
+    return {"Q": draw.integers(lo, hi, (n_queries(p), p.d_k)), "K": draw.integers(lo, hi, (n_keys(p), p.d_k))}
 
 
 def _qk_accept(e: Env, p: Params, xp) -> np.ndarray:
     ones = xp.ones(e.weights.shape, dtype=np.float64)
-    return not_saturated(e.weights, ones, xp) & not_saturated(e.swapped, ones, xp)
+    swapped = xp.ones(e.swapped.shape, dtype=np.float64)
+    return not_saturated(e.weights, ones, xp) & not_saturated(e.swapped, swapped, xp)
+
+
+def _check_qk(p: Params) -> None:
+    if max(n_queries(p), n_keys(p)) < 2:
+        raise ValueError("attention.qk_swap needs two queries or two keys at least: with one of each, "
+                         "every weight is 1 whichever way the softmax is taken")
+
+
+def _qk_formula(p: Params, step: str) -> str | None:
+    """The swapped weights' formula with the item's scale (the step's own says /√d_k)."""
+    if step != "swapped" or divides_by_sqrt_dk(p):
+        return _formula(p, step)
+    factor = score_factor(p)
+    scale = "" if factor == 1 else f"{factor:g}\\,"
+    return rf"\tilde A = \operatorname{{softmax}}({scale}KQ^\top) = \operatorname{{softmax}}(S^\top)"
 
 
 QK_SWAP = Family(
@@ -653,20 +682,22 @@ QK_SWAP = Family(
     summary="softmax(S) against softmax(Sᵀ): rows are normalised per query, columns are not.",
     params={
         "tokens": Param(3, "number of tokens n", low=2, high=8),
+        **SIZE_PARAMS,
         "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
         "entries": int_range((-1, 1), "range of the integer entries of Q and K"),
+        **SCALE_PARAMS,
         "decimals": DECIMALS,
     },
     givens=(Given("Q", "Q", "queries, one row per token"), Given("K", "K", "keys, one row per token")),
     sample=_sample_qk,
     steps=(
         Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", N_("Compute the scaled scores"),
-             lambda e, p, xp: scaled_scores(e.Q, e.K, xp=xp), ("Q", "K")),
+             lambda e, p, xp: scaled_raw(e.Q, e.K, p, xp), ("Q", "K")),
         Step("weights", "A", r"A = \operatorname{softmax}(S)", N_("Compute the attention weights, softmax of each row of S"),
              lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS),
         Step(
             "swapped", r"\tilde A", r"\tilde A = \operatorname{softmax}\!\left(\frac{KQ^\top}{\sqrt{d_k}}\right) = \operatorname{softmax}(S^\top)",
-            N_("Swap the roles of Q and K: compute the weights from KQᵀ/√dₖ, again row by row"),
+            N_("Swap the roles of Q and K: compute the weights from KQᵀ, scaled as S is, again row by row"),
             lambda e, p, xp: softmax(swap(e.scores), xp=xp), ("scores",),
             (rows_sum_to(1.0, "rows_sum_to_one",
                          N_("Each row of Ã must sum to 1: softmax(Sᵀ) is still taken row by row.")),),
@@ -685,12 +716,26 @@ QK_SWAP = Family(
             "of S (over the queries), so it is not Aᵀ."),
         ),
         Misconception(
-            "received", "columns_sum_to_one", lambda e, p, xp: xp.ones(e.weights.shape[:-1], dtype=np.float64),
+            "received", "columns_sum_to_one", lambda e, p, xp: xp.ones(e.weights.shape[:-2] + e.weights.shape[-1:],
+                                                                    dtype=np.float64),
             N_("Only the rows of A sum to 1 (each query shares out all its attention); a key can receive "
             "more or less than 1 in total."),
+            # One query: its weights are what the keys receive, never all 1 with two keys or more;
+            # one key receives every query's whole weight, n in all.
+        ),
+        Misconception(
+            "scores", "unscaled", lambda e, p, xp: raw_scores(e.Q, e.K, xp),
+            N_("The scores were not divided by √d_k."), applies=scale_shows,
+        ),
+        Misconception(
+            "scores", "scaled_anyway", lambda e, p, xp: scaled_raw(e.Q, e.K, _with(p, scaled=True, scale=SQRT_DK), xp),
+            N_("This problem asks for the raw dot products, without dividing by √d_k."), applies=unscaled_asked,
         ),
     ),
     accept=_qk_accept,
+    validate=_check_qk,
+    extra={"context": template_context, "formula": _qk_formula},
+    later_params=LATER_PARAMS,
 )
 
 FAMILIES = (SCORES, WEIGHTS, OUTPUT, MASKED, QK_SWAP)

@@ -321,6 +321,9 @@ class Family:
     # Params that change what a given or step means, checked together after defaults.
     validate: Callable[[Params], None] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # Params added after the family was first published: left out of an item's fingerprint
+    # while at their defaults, so that specs written before them keep their variants.
+    later_params: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Params is a Mapping: a param called "keys" or "values" would read the method instead.

@@ -1,8 +1,10 @@
 """Multi-head attention: split d_model into h heads, attend per head, concatenate, project.
 
-Givens are the projected Q, K, V (n × d_model) and the output projection Wᴼ (d_model ×
-d_model). Head i owns feature columns i·d_k … (i+1)·d_k − 1 with d_k = d_model/h (the
-convention of :mod:`qkvquiz.engine.multihead`); each head is scaled by √d_k, and the heads'
+Givens are the projected Q (n × d_model), K and V (m × d_model; m = n in self-attention,
+``queries``/``keys`` count them apart for cross-attention) and the output projection Wᴼ
+(d_model × d_model). Head i owns feature columns i·d_k … (i+1)·d_k − 1 with d_k = d_model/h
+(the convention of :mod:`qkvquiz.engine.multihead`); each head is scaled by √d_k (or as the
+item's ``scale`` says, with ``stated_d_k`` a per-head d_k the problem states), and the heads'
 outputs are concatenated along the features, head 1 first, before Wᴼ.
 
 Per-head steps are stacks of shape (h, n, ·): a student answers them as a list of h matrices.
@@ -14,13 +16,30 @@ the (h, n, d_k) stack without moving the head axis does), listed below as ``stac
 
 from __future__ import annotations
 
-from ..engine.attention import scaled_scores, softmax
+from ..engine.attention import softmax
 from ..engine.backend import swap
 from ..engine.multihead import merge_heads, split_heads
 from ..engine.projection import linear
 from ..i18n import N_
 from ..seeding import Draw
-from .attention import SATURATED, WEIGHTS_INVARIANTS
+from .attention import (
+    LATER_PARAMS,
+    SATURATED,
+    SCALE_PARAMS,
+    SIZE_PARAMS,
+    SQRT_DK,
+    WEIGHTS_INVARIANTS,
+    divides_by_sqrt_dk,
+    n_keys,
+    n_queries,
+    raw_scores,
+    scale_shows,
+    scaled_raw,
+    score_factor,
+    stated_d_k,
+    template_context,
+    unscaled_asked,
+)
 from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, int_range
 
 
@@ -33,17 +52,27 @@ def _sample(draw: Draw, p: Params) -> dict:
     lo, hi = p.entries
     vlo, vhi = p.v_entries
     wlo, whi = p.w_entries
-    n, dm = p.tokens, p.d_model
+    n, m, dm = n_queries(p), n_keys(p), p.d_model
     return {
         "Q": draw.integers(lo, hi, (n, dm)),
-        "K": draw.integers(lo, hi, (n, dm)),
-        "V": draw.integers(vlo, vhi, (n, dm)),
+        "K": draw.integers(lo, hi, (m, dm)),
+        "V": draw.integers(vlo, vhi, (m, dm)),
         "W_O": draw.integers(wlo, whi, (dm, dm)),
     }
 
 
+def per_head(p: Params) -> Params:
+    """The item's params as one head sees them: d_k = d_model/h, the width the scale is read from."""
+    return Params({**p, "d_k": p.d_model // p.heads})
+
+
+def _head_scores(e: Env, p: Params, xp):
+    """Every head's scores Q⁽ʰ⁾K⁽ʰ⁾ᵀ with the item's scale (√d_k of one head by default)."""
+    return scaled_raw(e.Qh, e.Kh, per_head(p), xp)
+
+
 def _heads_from(scores, e: Env, xp) -> dict:
-    """Weights, head outputs, concatenation and output from per-head scores (h, n, n)."""
+    """Weights, head outputs, concatenation and output from per-head scores (h, n, m)."""
     weights = softmax(scores, xp=xp)
     heads = weights @ e.Vh
     concat = merge_heads(heads, xp=xp)
@@ -57,21 +86,48 @@ def _d_model_scaled(e: Env, p: Params, xp) -> dict:
 
 def _stacked_tokens(e: Env, p: Params, xp) -> dict:
     # (..., h, n, d_k) stacked head under head is (..., h·n, d_k); read row by row into n × d_model.
-    concat = e.heads.reshape(*e.heads.shape[:-3], p.tokens, p.d_model)
+    concat = e.heads.reshape(*e.heads.shape[:-3], n_queries(p), p.d_model)
     return {"concat": concat, "output": linear(concat, e.W_O, xp=xp)}
 
 
 def _accept(e: Env, p: Params, xp):
     # Every head's every row must spread its weight (no weight above 95 %), and Wᴼ must use
     # every feature of Z_cat and feed every output feature (no zero row or column).
+    # With one key every weight is 1, and nothing is spread.
     batch = e.weights.shape[0]
     spread = ~(e.weights.max(axis=-1) > SATURATED).reshape(batch, -1).any(axis=-1)
+    if n_keys(p) == 1:
+        spread = xp.ones(batch, dtype=bool)
     used = (xp.abs(e.W_O) > 0)
     return spread & used.any(axis=-1).all(axis=-1) & used.any(axis=-2).all(axis=-1)
 
 
-def _several_heads(p: Params) -> bool:
-    return p.heads > 1
+def _d_model_slip(p: Params) -> bool:
+    # Only where each head divides by √d_k of its own width, and √d_model is another number.
+    return p.heads > 1 and divides_by_sqrt_dk(p) and stated_d_k(per_head(p)) != p.d_model
+
+
+def _d_model_slip_after(p: Params) -> bool:
+    # With one key every weight is 1, whatever the scores: the slip shows in the scores only.
+    return _d_model_slip(p) and n_keys(p) > 1
+
+
+def _stacking_shows(p: Params) -> bool:
+    # One query: the stack of h rows read into one row is [Z₁ | Z₂ | …] itself.
+    return p.heads > 1 and n_queries(p) > 1
+
+
+def _context(p: Params) -> dict:
+    """``att`` of one head (its d_k, the scale, the counts) for the templates."""
+    return template_context(per_head(p))
+
+
+def _formula(p: Params, step: str) -> str | None:
+    if step != "scores" or divides_by_sqrt_dk(p):
+        return None
+    factor = score_factor(p)
+    scale = "" if factor == 1 else f"{factor:g}\\,"
+    return f"S^{{(h)}} = {scale}Q^{{(h)}} K^{{(h)\\top}}"
 
 
 _D_MODEL = N_("Each head is scaled by √d_k with d_k = d_model/h, its own width, not by √d_model.")
@@ -86,17 +142,19 @@ MULTIHEAD = Family(
     summary="Split d_model into h heads of d_k = d_model/h, attend per head (scale √d_k), concatenate, project by Wᴼ.",
     params={
         "tokens": Param(2, "number of tokens n", low=2, high=8),
+        **SIZE_PARAMS,
         "d_model": Param(4, "model width d_model (columns of Q, K, V)", low=2, high=32),
         "heads": Param(2, "number of heads h (d_model must be a multiple of h)", low=1, high=8),
         "entries": int_range((-1, 1), "range of the integer entries of Q and K"),
         "v_entries": int_range((-2, 2), "range of the integer entries of V"),
         "w_entries": int_range((-1, 1), "range of the integer entries of Wᴼ"),
+        **SCALE_PARAMS,
         "decimals": DECIMALS,
     },
     givens=(
         Given("Q", "Q", "queries (already projected), one row per token"),
-        Given("K", "K", "keys (already projected)"),
-        Given("V", "V", "values (already projected)"),
+        Given("K", "K", "keys (already projected), one row per key"),
+        Given("V", "V", "values (already projected), one row per key"),
         Given("W_O", "W^O", "output projection"),
     ),
     sample=_sample,
@@ -106,7 +164,7 @@ MULTIHEAD = Family(
         Step("Vh", "V^{(h)}", r"V^{(h)} = V_{:,\,(h-1)d_k+1 \dots h d_k}", "", lambda e, p, xp: split_heads(e.V, p.heads, xp=xp), ("V",)),
         Step(
             "scores", "S^{(h)}", r"S^{(h)} = \frac{Q^{(h)} K^{(h)\top}}{\sqrt{d_k}}", N_("Compute every head's scaled scores"),
-            lambda e, p, xp: scaled_scores(e.Qh, e.Kh, xp=xp), ("Qh", "Kh"),
+            _head_scores, ("Qh", "Kh"),
         ),
         Step(
             "weights", "A^{(h)}", r"A^{(h)} = \operatorname{softmax}(S^{(h)})", N_("Compute every head's attention weights, row by row"),
@@ -131,17 +189,29 @@ MULTIHEAD = Family(
     misconceptions=(
         *(
             Misconception(step, "scaled_by_d_model", (lambda s: lambda e, p, xp: _d_model_scaled(e, p, xp)[s])(step),
-                          _D_MODEL, applies=_several_heads)
+                          _D_MODEL, applies=_d_model_slip if step == "scores" else _d_model_slip_after)
             for step in ("scores", "weights", "heads", "concat", "output")
         ),
         *(
             Misconception(step, "stacked_tokens", (lambda s: lambda e, p, xp: _stacked_tokens(e, p, xp)[s])(step),
-                          _STACKED, applies=_several_heads)
+                          _STACKED, applies=_stacking_shows)
             for step in ("concat", "output")
+        ),
+        Misconception(
+            "scores", "unscaled", lambda e, p, xp: raw_scores(e.Qh, e.Kh, xp),
+            N_("Each head's scores were not divided by √d_k."), applies=lambda p: scale_shows(per_head(p)),
+        ),
+        Misconception(
+            "scores", "scaled_anyway",
+            lambda e, p, xp: scaled_raw(e.Qh, e.Kh, per_head(Params({**p, "scale": SQRT_DK})), xp),
+            N_("This problem asks for each head's raw dot products, without dividing by √d_k."),
+            applies=lambda p: unscaled_asked(per_head(p)),
         ),
     ),
     accept=_accept,
     validate=_check,
+    extra={"context": _context, "formula": _formula},
+    later_params=LATER_PARAMS,
 )
 
 FAMILIES = (MULTIHEAD,)
