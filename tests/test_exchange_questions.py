@@ -38,7 +38,8 @@ def expected_entries(ws, item_index: int, student: int):
     for part in item.parts:
         exact = np.asarray(env[part.step][student], dtype=np.float64)
         band = item.tolerance_for(part.step).band(exact)
-        out += [(float(exact[i]), float(band[i])) for i in np.ndindex(exact.shape)]
+        asked = part.asked(exact.shape)
+        out += [(float(exact[i]), float(band[i])) for i in np.ndindex(exact.shape) if asked is None or asked[i]]
     return out
 
 
@@ -152,3 +153,26 @@ def test_canvas_package_blanks_accept_the_key_values(bank):
                 else:
                     assert all(abs(float(t) - value) <= band * (1 + 1e-9) for t in texts)
                     assert any(abs(float(t) - value) <= band / 2 + 1e-12 for t in texts)  # the rounded value
+
+
+def test_only_the_asked_entries_become_answer_fields():
+    # A partial ask (2 of a 2×3 matrix) and a delta sequence whose last chunk is shorter (the
+    # padding of chunk 2 is no question): fields for the asked entries only, "—" elsewhere.
+    from qkvquiz.spec import parse_spec
+
+    spec = parse_spec({"title": "T", "items": [
+        {"family": "attention.output", "params": {"queries": 2, "keys": 3, "d_k": 4},
+         "ask": {"scores": {"entries": [[1, 2], [1, 3]]}}},
+        {"family": "delta.chunk_forward", "params": {"chunks": 2, "chunk": 3, "last_chunk": 2}, "ask": ["X"]},
+    ]})
+    ws, files = export_questions(spec, 2, "asked")
+    fields = [len(expected_entries(ws, i, s)) for i in range(2) for s in range(2)]
+    assert fields == [2, 2, 10, 10]
+    cloze = [q.find("questiontext/text").text for q in ET.fromstring(files["questions-moodle.xml"])
+             if q.get("type") == "cloze"]
+    assert [len(re.findall(r"\{\d*:(?:NUMERICAL|SHORTANSWER):", t)) for t in cloze] == fields
+    assert cloze[0].count("<td>—</td>") == 4 and cloze[2].count("<td>—</td>") == 2
+    with zipfile.ZipFile(io.BytesIO(files["questions-qti21.zip"])) as z:
+        items = sorted(n for n in z.namelist() if n.endswith(".xml") and "manifest" not in n)
+        counts = [z.read(n).decode().count("textEntryInteraction ") for n in items]
+    assert sorted(counts) == sorted(fields)

@@ -97,7 +97,17 @@ class PartBoxes:
     label: str  # "(a) scores"
     points: float
     shape: tuple[int, ...]
-    entries: tuple[Entry, ...]
+    entries: tuple[Entry, ...]  # the asked entries only, in the order of the grid
+    # Which entries of ``shape`` are asked (a partial ask, or the real tokens of a shorter last
+    # delta chunk); None when every entry is. The others are shown as "—" and never asked.
+    asked: np.ndarray | None = None
+
+    def grid_cells(self, cells: Sequence[str]) -> list[str]:
+        """``cells`` (one per asked entry) placed in the whole grid, "—" where nothing is asked."""
+        if self.asked is None:
+            return list(cells)
+        it = iter(cells)
+        return [next(it) if self.asked[idx] else "—" for idx in np.ndindex(self.shape)]
 
 
 def part_boxes(ws: Worksheet, item_index: int, student: int) -> list[PartBoxes]:
@@ -107,10 +117,11 @@ def part_boxes(ws: Worksheet, item_index: int, student: int) -> list[PartBoxes]:
     for k, part in enumerate(item.parts):
         exact = np.asarray(env[part.step][student], dtype=np.float64)
         band = np.asarray(item.tolerance_for(part.step).band(exact))
+        asked = part.asked(exact.shape)
         entries = tuple(Entry(tuple(int(i) for i in idx), float(exact[idx]), float(band[idx]))
-                        for idx in np.ndindex(exact.shape))
+                        for idx in np.ndindex(exact.shape) if asked is None or asked[idx])
         label = f"({'abcdefghijklmnopqrstuvwxyz'[k % 26]}) {item.family.step(part.step).prompt}"
-        out.append(PartBoxes(part.id, label, part.points, exact.shape, entries))
+        out.append(PartBoxes(part.id, label, part.points, exact.shape, entries, asked))
     return out
 
 
@@ -162,6 +173,7 @@ def _grid_html(part: PartBoxes, cells: Sequence[str]) -> str:
     """The answer boxes of one part laid out as its shape: a row, a grid, or one grid per leading index."""
     if not part.shape:
         return f"<p>{cells[0]}</p>"
+    cells = part.grid_cells(cells)
     shape = part.shape
     rows_n, cols_n = (1, shape[0]) if len(shape) == 1 else (shape[-2], shape[-1])
     per_grid = rows_n * cols_n
@@ -280,15 +292,19 @@ def qti_item(ws: Worksheet, item_index: int, student: int, problem: str | None =
         ET.SubElement(ET.SubElement(block, _q("p")), _q("strong")).text = part.label
         shape = part.shape or (1,)
         rows_n, cols_n = (1, shape[0]) if len(shape) == 1 else (shape[-2], shape[-1])
-        for _ in range(len(part.entries) // (rows_n * cols_n)):
+        cells = part.grid_cells([rid for rid, _e, _s in (next(it) for _ in part.entries)])
+        for g in range(len(cells) // (rows_n * cols_n)):
             table = ET.SubElement(block, _q("table"))
             tbody = ET.SubElement(table, _q("tbody"))
-            for _r in range(rows_n):
+            for r in range(rows_n):
                 tr = ET.SubElement(tbody, _q("tr"))
-                for _c in range(cols_n):
-                    rid, _e, _s = next(it)
-                    ET.SubElement(ET.SubElement(tr, _q("td")), _q("textEntryInteraction"),
-                                  responseIdentifier=rid, expectedLength="8")
+                for c in range(cols_n):
+                    rid = cells[(g * rows_n + r) * cols_n + c]
+                    td = ET.SubElement(tr, _q("td"))
+                    if part.asked is not None and rid == "—":
+                        td.text = rid  # not asked
+                    else:
+                        ET.SubElement(td, _q("textEntryInteraction"), responseIdentifier=rid, expectedLength="8")
     processing = ET.SubElement(root, _q("responseProcessing"))
     for rid, e, share in responses:
         cond = ET.SubElement(ET.SubElement(processing, _q("responseCondition")), _q("responseIf"))
