@@ -13,6 +13,7 @@ import typer
 
 from .cli import _fail, _shown, console, err, resolve_spec
 from .files import write_atomic
+from .i18n import using
 from .inputs import InputError
 
 export_app = typer.Typer(
@@ -214,7 +215,8 @@ def feedback(
         _fail("--moodle-zip needs --roster with a moodle_id column (Moodle's participant ids)")
     try:
         check_results_folder(loaded)
-        pages, missing = feedback_pages(loaded, entries)
+        with using(loaded.lang):  # pages in the language the grading wrote (html lang, fonts)
+            pages, missing = feedback_pages(loaded, entries)
     except InputError as exc:
         _fail(str(exc))
     files: dict[str, bytes | str] = {f"html/{p.name}.html": p.html for p in pages}
@@ -225,7 +227,8 @@ def feedback(
     from .render.pdf import PdfUnavailable
 
     try:
-        _write_feedback(out, files, pages if pdf else None)
+        with using(loaded.lang):
+            _write_feedback(out, files, pages if pdf else None)
     except PdfUnavailable as exc:
         _fail(str(exc))
     except OSError as exc:

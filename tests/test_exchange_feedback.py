@@ -69,3 +69,15 @@ def test_cli_feedback(tmp_path):
         assert os.stat(p).st_mode & 0o077 == 0
     none = CliRunner().invoke(app, ["export", "feedback", str(tmp_path / "g"), "--moodle-zip"])
     assert none.exit_code == 2 and "moodle_id" in none.output
+
+
+def test_exported_feedback_keeps_the_language_it_was_graded_in(tmp_path):
+    key, doc = make_key(students=("ada",))
+    subs = [submission_from_json({"student": "ada", "answers": doc["students"][0]["answers"]}, "ada.json")]
+    write_reports(grade(key, subs, lang="zh"), tmp_path / "g")
+    assert load_results(tmp_path / "g").lang == "zh"
+    result = CliRunner().invoke(app, ["export", "feedback", str(tmp_path / "g"), "--out", str(tmp_path / "ret")])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "ret" / "html" / "ada.html").read_text(encoding="utf-8")
+    # The page says it is Chinese (a PDF then sets it with a Chinese font's Simplified forms).
+    assert '<html lang="zh-Hans">' in page and "反馈" in page

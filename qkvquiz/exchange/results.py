@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..i18n import DEFAULT_LANG, LANGUAGES
 from ..inputs import MAX_KEY_BYTES, InputError, json_nesting, read_text, shown_path
 
 RESULTS_NAME = "results.json"
@@ -44,6 +45,7 @@ class Results:
     students: dict[str, StudentScore] = field(default_factory=dict)  # in the order to write: graded, then absent
     folder: Path = Path(".")
     source: str = RESULTS_NAME
+    lang: str = "en"  # the language the grading wrote its feedback in
 
 
 def results_path(path: str | Path) -> Path:
@@ -67,7 +69,8 @@ def load_results(path: str | Path) -> Results:
         raise InputError(source, "not the results.json that `qkvquiz grade` writes (no \"students\" list)")
     try:
         points = float(doc.get("points", 0))
-        out = Results(str(doc.get("title", "")), points, folder=file.parent, source=source)
+        lang = doc.get("lang") if doc.get("lang") in LANGUAGES else DEFAULT_LANG
+        out = Results(str(doc.get("title", "")), points, folder=file.parent, source=source, lang=lang)
         for i, s in enumerate(doc["students"]):
             out.students[str(s["student"])] = StudentScore(
                 str(s["student"]), float(s["score"]), float(s.get("total", points)),

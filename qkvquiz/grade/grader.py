@@ -157,6 +157,7 @@ class GradeReport:
         return {
             "title": self.key.title,
             "points": self.key.points,
+            "lang": self.lang,  # the language its feedback and notes are in (exports follow it)
             "students": [r.to_json() for r in self.results],
             "absent": self.absent,
             "problems": [p.to_json() for p in self.problems],

@@ -917,7 +917,7 @@ def markdown_to_html(
     title: str = "",
     header: str = "",
     page_size: str = "A4",
-    lang: str = "en",
+    lang: str | None = None,
     extra_css: Iterable[str] = (),
 ) -> str:
     """Markdown with ``$…$``/``$$…$$`` math → one self-contained HTML document.
@@ -945,15 +945,21 @@ def html_document(
     *,
     title: str = "",
     page_size: str = "A4",
-    lang: str = "en",
+    lang: str | None = None,
     extra_css: Iterable[str] = (),
     body_class: str = "",
 ) -> str:
     """HTML for inside ``<body>`` → one self-contained document with the print stylesheet.
 
     ``body_class`` names the kind of document (``"worksheet"``, ``"key"``) for the
-    stylesheet's rules that apply to one kind only.
+    stylesheet's rules that apply to one kind only. ``lang`` (default: the current output
+    language, :mod:`qkvquiz.i18n`) is the page's language: it also makes the PDF renderer
+    choose a font's Chinese forms for Chinese text rather than its Japanese ones.
     """
+    if lang is None:
+        from ..i18n import HTML_LANG, current
+
+        lang = HTML_LANG.get(current(), current())
     own_css = "\n".join([page_css(page_size), BOXES_CSS, *extra_css])
     body_attr = f' class="{html.escape(body_class, quote=True)}"' if body_class else ""
     return (
