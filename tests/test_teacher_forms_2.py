@@ -512,3 +512,28 @@ def test_printed_worksheet_draws_each_chunk_of_a_ragged_sequence_at_its_own_leng
     # Chunk 1 is C = 3 tokens, chunk 2 its 2 real tokens: no boxes for padding.
     assert re.findall(r"boxes r(\d) c\d", area) == ["3", "2"]
     assert "q1.X, matrix 2" in area
+
+
+def test_feedback_shows_only_the_asked_entries_of_the_right_value():
+    from qkvquiz.grade.feedback import feedback_markdown
+    from qkvquiz.grade.grader import Submission, grade
+    from qkvquiz.key import key_from_json, key_to_json
+
+    spec = parse_spec({"title": "T", "items": [
+        {"family": "attention.output", "params": {"queries": 2, "keys": 3, "d_k": 4},
+         "ask": {"scores": {"entries": [[1, 2], [1, 3]]}}},
+        {"family": "delta.chunk_forward", "params": {"chunks": 2, "chunk": 3, "last_chunk": 2}, "ask": ["X"]}]})
+    ws = build_worksheet(spec, ["a"], seed=0)
+    key = key_from_json(key_to_json(ws))
+    scores, x = ws.envs[0]["scores"][0], ws.envs[1]["X"][0]
+    answers = {"q1.scores": [[None, float(scores[0, 1]) + 3, float(scores[0, 2])], [None] * 3],
+               "q2.X": [(x[0] + 5).tolist(), (x[1][:2] + 5).tolist()]}  # chunk 2 written at its 2 tokens
+    report = grade(key, [Submission("a.json", "a", answers)])
+    text = feedback_markdown(report, report.results[0])
+    scores_table = text.split("q1.scores", 1)[1].split("q2.X", 1)[0]
+    # Four entries of the 2×3 scores are not asked: "—", never their values; one wrong entry is listed.
+    assert "| row 2 | — | — | — |" in scores_table and scores_table.count("| row 1 | — | ") == 1
+    assert "row 1, column 2" in scores_table and "row 1, column 3" not in scores_table
+    # The padding token of chunk 2 (its third row) is "—" in each column, not a 0 to copy.
+    matrix2 = text.split("q2.X", 1)[1].split("Matrix 2:", 1)[1]
+    assert "| row 3 | — | — |" in matrix2 and "matrix 2, row 3" not in text

@@ -62,15 +62,19 @@ def entry_name(index: tuple[int, ...]) -> str:
     return entry_place([i + 1 for i in index], len(index))
 
 
-def table(values: np.ndarray, tol: Tolerance, bold: np.ndarray | None = None) -> list[str]:
-    """A vector or matrix (or a stack of them) as Markdown tables, wrong entries in bold."""
+def table(values: np.ndarray, tol: Tolerance, bold: np.ndarray | None = None,
+          asked: np.ndarray | None = None) -> list[str]:
+    """A vector or matrix (or a stack of them) as Markdown tables, wrong entries in bold; with
+    ``asked`` (bool), entries not asked (a partial ask, the padding of a shorter last delta
+    chunk) show as "—"."""
     if values.ndim == 1:
-        return table(values[None, :], tol, None if bold is None else bold[None, :])
+        return table(values[None, :], tol, None if bold is None else bold[None, :],
+                     None if asked is None else asked[None, :])
     if values.ndim > 2:
         out: list[str] = []
         for k in range(values.shape[0]):
             out += [_("Matrix %(k)s:") % {"k": k + 1}, ""]
-            out += table(values[k], tol, None if bold is None else bold[k])
+            out += table(values[k], tol, None if bold is None else bold[k], None if asked is None else asked[k])
             out.append("")
         return out[:-1]
     cols = values.shape[1]
@@ -78,6 +82,9 @@ def table(values: np.ndarray, tol: Tolerance, bold: np.ndarray | None = None) ->
     for i, row in enumerate(values):
         cells = []
         for j, x in enumerate(row):
+            if asked is not None and not asked[i, j]:
+                cells.append("—")
+                continue
             text = number_text(float(x), tol)
             cells.append(f"**{text}**" if bold is not None and bold[i, j] else text)
         lines.append("| " + _("row %(i)s") % {"i": i + 1} + " | " + " | ".join(cells) + " |")
@@ -101,13 +108,15 @@ def part_view(item: KeyItem, letter: str, r: PartResult) -> dict[str, Any]:
         return view
     expected = decode(r.expected)
     ok = None if r.entry_ok is None else np.asarray(r.entry_ok, dtype=bool)
+    asked = part.asked(expected.shape)
     if expected.ndim == 0:
         view["expected"] = number_text(float(expected), tol)
     else:
-        view["expected_table"] = table(expected, tol, None if ok is None else ~ok)
+        view["expected_table"] = table(expected, tol, None if ok is None else ~ok, asked)
     if r.given is not None and ok is not None:
         given = decode(r.given)
-        wrong = np.argwhere(~ok) if expected.ndim else ([()] if not ok else [])
+        off = ~ok if asked is None else ~ok & asked
+        wrong = np.argwhere(off) if expected.ndim else ([()] if not ok else [])
         for index in wrong[:MAX_LISTED]:
             index = tuple(int(i) for i in index)
             view["wrong"].append({
