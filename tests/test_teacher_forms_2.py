@@ -19,7 +19,7 @@ from qkvquiz.render.markdown import key_markdown, worksheet_markdown
 from qkvquiz.spec import parse_spec
 from qkvquiz.worksheet import build_worksheet
 
-from .helpers import ROSTER, fd_grad, solved, total
+from .helpers import ROSTER, fd_grad, loop_delta, solved, total
 
 
 
@@ -280,19 +280,6 @@ def sequence_of(env, b, p):
     return {name: cut(env[name]) for name in ("Q", "K", "V", "beta", "dO") if name in env}
 
 
-def loop_sequence(q, k, v, beta, s):
-    """The delta rule token by token with explicit loops: S ← S − β(Sk − v)kᵀ, o = Sq."""
-    s = [list(map(float, row)) for row in s]
-    outs = []
-    for t in range(len(k)):
-        recall = [sum(s[i][j] * k[t][j] for j in range(len(k[t]))) for i in range(len(s))]
-        for i in range(len(s)):
-            for j in range(len(k[t])):
-                s[i][j] -= beta[t] * (recall[i] - v[t][i]) * k[t][j]
-        outs.append([sum(s[i][j] * q[t][j] for j in range(len(q[t]))) for i in range(len(s))])
-    return np.array(s), np.array(outs)
-
-
 def real_part(value, p, name):
     """Chunk by chunk, each at its own length (what a student sees)."""
     from qkvquiz.render.markdown import trimmed
@@ -310,7 +297,7 @@ def test_a_ragged_chunk_forward_is_the_recurrence_and_the_engines_ragged_path(pa
     assert env["Q"].shape[1:3] == (p["chunks"], p["chunk"])  # stored rectangular
     for b in range(len(ROSTER)):
         seq = sequence_of(env, b, p)
-        final, outs = loop_sequence(seq["Q"], seq["K"], seq["V"], seq["beta"], env["S"][b])
+        final, outs = loop_delta(seq["Q"], seq["K"], seq["V"], seq["beta"], env["S"][b])
         o = np.concatenate(real_part(env["O"][b], p, "O"))
         np.testing.assert_allclose(o, outs, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(env["S_next"][b][-1], final, rtol=1e-12, atol=1e-12)
@@ -453,7 +440,7 @@ def test_ragged_givens_are_written_at_each_chunks_length():
     ws = build_worksheet(parse_spec({"title": "T", "items": [item]}), ["a"], seed=0)
     env = ws.envs[0]
     flat = lambda x: [row for chunk in x for row in chunk]  # noqa: E731
-    final, outs = loop_sequence(flat(q), flat(k), flat(v), [b for c in beta for b in c], s0)
+    final, outs = loop_delta(flat(q), flat(k), flat(v), [b for c in beta for b in c], s0)
     np.testing.assert_allclose(np.concatenate(real_part(env["O"][0], dict(item["params"], chunk=3), "O")), outs,
                                atol=1e-12)
     np.testing.assert_allclose(env["S_next"][0][-1], final, atol=1e-12)
@@ -474,11 +461,11 @@ def test_an_audit_reads_ragged_claims():
     beta = [[1, 1], [0.5]]
     s0 = [[0, 0], [0, 0]]
     flat = lambda x: [row for chunk in x for row in chunk]  # noqa: E731
-    final, outs = loop_sequence(flat(q), flat(k), flat(v), [1, 1, 0.5], s0)
+    final, outs = loop_delta(flat(q), flat(k), flat(v), [1, 1, 0.5], s0)
     claimed_o = [outs[:2].tolist(), [(outs[2] + [0, 1]).tolist()]]  # the last token's output is off by one
     item = {"family": "delta.chunk_forward", "params": {"chunk": 2, "chunks": 2, "last_chunk": 1},
             "givens": {"Q": q, "K": k, "V": v, "beta": beta, "S": s0},
-            "claimed": {"O": claimed_o, "S_next": [loop_sequence(q[0], k[0], v[0], [1, 1], s0)[0].tolist(),
+            "claimed": {"O": claimed_o, "S_next": [loop_delta(q[0], k[0], v[0], [1, 1], s0)[0].tolist(),
                                                    final.tolist()]}}
     checks = {c.step: c for c in audit_spec({"title": "t", "items": [item]}).checks}
     assert checks["O"].verdict == "wrong" and [w for w, _, _ in checks["O"].wrong_entries] == ["matrix 2, row 1, column 2"]

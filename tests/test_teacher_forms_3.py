@@ -21,17 +21,14 @@ from qkvquiz.render.markdown import key_markdown, worksheet_markdown
 from qkvquiz.spec import SpecError, parse_spec
 from qkvquiz.worksheet import build_worksheet
 
+from . import helpers
 from .helpers import assert_every_mistake_told_apart
 
 ROSTER = [f"s{i:02d}" for i in range(16)]
 
 
 def solved(name: str, params: dict, students=ROSTER, seed=7, ask=None):
-    family = get_family(name)
-    item = {"family": name, "params": params, "ask": list(ask or family.askable_steps)}
-    spec = parse_spec({"title": "T", "items": [item]})
-    ws = build_worksheet(spec, list(students), seed=seed)
-    return ws, ws.envs[0], spec.items[0]
+    return helpers.solved(name, params, students, seed, ask)
 
 
 def loop_scores(q, k, c):
