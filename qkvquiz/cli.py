@@ -45,6 +45,9 @@ app = typer.Typer(
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
+#: Largest class whose scores `grade` prints as a table; a larger one gets a one-line summary.
+SUMMARY_TABLE_MAX = 200
+
 TOLERANCE_HELP = (
     f"Default tolerance (when a spec sets none): {TOLERANCE_DEFAULT.to_json()['value']} decimals, i.e. an entry "
     f"passes when it is {TOLERANCE_DEFAULT.describe()}. Masked entries (−∞, 0) must match exactly or "
@@ -511,14 +514,21 @@ def grade(
     if feedback:
         paths.append(out / "feedback")
 
-    table = Table(title=escape(f"{loaded.title}: {len(report.results)} graded"))
-    for col in ("student", "score", "of", "unreadable", "not answered"):
-        table.add_column(col)
-    for r in sorted(report.results, key=lambda r: r.student):
-        unreadable = sum(p.verdict == "format" for p in r.parts)
-        missing = sum(p.verdict == "missing" for p in r.parts)
-        table.add_row(_shown(r.student), f"{r.score:.2f}", f"{r.total:g}", str(unreadable or ""), str(missing or ""))
-    console.print(table)
+    if len(report.results) <= SUMMARY_TABLE_MAX:
+        table = Table(title=escape(f"{loaded.title}: {len(report.results)} graded"))
+        for col in ("student", "score", "of", "unreadable", "not answered"):
+            table.add_column(col)
+        for r in sorted(report.results, key=lambda r: r.student):
+            unreadable = sum(p.verdict == "format" for p in r.parts)
+            missing = sum(p.verdict == "missing" for p in r.parts)
+            table.add_row(_shown(r.student), f"{r.score:.2f}", f"{r.total:g}", str(unreadable or ""), str(missing or ""))
+        console.print(table)
+    else:  # a row per student would scroll past for minutes: the scores are in results.csv
+        scores = np.array([r.score for r in report.results])
+        console.print(
+            f"{escape(loaded.title)}: {len(scores)} graded; score of {loaded.points:g}: mean {scores.mean():.2f}, "
+            f"median {np.median(scores):.2f}, lowest {scores.min():.2f}, highest {scores.max():.2f} "
+            f"(one row per student in results.csv)", highlight=False)
     _print_grade_notes(report)
     if report.absent:
         shown = ", ".join(_shown(s) for s in report.absent[:10]) + (" …" if len(report.absent) > 10 else "")

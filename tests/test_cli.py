@@ -101,3 +101,21 @@ def test_regenerating_with_a_smaller_roster_replaces_the_students_folder_wholly(
     assert again.exit_code == 0
     assert f"to {deep / 'set'}/students/" in again.output
     assert sorted(p.name for p in (deep / "set" / "students").iterdir()) == ["s01", "s02"]
+
+
+def test_a_large_class_gets_a_summary_line_not_a_table_row_per_student(tmp_path):
+    from qkvquiz.cli import SUMMARY_TABLE_MAX
+
+    n = SUMMARY_TABLE_MAX + 1
+    assert generate(tmp_path, "--students", str(n), "--public").exit_code == 0
+    doc = json.loads((tmp_path / "set" / "key.json").read_text(encoding="utf-8"))
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for s in doc["students"]:
+        (subs / f"{s['student']}.json").write_text(json.dumps({"student": s["student"], "answers": s["answers"]}),
+                                                   encoding="utf-8")
+    result = runner.invoke(app, ["grade", str(tmp_path / "set" / "key.json"), str(subs), "--out", str(tmp_path / "g"),
+                                 "--no-feedback"])
+    assert result.exit_code == 0, result.output
+    assert f"{n} graded; score of 13: mean 13.00, median 13.00" in result.output
+    assert "s001 " not in result.output and "┃ student" not in result.output
