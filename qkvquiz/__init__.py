@@ -10,19 +10,47 @@ A notebook uses the same functions as the command line::
     report = grade_files(load_key("out/key.json"), ["ada.json"])
 """
 
-from .families import REGISTRY as FAMILIES
-from .families import get_family
-from .generate import generate_set
-from .grade import Tolerance
-from .grade.grader import grade_files
-from .key import load_key
-from .render.markdown import key_markdown, worksheet_markdown
-from .spec import load_spec, parse_spec
-from .worksheet import build_worksheet
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "FAMILIES", "Tolerance", "build_worksheet", "generate_set", "get_family", "grade_files",
-    "key_markdown", "load_key", "load_spec", "parse_spec", "worksheet_markdown",
-]
+# The library's names, imported when first used (PEP 562): `qkvquiz --help` and commands that
+# need little (families, schema) do not pay for NumPy, Jinja and every family at start-up.
+_LAZY = {
+    "FAMILIES": ("families", "REGISTRY"), "get_family": ("families", "get_family"),
+    "generate_set": ("generate", "generate_set"), "Tolerance": ("grade", "Tolerance"),
+    "grade_files": ("grade.grader", "grade_files"), "load_key": ("key", "load_key"),
+    "key_markdown": ("render.markdown", "key_markdown"), "worksheet_markdown": ("render.markdown", "worksheet_markdown"),
+    "load_spec": ("spec", "load_spec"), "parse_spec": ("spec", "parse_spec"),
+    "build_worksheet": ("worksheet", "build_worksheet"),
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'qkvquiz' has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    value = getattr(importlib.import_module(f".{module}", __name__), attr)
+    globals()[name] = value  # once imported, an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
+    from .families import REGISTRY as FAMILIES  # noqa: F401
+    from .families import get_family  # noqa: F401
+    from .generate import generate_set  # noqa: F401
+    from .grade import Tolerance  # noqa: F401
+    from .grade.grader import grade_files  # noqa: F401
+    from .key import load_key  # noqa: F401
+    from .render.markdown import key_markdown, worksheet_markdown  # noqa: F401
+    from .spec import load_spec, parse_spec  # noqa: F401
+    from .worksheet import build_worksheet  # noqa: F401
