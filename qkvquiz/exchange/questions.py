@@ -34,7 +34,7 @@ import math
 import re
 import xml.etree.ElementTree as ET
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -214,6 +214,19 @@ def moodle_xml(ws: Worksheet) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(quiz, encoding="unicode") + "\n"
 
 
+def _package(manifest: ET.Element, files: Mapping[str, str]) -> bytes:
+    """A content package: ``imsmanifest.xml`` and the files it lists, zipped (fixed times, so the
+    same bank gives the same bytes)."""
+    ET.indent(manifest)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(_fixed("imsmanifest.xml"), '<?xml version="1.0" encoding="UTF-8"?>\n'
+                    + ET.tostring(manifest, encoding="unicode") + "\n")
+        for href, xml in files.items():
+            zf.writestr(_fixed(href), xml)
+    return buf.getvalue()
+
+
 def _slash_free(text: str) -> str:
     return text.replace("/", "∕").strip() or "untitled"  # "/" separates Moodle's category levels
 
@@ -346,14 +359,7 @@ def qti_package(ws: Worksheet) -> bytes:
             res = ET.SubElement(resources, f"{{{CP_NS}}}resource", identifier=f"RES-{identifier}",
                                 type="imsqti_item_xmlv2p1", href=href)
             ET.SubElement(res, f"{{{CP_NS}}}file", href=href)
-    ET.indent(manifest)
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr(_fixed("imsmanifest.xml"), '<?xml version="1.0" encoding="UTF-8"?>\n'
-                    + ET.tostring(manifest, encoding="unicode") + "\n")
-        for href, xml in files.items():
-            zf.writestr(_fixed(href), xml)
-    return buf.getvalue()
+    return _package(manifest, files)
 
 
 def _fixed(name: str) -> zipfile.ZipInfo:
@@ -506,13 +512,7 @@ def canvas_package(ws: Worksheet) -> bytes:
     href = f"{ident}/{ident}.xml"
     res = ET.SubElement(resources, f"{{{CANVAS_CP_NS}}}resource", identifier=ident, type="imsqti_xmlv1p2", href=href)
     ET.SubElement(res, f"{{{CANVAS_CP_NS}}}file", href=href)
-    ET.indent(manifest)
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr(_fixed("imsmanifest.xml"), '<?xml version="1.0" encoding="UTF-8"?>\n'
-                    + ET.tostring(manifest, encoding="unicode") + "\n")
-        zf.writestr(_fixed(href), xml)
-    return buf.getvalue()
+    return _package(manifest, {href: xml})
 
 
 def export_questions(spec: WorksheetSpec, variants: int, seed: str | int = 0, formats: Sequence[str] = FORMATS,

@@ -592,15 +592,22 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...], asked: np.ndarra
     return Column(values, readable, problems, notes, raw)
 
 
-def _only_asked(answer: Any, shape: tuple[int, ...], asked: np.ndarray) -> Any:
-    """An answer of the part's shape with the boxes not asked emptied (``null``)."""
+def _grid(answer: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+    """A list answer as an object array when it has exactly ``shape``; None otherwise (a ragged
+    or misshapen answer is left to parse_answer, which words the error)."""
     if not isinstance(answer, list):
-        return answer
+        return None
     try:
         grid = np.array(answer, dtype=object)
-    except ValueError:  # ragged: parse_answer words the error
-        return answer
-    if grid.shape != shape:
+    except ValueError:  # ragged
+        return None
+    return grid if grid.shape == shape else None
+
+
+def _only_asked(answer: Any, shape: tuple[int, ...], asked: np.ndarray) -> Any:
+    """An answer of the part's shape with the boxes not asked emptied (``null``)."""
+    grid = _grid(answer, shape)
+    if grid is None:
         return answer
     grid[~asked] = None
     return grid.tolist()
@@ -619,13 +626,8 @@ def _as_handed_in(value: Any) -> Any:
 
 def _blank_boxes(answer: Any, shape: tuple[int, ...]) -> np.ndarray | None:
     """Where a list of the part's exact shape has ``null`` entries; None if it has none or another shape."""
-    if not shape or not isinstance(answer, list):
-        return None
-    try:
-        grid = np.array(answer, dtype=object)
-    except ValueError:  # ragged: parse_answer words the error
-        return None
-    if grid.shape != shape:
+    grid = _grid(answer, shape) if shape else None
+    if grid is None:
         return None
     blank = np.equal(grid, None)
     return blank if blank.any() else None
