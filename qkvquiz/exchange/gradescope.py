@@ -34,7 +34,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-from ..i18n import N_, _, ngettext, using
+from ..i18n import N_, _, using
 
 ROOT_ENV = "QKVQUIZ_AUTOGRADER_ROOT"
 PYTHON_ENV = "QKVQUIZ_PYTHON"
@@ -223,8 +223,8 @@ def _results_document(report: Any, student: str | None, cfg: dict[str, Any], pro
             summary.append(_("%(part)s: %(score)s/%(points)s (%(verdict)s)") % {
                 "part": part.id, "score": f"{pr.score:g}", "points": f"{pr.points:g}", "verdict": verdict})
     score = round(result.score, 6) if result is not None else 0
-    head = [ngettext("%(title)s: %(score)s of %(points)s point.", "%(title)s: %(score)s of %(points)s points.",
-                     1 if key.points == 1 else 2) % {"title": key.title, "score": f"{score:g}", "points": f"{key.points:g}"}]
+    head = [_("%(title)s: %(score)s of %(points)s points.") % {
+        "title": key.title, "score": f"{score:g}", "points": f"{key.points:g}"}]
     if result is None:
         head.append(_("No submission could be graded."))
     head += problems
