@@ -11,7 +11,12 @@ import pytest
 
 from qkvquiz import i18n
 from qkvquiz.exchange.gradescope import results_document
-from qkvquiz.grade.grader import Submission, grade, submission_from_bytes, unknown_student_message
+from qkvquiz.grade.grader import (
+    Submission,
+    grade,
+    submission_from_bytes,
+    unknown_student_message,
+)
 from qkvquiz.key import key_from_json, key_to_json
 from qkvquiz.render.documents import key_html_document, worksheet_document
 from qkvquiz.render.form import answer_form_html

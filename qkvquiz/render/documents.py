@@ -174,7 +174,7 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
     # left and its boxes beside it (below it where they leave the text too little room).
     by_item: dict[int, list[str]] = {}
     unplaced: list[str] = []
-    for (_, area), at in zip(areas, points):
+    for (_part_id, area), at in zip(areas, points):
         if at is None:
             unplaced.append(area)
         else:
