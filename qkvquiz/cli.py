@@ -490,7 +490,7 @@ def grade(
         loaded = load_key(key)  # finishes the switch of a `generate` killed midway (outputs.settle)
     except KeyFileError as exc:
         _fail(str(exc))
-    collected = _collect_download(submissions, roster, lms)
+    collected = _collect_download(submissions, roster, lms, lang or loaded.lang)
     files = [] if collected is not None else _submission_files(submissions)
     if collected is None and not files:
         _fail("no submission files found")
@@ -539,9 +539,10 @@ def grade(
         raise typer.Exit(1)
 
 
-def _collect_download(submissions: list[Path], roster: Path | None, lms: str):
+def _collect_download(submissions: list[Path], roster: Path | None, lms: str, lang: str | None = None):
     """An LMS download's hand-ins (``exchange.collect``) when a zip, ``--roster`` or ``--lms`` asks for
-    it; None for plain files and folders, which are graded as before."""
+    it; None for plain files and folders, which are graded as before. ``lang``: the language of
+    the problems it finds (the grading's)."""
     from .exchange.collect import LMS_CHOICES, collect, is_zip
     from .inputs import InputError
 
@@ -562,7 +563,7 @@ def _collect_download(submissions: list[Path], roster: Path | None, lms: str):
         except ValueError as exc:  # InputError is a ValueError
             _fail(str(exc))
     try:
-        collected = collect(submissions, entries, lms)
+        collected = collect(submissions, entries, lms, lang)
     except InputError as exc:
         _fail(f"{exc} (nothing was graded)")
     for source, kind in collected.lms.items():

@@ -68,6 +68,13 @@ def current() -> str:
     return _current.get()
 
 
+def chosen() -> str | None:
+    """The language a caller chose around this call (:func:`using`), or None where none was
+    chosen (sentences are then in :data:`DEFAULT_LANG`, and a worksheet's renderers use its
+    spec's language)."""
+    return _current.get(None)
+
+
 @contextmanager
 def using(lang: str | None) -> Iterator[str]:
     """Produce sentences in ``lang`` inside the block (``None``: keep the current language)."""

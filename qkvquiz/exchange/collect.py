@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..i18n import _, using
+from ..i18n import N_, _, using
 from ..grade.grader import FileProblem, GradeReport, grade, submission_from_bytes
 from ..inputs import (
     InputError,
@@ -85,16 +85,23 @@ def is_zip(path: Path) -> bool:
         return False
 
 
-def collect(paths: Sequence[str | Path], roster: Roster | None = None, lms: str = "auto") -> Collected:
+def collect(paths: Sequence[str | Path], roster: Roster | None = None, lms: str = "auto",
+            lang: str | None = None) -> Collected:
     """Every hand-in in ``paths`` (zips, folders, files), matched to the roster where an LMS named it.
 
     ``lms`` is ``auto`` (read the names), ``canvas``, ``moodle``, ``gradescope``, or ``none``
     (names mean nothing; each file's ``"student"`` decides). InputError for a path that cannot
     be used at all (no such file, not a zip, a zip over its bounds); a bad member or an
-    unmatched file is listed in ``problems`` and the others are still collected.
+    unmatched file is listed in ``problems`` and the others are still collected. ``lang``:
+    the language of the problems' sentences (default: the current one; grade in the key's).
     """
     if lms not in LMS_CHOICES:
         raise ValueError(f"unknown LMS {lms!r}; choose from {', '.join(LMS_CHOICES)}")
+    with using(lang):
+        return _collect(paths, roster, lms)
+
+
+def _collect(paths: Sequence[str | Path], roster: Roster | None, lms: str) -> Collected:
     out = Collected()
     for given in paths:
         path = Path(given)
@@ -120,8 +127,9 @@ def collect(paths: Sequence[str | Path], roster: Roster | None = None, lms: str 
             if kind is not None:
                 named = PARSERS[kind](rel)
                 if named is None:
-                    out.problems.append(FileProblem(source, f"the name does not follow {kind.title()}'s naming "
-                                                            "of a bulk download, so its student is not known"))
+                    out.problems.append(FileProblem(source, _(
+                        "the name does not follow %(lms)s's naming of a bulk download, so its student is not known")
+                        % {"lms": kind.title()}))
                     continue
                 handin.late = named.late
                 handin.via = named.describe()
@@ -132,7 +140,8 @@ def collect(paths: Sequence[str | Path], roster: Roster | None = None, lms: str 
                         continue
                     handin.student = entry.student
                     if why:
-                        handin.via += f", {why}"
+                        # Translators: who uploaded a file, then how the roster matched them.
+                        handin.via = _("%(uploader)s, %(how)s") % {"uploader": handin.via, "how": why}
             out.handins.append(handin)
     return out
 
@@ -149,40 +158,55 @@ def match(named: LmsName, roster: Roster, submitters: list[dict[str, str]] | Non
         entry = roster.by("canvas_id", named.lms_id)
         if entry is not None:
             return entry, ""
-        return _by_name(roster, named.name, f"no roster row has canvas_id {named.lms_id}", "the sortable name")
+        return _by_name(roster, named.name, _("no roster row has canvas_id %(id)s") % {"id": named.lms_id}, _SORTABLE)
     if named.lms == MOODLE:
         entry = roster.by("moodle_id", named.lms_id)
         if entry is not None:
             return entry, ""
-        why = f"no roster row has moodle_id {named.lms_id}"
         if named.name.strip().lower() == "participant":  # blind marking hides the name
-            return None, why + " (blind marking hides the name: add the participant ids to the roster)"
-        return _by_name(roster, named.name, why, "the full name")
+            return None, _("no roster row has moodle_id %(id)s (blind marking hides the name: add the participant "
+                           "ids to the roster)") % {"id": named.lms_id}
+        return _by_name(roster, named.name, _("no roster row has moodle_id %(id)s") % {"id": named.lms_id}, _FULL)
     # Gradescope
     if not submitters:
-        return None, (f"submission {named.lms_id} is not in {GRADESCOPE_METADATA}, so its student is not known")
+        return None, _("submission %(id)s is not in %(file)s, so its student is not known") % {
+            "id": named.lms_id, "file": GRADESCOPE_METADATA}
     for person in submitters:
         for column, value in (("sis_id", person.get("sid", "")), ("email", person.get("email", ""))):
             if value:
                 entry = roster.by(column, value)
                 if entry is not None:
-                    return entry, f"matched by {column}"
+                    return entry, _("matched by %(column)s") % {"column": column}
         if person.get("name"):
             found = roster.by_name(person["name"])
             if len(found) == 1:
-                return found[0], "matched by name"
+                return found[0], _("matched by name")
     who = "; ".join(f"{p.get('name', '')} <{p.get('email', '')}> sid {p.get('sid', '')}" for p in submitters)
-    return None, f"no roster row matches the submitter(s) {who} by sis_id, email or name"
+    return None, _("no roster row matches the submitter(s) %(who)s by sis_id, email or name") % {"who": who}
 
 
-def _by_name(roster: Roster, name: str, why: str, what: str) -> tuple[RosterEntry | None, str]:
+# How a name from an LMS was matched to the roster, or why it was not: Canvas's sortable name
+# ("lovelaceada"), Moodle's full name; a whole message for each.
+_SORTABLE = (
+    N_("matched by the sortable name %(name)s"),
+    N_("%(why)s, and the sortable name %(name)s fits several students (%(ids)s); add the LMS ids to the roster"),
+)
+_FULL = (
+    N_("matched by the full name %(name)s"),
+    N_("%(why)s, and the full name %(name)s fits several students (%(ids)s); add the LMS ids to the roster"),
+)
+
+
+def _by_name(roster: Roster, name: str, why: str, what: tuple[str, str]) -> tuple[RosterEntry | None, str]:
+    matched, several = what
     found = roster.by_name(name)
     if len(found) == 1:
-        return found[0], f"matched by {what} {name!r}"
+        return found[0], _(matched) % {"name": repr(name)}
     if len(found) > 1:
         ids = ", ".join(e.student for e in found[:5])
-        return None, f"{why}, and {what} {name!r} fits several students ({ids}); add the LMS ids to the roster"
-    return None, f"{why}, nor a name that fits {name!r}; add the LMS ids (or names) to the roster"
+        return None, _(several) % {"why": why, "name": repr(name), "ids": ids}
+    return None, _("%(why)s, nor a name that fits %(name)s; add the LMS ids (or names) to the roster") % {
+        "why": why, "name": repr(name)}
 
 
 def _mtime(path: Path) -> float | None:
@@ -210,7 +234,7 @@ def _zip_entries(path: Path, out: Collected) -> tuple[list[tuple[str, bytes, flo
     for s in skipped:
         out.problems.append(FileProblem(str(s.path), s.reason))
     for name in left_out:
-        out.skipped.append(FileProblem(f"{shown}/{name}", "not a .json file; only JSON hand-ins are graded"))
+        out.skipped.append(FileProblem(f"{shown}/{name}", _("not a .json file; only JSON hand-ins are graded")))
     metadata = None
     entries = []
     for m in members:
@@ -319,4 +343,4 @@ def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str, lan
 def grade_download(key: Key, paths: Iterable[str | Path], roster: Roster | None = None, *, lms: str = "auto",
                    xp=np, duplicates: str = "latest") -> GradeReport:
     """Grade an LMS's bulk download (zips, unpacked folders, files): :func:`collect`, then :func:`grade_collected`."""
-    return grade_collected(key, collect(list(paths), roster, lms), xp=xp, duplicates=duplicates)
+    return grade_collected(key, collect(list(paths), roster, lms, key.lang), xp=xp, duplicates=duplicates)

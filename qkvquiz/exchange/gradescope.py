@@ -34,6 +34,8 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
+from ..i18n import N_, _, using
+
 ROOT_ENV = "QKVQUIZ_AUTOGRADER_ROOT"
 PYTHON_ENV = "QKVQUIZ_PYTHON"
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
@@ -71,14 +73,15 @@ class BundleOptions:
 
 
 def _package_files() -> dict[str, bytes]:
-    """The running qkvquiz's own files (sources, schemas, templates), by their path under vendor/."""
+    """The running qkvquiz's own files (sources, schemas, templates, compiled catalogs), by their
+    path under vendor/."""
     from ..resources import templates_dir
 
     package = Path(__file__).resolve().parent.parent
     files: dict[str, bytes] = {}
     for path in sorted(package.rglob("*")):
         rel = path.relative_to(package)
-        if "__pycache__" in rel.parts or not path.is_file() or path.suffix not in (".py", ".json", ".j2", ".css"):
+        if "__pycache__" in rel.parts or not path.is_file() or path.suffix not in (".py", ".json", ".j2", ".css", ".mo"):
             continue
         if rel.parts[0] in ("templates", "problem_bank"):
             continue  # taken below from wherever resources finds them
@@ -134,48 +137,100 @@ def build_bundle(key_text: str, *, roster_csv: str | None = None, opts: BundleOp
 # --------------------------------------------------------------------------- the runner
 
 
-def _part_output(part: Any, item_title: str) -> str:
-    """One part's feedback as text: verdict, what was wrong, and the expected value."""
+def _expected_text(expected: Any, item: Any, part: Any) -> str:
+    """The right answer of a part as JSON, of its asked entries only: every entry of a whole
+    part; each chunk at its own length where a delta sequence's last chunk is shorter; each
+    asked entry by its place where the part asks some entries only (``row 1, column 2: 0.5``)."""
+    import numpy as np
+
+    from ..grade.feedback import entry_name
+    from ..render.markdown import _real_box
+
+    if not isinstance(expected, list):
+        return json.dumps(expected, ensure_ascii=False)
+    values = np.array(expected, dtype=object)  # the entries as written ("inf" stays a text)
+    shape = values.shape
+    asked = part.asked(shape)
+    present = item.family.extra.get("present")
+    real = None if present is None else present(item.params, part.step, shape)
+    if asked is None and real is None:
+        return json.dumps(expected, ensure_ascii=False)
+    if real is not None and (asked is None or bool((asked == real).all())):
+        chunks = [values[c][_real_box(real[c])].tolist() for c in range(shape[0])]
+        return json.dumps(chunks, ensure_ascii=False)
+    keep = asked if real is None else real if asked is None else asked & real
+    # Translators: between the asked entries of a part ("row 1, column 2: 0.5; row 2, column 1: 1").
+    return _("; ").join(_("%(where)s: %(value)s") % {"where": entry_name(tuple(int(i) for i in index)),
+                                                      "value": json.dumps(values[tuple(index)], ensure_ascii=False)}
+                        for index in np.argwhere(keep))
+
+
+def _part_output(part: Any, item_title: str, item: Any = None, spec_part: Any = None) -> str:
+    """One part's feedback as text: verdict, what was wrong, and the expected value (of the
+    entries asked, where ``item`` and ``spec_part`` say which)."""
     from ..grade.feedback import VERDICTS
 
-    lines = [f"{VERDICTS.get(part.verdict, part.verdict)}: {part.score:g} of {part.points:g} point(s)."]
+    lines = [_("%(verdict)s: %(score)s of %(points)s point(s).") % {
+        "verdict": _(VERDICTS[part.verdict]) if part.verdict in VERDICTS else part.verdict,
+        "score": f"{part.score:g}", "points": f"{part.points:g}"}]
     if part.entries and part.verdict not in ("correct", "missing", "format"):
-        lines.append(f"{part.correct_entries} of {part.entries} entries within tolerance.")
+        lines.append(_("%(correct)s of %(entries)s entries within tolerance.") % {
+            "correct": part.correct_entries, "entries": part.entries})
     for text in (part.message, *part.diagnosis, *part.invariants, part.carry):
         if text:
             lines.append(text)
     if part.verdict != "correct" and part.expected is not None:
-        lines.append("Expected: " + json.dumps(part.expected, ensure_ascii=False))
+        shown = (json.dumps(part.expected, ensure_ascii=False) if item is None or spec_part is None
+                 else _expected_text(part.expected, item, spec_part))
+        lines.append(_("Expected: %(value)s") % {"value": shown})
     return "\n".join(lines)
 
 
+# A part's verdict in the summary's list (the words of the verdicts in results.json).
+SUMMARY_VERDICTS = {
+    "correct": N_("correct"), "partial": N_("partial"), "wrong": N_("wrong"), "carried": N_("carried"),
+    "format": N_("format"), "missing": N_("missing"),
+}
+
+
 def results_document(report: Any, student: str | None, cfg: dict[str, Any], problems: list[str]) -> dict[str, Any]:
-    """Gradescope's results.json for the graded student (or a zero score and why nothing was graded)."""
+    """Gradescope's results.json for the graded student (or a zero score and why nothing was
+    graded), in the language the report was graded in."""
+    with using(report.lang):
+        return _results_document(report, student, cfg, problems)
+
+
+def _results_document(report: Any, student: str | None, cfg: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    from ..grade.feedback import item_title
+
     key = report.key
     result = next((r for r in report.results if r.student == student), None) if student else \
         (report.results[0] if report.results else None)
     tests, summary = [], []
     by_part = {p.part: p for p in result.parts} if result is not None else {}
     for item in key.items:
-        title = item.title or item.family.title
+        title = item_title(item)
         for part in item.parts:
             pr = by_part.get(part.id)
-            name = f"{part.id} ({title})"
+            name = _("%(part)s (%(title)s)") % {"part": part.id, "title": title}
             if pr is None:
-                tests.append({"name": name, "score": 0, "max_score": part.points, "output": "Not graded.",
+                tests.append({"name": name, "score": 0, "max_score": part.points, "output": _("Not graded."),
                               "visibility": cfg["visibility"]})
                 continue
             tests.append({"name": name, "score": round(pr.score, 6), "max_score": pr.points,
-                          "output": _part_output(pr, title), "visibility": cfg["visibility"]})
-            summary.append(f"{part.id}: {pr.score:g}/{pr.points:g} ({pr.verdict})")
+                          "output": _part_output(pr, title, item, part), "visibility": cfg["visibility"]})
+            verdict = _(SUMMARY_VERDICTS[pr.verdict]) if pr.verdict in SUMMARY_VERDICTS else pr.verdict
+            summary.append(_("%(part)s: %(score)s/%(points)s (%(verdict)s)") % {
+                "part": part.id, "score": f"{pr.score:g}", "points": f"{pr.points:g}", "verdict": verdict})
     score = round(result.score, 6) if result is not None else 0
-    head = [f"{key.title}: {score:g} of {key.points:g} points."]
+    head = [_("%(title)s: %(score)s of %(points)s points.") % {
+        "title": key.title, "score": f"{score:g}", "points": f"{key.points:g}"}]
     if result is None:
-        head.append("No submission could be graded.")
+        head.append(_("No submission could be graded."))
     head += problems
     if result is not None:
         head += result.notes
-    tests.insert(0, {"name": "Summary", "output": "\n".join(head + summary), "visibility": cfg["summary_visibility"]})
+    tests.insert(0, {"name": _("Summary"), "output": "\n".join(head + summary), "visibility": cfg["summary_visibility"]})
     return {"score": score, "output": "\n".join(head), "visibility": "visible", "stdout_visibility": "hidden",
             "tests": tests}
 
@@ -193,22 +248,28 @@ def _submitter(root: Path, roster: Any) -> tuple[str | None, str]:
             if value:
                 entry = roster.by(column, str(value))
                 if entry is not None:
-                    return entry.student, f"Gradescope user {user.get('email') or user.get('name')}"
+                    return entry.student, _("Gradescope user %(user)s") % {"user": user.get("email") or user.get("name")}
         found = roster.by_name(str(user.get("name") or ""))
         if len(found) == 1:
-            return found[0].student, f"Gradescope user {user.get('name')}"
-    return None, "the submitter is not in the roster"
+            return found[0].student, _("Gradescope user %(user)s") % {"user": user.get("name")}
+    return None, _("the submitter is not in the roster")
 
 
 def run(source: Path, root: Path) -> dict[str, Any]:
     """Grade ``root/submission`` with the bundle in ``source``; write and return results.json."""
-    from ..grade.grader import grade, read_submissions
-    from ..inputs import InputError, walk_json_files
     from ..key import load_key
-    from ..roster import read_roster_entries
 
     cfg = json.loads((source / "qkvquiz-autograder.json").read_text(encoding="utf-8"))
     key = load_key(source / "key.json")
+    with using(key.lang):  # what the student reads, in the worksheet's language
+        return _run(source, root, cfg, key)
+
+
+def _run(source: Path, root: Path, cfg: dict[str, Any], key: Any) -> dict[str, Any]:
+    from ..grade.grader import grade, read_submissions
+    from ..inputs import InputError, walk_json_files
+    from ..roster import read_roster_entries
+
     roster = read_roster_entries(source / "roster.csv") if cfg.get("roster") else None
     problems: list[str] = []
     try:
@@ -216,23 +277,23 @@ def run(source: Path, root: Path) -> dict[str, Any]:
     except InputError as exc:
         files, problems = [], [str(exc)]
     subs, unreadable = read_submissions(files)
-    problems += [f"{Path(p.source).name}: {p.message}" for p in unreadable]
+    problems += [_("%(file)s: %(message)s") % {"file": Path(p.source).name, "message": p.message} for p in unreadable]
     student, via = _submitter(root, roster)
     if roster is not None and student is None:
         if via:  # Gradescope named a submitter the roster does not know
-            problems.append(f"Not graded: {via}; ask your instructor.")
+            problems.append(_("Not graded: %(via)s; ask your instructor.") % {"via": via})
             subs = []
         else:  # no submission_metadata.json: a local run; the file's own id decides
-            problems.append("No submission_metadata.json: graded as the student the file names.")
+            problems.append(_("No submission_metadata.json: graded as the student the file names."))
     for sub in subs:
         if student is not None and sub.student != student:
-            problems.append(f"{Path(sub.source).name} names student {sub.student!r}; it is graded as "
-                            f"{student!r} ({via}).")
+            problems.append(_("%(file)s names student %(named)s; it is graded as %(student)s (%(via)s).") % {
+                "file": Path(sub.source).name, "named": repr(sub.student), "student": repr(student), "via": via})
             sub.student = student
     if not files:
-        problems.append("No .json file was found in the submission: upload your filled-in submission.json.")
+        problems.append(_("No .json file was found in the submission: upload your filled-in submission.json."))
     report = grade(key, subs)
-    problems += [f"{Path(p.source).name}: {p.message}" for p in report.problems]
+    problems += [_("%(file)s: %(message)s") % {"file": Path(p.source).name, "message": p.message} for p in report.problems]
     doc = results_document(report, student, cfg, problems)
     _write_results(root, doc)
     return doc

@@ -55,11 +55,15 @@ class LmsName:
     original: str = ""  # the file's name as the student uploaded it
 
     def describe(self) -> str:
+        """Who uploaded the file, as the LMS names them, in the current language."""
+        from ..i18n import _
+
+        values = {"id": self.lms_id, "name": repr(self.name)}
         if self.lms == CANVAS:
-            return f"Canvas user {self.lms_id} ({self.name!r}{', late' if self.late else ''})"
+            return (_("Canvas user %(id)s (%(name)s, late)") if self.late else _("Canvas user %(id)s (%(name)s)")) % values
         if self.lms == MOODLE:
-            return f"Moodle participant {self.lms_id} ({self.name!r})"
-        return f"Gradescope submission {self.lms_id}"
+            return _("Moodle participant %(id)s (%(name)s)") % values
+        return _("Gradescope submission %(id)s") % values
 
 
 def parse_canvas(path: str) -> LmsName | None:

@@ -225,7 +225,7 @@ def _settle_explicit_mask(value: np.ndarray, p: Params, written: frozenset) -> d
     return {"mask": EXPLICIT_MASK}
 
 
-MASK_DESCRIPTION = "mask: 1 where the query may attend to the key"
+MASK_DESCRIPTION = N_("mask: 1 where the query may attend to the key")
 EXPLICIT_MASK_GIVEN = Given("mask", "M", MASK_DESCRIPTION, check=_mask_domain, settles=_settle_explicit_mask)
 
 
@@ -240,7 +240,7 @@ def qkv_params(tokens: int = 3, low: int = 2) -> dict[str, Param]:
     }
 
 
-QKV_GIVENS = (Given("Q", "Q", "queries"), Given("K", "K", "keys"), Given("V", "V", "values"), EXPLICIT_MASK_GIVEN)
+QKV_GIVENS = (Given("Q", "Q", N_("queries")), Given("K", "K", N_("keys")), Given("V", "V", N_("values")), EXPLICIT_MASK_GIVEN)
 
 
 def sample_qkv(draw: Draw, p: Params) -> dict:
@@ -399,7 +399,7 @@ def _scores_nonzero(e: Env, p: Params, xp) -> np.ndarray:
 SCORES = Family(
     name="attention.scores",
     title=N_("Scaled dot-product scores"),
-    summary="S = QKᵀ/√d_k for matrices, or one query against one key (optionally unscaled).",
+    summary=N_("S = QKᵀ/√d_k for matrices, or one query against one key (optionally unscaled)."),
     params={
         "form": Param("matrix", "one query·key pair or the whole score matrix", choices=("vector", "matrix")),
         "tokens": Param(3, "number of tokens n (rows of Q and K)", low=1, high=8),
@@ -410,7 +410,7 @@ SCORES = Family(
         **SCALE_PARAMS,
         "decimals": DECIMALS,
     },
-    givens=(Given("Q", "Q", "queries, one row per token"), Given("K", "K", "keys, one row per token")),
+    givens=(Given("Q", "Q", N_("queries, one row per token")), Given("K", "K", N_("keys, one row per token"))),
     sample=_sample_scores,
     steps=(
         Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", N_("Compute the scores"), _scores, ("Q", "K")),
@@ -453,7 +453,7 @@ def _sample_weights(draw: Draw, p: Params) -> dict:
 WEIGHTS = Family(
     name="attention.weights",
     title=N_("Softmax attention weights"),
-    summary="A = softmax(S) row by row, with no mask, a causal, padding or explicit mask.",
+    summary=N_("A = softmax(S) row by row, with no mask, a causal, padding or explicit mask."),
     params={
         "tokens": Param(3, "number of tokens n (S is n×n)", low=1, high=8),
         **SIZE_PARAMS,
@@ -462,7 +462,7 @@ WEIGHTS = Family(
         "empty_rows": EMPTY_ROWS,
         "decimals": DECIMALS,
     },
-    givens=(Given("S", "S", "attention scores"), EXPLICIT_MASK_GIVEN),
+    givens=(Given("S", "S", N_("attention scores")), EXPLICIT_MASK_GIVEN),
     sample=_sample_weights,
     steps=(
         Step("unmasked", "S", "S", "", lambda e, p, xp: e.S, ("S",)),
@@ -495,7 +495,7 @@ def _sample_output(draw: Draw, p: Params) -> dict:
 OUTPUT = Family(
     name="attention.output",
     title=N_("Attention output"),
-    summary="Z = softmax(QKᵀ/√d_k + mask) V, asking for any of S, A and Z.",
+    summary=N_("Z = softmax(QKᵀ/√d_k + mask) V, asking for any of S, A and Z."),
     params={**qkv_params(low=1), **SIZE_PARAMS, **SCALE_PARAMS, **MASK_PARAMS, "empty_rows": EMPTY_ROWS,
             "decimals": DECIMALS},
     givens=QKV_GIVENS,
@@ -611,7 +611,7 @@ _KIND_SLIPS = (
 MASKED = Family(
     name="attention.masked",
     title=N_("Masked attention"),
-    summary="Causal and padding masks: the masked scores with −∞, the weights and the output.",
+    summary=N_("Causal and padding masks: the masked scores with −∞, the weights and the output."),
     params={
         "mask": Param("causal", "causal, padding (trailing keys), or both", choices=MASKED_KINDS),
         "padded": Param(1, "with padding: how many trailing tokens are padding (at most tokens − 2)", low=1, high=6),
@@ -679,7 +679,7 @@ def _qk_formula(p: Params, step: str) -> str | None:
 QK_SWAP = Family(
     name="attention.qk_swap",
     title=N_("Swapping the roles of Q and K"),
-    summary="softmax(S) against softmax(Sᵀ): rows are normalised per query, columns are not.",
+    summary=N_("softmax(S) against softmax(Sᵀ): rows are normalised per query, columns are not."),
     params={
         "tokens": Param(3, "number of tokens n", low=2, high=8),
         **SIZE_PARAMS,
@@ -688,7 +688,7 @@ QK_SWAP = Family(
         **SCALE_PARAMS,
         "decimals": DECIMALS,
     },
-    givens=(Given("Q", "Q", "queries, one row per token"), Given("K", "K", "keys, one row per token")),
+    givens=(Given("Q", "Q", N_("queries, one row per token")), Given("K", "K", N_("keys, one row per token"))),
     sample=_sample_qk,
     steps=(
         Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", N_("Compute the scaled scores"),

@@ -108,7 +108,7 @@ def _same_count(p: Params) -> bool:
 SCORES = Family(
     name="backprop.scores",
     title=N_("Gradients of the scores"),
-    summary="Given ∇S for S = QKᵀ/√d_k: ∇Q = ∇S K/√d_k and ∇K = ∇Sᵀ Q/√d_k.",
+    summary=N_("Given ∇S for S = QKᵀ/√d_k: ∇Q = ∇S K/√d_k and ∇K = ∇Sᵀ Q/√d_k."),
     params={
         "tokens": Param(3, "number of tokens n (rows of Q and K; ∇S is n×n)", low=1, high=8),
         **SIZE_PARAMS,
@@ -119,9 +119,9 @@ SCORES = Family(
         "decimals": DECIMALS,
     },
     givens=(
-        Given("Q", "Q", "queries, one row per token"),
-        Given("K", "K", "keys, one row per token"),
-        Given("dS", r"\nabla S", "upstream gradient ∂L/∂S"),
+        Given("Q", "Q", N_("queries, one row per token")),
+        Given("K", "K", N_("keys, one row per token")),
+        Given("dS", r"\nabla S", N_("upstream gradient ∂L/∂S")),
     ),
     sample=_sample_scores,
     steps=(
@@ -172,7 +172,7 @@ def _softmax_grad(a, da, c):
 SOFTMAX = Family(
     name="backprop.softmax",
     title=N_("Backprop through the softmax"),
-    summary="Given A = softmax(S) and ∇A: ∇S = A ⊙ (∇A − rowsum(∇A ⊙ A)).",
+    summary=N_("Given A = softmax(S) and ∇A: ∇S = A ⊙ (∇A − rowsum(∇A ⊙ A))."),
     params={
         "tokens": Param(3, "number of tokens n (S and A are n×n)", low=2, high=8),
         "entries": int_range((-1, 1), "range of the integer scores S"),
@@ -180,8 +180,8 @@ SOFTMAX = Family(
         "decimals": DECIMALS,
     },
     givens=(
-        Given("S", "S", "scores"),
-        Given("dA", r"\nabla A", "upstream gradient ∂L/∂A"),
+        Given("S", "S", N_("scores")),
+        Given("dA", r"\nabla A", N_("upstream gradient ∂L/∂A")),
     ),
     sample=_sample_softmax,
     steps=(
@@ -246,8 +246,8 @@ def _attention_ok(e: Env, p: Params, xp) -> np.ndarray:
 ATTENTION = Family(
     name="backprop.attention",
     title=N_("Backprop through an attention layer"),
-    summary="Z = softmax(QKᵀ/√d_k + mask)V given ∇Z: ∇V, ∇A, ∇S, ∇Q, ∇K (forward S, A, Z too); "
-            "cross-attention and any scale.",
+    summary=N_("Z = softmax(QKᵀ/√d_k + mask)V given ∇Z: ∇V, ∇A, ∇S, ∇Q, ∇K (forward S, A, Z too); "
+               "cross-attention and any scale."),
     params={
         # One query against one key is queries: 1, keys: 1 (∇S, ∇Q and ∇K are then 0).
         **qkv_params(tokens=2),
@@ -257,7 +257,7 @@ ATTENTION = Family(
         **MASK_PARAMS,
         "decimals": DECIMALS,
     },
-    givens=(*QKV_GIVENS, Given("dZ", r"\nabla Z", "upstream gradient ∂L/∂Z")),
+    givens=(*QKV_GIVENS, Given("dZ", r"\nabla Z", N_("upstream gradient ∂L/∂Z"))),
     sample=_sample_attention,
     steps=(
         Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}",
@@ -369,7 +369,7 @@ def _dx_untransposed(e: Env, p: Params, xp):
 PROJECTION = Family(
     name="backprop.projection",
     title=N_("Backprop through a projection"),
-    summary="Q = XW_Q: ∇W_Q = Xᵀ∇Q, ∇X = ∇Q W_Qᵀ; or one vector q = Wx: ∇W = ∇q xᵀ, ∇x = Wᵀ∇q.",
+    summary=N_("Q = XW_Q: ∇W_Q = Xᵀ∇Q, ∇X = ∇Q W_Qᵀ; or one vector q = Wx: ∇W = ∇q xᵀ, ∇x = Wᵀ∇q."),
     params={
         "form": Param("matrix", "Q = XW for a matrix of token rows, or q = Wx for one column vector",
                       choices=("matrix", "vector")),
@@ -382,9 +382,9 @@ PROJECTION = Family(
         "decimals": DECIMALS,
     },
     givens=(
-        Given("X", "X", "inputs (one row per token; one column vector x in the vector form)"),
-        Given("W", "W", "projection weights"),
-        Given("dQ", r"\nabla Q", "upstream gradient ∂L/∂Q"),
+        Given("X", "X", N_("inputs (one row per token; one column vector x in the vector form)")),
+        Given("W", "W", N_("projection weights")),
+        Given("dQ", r"\nabla Q", N_("upstream gradient ∂L/∂Q")),
     ),
     sample=_sample_projection,
     steps=(

@@ -217,18 +217,18 @@ def _left_multiplied(e: Env, p: Params, xp):
 RECURRENT = Family(
     name="delta.recurrent",
     title=N_("The delta rule, token by token"),
-    summary="Sₜ = Sₜ₋₁(I − βₜkₜkₜᵀ) + βₜvₜkₜᵀ and oₜ = Sₜqₜ for a few tokens: recalls, states, outputs.",
+    summary=N_("Sₜ = Sₜ₋₁(I − βₜkₜkₜᵀ) + βₜvₜkₜᵀ and oₜ = Sₜqₜ for a few tokens: recalls, states, outputs."),
     params={
         "tokens": Param(2, "number of tokens T", low=1, high=16),
         **COMMON_PARAMS,
         "state": Param("drawn", "the initial state S₀: integer entries, or zero", choices=("drawn", "zero")),
     },
     givens=(
-        Given("Q", "Q", "queries qₜ, one row per token"),
-        Given("K", "K", "keys kₜ, one row per token"),
-        Given("V", "V", "values vₜ, one row per token"),
-        Given("beta", r"\beta", "writing strength βₜ of each token", check=BETA_DOMAIN),
-        Given("S0", "S_0", "the state before the first token (d_v × d_k)"),
+        Given("Q", "Q", N_("queries qₜ, one row per token")),
+        Given("K", "K", N_("keys kₜ, one row per token")),
+        Given("V", "V", N_("values vₜ, one row per token")),
+        Given("beta", r"\beta", N_("writing strength βₜ of each token"), check=BETA_DOMAIN),
+        Given("S0", "S_0", N_("the state before the first token (d_v × d_k)")),
     ),
     sample=_sample_recurrent,
     steps=(
@@ -489,17 +489,17 @@ CHUNK_PARAMS = {
 }
 
 CHUNK_GIVENS = (
-    Given("Q", "Q", "queries, one row per token of the chunk"),
-    Given("K", "K", "keys, one row per token of the chunk"),
-    Given("V", "V", "values, one row per token of the chunk"),
-    Given("beta", r"\beta", "writing strength of each token", check=BETA_DOMAIN),
-    Given("S", "S", "the state entering the (first) chunk, d_v × d_k"),
+    Given("Q", "Q", N_("queries, one row per token of the chunk")),
+    Given("K", "K", N_("keys, one row per token of the chunk")),
+    Given("V", "V", N_("values, one row per token of the chunk")),
+    Given("beta", r"\beta", N_("writing strength of each token"), check=BETA_DOMAIN),
+    Given("S", "S", N_("the state entering the (first) chunk, d_v × d_k")),
 )
 
 CHUNK_FORWARD = Family(
     name="delta.chunk_forward",
     title=N_("The delta rule, one chunk at a time"),
-    summary="One chunk of length C from state S: G, A, W = A⁻¹B_K, U, X, P, O, S⁺ (WY form).",
+    summary=N_("One chunk of length C from state S: G, A, W = A⁻¹B_K, U, X, P, O, S⁺ (WY form)."),
     params=CHUNK_PARAMS,
     givens=CHUNK_GIVENS,
     sample=lambda draw, p: _sample_chunk(draw, p, backward=False),
@@ -660,7 +660,7 @@ BACKWARD_MISTAKES = (
 CHUNK_BACKWARD = Family(
     name="delta.chunk_backward",
     title=N_("Backprop through a delta-rule chunk"),
-    summary="Given Ō and S̄⁺ of one chunk (or a sequence of chunks): X̄, P̄, W̄, Ā, B̄_K, B̄_V, Ḡ, β̄, K̄, Q̄, V̄, S̄.",
+    summary=N_("Given Ō and S̄⁺ of one chunk (or a sequence of chunks): X̄, P̄, W̄, Ā, B̄_K, B̄_V, Ḡ, β̄, K̄, Q̄, V̄, S̄."),
     params={
         **{**CHUNK_PARAMS, "chunk": Param(2, "chunk length C", low=2, high=16)},
         "grad_entries": int_range((-1, 1), "range of the integer entries of Ō and S̄⁺"),
@@ -669,8 +669,8 @@ CHUNK_BACKWARD = Family(
     },
     givens=(
         *CHUNK_GIVENS,
-        Given("dO", r"\bar O", "upstream gradient ∂L/∂O, one row per token"),
-        Given("dS_next", r"\bar S^+", "upstream gradient ∂L/∂S⁺ of the state after the (last) chunk"),
+        Given("dO", r"\bar O", N_("upstream gradient ∂L/∂O, one row per token")),
+        Given("dS_next", r"\bar S^+", N_("upstream gradient ∂L/∂S⁺ of the state after the (last) chunk")),
     ),
     sample=lambda draw, p: _sample_chunk(draw, p, backward=True),
     steps=FORWARD_STEPS + BACKWARD_STEPS,

@@ -132,7 +132,7 @@ def _mistakes() -> tuple[Misconception, ...]:
 LAYERNORM = Family(
     name="attention.layernorm",
     title=N_("Residual connection and layer norm"),
-    summary="Y = LN(X + Z) row by row: mean, biased variance, (h − μ)/√(σ² + ε), then γ and β.",
+    summary=N_("Y = LN(X + Z) row by row: mean, biased variance, (h − μ)/√(σ² + ε), then γ and β."),
     params={
         "tokens": Param(2, "number of tokens n (rows)", low=1, high=8),
         "d": Param(4, "features per token d", low=2, high=16),
@@ -149,10 +149,10 @@ LAYERNORM = Family(
         "decimals": DECIMALS,
     },
     givens=(
-        Given("X", "X", "input to the sublayer, one row per token"),
-        Given("Z", "Z", "the sublayer's output"),
-        Given("gamma", r"\gamma", "gain"),
-        Given("beta", r"\beta", "bias"),
+        Given("X", "X", N_("input to the sublayer, one row per token")),
+        Given("Z", "Z", N_("the sublayer's output")),
+        Given("gamma", r"\gamma", N_("gain")),
+        Given("beta", r"\beta", N_("bias")),
     ),
     sample=_sample,
     steps=(

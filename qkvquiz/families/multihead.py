@@ -139,7 +139,7 @@ _STACKED = (
 MULTIHEAD = Family(
     name="attention.multihead",
     title=N_("Multi-head attention"),
-    summary="Split d_model into h heads of d_k = d_model/h, attend per head (scale √d_k), concatenate, project by Wᴼ.",
+    summary=N_("Split d_model into h heads of d_k = d_model/h, attend per head (scale √d_k), concatenate, project by Wᴼ."),
     params={
         "tokens": Param(2, "number of tokens n", low=2, high=8),
         **SIZE_PARAMS,
@@ -152,10 +152,10 @@ MULTIHEAD = Family(
         "decimals": DECIMALS,
     },
     givens=(
-        Given("Q", "Q", "queries (already projected), one row per token"),
-        Given("K", "K", "keys (already projected), one row per key"),
-        Given("V", "V", "values (already projected), one row per key"),
-        Given("W_O", "W^O", "output projection"),
+        Given("Q", "Q", N_("queries (already projected), one row per token")),
+        Given("K", "K", N_("keys (already projected), one row per key")),
+        Given("V", "V", N_("values (already projected), one row per key")),
+        Given("W_O", "W^O", N_("output projection")),
     ),
     sample=_sample,
     steps=(

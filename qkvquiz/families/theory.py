@@ -66,7 +66,7 @@ def _variance_accept(e: Env, p: Params, xp):
 DOT_VARIANCE = Family(
     name="theory.dot_variance",
     title=N_("Why divide by √dₖ: the variance of q·k"),
-    summary="Var(q·k) = d_k·v² for independent entries of variance v; σ, the 3σ range, the variance after 1/√d_k; an empirical check.",
+    summary=N_("Var(q·k) = d_k·v² for independent entries of variance v; σ, the 3σ range, the variance after 1/√d_k; an empirical check."),
     params={
         "d_k_range": int_range((16, 144), "range d_k is drawn from", bound=1_000_000),
         "squares": Param(True, "draw only perfect squares, so that σ = √d_k is a whole number"),
@@ -76,9 +76,9 @@ DOT_VARIANCE = Family(
         "decimals": DECIMALS,
     },
     givens=(
-        Given("d_k", "d_k", "dimension of queries and keys", check=whole_at_least(1)),
-        Given("q_samples", r"q^{(s)}", "drawn queries for the empirical check, one per row"),
-        Given("k_samples", r"k^{(s)}", "drawn keys for the empirical check, one per row"),
+        Given("d_k", "d_k", N_("dimension of queries and keys"), check=whole_at_least(1)),
+        Given("q_samples", r"q^{(s)}", N_("drawn queries for the empirical check, one per row")),
+        Given("k_samples", r"k^{(s)}", N_("drawn keys for the empirical check, one per row")),
     ),
     sample=_sample_variance,
     steps=(
@@ -164,7 +164,7 @@ def _off_diagonal_plus(e: Env, p: Params, xp):
 SOFTMAX_JACOBIAN = Family(
     name="theory.softmax_jacobian",
     title=N_("The softmax Jacobian"),
-    summary="∂p_j/∂z_k = p_j(δ_jk − p_k) for given logits z, and how it vanishes when softmax saturates.",
+    summary=N_("∂p_j/∂z_k = p_j(δ_jk − p_k) for given logits z, and how it vanishes when softmax saturates."),
     params={
         "size": Param(3, "number of logits n", low=2, high=8),
         "entries": int_range((-2, 2), "range of the integer logits"),
@@ -173,7 +173,7 @@ SOFTMAX_JACOBIAN = Family(
         "gap": Param(12, "saturated: how far the largest logit sits above the others", low=5, high=60),
         "decimals": DECIMALS,
     },
-    givens=(Given("z", "z", "logits"),),
+    givens=(Given("z", "z", N_("logits")),),
     sample=_sample_logits,
     steps=(
         Step("probs", "p", r"p_j = \frac{e^{z_j}}{\sum_i e^{z_i}}", N_("Compute p = softmax(z)"),
@@ -226,7 +226,7 @@ def _additive(n, d, reuse: bool):
 COMPLEXITY = Family(
     name="theory.complexity",
     title=N_("Cost of dot-product against additive attention"),
-    summary="Multiplications for the n×n scores: n²d for QKᵀ, n²(2d² + d) for additive attention (or 2nd² + n²d reusing projections).",
+    summary=N_("Multiplications for the n×n scores: n²d for QKᵀ, n²(2d² + d) for additive attention (or 2nd² + n²d reusing projections)."),
     params={
         # n²d and 2nd² stay below 2⁵³, so every count is exact in float64.
         "n_range": int_range((2, 8), "range the sequence length n is drawn from", bound=100_000),
@@ -234,8 +234,8 @@ COMPLEXITY = Family(
         "reuse": Param(False, "additive attention computes W_a q_i and U_a k_j once each, not once per pair"),
         "decimals": Param(3, "decimals shown in the key (the counts are whole numbers)", low=0, high=8),
     },
-    givens=(Given("n", "n", "sequence length", check=whole_at_least(1)),
-            Given("d", "d", "width of queries, keys and values", check=whole_at_least(1))),
+    givens=(Given("n", "n", N_("sequence length"), check=whole_at_least(1)),
+            Given("d", "d", N_("width of queries, keys and values"), check=whole_at_least(1))),
     sample=_sample_sizes,
     steps=(
         Step("dot_scores", r"N_{QK^\top}", r"N_{QK^\top} = n \cdot n \cdot d",

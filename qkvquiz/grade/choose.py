@@ -25,13 +25,14 @@ from datetime import datetime, timezone
 from pathlib import PurePath
 from typing import Any
 
+from ..i18n import N_, Np_, _, ngettext
 from ..key import Key
 from .grader import Candidate, FileProblem, Submission, unknown_student_message
 
 DUPLICATES = ("latest", "first", "error")
 DUPLICATES_DEFAULT = "latest"
 TEMPLATE_NAME = "submission.json"  # what generate writes under students/<id>/
-TEMPLATE_MESSAGE = "the blank submission that generate wrote (every part empty): not a hand-in, so not graded"
+TEMPLATE_MESSAGE = N_("the blank submission that generate wrote (every part empty): not a hand-in, so not graded")
 
 
 @dataclass
@@ -74,9 +75,9 @@ def select_submissions(key: Key, submissions: Iterable[Submission], duplicates: 
         if chosen is not None:
             selection.accepted.append((index, chosen))
         elif duplicates == "error" and sum(not r.template for r in ranked) > 1:
-            selection.problems += [FileProblem(c.source, c.why) for c in candidates if c.why != TEMPLATE_MESSAGE]
+            selection.problems += [FileProblem(c.source, c.why) for c in candidates if c.why != _(TEMPLATE_MESSAGE)]
         else:  # only blank templates claim this student
-            selection.skipped += [FileProblem(r.sub.source, TEMPLATE_MESSAGE) for r in ranked]
+            selection.skipped += [FileProblem(r.sub.source, _(TEMPLATE_MESSAGE)) for r in ranked]
         selection.candidates[student] = candidates
     selection.accepted.sort(key=lambda pair: pair[0])
     return selection
@@ -119,10 +120,11 @@ def _when(sub: Submission) -> tuple[float, str]:
         if stamp is not None:
             if stamp.tzinfo is None:
                 stamp = stamp.replace(tzinfo=timezone.utc)
-            return stamp.timestamp(), f"saved_at {sub.saved_at.strip()}"
+            return stamp.timestamp(), _("saved_at %(time)s") % {"time": sub.saved_at.strip()}
     if sub.mtime is None:
-        return float("-inf"), "no time known"
-    return sub.mtime, "file time " + datetime.fromtimestamp(sub.mtime, timezone.utc).isoformat(timespec="seconds")
+        return float("-inf"), _("no time known")
+    return sub.mtime, _("file time %(time)s") % {
+        "time": datetime.fromtimestamp(sub.mtime, timezone.utc).isoformat(timespec="seconds")}
 
 
 def _choose(ranked: list[_Ranked], duplicates: str) -> tuple[Submission | None, list[Candidate]]:
@@ -130,11 +132,11 @@ def _choose(ranked: list[_Ranked], duplicates: str) -> tuple[Submission | None, 
     ranked = sorted(ranked, key=lambda r: r.sub.source)  # ties: the first path in sort order
     usable = [r for r in ranked if not r.template]
     if not usable:
-        return None, [Candidate(r.sub.source, False, TEMPLATE_MESSAGE) for r in ranked]
+        return None, [Candidate(r.sub.source, False, _(TEMPLATE_MESSAGE)) for r in ranked]
     if duplicates == "error" and len(usable) > 1:
-        why = (f"one of {len(usable)} files for this student; with --duplicates error none of them is graded: "
-               "keep one, or choose another rule")
-        return None, [Candidate(r.sub.source, False, TEMPLATE_MESSAGE if r.template else why) for r in ranked]
+        why = _("one of %(n)s files for this student; with --duplicates error none of them is graded: "
+                "keep one, or choose another rule") % {"n": len(usable)}
+        return None, [Candidate(r.sub.source, False, _(TEMPLATE_MESSAGE) if r.template else why) for r in ranked]
 
     def order(r: _Ranked) -> tuple:
         return (r.identity, r.filled, r.when if duplicates == "latest" else 0.0)
@@ -149,44 +151,53 @@ def _choose(ranked: list[_Ranked], duplicates: str) -> tuple[Submission | None, 
     return best.sub, candidates
 
 
-_IDENTITY = {2: "names this student's variant", 1: "names no variant", 0: "names another variant or set"}
+# Why the graded file ranked above files that name no variant, or another variant or set: by
+# what it names (2: this student's variant, 1: no variant), a whole message for each count.
+_OUTRANKS = {
+    2: Np_("it names this student's variant, %(n)s other file does not",
+           "it names this student's variant, %(n)s other files do not"),
+    1: Np_("it names no variant, %(n)s other file does not", "it names no variant, %(n)s other files do not"),
+}
+# Why a file ranked below the graded one by what it names (1: no variant, 0: another variant
+# or set), with the variant it names and without one.
+_OUTRANKED = {
+    1: (N_("not graded: it names no variant (%(variant)s)"), N_("not graded: it names no variant")),
+    0: (N_("not graded: it names another variant or set (%(variant)s)"), N_("not graded: it names another variant or set")),
+}
 
 
 def _why_chosen(best: _Ranked, usable: list[_Ranked], duplicates: str) -> str:
     """Every rule that set the graded file above the others, in the order the rules apply."""
     others = [r for r in usable if r is not best]
     if not others:
-        return "graded: the only hand-in for this student"
+        return _("graded: the only hand-in for this student")
     reasons = []
     lower = [r for r in others if r.identity < best.identity]
     if lower:
-        reasons.append(f"it {_IDENTITY[best.identity]}, {_files(len(lower))} {'does' if len(lower) == 1 else 'do'} not")
+        reasons.append(ngettext(*_OUTRANKS[best.identity], len(lower)) % {"n": len(lower)})
     rivals = [r for r in others if r.identity == best.identity]
     blank = [r for r in rivals if r.filled < best.filled]
     if blank:
-        reasons.append(f"{_files(len(blank))} like it {'is' if len(blank) == 1 else 'are'} blank")
+        reasons.append(ngettext("%(n)s other file like it is blank", "%(n)s other files like it are blank",
+                                len(blank)) % {"n": len(blank)})
     rivals = [r for r in rivals if r.filled == best.filled]
     if rivals:
         if duplicates == "latest" and all(r.when < best.when for r in rivals):
-            reasons.append(f"the latest saved ({best.when_text})")
+            reasons.append(_("the latest saved (%(when)s)") % {"when": best.when_text})
         else:
-            reasons.append("the first in path order among equal files")
-    return "graded: " + "; ".join(reasons)
-
-
-def _files(n: int) -> str:
-    return "1 other file" if n == 1 else f"{n} other files"
+            reasons.append(_("the first in path order among equal files"))
+    # Translators: between the reasons a file was graded ("it names …; the latest saved (…)").
+    return _("graded: %(reasons)s") % {"reasons": _("; ").join(reasons)}
 
 
 def _why_not(r: _Ranked, best: _Ranked, duplicates: str) -> str:
     if r.template:
-        return TEMPLATE_MESSAGE
+        return _(TEMPLATE_MESSAGE)
     if r.identity < best.identity:
-        return f"not graded: it {_IDENTITY[r.identity]} ({r.sub.variant!r})" if r.sub.variant else \
-            f"not graded: it {_IDENTITY[r.identity]}"
+        named, unnamed = _OUTRANKED[r.identity]
+        return _(named) % {"variant": repr(r.sub.variant)} if r.sub.variant else _(unnamed)
     if r.filled < best.filled:
-        return "not graded: blank (every part empty)"
+        return _("not graded: blank (every part empty)")
     if duplicates == "latest" and r.when < best.when:
-        return f"not graded: saved earlier ({r.when_text})"
-    return "not graded: a file earlier in path order was graded"
-
+        return _("not graded: saved earlier (%(when)s)") % {"when": r.when_text}
+    return _("not graded: a file earlier in path order was graded")

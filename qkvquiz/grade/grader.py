@@ -205,29 +205,33 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     doc: dict[str, Any] = {}
     for name, value in pairs:
         if name in doc:
-            raise _Refused(f"the key {_quoted(name)} appears twice in one object; which one counts would be a guess")
+            raise _Refused(_("the key %(name)s appears twice in one object; which one counts would be a guess")
+                           % {"name": _quoted(name)})
         doc[name] = value
     return doc
 
 
 def _no_constant(token: str) -> Any:
     raise _Refused(
-        f"{token} is not a JSON number; write the value you computed, or the text \"-inf\" for minus infinity"
+        _("%(token)s is not a JSON number; write the value you computed, or the text \"-inf\" for minus infinity")
+        % {"token": token}
     )
 
 
 def _bounded_float(text: str) -> float:
     if len(text) > MAX_NUMBER_DIGITS:
-        raise _Refused(f"the number {_quoted(text)} has {len(text)} characters; at most {MAX_NUMBER_DIGITS} are allowed")
+        raise _Refused(_("the number %(text)s has %(n)s characters; at most %(max)s are allowed")
+                       % {"text": _quoted(text), "n": len(text), "max": MAX_NUMBER_DIGITS})
     value = float(text)
     if not math.isfinite(value):
-        raise _Refused(f"the number {_quoted(text)} is too large for a float (at most about 1.8e308)")
+        raise _Refused(_("the number %(text)s is too large for a float (at most about 1.8e308)") % {"text": _quoted(text)})
     return value
 
 
 def _bounded_int(text: str) -> int:
     if len(text.lstrip("-")) > MAX_NUMBER_DIGITS:
-        raise _Refused(f"the number {_quoted(text)} has {len(text.lstrip('-'))} digits; at most {MAX_NUMBER_DIGITS} are allowed")
+        raise _Refused(_("the number %(text)s has %(n)s digits; at most %(max)s are allowed")
+                       % {"text": _quoted(text), "n": len(text.lstrip("-")), "max": MAX_NUMBER_DIGITS})
     return int(text)
 
 
@@ -250,14 +254,17 @@ def submission_from_bytes(raw: bytes, source: str) -> Submission:
     a float or longer than ``MAX_NUMBER_DIGITS`` digits; then :func:`submission_from_json`.
     """
     if len(raw) > MAX_SUBMISSION_BYTES:
-        raise ValueError(f"the file is {len(raw)} bytes or more; a submission may be at most {MAX_SUBMISSION_BYTES}")
+        raise ValueError(_("the file is %(size)s bytes or more; a submission may be at most %(max)s")
+                         % {"size": len(raw), "max": MAX_SUBMISSION_BYTES})
     try:
         text = decode_text(raw, source, "submission")
     except InputError as exc:  # the report names the file; say where in it
-        raise ValueError(f"the file is not UTF-8 text: line {exc.line}, {exc.message}") from None
+        raise ValueError(_("the file is not UTF-8 text: line %(line)s, %(why)s") % {"line": exc.line, "why": exc.message}) \
+            from None
     depth = _nesting(text)
     if depth > MAX_NESTING:
-        raise ValueError(f"lists and objects are nested {depth} deep; at most {MAX_NESTING} levels are allowed")
+        raise ValueError(_("lists and objects are nested %(depth)s deep; at most %(max)s levels are allowed")
+                         % {"depth": depth, "max": MAX_NESTING})
     try:
         doc = json.loads(
             text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
@@ -267,18 +274,29 @@ def submission_from_bytes(raw: bytes, source: str) -> Submission:
         raise ValueError(str(exc)) from None
     except json.JSONDecodeError as exc:
         if not text.strip():
-            raise ValueError("the file is empty") from None
-        raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+            raise ValueError(_("the file is empty")) from None
+        raise ValueError(_("not valid JSON: %(why)s at line %(line)s, column %(column)s")
+                         % {"why": _(JSON_ERRORS.get(exc.msg, exc.msg)), "line": exc.lineno, "column": exc.colno}) from None
     except RecursionError:  # the nesting check above should make this unreachable
-        raise ValueError(f"lists and objects are nested too deeply; at most {MAX_NESTING} levels are allowed") from None
+        raise ValueError(_("lists and objects are nested too deeply; at most %(max)s levels are allowed")
+                         % {"max": MAX_NESTING}) from None
     return submission_from_json(doc, source)
+
+
+# What Python's JSON reader says is wrong (``json.JSONDecodeError.msg``), in the current language.
+JSON_ERRORS = {message: message for message in (
+    N_("Expecting value"), N_("Expecting property name enclosed in double quotes"), N_("Expecting ':' delimiter"),
+    N_("Expecting ',' delimiter"), N_("Unterminated string starting at"), N_("Invalid control character at"),
+    N_("Invalid \\escape"), N_("Invalid \\uXXXX escape"), N_("Extra data"),
+    N_("Illegal trailing comma before end of object"), N_("Illegal trailing comma before end of array"),
+)}
 
 
 def _where(path: tuple[Any, ...]) -> str:
     """A place in a submission, counting list items from 1: ``"answers" → "q1.scores" → item 2``."""
     if not path:
-        return "the submission"
-    return " → ".join(f"item {p + 1}" if isinstance(p, int) else _quoted(p) for p in path)
+        return _("the submission")
+    return " → ".join(_("item %(n)s") % {"n": p + 1} if isinstance(p, int) else _quoted(p) for p in path)
 
 
 def check_document(doc: Any) -> None:
@@ -297,13 +315,13 @@ def check_document(doc: Any) -> None:
         value, path = stack.pop()
         count += 1
         if count > MAX_VALUES:
-            raise ValueError(f"the submission holds more than {MAX_VALUES} values")
+            raise ValueError(_("the submission holds more than %(max)s values") % {"max": MAX_VALUES})
         if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
             count += value.size
             if value.ndim > MAX_NESTING or count > MAX_VALUES:
-                raise ValueError(f"{_where(path)}: the array is too large ({value.shape})")
+                raise ValueError(_("%(where)s: the array is too large (%(shape)s)") % {"where": _where(path), "shape": value.shape})
             if value.dtype.kind == "f" and not np.isfinite(value).all():
-                raise ValueError(f"{_where(path)}: NaN or infinity is not a number a submission can hold")
+                raise ValueError(_("%(where)s: NaN or infinity is not a number a submission can hold") % {"where": _where(path)})
             continue
         if isinstance(value, np.generic) and value.dtype.kind in "biuf":
             value = value.item()
@@ -313,48 +331,54 @@ def check_document(doc: Any) -> None:
             _check_text(value, path)
         elif isinstance(value, int):
             if value.bit_length() > 3.33 * MAX_NUMBER_DIGITS:
-                raise ValueError(f"{_where(path)}: a number with more than {MAX_NUMBER_DIGITS} digits")
+                raise ValueError(_("%(where)s: a number with more than %(max)s digits")
+                                 % {"where": _where(path), "max": MAX_NUMBER_DIGITS})
         elif isinstance(value, float):
             if not math.isfinite(value):
-                raise ValueError(f"{_where(path)}: {value!r} is not a number a submission can hold; "
-                                 "write the value you computed, or the text \"-inf\"")
+                raise ValueError(_("%(where)s: %(value)s is not a number a submission can hold; "
+                                   "write the value you computed, or the text \"-inf\"")
+                                 % {"where": _where(path), "value": repr(value)})
         elif isinstance(value, Mapping):
             if len(path) >= MAX_NESTING:
-                raise ValueError(f"{_where(path)}: nested more than {MAX_NESTING} levels deep")
+                raise ValueError(_("%(where)s: nested more than %(max)s levels deep") % {"where": _where(path), "max": MAX_NESTING})
             for name, child in value.items():
                 if not isinstance(name, str):
-                    raise ValueError(f"{_where(path)}: a key is {type(name).__name__}, not text")
+                    raise ValueError(_("%(where)s: a key is %(type)s, not text") % {"where": _where(path), "type": type(name).__name__})
                 _check_text(name, (*path, name))
                 stack.append((child, (*path, name)))
         elif isinstance(value, (list, tuple)):
             if len(path) >= MAX_NESTING:
-                raise ValueError(f"{_where(path)}: nested more than {MAX_NESTING} levels deep")
+                raise ValueError(_("%(where)s: nested more than %(max)s levels deep") % {"where": _where(path), "max": MAX_NESTING})
             stack.extend((child, (*path, i)) for i, child in enumerate(value))
         else:
-            raise ValueError(f"{_where(path)}: a value of type {type(value).__name__} cannot be in a submission")
+            raise ValueError(_("%(where)s: a value of type %(type)s cannot be in a submission")
+                             % {"where": _where(path), "type": type(value).__name__})
 
 
 def _check_text(text: str, path: tuple[Any, ...]) -> None:
     if len(text) > MAX_TEXT:
-        raise ValueError(f"{_where(path)}: a text of {len(text)} characters; at most {MAX_TEXT} are allowed")
+        raise ValueError(_("%(where)s: a text of %(n)s characters; at most %(max)s are allowed")
+                         % {"where": _where(path), "n": len(text), "max": MAX_TEXT})
     surrogate = next((ch for ch in text if "\ud800" <= ch <= "\udfff"), None)
     if surrogate is not None:
-        raise ValueError(f"{_where(path)}: the text holds {ascii(surrogate)}, half of a character (a lone surrogate)")
+        raise ValueError(_("%(where)s: the text holds %(char)s, half of a character (a lone surrogate)")
+                         % {"where": _where(path), "char": ascii(surrogate)})
 
 
 def submission_from_json(doc: Any, source: str) -> Submission:
     """A submission from a document already read (JSON, or built in Python); ValueError says what is wrong."""
     check_document(doc)
     if not isinstance(doc, Mapping):
-        raise ValueError('a submission is a JSON object {"student": ID, "answers": {...}}')
+        raise ValueError(_('a submission is a JSON object {"student": ID, "answers": {...}}'))
     student = doc.get("student")
     if not isinstance(student, str) or not student:
-        raise ValueError('field "student" is missing or not a text')
+        raise ValueError(_('field "student" is missing or not a text'))
     if len(student) > MAX_ID_LENGTH:
-        raise ValueError(f'field "student" is {len(student)} characters long; an id has at most {MAX_ID_LENGTH}')
+        raise ValueError(_('field "student" is %(n)s characters long; an id has at most %(max)s')
+                         % {"n": len(student), "max": MAX_ID_LENGTH})
     answers = doc.get("answers")
     if not isinstance(answers, Mapping):
-        raise ValueError('field "answers" is missing or not an object of part id: answer')
+        raise ValueError(_('field "answers" is missing or not an object of part id: answer'))
     variant, set_id, saved_at = (doc.get(name) for name in ("variant", "set", "saved_at"))
     return Submission(source, student, answers, variant if isinstance(variant, str) else None,
                       set_id if isinstance(set_id, str) else None, saved_at if isinstance(saved_at, str) else None)
@@ -366,20 +390,24 @@ def unknown_student_message(key: Key, student: str) -> str:
     Ids that differ only by invisible characters (zero-width space, right-to-left override),
     fullwidth or other compatibility forms, case or surrounding space are reported as such.
     """
-    message = f"student {student!r} is not in the key"
+    notes = []
     bad = invisible_characters(student)
     if bad:
-        message += f"; the id contains invisible or control characters ({', '.join(char_name(c) for c in bad[:3])})"
+        notes.append(_("the id contains invisible or control characters (%(chars)s)")
+                     % {"chars": ", ".join(char_name(c) for c in bad[:3])})
     target = lookalike_key(student)
     meant = [s for s in key.students if lookalike_key(s) == target]
     if len(meant) == 1:
-        message += f"; did you mean {meant[0]!r}? Write the id exactly as on the worksheet"
+        notes.append(_("did you mean %(id)s? Write the id exactly as on the worksheet") % {"id": repr(meant[0])})
     elif student != unicodedata.normalize("NFKC", student):
-        message += "; it holds fullwidth or other compatibility characters: write the id exactly as on the worksheet"
+        notes.append(_("it holds fullwidth or other compatibility characters: write the id exactly as on the worksheet"))
     else:
         close = difflib.get_close_matches(student, key.students, 1, 0.75)
         if close:
-            message += f"; did you mean {close[0]!r}? Write the id exactly as on the worksheet"
+            notes.append(_("did you mean %(id)s? Write the id exactly as on the worksheet") % {"id": repr(close[0])})
+    message = _("student %(student)s is not in the key") % {"student": repr(student)}
+    for note in notes:
+        message = _("%(message)s; %(note)s") % {"message": message, "note": note}
     return message
 
 

@@ -33,12 +33,13 @@ from pathlib import Path
 import numpy as np
 from markdown_it.common.utils import escapeHtml
 
+from ..i18n import N_, _, ngettext
 from ..spec import WorkSpace
 from ..worksheet import Worksheet
 from .form import where
 from .html import answer_grid_html, header_html, html_document, markdown_body_html
 from .latex import label_symbol, num
-from .markdown import ragged_shape, render_items
+from .markdown import in_spec_language, ragged_shape, render_items
 
 #: Boxes per row and rows per grid; a larger part is split into several grids (a 16-wide
 #: row of 1.6 cm boxes would not fit on the page, nor could a student write in 1 cm boxes).
@@ -47,7 +48,7 @@ ANSWER_TILE = 8
 SCREEN_CSS = "@media screen { body { max-width: 52rem; margin: 1rem auto; padding: 0 1rem; } }"
 #: The printed worksheet's word on how answers are given (the Markdown's sentence is about
 #: the submission file alone).
-HAND_IN_NOTE = (
+HAND_IN_NOTE = N_(
     "Write each answer in its boxes, a matrix row by row; the small grey name beside them is "
     "the part's name in <code>submission.json</code>, if you hand in a file."
 )
@@ -60,13 +61,36 @@ def _ranges(n: int) -> list[range]:
     return [range(lo, min(lo + ANSWER_TILE, n)) for lo in range(0, n, ANSWER_TILE)]
 
 
+# The part of a side a tile covers: one place, or a range of places (first–last, from 1).
+_SPANS = {
+    "rows": (N_("row %(n)s"), N_("rows %(first)s\u2013%(last)s")),
+    "columns": (N_("column %(n)s"), N_("columns %(first)s\u2013%(last)s")),
+    "entries": (N_("entry %(n)s"), N_("entries %(first)s\u2013%(last)s")),
+}
+
+
 def _span(word: str, r: range, n: int) -> str:
     """``"columns 9–16"`` for a tile of a larger side; ``""`` when the tile is the whole side."""
     if len(r) == n:
         return ""
+    one, several = _SPANS[word]
     if len(r) == 1:
-        return f"{word.rstrip('s')} {r.start + 1}"
-    return f"{word} {r.start + 1}\u2013{r.stop}"
+        return _(one) % {"n": r.start + 1}
+    return _(several) % {"first": r.start + 1, "last": r.stop}
+
+
+def _caption(part_id: str, *places: str) -> str:
+    """A grid's caption: the part id, then where in the part the grid is (``q1.dQ, columns 9–16``)."""
+    caption = part_id
+    for place in places:
+        # Translators: a grid's caption, the part id and then each place ("q1.dQ, matrix 2, columns 9–16").
+        caption = _("%(caption)s, %(place)s") % {"caption": caption, "place": place}
+    return caption
+
+
+def _worth(points: float) -> str:
+    """`` · 2 pt``: the points a part is worth, after its caption."""
+    return " \u00b7 " + _("%(points)s pt") % {"points": num(points, 2)}
 
 
 def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: float | None = None) -> str:
@@ -80,7 +104,7 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: fl
     """
     shape = tuple(int(n) for n in shape)
     label = f"{symbol} ="
-    worth = "" if points is None else f" \u00b7 {num(points, 2)} pt"
+    worth = "" if points is None else _worth(points)
     fits = len(shape) <= 2 and all(n <= ANSWER_TILE for n in shape)
     if fits:
         return answer_grid_html(part_id, shape, label=label, caption=part_id + worth)
@@ -103,7 +127,7 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: fl
                         part_id,
                         tile,
                         label=label if not grids else None,
-                        caption=", ".join([part_id, *(w for w in words if w)]) + (worth if not grids else ""),
+                        caption=_caption(part_id, *(w for w in words if w)) + (worth if not grids else ""),
                     )
                 )
     part = html.escape(part_id, quote=True)
@@ -150,7 +174,7 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
     # left and its boxes beside it (below it where they leave the text too little room).
     by_item: dict[int, list[str]] = {}
     unplaced: list[str] = []
-    for (_, area), at in zip(areas, points):
+    for (_part_id, area), at in zip(areas, points):
         if at is None:
             unplaced.append(area)
         else:
@@ -182,15 +206,24 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
 def drop_answer_sentences(problem_html: str, part_ids: Sequence[str]) -> str:
     """Without the templates' "Answer: a 3×3 matrix, part ``q2.scores`` (2 pt)." where the
     part's boxes say the same (their shape, and the id and points in their caption): each
-    prompt is printed once, next to its boxes. The Markdown worksheet keeps the sentence."""
+    prompt is printed once, next to its boxes. The Markdown worksheet keeps the sentence.
+
+    In another language the sentence starts with the translation of "Answer:" and ends with
+    the points in brackets after the part's id ("答案：3×3 矩阵，小题 ``q2.scores``（2 分）。")."""
+    # Translators: the word that starts the templates' sentence naming a part's answer
+    # ("Answer: a 3×3 matrix, part `q2.scores` (2 pt)."), exactly as their translation starts it.
+    word = _("Answer:")
     for part_id in part_ids:
-        needle = re.compile(
-            r"\s*Answer: (?:(?!</?(?:li|p|div)\b).)*?,? part <code>"
-            + re.escape(escapeHtml(part_id))
-            + r"</code> \([^()]*\bpt\)\.",
-            re.DOTALL,
-        )
-        problem_html = needle.sub("", problem_html, count=1)
+        code = re.escape(f"<code>{escapeHtml(part_id)}</code>")
+        # The English sentence (bundled templates in English, or a user's English template).
+        patterns = [r"\s*Answer: (?:(?!</?(?:li|p|div)\b).)*?,? part " + code + r" \([^()]*\bpt\)\."]
+        if word != "Answer:":
+            patterns.insert(0, r"\s*" + re.escape(word) + r"\s*(?:(?!</?(?:li|p|div)\b).)*?" + code
+                            + r"\s*[(（][^()（）<]*[)）][.。]?")
+        for pattern in patterns:
+            problem_html, found = re.compile(pattern, re.DOTALL).subn("", problem_html, count=1)
+            if found:
+                break
     return problem_html
 
 
@@ -209,7 +242,7 @@ def partial_area_html(part_id: str, entries: Sequence[Sequence[int]], symbol: st
     """A box for each asked entry of a part that asks some entries only, labelled with the
     entry's place (``S_{1,2} =``, counting from 1) and captioned with it, side by side where
     they fit: a student sees boxes for what is asked and nothing else."""
-    worth = f" \u00b7 {num(points, 2)} pt"
+    worth = _worth(points)
     boxes = []
     for k, entry in enumerate(entries):
         place = ",".join(str(i + 1) for i in entry)
@@ -221,13 +254,14 @@ def partial_area_html(part_id: str, entries: Sequence[Sequence[int]], symbol: st
 def ragged_area_html(part_id: str, chunks: Sequence[Sequence[int]], symbol: str, points: float) -> str:
     """One grid per chunk of a delta sequence whose last chunk is shorter, each at its own
     size and captioned with its place as the grader names it (``q1.X, matrix 2``)."""
-    worth = f" \u00b7 {num(points, 2)} pt"
+    worth = _worth(points)
     grids = [answer_grid_html(part_id, shape, label=f"{symbol} =" if c == 0 else None,
-                              caption=f"{part_id}, {where((c,), len(shape) + 1)}" + (worth if c == len(chunks) - 1 else ""))
+                              caption=_caption(part_id, where((c,), len(shape) + 1)) + (worth if c == len(chunks) - 1 else ""))
              for c, shape in enumerate(chunks)]
     return f'<div class="answer-set" data-part="{html.escape(part_id, quote=True)}">{"".join(grids)}</div>'
 
 
+@in_spec_language
 def problem_areas(
     ws: Worksheet, student: int, work_space: WorkSpace | None = None
 ) -> list[list[tuple[str, str]]]:
@@ -245,7 +279,7 @@ def problem_areas(
             shape = np.shape(env[part.step][student])
             step = item.family.step(part.step)
             symbol = label_symbol(step.symbol, len(shape))
-            worth = f" \u00b7 {num(part.points, 2)} pt"
+            worth = _worth(part.points)
             if step.kind == "shape":  # one box, for "2×4"
                 area = answer_grid_html(part.id, (), label=f"{step.symbol} =", caption=part.id + worth)
             elif present is not None and (real := present(item.params, part.step, shape)) is not None:
@@ -262,6 +296,7 @@ def problem_areas(
 # --------------------------------------------------------------------------- worksheets
 
 
+@in_spec_language
 def worksheet_body_html(
     ws: Worksheet,
     student: int,
@@ -278,7 +313,7 @@ def worksheet_body_html(
     parts = [header_html(ws.spec.title, ws.students[student], ws.codes[student], set_id=ws.set_id, name=name)]
     if ws.spec.instructions:
         parts.append(markdown_body_html(ws.spec.instructions))
-    parts.append(f'<p class="hand-in">{HAND_IN_NOTE}</p>')
+    parts.append('<p class="hand-in">' + _(HAND_IN_NOTE) + "</p>")
     problems = render_items(ws, student, "problem", templates=templates)
     for item, markdown, areas in zip(ws.spec.items, problems, problem_areas(ws, student, work_space)):
         body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas)
@@ -290,6 +325,7 @@ def worksheet_body_html(
     return "\n".join(parts) + "\n"
 
 
+@in_spec_language
 def worksheet_document(
     ws: Worksheet,
     student: int,
@@ -307,13 +343,14 @@ def worksheet_document(
     """
     return html_document(
         worksheet_body_html(ws, student, templates=templates, work_space=work_space, name=name),
-        title=f"{ws.spec.title} ({ws.students[student]})",
+        title=_("%(title)s (%(student)s)") % {"title": ws.spec.title, "student": ws.students[student]},
         page_size=page_size,
         extra_css=[SCREEN_CSS] if screen else [],
         body_class="worksheet",
     )
 
 
+@in_spec_language
 def class_documents(
     ws: Worksheet,
     *,
@@ -337,17 +374,23 @@ def class_documents(
 
 
 def _seed_sentence(ws: Worksheet, n: int) -> str:
-    reproducible = (
-        ""
-        if ws.keyed
-        else " (variants are reproducible by anyone who knows the spec and this seed)"
-    )
-    return (
-        f"Seed <code>{html.escape(ws.seed)}</code>{reproducible}. {n} student{'s' if n != 1 else ''}, "
-        f"{num(ws.spec.points, 2)} point{'s' if ws.spec.points != 1 else ''} each."
-    )
+    values = {
+        "seed": f"<code>{html.escape(ws.seed)}</code>",
+        "students": ngettext("%(num)s student", "%(num)s students", n) % {"num": n},
+        "points": ngettext("%(points)s point", "%(points)s points", 1 if ws.spec.points == 1 else 2) % {
+            "points": num(ws.spec.points, 2)},
+    }
+    if ws.keyed:
+        return _("Seed %(seed)s. %(students)s, %(points)s each.") % values
+    return _("Seed %(seed)s (variants are reproducible by anyone who knows the spec and this seed). "
+             "%(students)s, %(points)s each.") % values
 
 
+def _key_heading(ws: Worksheet) -> str:
+    return _("Answer key: %(title)s") % {"title": html.escape(ws.spec.title)}
+
+
+@in_spec_language
 def key_cover_document(
     ws: Worksheet, students: Sequence[int] | None = None, *, page_size: str = "A4"
 ) -> str:
@@ -360,21 +403,22 @@ def key_cover_document(
     )
     body = (
         '<header class="sheet-header">'
-        f'<h1 class="sheet-title">Answer key: {html.escape(ws.spec.title)}</h1></header>\n'
+        f'<h1 class="sheet-title">{_key_heading(ws)}</h1></header>\n'
         f"<p>{_seed_sentence(ws, len(chosen))}</p>\n"
-        "<p>Each student's answers and worked steps start on a new page, in this order "
-        "(student id, variant); the PDF's bookmarks lead to each.</p>\n"
+        "<p>" + _("Each student's answers and worked steps start on a new page, in this order "
+                  "(student id, variant); the PDF's bookmarks lead to each.") + "</p>\n"
         f'<ol class="key-roster">{roster}</ol>\n'
     )
     return html_document(
-        body, title=f"{ws.spec.title}: answer key", page_size=page_size, body_class="key-cover"
+        body, title=_("%(title)s: answer key") % {"title": ws.spec.title}, page_size=page_size, body_class="key-cover"
     )
 
 
+@in_spec_language
 def key_student_body_html(ws: Worksheet, student: int, *, templates: str | Path | None = None) -> str:
     """One student's part of the key as HTML for inside ``<body>``."""
     sid = ws.students[student]
-    parts = [header_html(f"{ws.spec.title}: answer key", sid, ws.codes[student], name_line=False, set_id=ws.set_id)]
+    parts = [header_html(_("%(title)s: answer key") % {"title": ws.spec.title}, sid, ws.codes[student], name_line=False, set_id=ws.set_id)]
     problems = render_items(ws, student, "problem", templates=templates)
     solutions = render_items(ws, student, "solution", templates=templates)
     for problem, solution in zip(problems, solutions):
@@ -382,6 +426,7 @@ def key_student_body_html(ws: Worksheet, student: int, *, templates: str | Path 
     return "\n".join(parts) + "\n"
 
 
+@in_spec_language
 def key_student_document(
     ws: Worksheet, student: int, *, page_size: str = "A4", templates: str | Path | None = None
 ) -> str:
@@ -392,12 +437,13 @@ def key_student_document(
     sid = ws.students[student]
     return html_document(
         key_student_body_html(ws, student, templates=templates),
-        title=f"{ws.spec.title}: answer key ({sid})",
+        title=_("%(title)s: answer key (%(student)s)") % {"title": ws.spec.title, "student": sid},
         page_size=page_size,
         body_class="key",
     )
 
 
+@in_spec_language
 def key_html_document(
     ws: Worksheet, *, page_size: str = "A4", templates: str | Path | None = None
 ) -> str:
@@ -410,7 +456,7 @@ def key_html_document(
     )
     cover = (
         '<header class="sheet-header">'
-        f'<h1 class="sheet-title">Answer key: {html.escape(ws.spec.title)}</h1></header>\n'
+        f'<h1 class="sheet-title">{_key_heading(ws)}</h1></header>\n'
         f"<p>{_seed_sentence(ws, len(ws.students))}</p>\n"
         f'<ol class="key-roster">{roster}</ol>\n'
     )
@@ -421,13 +467,14 @@ def key_html_document(
     )
     return html_document(
         cover + students,
-        title=f"{ws.spec.title}: answer key",
+        title=_("%(title)s: answer key") % {"title": ws.spec.title},
         page_size=page_size,
         extra_css=[SCREEN_CSS, ".key-student { break-before: page; }"],
         body_class="key key-html",
     )
 
 
+@in_spec_language
 def key_documents(
     ws: Worksheet,
     students: Sequence[int] | None = None,

@@ -46,7 +46,7 @@ from ..i18n import HTML_LANG, _, current, install_jinja, script_messages
 from ..resources import templates_dir
 from ..worksheet import Worksheet
 from .latex import label_symbol, num, shape_text
-from .markdown import ragged_shape, render_items
+from .markdown import in_spec_language, ragged_shape, render_items
 from .sandbox import Record
 
 FORM_TEMPLATE = "answer-form.html.j2"
@@ -166,6 +166,7 @@ def _seen_shape(item: Any, step: str, shape: tuple[int, ...]) -> Any:
     return ragged_shape(shape, _real(item, step, shape))
 
 
+@in_spec_language
 def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
     """One student's problems as HTML, each with the answer grids of its asked parts."""
     html = _html_module()
@@ -248,6 +249,7 @@ def script_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
 
 
+@in_spec_language
 def answer_form_html(ws: Worksheet, student: int) -> str:
     """The answer form of one student (a complete HTML document)."""
     html = _html_module()
@@ -283,6 +285,7 @@ def form_messages() -> str:
     return json.dumps(script_messages(scripts), ensure_ascii=False, sort_keys=True)
 
 
+@in_spec_language
 def worksheet_html(ws: Worksheet, student: int, *, page_size: str = "A4") -> str:
     """The worksheet of one student as a self-contained HTML page: typeset, with a header for
     the name and answer boxes under each part (see :mod:`qkvquiz.render.documents`)."""

@@ -121,6 +121,31 @@ def page_css(page_size: str = "A4") -> str:
     return f"@page {{ size: {page_size_css(page_size)}; }}"
 
 
+def css_content(message: str, values: dict[str, str]) -> str:
+    """A CSS ``content`` value from a message: its text as CSS strings, each ``%(name)s`` the
+    CSS of ``values[name]`` (``"Page " counter(page) " of " counter(pages)``)."""
+    out = []
+    for k, piece in enumerate(re.split(r"%\((\w+)\)s", message)):
+        if k % 2:
+            out.append(values[piece])
+        elif piece:
+            out.append('"' + piece.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\A ") + '"')
+    return " ".join(out)
+
+
+def page_words_css() -> str:
+    """The words of the stylesheet's running footers, headers and bookmarks in the current
+    language (``templates/style.css`` has them in English)."""
+    from ..i18n import _
+
+    page = css_content(_("Page %(page)s of %(pages)s"), {"page": "counter(page)", "pages": "counter(pages)"})
+    student = css_content(_("Student %(student)s"), {"student": "string(student-id) string(variant-code)"})
+    bookmark = css_content(_("Student %(student)s"), {"student": "content()"})
+    return (f"@page {{ @bottom-right {{ content: {page}; }} }}\n"
+            f"@page key {{ @top-right {{ content: {student}; }} }}\n"
+            f".sheet-fields .student-id {{ bookmark-label: {bookmark}; }}")
+
+
 def stylesheet(page_size: str = "A4") -> str:
     """The whole print stylesheet for one page size."""
     return base_stylesheet_text() + "\n" + page_css(page_size) + "\n"
@@ -769,8 +794,11 @@ def header_html(
     is left for the student to write on. The student id and variant also run in the footer
     of every page (CSS ``string-set``), so a loose page can be matched to its student.
     """
+    from ..i18n import _
+
+    label = {"name": _("Name"), "student": _("Student ID"), "variant": _("Variant"), "set": _("Set")}
     name = (
-        f'<td class="field-label">Name</td><td class="field-fill">{html.escape(name)}</td>'
+        f'<td class="field-label">{label["name"]}</td><td class="field-fill">{html.escape(name)}</td>'
         if name_line
         else ""
     )
@@ -780,9 +808,9 @@ def header_html(
         '<header class="sheet-header">'
         f'<h1 class="sheet-title">{html.escape(title)}</h1>'
         f'<table class="{fields_class}"><tr>{name}'
-        f'<td class="field-label">Student ID</td><td class="student-id">{sid}</td>'
-        f'<td class="field-label">Variant</td><td class="variant-code">{variant}</td>'
-        + (f'<td class="field-label">Set</td><td class="set-id">{html.escape(set_id)}</td>' if set_id else "")
+        f'<td class="field-label">{label["student"]}</td><td class="student-id">{sid}</td>'
+        f'<td class="field-label">{label["variant"]}</td><td class="variant-code">{variant}</td>'
+        + (f'<td class="field-label">{label["set"]}</td><td class="set-id">{html.escape(set_id)}</td>' if set_id else "")
         + "</tr></table></header>"
     )
 
@@ -956,11 +984,12 @@ def html_document(
     language, :mod:`qkvquiz.i18n`) is the page's language: it also makes the PDF renderer
     choose a font's Chinese forms for Chinese text rather than its Japanese ones.
     """
-    if lang is None:
-        from ..i18n import HTML_LANG, current
+    from ..i18n import DEFAULT_LANG, HTML_LANG, current
 
+    if lang is None:
         lang = HTML_LANG.get(current(), current())
-    own_css = "\n".join([page_css(page_size), BOXES_CSS, *extra_css])
+    words = [] if current() == DEFAULT_LANG else [page_words_css()]
+    own_css = "\n".join([page_css(page_size), BOXES_CSS, *words, *extra_css])
     body_attr = f' class="{html.escape(body_class, quote=True)}"' if body_class else ""
     return (
         f'<!DOCTYPE html>\n<html lang="{html.escape(lang)}">\n<head>\n<meta charset="utf-8">\n'

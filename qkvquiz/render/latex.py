@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..i18n import _
+from ..i18n import _, ngettext
 
 
 def num(x: Any, decimals: int = 3) -> str:
@@ -60,14 +61,26 @@ def bmatrix(value: Any, decimals: int = 3) -> str:
     return r"\begin{bmatrix} " + rows + r" \end{bmatrix}"
 
 
+def and_list(words: Sequence[str]) -> str:
+    """``1``, ``1 and 2``, ``1, 2 and 3`` in the current language (Chinese: ``1、2 和 3``)."""
+    words = list(words)
+    if len(words) == 1:
+        return words[0]
+    # Translators: the separator of the items of a list but its last ("1, 2 and 3": ", ").
+    return _("%(list)s and %(last)s") % {"list": _(", ").join(words[:-1]), "last": words[-1]}
+
+
 def shape_text(shape: Any) -> str:
     """"3×3 matrix", "vector of 4", "number"."""
     shape = tuple(np.shape(shape)) if not isinstance(shape, tuple) else shape
     if shape and all(isinstance(n, tuple) for n in shape):
         # A list of chunks whose last is shorter: each chunk's own shape, in order.
-        sizes = ["×".join(map(str, n)) for n in shape]
-        kind = "vectors" if len(shape[0]) == 1 else "matrices"
-        return f"a list of {len(shape)} {kind} ({', '.join(sizes[:-1])} and {sizes[-1]})"
+        sizes = and_list(["×".join(map(str, n)) for n in shape])
+        if len(shape[0]) == 1:
+            text = ngettext("a list of %(n)s vector (%(sizes)s)", "a list of %(n)s vectors (%(sizes)s)", len(shape))
+        else:
+            text = ngettext("a list of %(n)s matrix (%(sizes)s)", "a list of %(n)s matrices (%(sizes)s)", len(shape))
+        return text % {"n": len(shape), "sizes": sizes}
     if not shape:
         return _("a number")
     if len(shape) == 1:
@@ -83,12 +96,13 @@ def mask_sentences(mask: Any) -> list[str]:
     for i, row in enumerate(np.asarray(mask) > 0.5, start=1):
         keys = [str(j) for j, ok in enumerate(row, start=1) if ok]
         if not keys:
-            out.append(f"query {i} may attend to no key")
+            out.append(_("query %(i)s may attend to no key") % {"i": i})
         elif len(keys) == len(row):
-            out.append(f"query {i} may attend to every key")
+            out.append(_("query %(i)s may attend to every key") % {"i": i})
         else:
-            listed = keys[0] if len(keys) == 1 else ", ".join(keys[:-1]) + " and " + keys[-1]
-            out.append(f"query {i} may attend only to key{'s' if len(keys) > 1 else ''} {listed}")
+            out.append(ngettext("query %(i)s may attend only to key %(keys)s",
+                                "query %(i)s may attend only to keys %(keys)s", len(keys))
+                       % {"i": i, "keys": and_list(keys)})
     return out
 
 

@@ -10,9 +10,10 @@ copies of arrays, text; an instructor's text comes as Markdown without raw HTML.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,13 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from ..i18n import install_jinja
+from ..i18n import _, current, install_jinja, ngettext, using
+from ..i18n import chosen as language_chosen
 from ..resources import templates_dir
 from ..spec import ItemSpec, WorksheetSpec
 from ..untrusted import md_code
 from ..worksheet import Worksheet
-from .latex import bmatrix, mask_sentences, num, shape_text
+from .latex import and_list, bmatrix, mask_sentences, num, shape_text
 from .sandbox import FolderLoader, Record, TemplateSandbox
 
 
@@ -80,15 +82,22 @@ def spec_text(text: str) -> str:
     return _TAG_START.sub("&lt;", text)
 
 
+def _text(message: str) -> str:
+    """A family's sentence (title, prompt …) in the current language; "" stays "" (gettext's
+    "" is the catalog's header)."""
+    return _(message) if message else message
+
+
 def _step_view(step: Any) -> Record:
-    return Record(name=step.name, symbol=step.symbol, formula=step.formula, prompt=step.prompt, askable=step.askable,
-                  kind=step.kind)
+    return Record(name=step.name, symbol=step.symbol, formula=step.formula, prompt=_text(step.prompt),
+                  askable=step.askable, kind=step.kind)
 
 
 def _family_view(fam: Any) -> Record:
+    """A family as templates see it, its words in the current language."""
     return Record(
-        name=fam.name, title=fam.title, summary=fam.summary,
-        givens=tuple(Record(name=g.name, symbol=g.symbol, description=g.description) for g in fam.givens),
+        name=fam.name, title=_text(fam.title), summary=_text(fam.summary),
+        givens=tuple(Record(name=g.name, symbol=g.symbol, description=_text(g.description)) for g in fam.givens),
         steps=tuple(_step_view(s) for s in fam.steps), default_ask=tuple(fam.default_ask),
     )
 
@@ -111,19 +120,35 @@ def spec_view(spec: WorksheetSpec) -> Record:
     )
 
 
-# The views of the last few specs: for a class of 300 each item renders 900 times.
-_SPEC_VIEWS: dict[int, tuple[WorksheetSpec, Record]] = {}
+# The views of the last few specs, in each language they were shown in: for a class of 300
+# each item renders 900 times.
+_SPEC_VIEWS: dict[tuple[int, str], tuple[WorksheetSpec, Record]] = {}
 
 
 def _spec_view(spec: WorksheetSpec) -> Record:
-    hit = _SPEC_VIEWS.get(id(spec))
+    cached = (id(spec), current())
+    hit = _SPEC_VIEWS.get(cached)
     if hit is not None and hit[0] is spec:
         return hit[1]
     if len(_SPEC_VIEWS) >= 4:
         _SPEC_VIEWS.clear()
     view = spec_view(spec)
-    _SPEC_VIEWS[id(spec)] = (spec, view)
+    _SPEC_VIEWS[cached] = (spec, view)
     return view
+
+
+def in_spec_language(render: Callable[..., Any]) -> Callable[..., Any]:
+    """A renderer of a worksheet (its first argument) that writes in the language of the
+    worksheet's spec (``lang:``), unless its caller chose one (:func:`qkvquiz.i18n.using`,
+    as ``generate`` does with ``--lang`` or the spec's language): from a notebook,
+    ``worksheet_markdown(ws, 0)`` of a Chinese spec is Chinese."""
+
+    @functools.wraps(render)
+    def in_language(ws: Worksheet, *args: Any, **kwargs: Any) -> Any:
+        with using(ws.spec.lang if language_chosen() is None else None):
+            return render(ws, *args, **kwargs)
+
+    return in_language
 
 
 def _copy(value: Any) -> Any:
@@ -139,24 +164,51 @@ def _family_names(family: str, kind: str) -> list[str]:
     return [f"families/{family}.{kind}.md.j2", f"families/_generic.{kind}.md.j2"]
 
 
-def only_asked_text(entries: Sequence[tuple[int, ...]] | None, shape: tuple[int, ...]) -> str:
-    """For a part asking some entries: a sentence naming them (from 1); "" for a whole part."""
+def only_asked_text(entries: Sequence[tuple[int, ...]] | None, shape: tuple[int, ...],
+                    real: np.ndarray | None = None) -> str:
+    """For a part asking some entries: a sentence naming them (from 1); "" for a whole part.
+
+    ``real`` (bool, ``shape``) marks the entries of a delta sequence whose last chunk is
+    shorter: its boxes are one grid per chunk, so the entries are named per chunk, as the
+    grids are captioned (``(1, 2) of matrix 2``)."""
     if entries is None:
         return ""
+    if real is not None and len(shape) >= 2:
+        return _per_chunk_text(entries, len(shape))
     if len(shape) == 1:
         listed = [str(e[0] + 1) for e in entries]
-        return f" Only entr{'y' if len(listed) == 1 else 'ies'} {_and(listed)} asked; leave the other boxes empty."
+        return ngettext(" Only entry %(entries)s asked; leave the other boxes empty.",
+                        " Only entries %(entries)s asked; leave the other boxes empty.", len(listed)) % {
+            "entries": and_list(listed)}
     rows = sorted({e[0] for e in entries})
     per_row = math.prod(shape[1:])
     if all(sum(1 for e in entries if e[0] == r) == per_row for r in rows) and len(entries) == len(rows) * per_row:
         listed = [str(r + 1) for r in rows]
-        return f" Only row{'' if len(listed) == 1 else 's'} {_and(listed)} asked; leave the other boxes empty."
-    listed = ["(" + ", ".join(str(i + 1) for i in e) + ")" for e in entries]
-    return f" Only entr{'y' if len(listed) == 1 else 'ies'} {_and(listed)} asked; leave the other boxes empty."
+        return ngettext(" Only row %(rows)s asked; leave the other boxes empty.",
+                        " Only rows %(rows)s asked; leave the other boxes empty.", len(listed)) % {
+            "rows": and_list(listed)}
+    listed = [_entry_text(e) for e in entries]
+    return ngettext(" Only entry %(entries)s asked; leave the other boxes empty.",
+                    " Only entries %(entries)s asked; leave the other boxes empty.", len(listed)) % {
+        "entries": and_list(listed)}
 
 
-def _and(words: Sequence[str]) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+def _entry_text(index: Sequence[int]) -> str:
+    """``(1, 2)``: an entry's indices counted from 1 (one index alone: ``2``)."""
+    return str(index[0] + 1) if len(index) == 1 else "(" + ", ".join(str(i + 1) for i in index) + ")"
+
+
+def _per_chunk_text(entries: Sequence[tuple[int, ...]], ndim: int) -> str:
+    """The asked entries of a per-chunk step, chunk by chunk: ``(3, 1) of matrix 1; (1, 1)
+    and (2, 2) of matrix 2``, each chunk named as its grid's caption names it."""
+    from .form import where
+
+    groups = []
+    for chunk in sorted({e[0] for e in entries}):
+        listed = [_entry_text(e[1:]) for e in entries if e[0] == chunk]
+        groups.append(_("%(entries)s of %(chunk)s") % {"entries": and_list(listed), "chunk": where((chunk,), ndim)})
+    # Translators: between the groups of entries of different chunks ("(1, 1) of matrix 1; (2, 1) of matrix 2").
+    return _(" Only these entries asked: %(groups)s. Leave the other boxes empty.") % {"groups": _("; ").join(groups)}
 
 
 #: Decimals of a key's numbers when the item's tolerance is not a number of decimals.
@@ -219,7 +271,7 @@ def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: R
         padding_only = mask is not None and p.entries is not None and len(p.entries) == int(mask.sum())
         parts.append({"id": p.id, "step": by_name[p.step], "points": p.points, "shape": ragged_shape(shape, mask),
                       "formula": formula(item.params, p.step) or by_name[p.step].formula,
-                      "only": "" if padding_only else only_asked_text(p.entries, shape)})
+                      "only": "" if padding_only else only_asked_text(p.entries, shape, mask)})
     # Templates get copies: whatever one does to an array cannot reach the solved worksheet or the key.
     givens = {k: trimmed(_copy(v), real(k, v)) for k, v in givens.items()}
     steps = {k: trimmed(_copy(v), real(k, v)) for k, v in steps.items()}
@@ -236,6 +288,7 @@ def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: R
     }
 
 
+@in_spec_language
 def render_items(ws: Worksheet, student: int, kind: str, *, templates: str | Path | None = None) -> list[str]:
     """Each item of one student's variant rendered with its ``problem`` or ``solution`` template."""
     key = _templates_key(templates)
@@ -248,6 +301,7 @@ def render_items(ws: Worksheet, student: int, kind: str, *, templates: str | Pat
     return out
 
 
+@in_spec_language
 def worksheet_markdown(ws: Worksheet, student: int, *, templates: str | Path | None = None) -> str:
     """The worksheet one student works on: givens and questions, no answers."""
     view = _spec_view(ws.spec)
@@ -257,6 +311,7 @@ def worksheet_markdown(ws: Worksheet, student: int, *, templates: str | Path | N
     ), _templates_key(templates))
 
 
+@in_spec_language
 def key_markdown(ws: Worksheet, students: Sequence[int] | None = None, *, templates: str | Path | None = None) -> str:
     """The instructor's key: every student's givens, answers and worked steps."""
     chosen = range(len(ws.students)) if students is None else students
