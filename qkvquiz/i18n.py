@@ -93,9 +93,16 @@ def _(message: str) -> str:
     return translations(current()).gettext(message)
 
 
-def ngettext(singular: str, plural: str, n: int) -> str:
-    """The form of a message for the count ``n`` in the current language."""
-    return translations(current()).ngettext(singular, plural, n)
+def plural_count(n: Any) -> int:
+    """``n`` as the integer gettext's plural rules take: a whole number as itself, a fraction
+    (1.5 points) as 2, which every shipped rule reads as the plural."""
+    value = float(n)
+    return int(value) if value.is_integer() else 2
+
+
+def ngettext(singular: str, plural: str, n: Any) -> str:
+    """The form of a message for the count ``n`` (points may be fractions) in the current language."""
+    return translations(current()).ngettext(singular, plural, plural_count(n))
 
 
 def N_(message: str) -> str:
