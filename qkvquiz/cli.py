@@ -10,24 +10,28 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from typer.core import TyperCommand
 
-from .capacity import REPORT_FROM_STUDENTS, class_size_problem
-from .engine.backend import BACKENDS, BackendUnavailable, get_xp
-from .families import REGISTRY, get_family
-from .grade.tolerance import TOLERANCE_DEFAULT
-from .render.fonts import MissingCjkFont
 from .resources import bank_dir, schemas_dir
-from .secret import SECRET_ENV, Secret
-from .spec import SpecError, WorksheetSpec, load_spec
 from .untrusted import terminal_text
+
+if TYPE_CHECKING:
+    from .secret import Secret
+    from .spec import WorksheetSpec
+
+# What a command needs is imported inside it: `qkvquiz --help` loads neither NumPy nor a family
+# (the help text is built from the constants below, each checked against its source by a test).
+# rich.console and rich.markup cost nothing extra: Typer's help is drawn with them.
+
+#: The backends of qkvquiz.engine.backend.BACKENDS, named in the help of --backend.
+BACKEND_NAMES = ("numpy", "cupy")
+#: qkvquiz.secret.SECRET_ENV, named in the help of --secret-file.
+SECRET_ENV = "QKVQUIZ_SECRET"
 
 app = typer.Typer(
     help=(
@@ -48,11 +52,38 @@ err = Console(stderr=True, soft_wrap=True)
 #: Largest class whose scores `grade` prints as a table; a larger one gets a one-line summary.
 SUMMARY_TABLE_MAX = 200
 
-TOLERANCE_HELP = (
-    f"Default tolerance (when a spec sets none): {TOLERANCE_DEFAULT.to_json()['value']} decimals, i.e. an entry "
-    f"passes when it is {TOLERANCE_DEFAULT.describe()}. Masked entries (−∞, 0) must match exactly or "
-    "within an absolute floor."
-)
+def tolerance_help() -> str:
+    """The epilog of `grade --help`: the default tolerance, in words (imports the grader's tolerance)."""
+    from .grade.tolerance import TOLERANCE_DEFAULT
+
+    return (
+        f"Default tolerance (when a spec sets none): {TOLERANCE_DEFAULT.to_json()['value']} decimals, i.e. an entry "
+        f"passes when it is {TOLERANCE_DEFAULT.describe()}. Masked entries (−∞, 0) must match exactly or "
+        "within an absolute floor."
+    )
+
+
+class _TolerantHelpCommand(TyperCommand):
+    """A command whose epilog is :func:`tolerance_help`, built when the help is shown (not at start-up)."""
+
+    @property
+    def epilog(self) -> str:
+        return tolerance_help()
+
+    @epilog.setter
+    def epilog(self, value: object) -> None:  # Click's __init__ sets it; the property answers instead
+        pass
+
+
+def __getattr__(name: str):
+    # Names that other modules and tests read from here, loaded on first use (PEP 562).
+    if name == "TOLERANCE_HELP":
+        return tolerance_help()
+    if name == "REPORT_FROM_STUDENTS":
+        from .capacity import REPORT_FROM_STUDENTS
+
+        return REPORT_FROM_STUDENTS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _shown(text: str) -> str:
@@ -96,9 +127,17 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def _progress(auto_refresh: bool = True) -> Progress:
+def _progress(auto_refresh: bool = True):
     """A progress bar on stderr. Without ``auto_refresh`` it redraws only when told
     (``refresh()``) and runs no thread of its own, so a process pool may fork beside it."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     return Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=err, transient=True, auto_refresh=auto_refresh,
@@ -119,6 +158,8 @@ def resolve_spec(spec: str) -> Path:
 
 
 def _xp(backend: str):
+    from .engine.backend import BackendUnavailable, get_xp
+
     try:
         return get_xp(backend)
     except BackendUnavailable as exc:
@@ -126,7 +167,7 @@ def _xp(backend: str):
 
 
 BackendOpt = Annotated[str, typer.Option(
-    help=f"Array backend that computes: {' | '.join(BACKENDS)} (cupy needs a CUDA GPU and "
+    help=f"Array backend that computes: {' | '.join(BACKEND_NAMES)} (cupy needs a CUDA GPU and "
     "pip install 'qkvquiz[gpu]'). Results are identical on either.")]
 
 
@@ -193,12 +234,14 @@ def generate(
     """
     import jinja2
 
+    from .capacity import class_size_problem
     from .generate import generate_set, parse_formats
     from .outputs import OutputError
-    from .spec import parse_work_space
+    from .render.fonts import MissingCjkFont
     from .render.sandbox import TemplateFailed
     from .roster import read_roster_entries
     from .secret import readable_by_others
+    from .spec import SpecError, load_spec, parse_work_space
     from .worksheet import GenerationError
 
     lang = _lang(lang)
@@ -259,7 +302,7 @@ def generate(
             err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
             fonts_warned = True
     xp = _xp(backend)
-    if len(ids) >= REPORT_FROM_STUDENTS:
+    if len(ids) >= _report_from_students():
         _check_memory(parsed, len(ids), seed)
     try:
         # PDFs render in a forked process pool: the bar draws on each update, from this thread.
@@ -316,6 +359,12 @@ def generate(
     )
     console.print(escape(secrecy_note(seed, None if secret is None else secret.source)), highlight=False)
     # No stale student folders to report: the new set replaced students/ wholly.
+
+
+def _report_from_students() -> int:
+    """capacity.REPORT_FROM_STUDENTS, unless this module's name was set (a test sets it lower)."""
+    mine = globals()
+    return mine["REPORT_FROM_STUDENTS"] if "REPORT_FROM_STUDENTS" in mine else __getattr__("REPORT_FROM_STUDENTS")
 
 
 def _generate_secret(secret_file: Path | None, public: bool) -> tuple[Secret | None, Path | None]:
@@ -439,7 +488,7 @@ def _submission_files(paths: list[Path]) -> list[Path]:
     return list(unique.values())
 
 
-@app.command(epilog=TOLERANCE_HELP)
+@app.command(cls=_TolerantHelpCommand)
 def grade(
     key: Annotated[Path, typer.Argument(help="The key.json written by `generate`.")],
     submissions: Annotated[list[Path], typer.Argument(help="Submission files, or folders searched for *.json.")],
@@ -515,6 +564,8 @@ def grade(
         paths.append(out / "feedback")
 
     if len(report.results) <= SUMMARY_TABLE_MAX:
+        from rich.table import Table
+
         table = Table(title=escape(f"{loaded.title}: {len(report.results)} graded"))
         for col in ("student", "score", "of", "unreadable", "not answered"):
             table.add_column(col)
@@ -524,6 +575,8 @@ def grade(
             table.add_row(_shown(r.student), f"{r.score:.2f}", f"{r.total:g}", str(unreadable or ""), str(missing or ""))
         console.print(table)
     else:  # a row per student would scroll past for minutes: the scores are in results.csv
+        import numpy as np
+
         scores = np.array([r.score for r in report.results])
         console.print(
             f"{escape(loaded.title)}: {len(scores)} graded; score of {loaded.points:g}: mean {scores.mean():.2f}, "
@@ -607,7 +660,7 @@ def audit(
 
     from .grade.audit import audit_file, audit_markdown
     from .outputs import OutputError, write_file
-
+    from .spec import SpecError
     from .worksheet import GenerationError
 
     lang = _lang(lang)
@@ -630,6 +683,10 @@ def audit(
 @app.command()
 def families() -> None:
     """List every family (topic) with one line each; `qkvquiz show FAMILY` shows a sample."""
+    from rich.table import Table
+
+    from .families import REGISTRY
+
     table = Table(show_header=True)
     table.add_column("family")
     table.add_column("what the student computes")
@@ -641,6 +698,8 @@ def families() -> None:
 @app.command()
 def specs() -> None:
     """List the bundled worksheet specs (usable by name in `generate`)."""
+    from .spec import load_spec
+
     for path in sorted(bank_dir().glob("*.yaml")):
         console.print(f"{path.stem:24} {load_spec(path).title}", highlight=False)
 
@@ -653,10 +712,11 @@ def show(
     lang: LangOpt = None,
 ) -> None:
     """Print one sample problem of a family with its worked solution."""
+    from .families import get_family
     from .i18n import using
     from .inputs import InputError, load_yaml
     from .render.markdown import render_items
-    from .spec import parse_spec
+    from .spec import SpecError, parse_spec
     from .worksheet import GenerationError, build_worksheet
 
     lang = _lang(lang)
@@ -695,9 +755,6 @@ def schema(which: Annotated[str, typer.Argument(help="key | submission")]) -> No
 
 def main() -> None:  # pragma: no cover - console script entry
     app()
-
-
-_ = np  # numpy is imported for backends that need it loaded before typer parses
 
 
 # `qkvquiz export …` lives in its own module; it is imported last because it uses the helpers above.

@@ -12,9 +12,8 @@ from typing import Annotated
 import typer
 
 from .cli import _fail, _shown, console, err, resolve_spec
-from .files import write_atomic
-from .i18n import using
-from .inputs import InputError
+
+# What a command needs is imported inside it, so that `qkvquiz --help` stays quick.
 
 export_app = typer.Typer(
     help=(
@@ -46,6 +45,7 @@ def _roster(path: Path | None):
 
 def _results(path: Path):
     from .exchange.results import load_results
+    from .inputs import InputError
 
     try:
         return load_results(path)
@@ -55,6 +55,8 @@ def _results(path: Path):
 
 def _write_grades(out: Path, text: str) -> None:
     # Grades and comments of named students: readable by the instructor only.
+    from .files import write_atomic
+
     write_atomic(out, text, private=True)
 
 
@@ -96,6 +98,7 @@ def grades(
     Students the importer cannot match (no LMS id of the kind it reads in the roster) are listed.
     """
     from .exchange.gradebook import GradeOptions, export_grades
+    from .inputs import InputError
 
     opts = GradeOptions(to, scale, decimals, rounding, out_of, missing, title, assignment_id, points_possible)
     try:
@@ -151,6 +154,7 @@ def questions(
     Example: `qkvquiz export questions masking --variants 30 --seed fall26 --out bank`
     """
     from .exchange.questions import export_questions
+    from .inputs import InputError
     from .spec import SpecError, load_spec
     from .worksheet import GenerationError
 
@@ -208,6 +212,8 @@ def feedback(
         feedback_pages,
         moodle_feedback_zip,
     )
+    from .i18n import using
+    from .inputs import InputError
 
     loaded = _results(results)
     entries = _roster(roster)
@@ -244,6 +250,8 @@ def feedback(
 
 def _write_bundle(out: Path, data: bytes) -> None:
     # The bundle holds the key: readable by the instructor only.
+    from .files import write_atomic
+
     write_atomic(out, data, private=True)
 
 
@@ -270,7 +278,7 @@ def gradescope(
     `QKVQUIZ_AUTOGRADER_ROOT=ag bash ag/source/run_autograder`, read `ag/results/results.json`.
     """
     from .exchange.gradescope import BundleOptions, build_bundle
-    from .inputs import MAX_KEY_BYTES, MAX_ROSTER_BYTES, read_text
+    from .inputs import MAX_KEY_BYTES, MAX_ROSTER_BYTES, InputError, read_text
     from .key import KeyFileError, load_key
 
     try:
