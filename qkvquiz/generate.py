@@ -34,7 +34,7 @@ from .files import safe_name
 from .i18n import check_lang, using
 from .key import dumps, key_to_json
 from .outputs import OutputSet, owned_present, write_set
-from .render.markdown import key_markdown, worksheet_markdown
+from .render.markdown import key_markdown, render_student, worksheet_markdown
 from .spec import WorkSpace, WorksheetSpec, parse_work_space
 from .worksheet import Worksheet, build_worksheet
 
@@ -184,12 +184,16 @@ def generate_set(
         taken: set[str] = set()
         folders = {}
         slugs = {}  # student id -> their folder's name
+        rendered = []  # each student's problems and solutions, for their worksheet and the key
         for i, student in enumerate(ws.students):
             slug = slugs[student] = safe_name(student, taken)
             folders[student] = out / "students" / slug
             here = f"students/{slug}"
+            texts = render_student(ws, i, templates=templates)  # problems and solutions, rendered once
+            rendered.append(texts)
             if "md" in formats:
-                files.write(f"{here}/worksheet.md", worksheet_markdown(ws, i, templates=templates))
+                files.write(f"{here}/worksheet.md", worksheet_markdown(ws, i, templates=templates,
+                                                                       problems=texts["problem"]))
             if "html" in formats:
                 sheet = worksheet_document(ws, i, page_size=page_size, templates=templates, screen=True,
                                            work_space=work_space, name=names.get(student, ""))
@@ -198,7 +202,7 @@ def generate_set(
             files.write(f"{here}/submission.json", dumps(blank_submission(ws, i)))
             if progress is not None:
                 progress()
-        files.write("key.md", key_markdown(ws, templates=templates))
+        files.write("key.md", key_markdown(ws, templates=templates, rendered=rendered))
         if "html" in formats:  # the key for a browser, as private as the others
             files.write("key.html", key_html_document(ws, page_size=page_size, templates=templates))
         if "pdf" in formats:

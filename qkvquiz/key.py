@@ -72,12 +72,15 @@ def key_to_json(ws: Worksheet) -> dict[str, Any]:
             "credit": item.credit.to_json(),
             "parts": [_part_json(p, env[p.step].shape[1:]) for p in item.parts],
         })
+    # Each given and step encoded for the whole class at once (entry i is encode(value[i])).
+    columns = [{name: encode(env[name]) for name in (*item.family.given_names, *item.family.step_names)}
+               for item, env in zip(ws.spec.items, ws.envs)]
     students = []
     for i, (sid, code) in enumerate(zip(ws.students, ws.codes)):
         givens, steps, answers = {}, {}, {}
-        for item, env in zip(ws.spec.items, ws.envs):
-            givens[item.id] = {g: encode(env[g][i]) for g in item.family.given_names}
-            steps[item.id] = {s: encode(env[s][i]) for s in item.family.step_names}
+        for item, column in zip(ws.spec.items, columns):
+            givens[item.id] = {g: column[g][i] for g in item.family.given_names}
+            steps[item.id] = {s: column[s][i] for s in item.family.step_names}
             for p in item.parts:
                 answers[p.id] = steps[item.id][p.step]
         students.append({"student": sid, "variant": code, "givens": givens, "steps": steps, "answers": answers})
@@ -121,13 +124,24 @@ def _nested(value: Any) -> bool:
     return type(value) not in _LEAVES and isinstance(value, (list, Mapping))
 
 
+_LEAF_TYPES = frozenset(_LEAVES)
+
+
 def _dump(obj: Any, depth: int) -> str:
     pad, inner = "  " * depth, "  " * (depth + 1)
-    if type(obj) not in _LEAVES and isinstance(obj, Mapping) and obj:
-        body = ",\n".join(f"{inner}{_ENCODE(str(k))}: {_dump(v, depth + 1)}" for k, v in obj.items())
+    kind = type(obj)
+    if kind is list:
+        # A list of plain values (a row of numbers) stays on one line.
+        if _LEAF_TYPES.issuperset(map(type, obj)) or not any(map(_nested, obj)):
+            return _ENCODE(obj)
+        return "[\n" + ",\n".join([inner + _dump(v, depth + 1) for v in obj]) + "\n" + pad + "]"
+    if kind in _LEAF_TYPES:
+        return _ENCODE(obj)
+    if isinstance(obj, Mapping) and obj:
+        body = ",\n".join([f"{inner}{_ENCODE(str(k))}: {_dump(v, depth + 1)}" for k, v in obj.items()])
         return "{\n" + body + "\n" + pad + "}"
-    if isinstance(obj, list) and any(_nested(v) for v in obj):
-        return "[\n" + ",\n".join(inner + _dump(v, depth + 1) for v in obj) + "\n" + pad + "]"
+    if isinstance(obj, list) and any(map(_nested, obj)):
+        return "[\n" + ",\n".join([inner + _dump(v, depth + 1) for v in obj]) + "\n" + pad + "]"
     return _ENCODE(obj)
 
 

@@ -413,10 +413,10 @@ def test_yaml_is_read_with_the_safe_loader(tmp_path):
     assert not marker.exists()
 
 
-def test_every_template_renders_in_the_sandbox_and_user_templates_override_by_name(tmp_path):
-    assert isinstance(environment(), TemplateSandbox)
+def test_user_templates_render_in_the_sandbox_and_override_by_name(tmp_path):
     mine = tmp_path / "mine"
     (mine / "families").mkdir(parents=True)
+    assert isinstance(environment(str(mine)), TemplateSandbox)  # the bundled ones are our code: no sandbox
     (mine / "families" / "attention.scores.problem.md.j2").write_text(
         "### My problem {{ number }}: Q = {{ g.Q|bmatrix }}, exp(1) = {{ np.exp(1.0)|num(2) }}\n"
     )

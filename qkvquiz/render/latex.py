@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from math import isfinite
 from typing import Any
 
 import numpy as np
@@ -11,33 +12,95 @@ import numpy as np
 from ..i18n import _, ngettext
 
 
-def num(x: Any, decimals: int = 3) -> str:
-    """One number: integers as integers, others rounded to ``decimals``; ±∞ as LaTeX."""
-    x = float(x)
-    if np.isinf(x):
+def _num(x: float, decimals: int) -> str:
+    if x == _INF or x == -_INF:
         return r"-\infty" if x < 0 else r"\infty"
     if x.is_integer():
         return str(int(x))
     text = f"{x:.{decimals}f}"
-    if float(text) == 0:
+    back = float(text)
+    if back == 0:
         return "0"  # never "−0": a value that rounds to zero is 0
-    if float(text) == x:
+    if back == x:
         # Exact at this many decimals: written as short as it is (2.5, not 2.500), so that
         # an exact 1 and an exact 2.5 read alike; a rounded value keeps every decimal.
         text = text.rstrip("0")
     return text
 
 
-def _row(values: np.ndarray, decimals: int, same_width: bool) -> str:
-    return " & ".join(num(v, decimals) if not same_width else _fixed(v, decimals) for v in values)
-
-
 def _fixed(x: float, decimals: int) -> str:
     # In a matrix of non-integers every entry gets the same number of decimals, so columns align.
-    if np.isinf(x):
-        return num(x)
+    if x == _INF or x == -_INF:
+        return r"-\infty" if x < 0 else r"\infty"
     text = f"{x:.{decimals}f}"
     return text.replace("-", "") if float(text) == 0 else text
+
+
+_INF = float("inf")
+# The text of each number already written, per (way, decimals): a class's worksheets and keys
+# write the same values (0, 1, 0.5, a row's sum …) over and over. Equal floats give equal
+# text (0.0 and -0.0 both read "0"); NaN, never equal to itself, is not kept.
+_MEMO_LIMIT = 1 << 17
+_MEMOS: dict[tuple[Any, int], dict[float, str]] = {}
+
+
+def _memo(way: Any, decimals: int) -> dict[float, str]:
+    table = _MEMOS.get((way, decimals))
+    if table is None or len(table) >= _MEMO_LIMIT:
+        table = _MEMOS[(way, decimals)] = {}
+    return table
+
+
+def _texts(values: list[float], decimals: int, way: Any) -> list[str]:
+    """``way(v, decimals)`` of every value (Python floats), each distinct value worked out once."""
+    table = _memo(way, decimals)
+    out = []
+    for v in values:
+        text = table.get(v)
+        if text is None:
+            text = way(v, decimals)
+            if v == v:
+                table[v] = text
+        out.append(text)
+    return out
+
+
+def num(x: Any, decimals: int = 3) -> str:
+    """One number: integers as integers, others rounded to ``decimals``; ±∞ as LaTeX."""
+    x = float(x)
+    if type(decimals) is not int:  # noqa: E721  (2.0 and True are refused by the format, as before)
+        return _num(x, decimals)
+    table = _MEMOS.get((_num, decimals))
+    if table is not None:
+        text = table.get(x)
+        if text is not None:
+            return text
+    return _texts([x], decimals, _num)[0]
+
+
+def _rounded(x: float, k: int) -> float:
+    """``np.round(x, k)`` of one finite float, for 0 <= k < 8: x·10^k to the nearest integer
+    (ties to even), divided by 10^k, in float64 as NumPy does it."""
+    f = _POWERS[k]
+    y = x * f
+    if not -_EXACT < y < _EXACT:  # already an integer (or ±∞ after overflow): rint keeps it
+        return y / f
+    return round(y) / f
+
+
+_POWERS = tuple(10.0 ** k for k in range(8))
+_EXACT = 2.0 ** 52  # every float at least this large is an integer
+
+
+def _decisions(values: list[float], decimals: int) -> tuple[bool, int]:
+    """Whether entries get the same width, and how many decimals: as NumPy would decide it."""
+    finite = [v for v in values if isfinite(v)]
+    if all(v.is_integer() for v in finite):
+        return False, decimals
+    if decimals >= len(_POWERS):  # np.round's power of ten is computed differently past 1e7
+        arr = np.array(finite)
+        return True, next((k for k in range(1, decimals) if np.all(np.round(arr, k) == arr)), decimals)
+    return True, next((k for k in range(1, decimals) if all(_rounded(v, k) == v for v in finite)), decimals)
 
 
 def bmatrix(value: Any, decimals: int = 3) -> str:
@@ -45,19 +108,29 @@ def bmatrix(value: Any, decimals: int = 3) -> str:
     arr = np.asarray(value, dtype=np.float64)
     if arr.ndim == 0:
         return num(arr, decimals)
-    finite = arr[np.isfinite(arr)]
-    same_width = bool(finite.size) and not np.all(finite == np.round(finite))
-    if same_width:
-        # Every entry gets as many decimals as the matrix needs and no more: exact halves
-        # as 1.5 and 2.0, anything rounded to ``decimals``.
-        decimals = next(
-            (k for k in range(1, decimals) if np.all(np.round(finite, k) == finite)), decimals
-        )
-    if arr.ndim == 1:
-        arr = arr[None, :]
-    if arr.ndim > 2:
-        return ",\\ ".join(bmatrix(a, decimals) for a in arr)
-    rows = r" \\ ".join(_row(r, decimals, same_width) for r in arr)
+    values = arr.ravel().tolist()
+    if type(decimals) is int and arr.ndim <= 2:  # noqa: E721
+        # Decided and formatted on Python floats: one pass, no NumPy call per matrix.
+        same_width, decimals = _decisions(values, decimals)
+        texts = _texts(values, decimals, _fixed if same_width else _num)
+    else:
+        finite = arr[np.isfinite(arr)]
+        same_width = bool(finite.size) and not np.all(finite == np.round(finite))
+        if same_width:
+            # Every entry gets as many decimals as the matrix needs and no more: exact halves
+            # as 1.5 and 2.0, anything rounded to ``decimals``.
+            decimals = next(
+                (k for k in range(1, decimals) if np.all(np.round(finite, k) == finite)), decimals
+            )
+        if arr.ndim > 2:
+            return ",\\ ".join(bmatrix(a, decimals) for a in arr)
+        way = _fixed if same_width else _num
+        texts = [way(v, decimals) for v in values]
+    cols = arr.shape[-1]
+    if cols:
+        rows = r" \\ ".join([" & ".join(texts[i:i + cols]) for i in range(0, len(texts), cols)])
+    else:
+        rows = r" \\ ".join([""] * (arr.shape[0] if arr.ndim == 2 else 1))
     return r"\begin{bmatrix} " + rows + r" \end{bmatrix}"
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -28,42 +28,58 @@ from ..spec import ItemSpec, WorksheetSpec
 from ..untrusted import md_code
 from ..worksheet import Worksheet
 from .latex import and_list, bmatrix, mask_sentences, num, shape_text
-from .sandbox import FolderLoader, Record, TemplateSandbox
+from .sandbox import FolderLoader, Record, TemplateSandbox, TrustedEnvironment
 
 
 @lru_cache(maxsize=4)
 def environment(directory: str | None = None) -> jinja2.Environment:
-    """The Jinja environment: sandboxed, Markdown output (no HTML escaping), strict about undefined names.
+    """The Jinja environment: Markdown output (no HTML escaping), strict about undefined names.
 
-    ``directory`` holds a user's templates: any template found there (``worksheet.md.j2``,
-    ``families/attention.output.problem.md.j2`` …) replaces the bundled one of the same name,
-    and every other name falls back to the bundled templates. Bundled or not, templates
-    render in :class:`~qkvquiz.render.sandbox.TemplateSandbox` and load (``include``,
-    ``import``) only regular files inside those folders (:class:`~qkvquiz.render.sandbox.FolderLoader`).
+    Without ``directory`` it holds the bundled templates, which are our own code: a plain
+    environment (:class:`~qkvquiz.render.sandbox.TrustedEnvironment`), each template compiled
+    once per process. ``directory`` holds a user's templates: any template found there
+    (``worksheet.md.j2``, ``families/attention.output.problem.md.j2`` …) replaces the bundled
+    one of the same name, and every other name falls back to the bundled templates; with a
+    user's folder every template renders in :class:`~qkvquiz.render.sandbox.TemplateSandbox`
+    and loads (``include``, ``import``) only regular files inside those folders
+    (:class:`~qkvquiz.render.sandbox.FolderLoader`).
     """
-    folders = [templates_dir()] if directory is None else [Path(directory), templates_dir()]
-    env = TemplateSandbox(
-        loader=FolderLoader(folders),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+    options: dict[str, Any] = dict(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                                   keep_trailing_newline=True)
+    if directory is None:
+        # The bundled files do not change while we run: no stat per render to see if they did.
+        env: jinja2.Environment = TrustedEnvironment(loader=FolderLoader([templates_dir()]), auto_reload=False,
+                                                     **options)
+    else:
+        env = TemplateSandbox(loader=FolderLoader([Path(directory), templates_dir()]), **options)
     env.filters.update(bmatrix=bmatrix, num=num, shape=shape_text, mask_sentences=mask_sentences, md_code=md_code)
-    env.globals.update(zip=zip, len=len, enumerate=enumerate)  # np and a bounded range come with the sandbox
+    env.globals.update(zip=zip, len=len, enumerate=enumerate)  # np (and for users a bounded range) come with it
     # {% trans %}, _() and ngettext() in the current language, for bundled and custom templates alike.
     return install_jinja(env)
+
+
+# The bundled template each list of names selects (the first that exists): found once per process.
+_SELECTED: dict[tuple[str, ...], jinja2.Template] = {}
+
+
+def bundled_template(names: Sequence[str]) -> jinja2.Template:
+    """The first of ``names`` that the bundled templates have, compiled (once per process)."""
+    env, key = environment(), tuple(names)
+    template = _SELECTED.get(key)
+    if template is None or template.environment is not env:
+        template = _SELECTED[key] = env.select_template(list(names))
+    return template
 
 
 def render_template(names: Sequence[str], context: dict[str, Any], templates: str | None = None) -> str:
     """The first of ``names`` that exists, rendered with ``context`` (plain data only).
 
-    Bundled templates are our own code and render here. With a user's folder every template
-    renders in a worker process with a time, memory and output budget
-    (:mod:`qkvquiz.render.worker`): even a bundled template may import a user's macros.
+    Bundled templates are our own code and render here, without a sandbox. With a user's
+    folder every template renders sandboxed in a worker process with a time, memory and output
+    budget (:mod:`qkvquiz.render.worker`): even a bundled template may import a user's macros.
     """
     if templates is None:
-        return environment().select_template(list(names)).render(context)
+        return bundled_template(names).render(context)
     from .worker import render_custom
 
     return render_custom(templates, names, context)
@@ -289,37 +305,56 @@ def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: R
 
 
 @in_spec_language
-def render_items(ws: Worksheet, student: int, kind: str, *, templates: str | Path | None = None) -> list[str]:
-    """Each item of one student's variant rendered with its ``problem`` or ``solution`` template."""
+def render_student(ws: Worksheet, student: int, kinds: Sequence[str] = ("problem", "solution"), *,
+                   templates: str | Path | None = None) -> dict[str, list[str]]:
+    """Each item of one student's variant rendered with each of its ``kinds`` of template
+    (``problem``, ``solution``): kind -> one text per item. Each item's context is made once
+    and serves every kind."""
     key = _templates_key(templates)
     views = {id(item): view for item, view in zip(ws.spec.items, _spec_view(ws.spec).items)}
-    out = []
+    out: dict[str, list[str]] = {kind: [] for kind in kinds}
     for number, variant in enumerate(ws.variant(student), start=1):
         item = variant["item"]
         ctx = item_context(item, number, variant["givens"], variant["steps"], views.get(id(item)))
-        out.append(render_template(_family_names(item.family.name, kind), ctx, key))
+        for kind in kinds:
+            out[kind].append(render_template(_family_names(item.family.name, kind), ctx, key))
     return out
 
 
 @in_spec_language
-def worksheet_markdown(ws: Worksheet, student: int, *, templates: str | Path | None = None) -> str:
-    """The worksheet one student works on: givens and questions, no answers."""
+def render_items(ws: Worksheet, student: int, kind: str, *, templates: str | Path | None = None) -> list[str]:
+    """Each item of one student's variant rendered with its ``problem`` or ``solution`` template."""
+    return render_student(ws, student, (kind,), templates=templates)[kind]
+
+
+@in_spec_language
+def worksheet_markdown(ws: Worksheet, student: int, *, templates: str | Path | None = None,
+                       problems: Sequence[str] | None = None) -> str:
+    """The worksheet one student works on: givens and questions, no answers.
+
+    ``problems``: the student's problems already rendered (:func:`render_student`), if they are."""
     view = _spec_view(ws.spec)
+    if problems is None:
+        problems = render_items(ws, student, "problem", templates=templates)
     return render_template(["worksheet.md.j2"], dict(
         spec=view, student=ws.students[student], code=ws.codes[student], set_id=ws.set_id,
-        problems=render_items(ws, student, "problem", templates=templates), items=view.items,
+        problems=problems, items=view.items,
     ), _templates_key(templates))
 
 
 @in_spec_language
-def key_markdown(ws: Worksheet, students: Sequence[int] | None = None, *, templates: str | Path | None = None) -> str:
-    """The instructor's key: every student's givens, answers and worked steps."""
+def key_markdown(ws: Worksheet, students: Sequence[int] | None = None, *, templates: str | Path | None = None,
+                 rendered: Sequence[Mapping[str, Sequence[str]]] | None = None) -> str:
+    """The instructor's key: every student's givens, answers and worked steps.
+
+    ``rendered``: for each chosen student, their problems and solutions already rendered
+    (:func:`render_student`), if they are."""
     chosen = range(len(ws.students)) if students is None else students
+    if rendered is None:
+        rendered = [render_student(ws, i, templates=templates) for i in chosen]
     entries = [
-        {"student": ws.students[i], "code": ws.codes[i],
-         "problems": render_items(ws, i, "problem", templates=templates),
-         "solutions": render_items(ws, i, "solution", templates=templates)}
-        for i in chosen
+        {"student": ws.students[i], "code": ws.codes[i], "problems": r["problem"], "solutions": r["solution"]}
+        for i, r in zip(chosen, rendered, strict=True)
     ]
     return render_template(["key.md.j2"], dict(
         spec=_spec_view(ws.spec), entries=entries, seed=ws.seed, keyed=ws.keyed,

@@ -1,0 +1,181 @@
+"""Rendering at class scale gives the same text as rendering one number and one student at a time.
+
+The bundled templates render in a plain Jinja environment (they are our own code); a user's
+templates keep the sandbox. Numbers are formatted through a memo and matrices in one pass:
+both must write exactly what the one-number-at-a-time formatting below writes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from qkvquiz import build_worksheet, load_spec
+from qkvquiz.render.latex import bmatrix, num
+from qkvquiz.render.markdown import (
+    environment,
+    key_markdown,
+    render_items,
+    render_student,
+    render_template,
+    worksheet_markdown,
+)
+from qkvquiz.render.sandbox import TemplateSandbox, TrustedEnvironment
+from qkvquiz.resources import bank_dir
+
+# ------------------------------------------------------------------ the reference formatting
+# num and bmatrix as they were written first, one number at a time with NumPy's own round.
+
+
+def reference_num(x, decimals=3):
+    x = float(x)
+    if np.isinf(x):
+        return r"-\infty" if x < 0 else r"\infty"
+    if x.is_integer():
+        return str(int(x))
+    text = f"{x:.{decimals}f}"
+    if float(text) == 0:
+        return "0"
+    if float(text) == x:
+        text = text.rstrip("0")
+    return text
+
+
+def _reference_fixed(x, decimals):
+    if np.isinf(x):
+        return reference_num(x)
+    text = f"{x:.{decimals}f}"
+    return text.replace("-", "") if float(text) == 0 else text
+
+
+def reference_bmatrix(value, decimals=3):
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim == 0:
+        return reference_num(arr, decimals)
+    finite = arr[np.isfinite(arr)]
+    same_width = bool(finite.size) and not np.all(finite == np.round(finite))
+    if same_width:
+        decimals = next((k for k in range(1, decimals) if np.all(np.round(finite, k) == finite)), decimals)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim > 2:
+        return ",\\ ".join(reference_bmatrix(a, decimals) for a in arr)
+    rows = r" \\ ".join(
+        " & ".join(reference_num(v, decimals) if not same_width else _reference_fixed(v, decimals) for v in r)
+        for r in arr
+    )
+    return r"\begin{bmatrix} " + rows + r" \end{bmatrix}"
+
+
+SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e308, -1e308, 5e-324, -5e-324, 2.0**52, 2.0**53 + 2, 0.5, -0.5,
+           1.5, 2.5, -2.5, 0.125, 0.0625, 1.0005, 2.675, -0.0004, 0.0004, 0.00049999, 1e-9, -1e-9, 123456789.125,
+           1e15 + 0.5, 3.0, -7.0, 0.1, 0.2, 0.3]
+
+
+def _sample(rng: np.random.Generator, size: int) -> np.ndarray:
+    """Values as exercises have them (small integers, halves, thirds, exps) and as they never should."""
+    kinds = [
+        lambda n: rng.normal(size=n) * 10.0 ** rng.integers(-12, 13, n),
+        lambda n: rng.integers(-20, 21, n).astype(float),
+        lambda n: rng.integers(-40, 41, n) / rng.choice([2, 4, 8, 10, 100, 1000], n),
+        lambda n: np.exp(rng.normal(size=n)),
+        lambda n: rng.integers(-3, 4, n) / 3,
+        lambda n: rng.choice(SPECIAL, n),
+    ]
+    return np.concatenate([k(size) for k in kinds])
+
+
+def test_num_writes_what_one_number_at_a_time_writes():
+    rng = np.random.default_rng(17)
+    values = _sample(rng, 20_000)
+    for decimals in (0, 1, 2, 3, 4, 6, 9):
+        for x in values.tolist():
+            assert num(x, decimals) == reference_num(x, decimals), (x, decimals)
+            assert num(x, decimals) == reference_num(x, decimals), (x, decimals)  # the second time, from the memo
+    for x in SPECIAL:
+        assert num(np.float64(x)) == reference_num(x)
+        assert num(np.float32(x)) == reference_num(np.float32(x))
+    assert num(-0.0) == num(0.0) == "0"
+    assert num(-0.0004) == "0" and num(-0.0004, 4) == "-0.0004"
+    assert num(7) == "7" and num(True) == "1"
+
+
+def test_num_keeps_its_errors():
+    with pytest.raises(ValueError):
+        num(0.5, 2.0)  # a float of decimals is refused by the format, memo or not
+    with pytest.raises(ValueError):
+        num(0.5, -1)
+    assert num(3.0, 2.0) == "3"  # an integer needs no decimals
+
+
+def test_bmatrix_writes_what_entry_by_entry_formatting_writes():
+    rng = np.random.default_rng(3)
+    values = _sample(rng, 4_000)
+    shapes = [(1,), (3,), (2, 2), (3, 4), (4, 1), (1, 5), (2, 2, 3), (0,), (0, 3), (3, 0), (2, 0, 2)]
+    for trial in range(3_000):
+        shape = shapes[trial % len(shapes)]
+        size = int(np.prod(shape))
+        mode = trial % 4
+        if mode == 0:  # mixed values
+            arr = rng.choice(values, size)
+        elif mode == 1:  # all integers, perhaps with infinities
+            arr = rng.choice([-2.0, 0.0, -0.0, 1.0, 5.0, np.inf, -np.inf], size)
+        elif mode == 2:  # halves and quarters: fewer decimals than asked
+            arr = rng.integers(-8, 9, size) / rng.choice([2, 4], size)
+        else:  # nearly zero, of both signs (−0 must never show)
+            arr = rng.choice([-0.0001, 0.0001, -0.00049, 0.25, -0.0, 1e-12, -1e-12, np.nan], size)
+        arr = arr.reshape(shape)
+        for decimals in (1, 2, 3, 4, 8, 9):
+            assert bmatrix(arr, decimals) == reference_bmatrix(arr, decimals), (arr, decimals)
+        assert bmatrix(arr.tolist()) == reference_bmatrix(arr.tolist())
+    assert bmatrix(np.float64(2.5)) == reference_bmatrix(2.5) == "2.5"
+    assert bmatrix([1.0, 2.0], np.int64(2)) == reference_bmatrix([1.0, 2.0], np.int64(2))
+    assert bmatrix([1.5, 2.25], np.int64(3)) == reference_bmatrix([1.5, 2.25], np.int64(3))
+
+
+# ------------------------------------------------------------------ environments
+
+
+def test_bundled_templates_render_without_the_sandbox_and_a_users_with_it(tmp_path):
+    bundled = environment()
+    assert isinstance(bundled, TrustedEnvironment) and not isinstance(bundled, TemplateSandbox)
+    assert environment() is bundled  # compiled once per process
+    (tmp_path / "page.md.j2").write_text("{{ x|num(2) }}", encoding="utf-8")
+    assert isinstance(environment(str(tmp_path)), TemplateSandbox)
+    # The bundled templates see the same pure-math np as a user's: a copied template renders alike.
+    assert bundled.globals["np"] is environment(str(tmp_path)).globals["np"]
+    assert "lipsum" not in bundled.globals
+    assert render_template(["page.md.j2"], {"x": 2.345}, str(tmp_path)) == "2.35"  # in the worker, sandboxed
+
+
+def test_a_users_template_is_still_refused_what_the_sandbox_refuses(tmp_path):
+    import jinja2
+
+    (tmp_path / "evil.md.j2").write_text("{{ ''.__class__.__mro__ }}", encoding="utf-8")
+    with pytest.raises(jinja2.TemplateError):
+        render_template(["evil.md.j2"], {}, str(tmp_path))
+
+
+def test_bundled_html_templates_still_autoescape():
+    env = environment()
+    assert env.autoescape("answer-form.html.j2") and not env.autoescape("key.md.j2")
+
+
+# ------------------------------------------------------------------ one render per student
+
+
+@pytest.fixture(scope="module")
+def basics():
+    spec = load_spec(bank_dir() / "attention-basics.yaml")
+    return build_worksheet(spec, ["ada", "bo", "cy"], "fast")
+
+
+def test_a_students_problems_render_once_for_the_worksheet_and_the_key(basics):
+    ws = basics
+    rendered = [render_student(ws, i) for i in range(len(ws.students))]
+    for i, texts in enumerate(rendered):
+        assert texts["problem"] == render_items(ws, i, "problem")
+        assert texts["solution"] == render_items(ws, i, "solution")
+        assert worksheet_markdown(ws, i, problems=texts["problem"]) == worksheet_markdown(ws, i)
+    assert key_markdown(ws, rendered=rendered) == key_markdown(ws)
+    assert key_markdown(ws, [2, 0], rendered=[rendered[2], rendered[0]]) == key_markdown(ws, [2, 0])
