@@ -33,6 +33,8 @@ import os
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +47,18 @@ from ..inputs import InputError, decode_text, json_nesting, read_bytes
 from ..key import Key, KeyItem
 from ..ragged import fill_absent
 from ..spec import Part
-from ..untrusted import MAX_ID_LENGTH, char_name, invisible_characters, lookalike_key, terminal_text
+from ..untrusted import MAX_ID_LENGTH, char_name, invisible_characters, lookalike_key
+from ..untrusted import terminal_text as _escaped
+from .parallel import chunks_in_workers, forking
 from .parse import AnswerFormatError, parse_answer, parse_shape_text
+from .pause import collector_paused
 from .tolerance import SLACK, Tolerance
+
+
+def terminal_text(text: str) -> str:
+    """:func:`qkvquiz.untrusted.terminal_text`, at once for printable ASCII (nothing to escape)."""
+    return text if text.isascii() and text.isprintable() else _escaped(text)
+
 
 # Limits on a submission file: each is far above what an honest submission needs, and each
 # refusal is a sentence in the report, never a crash or a hang.
@@ -265,11 +276,17 @@ def submission_from_bytes(raw: bytes, source: str) -> Submission:
     if depth > MAX_NESTING:
         raise ValueError(_("lists and objects are nested %(depth)s deep; at most %(max)s levels are allowed")
                          % {"depth": depth, "max": MAX_NESTING})
+    # Numbers are read by json's own C code where no number can be too long or too large
+    # (then float() and int() give what _bounded_float and _bounded_int would); else each by them.
+    plain = not _risky_numbers(raw)
     try:
-        doc = json.loads(
-            text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
-            parse_float=_bounded_float, parse_int=_bounded_int,
-        )
+        if plain:
+            doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        else:
+            doc = json.loads(
+                text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
+                parse_float=_bounded_float, parse_int=_bounded_int,
+            )
     except _Refused as exc:
         raise ValueError(str(exc)) from None
     except json.JSONDecodeError as exc:
@@ -280,6 +297,8 @@ def submission_from_bytes(raw: bytes, source: str) -> Submission:
     except RecursionError:  # the nesting check above should make this unreachable
         raise ValueError(_("lists and objects are nested too deeply; at most %(max)s levels are allowed")
                          % {"max": MAX_NESTING}) from None
+    if plain and _checked_by_reading(text):
+        return _submission_fields(doc, source)
     return submission_from_json(doc, source)
 
 
@@ -290,6 +309,33 @@ JSON_ERRORS = {message: message for message in (
     N_("Invalid \\escape"), N_("Invalid \\uXXXX escape"), N_("Extra data"),
     N_("Illegal trailing comma before end of object"), N_("Illegal trailing comma before end of array"),
 )}
+
+
+# Where a number could be longer than MAX_NUMBER_DIGITS or too large for a float: a run of 200
+# number characters, or an exponent of 100 or more (e, a sign maybe, three digits). Looked for
+# in the bytes with every character mapped to its kind, by C's substring search.
+_NUMBER_RUN = bytes(0x30 if chr(b) in "-+.0123456789eE" else 0x20 for b in range(256))
+_EXPONENT = bytes(0x64 if chr(b).isdigit() and b < 128 else 0x65 if chr(b) in "eE" else 0x73 if chr(b) in "+-" else 0x20
+                  for b in range(256))
+
+
+def _risky_numbers(raw: bytes) -> bool:
+    kinds = raw.translate(_EXPONENT)
+    return b"eddd" in kinds or b"esddd" in kinds or b"0" * 200 in raw.translate(_NUMBER_RUN)
+
+
+def _checked_by_reading(text: str) -> bool:
+    """Whether :func:`check_document` has nothing left to refuse in what ``json.loads`` read from
+    ``text`` (after the nesting check, with no risky number): so few values that there cannot
+    be MAX_VALUES of them (each but the first follows a comma or opens a list or object), no
+    text longer than MAX_TEXT (every text lies between two quotes when there is no escape),
+    and no ``\\u`` escape (the only way to a lone surrogate). Read JSON holds only JSON's types,
+    keys that are texts, and numbers already bounded."""
+    if text.count(",") + text.count("[") + text.count("{") + 1 > MAX_VALUES:
+        return False
+    if "\\" in text:
+        return len(text) <= MAX_TEXT and "\\u" not in text
+    return len(text) <= MAX_TEXT or max(map(len, text.split('"'))) <= MAX_TEXT
 
 
 def _where(path: tuple[Any, ...]) -> str:
@@ -368,6 +414,11 @@ def _check_text(text: str, path: tuple[Any, ...]) -> None:
 def submission_from_json(doc: Any, source: str) -> Submission:
     """A submission from a document already read (JSON, or built in Python); ValueError says what is wrong."""
     check_document(doc)
+    return _submission_fields(doc, source)
+
+
+def _submission_fields(doc: Any, source: str) -> Submission:
+    """The submission in a document that :func:`check_document` accepts."""
     if not isinstance(doc, Mapping):
         raise ValueError(_('a submission is a JSON object {"student": ID, "answers": {...}}'))
     student = doc.get("student")
@@ -442,11 +493,71 @@ def grade_files(key: Key, paths: Iterable[str | Path], *, progress: Callable[[],
     ``xp`` is the array backend of the comparisons, ``duplicates`` the rule among several
     files for one student and ``lang`` the language of every sentence (see :func:`grade`).
     """
-    with using(lang or key.lang):
-        submissions, problems = read_submissions(paths, progress=progress)
-        report = grade(key, submissions, xp=xp, duplicates=duplicates, lang=lang)
+    with using(lang or key.lang), collector_paused():
+        paths = list(paths)
+        if forking(len(paths)):
+            # A large class: the files are read, and their answers read per part, by workers.
+            submissions, problems, read = _read_in_workers(key, paths, progress)
+            report = _grade(key, submissions, xp=xp, duplicates=duplicates, read=read)
+        else:
+            submissions, problems = read_submissions(paths, progress=progress)
+            report = grade(key, submissions, xp=xp, duplicates=duplicates, lang=lang)
     report.problems[:0] = problems
     return report
+
+
+# Each submission read by a worker -> (chunk, position in the chunk); each chunk's columns.
+_Read = tuple[dict[int, tuple[int, int]], list[dict[str, "Column"]]]
+
+
+def _read_chunk(key: Key, paths: Sequence[str | Path]) -> tuple[list[Submission], list[FileProblem], dict[str, Column]]:
+    """A worker's share: its files read as :func:`read_submissions` reads them, and the answers
+    of those it could read, read per part as :func:`read_columns` reads them."""
+    submissions, problems = read_submissions(paths)
+    return submissions, problems, read_columns(key, [sub.answers for sub in submissions])
+
+
+def _read_in_workers(key: Key, paths: list[str | Path], progress: Callable[[], None] | None
+                     ) -> tuple[list[Submission], list[FileProblem], _Read]:
+    submissions: list[Submission] = []
+    problems: list[FileProblem] = []
+    rows: dict[int, tuple[int, int]] = {}
+    chunks: list[dict[str, Column]] = []
+    with chunks_in_workers(partial(_read_chunk, key), paths, chunk=250) as finished:
+        for lo, hi, (subs, probs, columns) in finished():  # in path order
+            for k, sub in enumerate(subs):
+                rows[id(sub)] = (len(chunks), k)
+            chunks.append(columns)
+            submissions += subs
+            problems += probs
+            if progress is not None:
+                for _ in range(hi - lo):
+                    progress()
+    return submissions, problems, (rows, chunks)
+
+
+def _gathered(key: Key, accepted: Sequence[tuple[int, Submission]], read: _Read) -> dict[str, Column]:
+    """The columns of the accepted submissions, from the columns the workers read."""
+    rows, chunks = read
+    where = [rows[id(sub)] for _index, sub in accepted]
+    out = {}
+    for _item, part in key.parts:
+        parts = [chunk[part.id] for chunk in chunks]
+        offsets = np.cumsum([0] + [len(c.readable) for c in parts])
+        index = np.array([offsets[c] + k for c, k in where], dtype=np.int64)
+        problems, notes, raw = {}, {}, {}
+        for j, (c, k) in enumerate(where):
+            column = parts[c]
+            if k in column.problems:
+                problems[j] = column.problems[k]
+            if k in column.notes:
+                notes[j] = column.notes[k]
+            if k in column.raw:
+                raw[j] = column.raw[k]
+        values = np.concatenate([c.values for c in parts])[index]
+        readable = np.concatenate([c.readable for c in parts])[index]
+        out[part.id] = Column(values, readable, problems, notes, raw)
+    return out
 
 
 def grade(key: Key, submissions: Iterable[Submission], *, xp=np, duplicates: str = "latest",
@@ -458,15 +569,19 @@ def grade(key: Key, submissions: Iterable[Submission], *, xp=np, duplicates: str
     and answers give the same report on either backend. Messages, diagnoses and notes are in
     ``lang`` (default: the key's language, which ``generate`` recorded).
     """
-    with using(lang or key.lang):
+    with using(lang or key.lang), collector_paused():
         return _grade(key, submissions, xp=xp, duplicates=duplicates)
 
 
-def _grade(key: Key, submissions: Iterable[Submission], *, xp: Any, duplicates: str) -> GradeReport:
+def _grade(key: Key, submissions: Iterable[Submission], *, xp: Any, duplicates: str,
+           read: _Read | None = None) -> GradeReport:
     from .choose import select_submissions
 
     chosen = select_submissions(key, submissions, duplicates)
-    columns = read_columns(key, [sub.answers for _, sub in chosen.accepted])
+    if read is None:
+        columns = read_columns(key, [sub.answers for _, sub in chosen.accepted])
+    else:
+        columns = _gathered(key, chosen.accepted, read)
     report = grade_columns(key, chosen.accepted, columns, chosen.problems, xp=xp)
     for result in report.results:
         result.candidates = chosen.candidates.get(result.student, [])
@@ -586,7 +701,22 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...], asked: np.ndarra
     problems: dict[int, tuple[str, str]] = {}
     notes: dict[int, str] = {}
     raw: dict[int, Any] = {}
+    # Answers of plain numbers (no text, no empty box) are read together, by one NumPy call.
+    plain = [j for j, answer in enumerate(answers) if j not in shape_texts and _plain_shaped(answer, shape)]
+    if plain:
+        try:
+            block = np.array([answers[j] for j in plain], dtype=np.float64)
+        except (ValueError, OverflowError):  # a whole number too large for a float
+            block = None
+        if block is not None and block.shape == (len(plain), *shape) and not np.isnan(block).any():
+            values[plain] = block
+            readable[plain] = True
+        else:
+            plain = []  # each read on its own below, which tells what is wrong with which
+    done = set(plain)
     for j, answer in enumerate(answers):
+        if j in done:
+            continue
         if answer is None:
             problems[j] = ("missing", _(NO_ANSWER))
             continue
@@ -670,6 +800,20 @@ def _all_plain(value: Any, depth: int) -> bool:
     if depth == 1:
         return all(type(x) is float or type(x) is int for x in value)
     return all(_all_plain(v, depth - 1) for v in value)
+
+
+def _plain_shaped(value: Any, shape: tuple[int, ...]) -> bool:
+    """Nested lists of exactly ``shape`` of plain JSON numbers (int or float, never bool)."""
+    level = [value]
+    for size in shape:  # one level of lists at a time, each checked by C loops
+        if set(map(type, level)) != _LIST or set(map(len, level)) != {size}:
+            return False
+        level = list(chain.from_iterable(level))
+    return _NUMBER_TYPES.issuperset(map(type, level))
+
+
+_LIST = {list}
+_NUMBER_TYPES = frozenset({int, float})
 
 
 def _plain_numbers(value: Any, shape: tuple[int, ...]) -> np.ndarray | None:
