@@ -20,6 +20,7 @@ import gc
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -136,9 +137,15 @@ class FetchRefused(ValueError):
 
 
 def _own_resource(url: str) -> bytes | None:
-    """The bytes of a ``data:`` URL or of a bundled template file; None for anything else."""
+    """The bytes of a ``data:`` URL, of a picture of the document, or of a bundled template
+    file; None for anything else."""
     if url.startswith("data:"):
         return None  # decoded by WeasyPrint's own handler below
+    if url.startswith(_PICTURE_SCHEME):
+        picture = _PICTURES.get(url)
+        if picture is None:
+            raise FetchRefused(f"not fetched: {url[:80]} (no such picture in this document)")
+        return picture[0]
     if not url.startswith("file:"):
         raise FetchRefused(f"not fetched: {url[:80]} (a PDF loads only its own pictures and styles)")
     from urllib.parse import unquote, urlsplit
@@ -184,6 +191,9 @@ def url_fetcher() -> Any:
 def _mime(url: str) -> str:
     import mimetypes
 
+    if url in _PICTURES:
+        return _PICTURES[url][1]
+
     return mimetypes.guess_type(url)[0] or "application/octet-stream"
 
 
@@ -200,6 +210,7 @@ def font_config() -> Any:
     """One font configuration per process, holding the faces shipped in
     ``templates/fonts/`` (see :mod:`qkvquiz.render.fonts`): every document is set in them,
     whatever fonts this machine has, and a face is loaded once, not once per document."""
+    _prefill_subset_arrays()
     return weasyprint_module().text.fonts.FontConfiguration()
 
 
@@ -218,6 +229,49 @@ def _base_css() -> Any:
     return weasyprint_module().CSS(string=base_stylesheet_text(), url_fetcher=url_fetcher())
 
 
+#: Pictures of this process's documents by the short URL that stands for their ``data:`` URL
+#: (see :func:`_short_picture_urls`): URL -> (bytes, MIME type).
+_PICTURES: dict[str, tuple[bytes, str]] = {}
+_PICTURE_SCHEME = "qkvquiz-picture:"
+#: Forgotten past this many (each is named by its content, so it comes back the same).
+_PICTURES_KEPT = 4096
+#: A ``data:`` URL long enough to be worth naming (a formula is 5–40 kB).
+_BIG_DATA_URL = re.compile(r"""url\((['"]?)(data:(image/svg\+xml);base64,([A-Za-z0-9+/=]{1024,}))\1\)""")
+
+
+def _short_picture_urls(html: str) -> str:
+    """``html`` with each long ``data:`` URL of a picture in a style swapped for a short
+    name that :func:`url_fetcher` serves, the same picture.
+
+    WeasyPrint's HTML and CSS tokenizers read a formula's ``data:`` URL (tens of kilobytes
+    of base64) for every document: 4% of a page with one formula. The name is a digest of
+    the URL, so the documents of a batch name a picture alike, and WeasyPrint's image cache,
+    keyed by URL, loads it once.
+    """
+    if "data:image/svg+xml;base64," not in html:
+        return html
+
+    def swap(match: re.Match[str]) -> str:
+        quote, url, mime, data = match.groups()
+        import hashlib
+
+        name = _PICTURE_SCHEME + hashlib.blake2b(url.encode("ascii"), digest_size=12).hexdigest()
+        if name not in _PICTURES:
+            import base64
+            import binascii
+
+            try:
+                body = base64.b64decode(data, validate=True)
+            except binascii.Error:
+                return match.group(0)
+            if len(_PICTURES) >= _PICTURES_KEPT:
+                _PICTURES.clear()
+            _PICTURES[name] = (body, mime)
+        return f"url({quote}{name}{quote})"
+
+    return _BIG_DATA_URL.sub(swap, html)
+
+
 def _stylesheets(html: str, page_size: str) -> tuple[str, list[Any]]:
     """The document, and the stylesheets to hand WeasyPrint beside it.
 
@@ -233,7 +287,7 @@ def _stylesheets(html: str, page_size: str) -> tuple[str, list[Any]]:
     if embedded in html:
         html = html.replace(embedded, "", 1)
         sheets.insert(1, _base_css())
-    return html, sheets
+    return _short_picture_urls(html), sheets
 
 
 def _replace_atomically(target: Path, write: Any) -> None:
@@ -247,11 +301,219 @@ def _replace_atomically(target: Path, write: Any) -> None:
         raise
 
 
+# --------------------------------------------------------------------------- WeasyPrint's own costs
+
+#: What in a document (or in the stylesheet beside it) calls for a rule that the lean HTML
+#: stylesheet leaves out: a ``dir`` attribute, a footnote or note (``float: footnote``), an
+#: element other than ``<li>`` shown as a list item. Any of these, and the document gets
+#: WeasyPrint's stylesheet unchanged.
+_NEEDS_FULL_UA = re.compile(r"\bdir\s*=|float\s*:|footnote|list-item", re.IGNORECASE)
+
+
+def _lean_ua_text(ua: str) -> str:
+    """WeasyPrint's HTML stylesheet without the rules it matches against every element in
+    vain for our documents.
+
+    ``::marker`` and the five footnote and note pseudo-elements (``::footnote-call`` …) have
+    no element in their selectors, so every element of a page matched them and got six
+    pseudo-element styles computed that nothing used: 60% of the time spent on styles, 6%
+    of a page. Here a marker is an ``<li>``'s, the footnote rules are gone, and so are the
+    ``[dir]`` rules (tested against every element, for documents that have no ``dir``).
+    The ``@counter-style`` rules are left out as WeasyPrint has registered them already.
+    """
+    ua = re.sub(r"@counter-style[^{]*\{[^}]*\}", "", ua)
+    ua = re.sub(r"(?m)^::marker\b", "li::marker", ua)
+    return "\n".join(
+        line for line in ua.splitlines() if not line.startswith(("::footnote-", "::note-")) and "[dir" not in line
+    )
+
+
+@lru_cache(maxsize=1)
+def _html_classes() -> tuple[Any, Any]:
+    """(WeasyPrint's ``HTML``, the same with the lean HTML stylesheet), parsed once per process.
+
+    Where this WeasyPrint does not name its stylesheet as expected, both are ``HTML``.
+    """
+    weasyprint = weasyprint_module()
+    html_module = getattr(weasyprint, "html", None)
+    ua_text, ua_sheet = getattr(html_module, "UA", None), getattr(html_module, "UA_STYLESHEET", None)
+    if not isinstance(ua_text, str) or ua_sheet is None or not hasattr(weasyprint.HTML, "_ua_stylesheets"):
+        return weasyprint.HTML, weasyprint.HTML
+    from weasyprint.css.counters import CounterStyle
+
+    lean = weasyprint.CSS(string=_lean_ua_text(ua_text), counter_style=CounterStyle())
+
+    class LeanHTML(weasyprint.HTML):  # type: ignore[misc, name-defined]
+        def _ua_stylesheets(self, *args: Any, **kwargs: Any) -> list[Any]:
+            return [lean if sheet is ua_sheet else sheet for sheet in super()._ua_stylesheets(*args, **kwargs)]
+
+    return weasyprint.HTML, LeanHTML
+
+
+def _html(source: str) -> Any:
+    """WeasyPrint's ``HTML`` of one of our documents, with the lean stylesheet where it can."""
+    full, lean = _html_classes()
+    needs_full = _base_needs_full_ua() or _NEEDS_FULL_UA.search(source)
+    return (full if needs_full else lean)(string=source, url_fetcher=url_fetcher())
+
+
+@lru_cache(maxsize=1)
+def _base_needs_full_ua() -> bool:
+    return _NEEDS_FULL_UA.search(base_stylesheet_text()) is not None
+
+
+def _prefill_subset_arrays(largest: int = 8192) -> None:
+    """Declare to cffi, once, the array types WeasyPrint asks for when it embeds a font.
+
+    WeasyPrint allocates its glyph lists as ``ffi.new(f"hb_codepoint_t[{n}]")``, and cffi
+    runs its C parser (5 ms) for every length it has not met before: about one new length
+    per document, 2% of a page. Lengths past ``largest`` (CJK fonts) still work, parsed then.
+    """
+    try:
+        from cffi import CDefError, FFIError
+    except ImportError:  # pragma: no cover - WeasyPrint runs on cffi
+        return
+    try:
+        from weasyprint.text.ffi import ffi
+
+        parsed, backend = ffi._parsed_types, ffi._backend
+        pointer = ffi.typeof("hb_codepoint_t *")
+        for n in range(1, largest + 1):
+            parsed.setdefault(f"hb_codepoint_t[{n}]", (backend.new_array_type(pointer, n), False))
+    except (ImportError, AttributeError, TypeError, ValueError, CDefError, FFIError) as exc:  # pragma: no cover
+        # Another cffi or WeasyPrint: each length is parsed when first met, as before.
+        _log.debug("cffi array types not declared ahead: %s", exc)
+
+
+#: What a picture drawn once and replayed may hold: plain shapes, filled or stroked. A
+#: picture with text, a gradient, a pattern, a clip, a mask or a filter is drawn each time.
+_REPLAYABLE_SVG_TAGS = frozenset({"svg", "g", "path", "rect", "line", "polyline", "polygon", "circle", "ellipse"})
+_UNREPLAYABLE_SVG_ATTRIBUTES = frozenset({"clip-path", "mask", "filter", "style", "class", "href", "id"})
+
+
+def _simple_svg(url: str) -> bool:
+    """Whether ``url`` is a ``data:`` SVG of plain shapes (see :data:`_REPLAYABLE_SVG_TAGS`)."""
+    import base64
+    import binascii
+    from xml.etree import ElementTree
+
+    head, _, data = url.partition(",")
+    picture = _PICTURES.get(url)
+    if picture is None and not head.startswith("data:image/svg+xml"):
+        return False
+    try:
+        if picture is not None:
+            text = picture[0]
+        else:
+            text = base64.b64decode(data, validate=True) if head.endswith(";base64") else data.encode()
+        root = ElementTree.fromstring(text)
+    except (binascii.Error, ValueError, ElementTree.ParseError):
+        return False
+    for element in root.iter():
+        tag = element.tag.rpartition("}")[2]
+        attributes = {name.rpartition("}")[2] for name in element.attrib}
+        if tag not in _REPLAYABLE_SVG_TAGS or attributes & _UNREPLAYABLE_SVG_ATTRIBUTES:
+            return False
+    return True
+
+
+#: A recorded drawing: its operators, and the graphics states (name → entries) they name.
+_Recipe = tuple[list[Any], dict[str, dict[str, Any]]]
+
+
+class _Replay:
+    """An SVG picture's ``draw``, done once per size and then replayed.
+
+    WeasyPrint draws a picture by parsing its paths again for every document (a formula of
+    25 glyphs: 35 ms, a tenth of a page), though the picture, at one size, always makes the
+    same drawing operators. They are recorded the first time, in the fresh group WeasyPrint
+    draws a background picture into, and appended as they were the next times, with the
+    graphics states (alpha) they name. Where the drawing made anything else (an image, a
+    font, a nested group, a pattern, a shading, a colour space) or the stream is not a fresh
+    group, the picture is simply drawn.
+    """
+
+    def __init__(self, draw: Callable[..., Any]) -> None:
+        self.draw = draw
+        self.recorded: dict[tuple[float, float], _Recipe | None] = {}
+
+    @staticmethod
+    def _fresh(stream: Any) -> bool:
+        resources = getattr(stream, "_resources", None)
+        try:
+            return (
+                isinstance(getattr(stream, "stream", None), list)
+                and all(not resources[name] for name in ("ExtGState", "XObject", "Pattern", "Shading"))
+                and stream._current_color is None
+                and stream._current_color_stroke is None
+                and stream._current_alpha is None
+                and stream._current_alpha_stroke is None
+            )
+        except (KeyError, TypeError, AttributeError):
+            return False
+
+    @staticmethod
+    def _shared(stream: Any) -> tuple[int, ...]:
+        return (len(stream._fonts), len(stream._images), len(stream._resources["ColorSpace"] or ()),
+                len(stream._ctm_stack))
+
+    def __call__(self, stream: Any, width: float, height: float, *args: Any, **kwargs: Any) -> Any:
+        key = (width, height)
+        if not self._fresh(stream):
+            return self.draw(stream, width, height, *args, **kwargs)
+        if key in self.recorded and self.recorded[key] is not None:
+            operators, states = self.recorded[key]  # type: ignore[misc]
+            stream.stream.extend(operators)
+            extgstate = stream._resources["ExtGState"]
+            for name, state in states.items():
+                extgstate[name] = type(extgstate)(state)
+            return None
+        start, shared = len(stream.stream), self._shared(stream)
+        result = self.draw(stream, width, height, *args, **kwargs)
+        if key not in self.recorded:
+            self.recorded[key] = self._recipe(stream, start, shared)
+        return result
+
+    def _recipe(self, stream: Any, start: int, shared: tuple[int, ...]) -> _Recipe | None:
+        resources = stream._resources
+        operators = stream.stream[start:]
+        states = resources["ExtGState"]
+        if (
+            self._shared(stream) != shared
+            or any(resources[name] for name in ("XObject", "Pattern", "Shading"))
+            or not all(isinstance(op, (bytes, str)) for op in operators)
+            or not all(
+                isinstance(state, dict) and all(isinstance(v, (int, float, str)) for v in state.values())
+                for state in states.values()
+            )
+        ):
+            return None
+        return list(operators), {name: dict(state) for name, state in states.items()}
+
+
+class ImageCache(dict):  # type: ignore[type-arg]
+    """WeasyPrint's ``cache`` for one batch of documents: each picture is loaded once, and a
+    picture of plain shapes (a formula, the answer boxes' tile) is drawn once per size and
+    then replayed (:class:`_Replay`)."""
+
+    def __setitem__(self, url: str, image: Any) -> None:
+        draw = getattr(image, "draw", None)
+        if (
+            type(image).__name__ == "SVGImage"
+            and callable(draw)
+            and "draw" not in vars(image)
+            and isinstance(url, str)
+            and _simple_svg(url)
+        ):
+            image.draw = _Replay(draw)
+        super().__setitem__(url, image)
+
+
 def layout(html: str, *, page_size: str = "A4", **options: Any) -> Any:
     """One HTML document laid out by WeasyPrint (a ``Document``), in the shipped fonts."""
     source, sheets = _stylesheets(html, page_size)
     options.setdefault("font_config", font_config())
-    return weasyprint_module().HTML(string=source, url_fetcher=url_fetcher()).render(stylesheets=sheets, **options)
+    return _html(source).render(stylesheets=sheets, **options)
 
 
 #: What one PDF is made of: an HTML document, or several laid out one by one and joined.
@@ -304,7 +566,7 @@ def render_pdf(
 
 
 #: A pool worker's image cache: one per worker, for the worker's one batch.
-_worker_image_cache: dict[str, Any] = {}
+_worker_image_cache: dict[str, Any] = ImageCache()
 
 
 #: Young-generation threshold while rendering: a page allocates hundreds of thousands of
@@ -344,6 +606,7 @@ def _init_worker(page_size: str, parent: int | None = None) -> None:
     _page_size_css(page_size)
     _fonts_css()
     _base_css()
+    _html_classes()
     # Everything imported so far lives as long as the worker: move it out of the garbage
     # collector's sight, and collect young objects less often.
     gc.collect()
@@ -474,6 +737,7 @@ def render_pdfs(
     # Parsed here, so that forked workers start with them.
     _fonts_css()
     _base_css()
+    _html_classes()
     _page_size_css(page_size)
     jobs_ = [(html, Path(target)) for html, target in jobs]
     targets = [t.resolve() for _, t in jobs_]
@@ -486,7 +750,7 @@ def render_pdfs(
     results: list[PdfResult | None] = [None] * len(jobs_)
 
     if n_workers <= 1 or total < POOL_MIN_JOBS:
-        image_cache: dict[str, Any] = {}
+        image_cache: dict[str, Any] = ImageCache()
         with _batch_gc(), _progress_bar(progress, total) as advance:
             for i, (html, target) in enumerate(jobs_):
                 try:
