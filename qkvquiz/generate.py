@@ -23,16 +23,21 @@ previous set or exactly the new one; anything else in the folder is left alone.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import importlib.util
+import os
+import signal
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .files import safe_name
 from .i18n import check_lang, using
-from .key import dumps, key_to_json
+from .key import Dumped, dumped, dumps, key_to_json
 from .outputs import OutputSet, owned_present, write_set
 from .render.markdown import key_markdown, render_student, worksheet_markdown
 from .spec import WorkSpace, WorksheetSpec, parse_work_space
@@ -178,38 +183,159 @@ def generate_set(
             raise FileExistsError(f"{out} already holds {', '.join(present)}; choose another folder or use "
                                   "--force (force=True) to replace that set")
         ws = build_worksheet(spec, students, seed, secret=secret, xp=xp)
-        if "html" in formats:
-            from .render.documents import key_html_document, worksheet_document
-            from .render.form import answer_form_html
         taken: set[str] = set()
-        folders = {}
-        slugs = {}  # student id -> their folder's name
-        rendered = []  # each student's problems and solutions, for their worksheet and the key
-        for i, student in enumerate(ws.students):
-            slug = slugs[student] = safe_name(student, taken)
-            folders[student] = out / "students" / slug
-            here = f"students/{slug}"
-            texts = render_student(ws, i, templates=templates)  # problems and solutions, rendered once
-            rendered.append(texts)
-            if "md" in formats:
-                files.write(f"{here}/worksheet.md", worksheet_markdown(ws, i, templates=templates,
-                                                                       problems=texts["problem"]))
-            if "html" in formats:
-                sheet = worksheet_document(ws, i, page_size=page_size, templates=templates, screen=True,
-                                           work_space=work_space, name=names.get(student, ""))
-                files.write(f"{here}/worksheet.html", sheet)
-                files.write(f"{here}/answer-form.html", answer_form_html(ws, i))
-            files.write(f"{here}/submission.json", dumps(blank_submission(ws, i)))
-            if progress is not None:
-                progress()
+        slugs = {student: safe_name(student, taken) for student in ws.students}  # student id -> folder name
+        folders = {student: out / "students" / slug for student, slug in slugs.items()}
+        job = _StudentFiles(ws, slugs, files, formats, templates, page_size, work_space, names, spec.lang)
+        # Key.json is written by this process while the students' files render in the pool.
+        rendered, key_json = _render_students(job, workers=workers if xp is np else 1, progress=progress,
+                                              meanwhile=lambda: dumps(key_to_json(ws)))
         files.write("key.md", key_markdown(ws, templates=templates, rendered=rendered))
         if "html" in formats:  # the key for a browser, as private as the others
+            from .render.documents import key_html_document
+
             files.write("key.html", key_html_document(ws, page_size=page_size, templates=templates))
         if "pdf" in formats:
             _write_pdfs(ws, slugs, files, page_size=page_size, templates=templates, class_pdf=class_pdf,
                         progress=pdf_progress, workers=workers, names=names, work_space=work_space)
-        files.write("key.json", dumps(key_to_json(ws)))
+        files.write("key.json", key_json)
     return GeneratedSet(ws, out, folders, formats)
+
+
+@dataclass(frozen=True)
+class _StudentFiles:
+    """What is written for each student: their files, and their problems and solutions for the key."""
+
+    ws: Worksheet
+    slugs: Mapping[str, str]
+    files: OutputSet
+    formats: tuple[str, ...]
+    templates: str | Path | None
+    page_size: str
+    work_space: WorkSpace | None
+    names: Mapping[str, str]
+    lang: str
+
+    def blank_answers(self) -> Dumped:
+        # Every student's blank submission has the same answers (shapes only): written once.
+        return dumped(blank_submission(self.ws, 0)["answers"], 1) if self.ws.students else dumped({}, 1)
+
+    def write(self, students: range, progress: Callable[[], None] | None = None) -> list[dict[str, list[str]]]:
+        """The files of ``students`` written into the set (from a second thread, while the next
+        student renders); returns each one's rendered problems and solutions."""
+        ws, out = self.ws, []
+        answers = self.blank_answers()
+        with self.files.writer() as put:
+            for i in students:
+                student = ws.students[i]
+                here = f"students/{self.slugs[student]}"
+                texts = render_student(ws, i, templates=self.templates)  # problems and solutions, rendered once
+                if "md" in self.formats:
+                    put(f"{here}/worksheet.md",
+                        worksheet_markdown(ws, i, templates=self.templates, problems=texts["problem"]))
+                if "html" in self.formats:
+                    from .render.documents import worksheet_document
+                    from .render.form import answer_form_html
+
+                    sheet = worksheet_document(ws, i, page_size=self.page_size, templates=self.templates,
+                                               screen=True, work_space=self.work_space,
+                                               name=self.names.get(student, ""))
+                    put(f"{here}/worksheet.html", sheet)
+                    put(f"{here}/answer-form.html", answer_form_html(ws, i))
+                put(f"{here}/submission.json",
+                    dumps({"student": student, "variant": ws.codes[i], "set": ws.set_id, "answers": answers}))
+                out.append(texts)
+                if progress is not None:
+                    progress()
+        return out
+
+
+#: Classes from this size on render in a pool of processes (where fork is available); a
+#: smaller class renders in this process, sooner than workers would start.
+POOL_MIN_STUDENTS = 64
+_STUDENTS_PER_CHUNK = 32
+_JOB: _StudentFiles | None = None  # the job of the pool's forked workers (set before they fork)
+
+
+def _render_students(
+    job: _StudentFiles,
+    *,
+    workers: int | None,
+    progress: Callable[[], None] | None,
+    meanwhile: Callable[[], str],
+) -> tuple[list[dict[str, list[str]]], str]:
+    """Every student's files written (:meth:`_StudentFiles.write`), in a pool of ``workers``
+    forked processes (default: every core) for a class of the bundled templates, else here;
+    returns each student's problems and solutions, in order, and what ``meanwhile`` returned
+    (work for this process while the pool renders).
+
+    A user's templates render in their own sandboxed worker (:mod:`qkvquiz.render.worker`), so
+    a set with ``templates`` renders here. The pool's output is the same text, file for file.
+    """
+    global _JOB
+    n = len(job.ws.students)
+    count = min(workers or _default_workers(), max(1, n // _STUDENTS_PER_CHUNK))
+    context = _fork_context()
+    if count <= 1 or n < POOL_MIN_STUDENTS or job.templates is not None or context is None:
+        return job.write(range(n), progress), meanwhile()
+    chunks = [(start, min(n, start + _STUDENTS_PER_CHUNK)) for start in range(0, n, _STUDENTS_PER_CHUNK)]
+    _JOB = job
+    try:
+        with context.Pool(count, initializer=_init_worker, initargs=(os.getpid(),)) as pool:
+            results = pool.imap(_write_chunk, chunks)
+            extra = meanwhile()
+            rendered = []
+            for texts in results:
+                rendered.extend(texts)
+                if progress is not None:
+                    for _ in texts:
+                        progress()
+    finally:
+        _JOB = None
+    return rendered, extra
+
+
+def _write_chunk(bounds: tuple[int, int]) -> list[dict[str, list[str]]]:
+    job = _JOB
+    assert job is not None, "a rendering worker without its job"
+    with using(job.lang):
+        return job.write(range(*bounds))
+
+
+def _default_workers() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def _fork_context() -> Any:
+    # fork starts a worker at once with the solved worksheet in its memory; where there is no
+    # fork (macOS' default, Windows) the class renders in this process.
+    if not sys.platform.startswith("linux"):
+        return None
+    import multiprocessing
+
+    return multiprocessing.get_context("fork")
+
+
+def _init_worker(parent: int) -> None:
+    # The kernel ends a worker whose parent dies (even by SIGKILL): none goes on writing after
+    # the run. SIGTERM ends a worker at once (the CLI's handler, inherited, would raise in it);
+    # Ctrl-C reaches the whole process group and is the parent's to handle (it ends the pool).
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no prctl: the parent's cleanup still ends us
+        pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Everything made so far (the solved worksheet, the compiled templates) lives as long as the
+    # worker: out of the garbage collector's sight.
+    gc.collect()
+    gc.freeze()
 
 
 def _check_pdf() -> None:

@@ -129,6 +129,16 @@ def dumps(doc: Any) -> str:
     return _dump(doc, 0) + "\n"
 
 
+class Dumped(str):
+    """A value already written as :func:`dumps` writes it at some depth (:func:`dumped`): a part
+    that many documents share (every student's blank answers) is written once."""
+
+
+def dumped(value: Any, depth: int) -> Dumped:
+    """``value`` as :func:`dumps` writes it ``depth`` levels down in a document."""
+    return Dumped(_dump(value, depth))
+
+
 # One encoder for every leaf: json.dumps with options builds a new encoder per call, and a
 # class's results hold about a hundred leaves per student.
 _ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
@@ -145,6 +155,8 @@ _LEAF_TYPES = frozenset(_LEAVES)
 def _dump(obj: Any, depth: int) -> str:
     pad, inner = "  " * depth, "  " * (depth + 1)
     kind = type(obj)
+    if kind is Dumped:
+        return obj
     if kind is list:
         # A list of plain values (a row of numbers) stays on one line.
         if _LEAF_TYPES.issuperset(map(type, obj)) or not any(map(_nested, obj)):

@@ -179,3 +179,62 @@ def test_a_students_problems_render_once_for_the_worksheet_and_the_key(basics):
         assert worksheet_markdown(ws, i, problems=texts["problem"]) == worksheet_markdown(ws, i)
     assert key_markdown(ws, rendered=rendered) == key_markdown(ws)
     assert key_markdown(ws, [2, 0], rendered=[rendered[2], rendered[0]]) == key_markdown(ws, [2, 0])
+
+
+# ------------------------------------------------------------------ a class in a pool of processes
+
+
+def _tree(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def class_spec():
+    return load_spec(bank_dir() / "attention-basics.yaml")
+
+
+def test_a_class_rendered_in_a_pool_writes_the_same_files_as_one_process(class_spec, tmp_path):
+    from qkvquiz.generate import POOL_MIN_STUDENTS, generate_set
+
+    ids = [f"p{i:03d}" for i in range(POOL_MIN_STUDENTS + 9)]
+    ticks = []
+    generate_set(class_spec, ids, tmp_path / "one", seed=5, workers=1)
+    generate_set(class_spec, ids, tmp_path / "pool", seed=5, workers=2, progress=lambda: ticks.append(1))
+    one, pool = _tree(tmp_path / "one"), _tree(tmp_path / "pool")
+    assert len(one) == 2 * len(ids) + 2 and one == pool
+    assert len(ticks) == len(ids)  # every student is told once
+
+
+def test_a_failure_in_the_pool_leaves_the_previous_set(class_spec, tmp_path, monkeypatch):
+    import qkvquiz.generate as generate
+
+    ids = [f"p{i:03d}" for i in range(generate.POOL_MIN_STUDENTS + 9)]
+    generate.generate_set(class_spec, ids[:3], tmp_path / "o", seed=5)
+    before = _tree(tmp_path / "o")
+    real = generate.render_student
+
+    def fails_for_one(ws, i, **kwargs):  # the forked workers inherit this
+        if ws.students[i] == ids[40]:
+            raise RuntimeError("the disk caught fire")
+        return real(ws, i, **kwargs)
+
+    monkeypatch.setattr(generate, "render_student", fails_for_one)
+    with pytest.raises(RuntimeError, match="caught fire"):
+        generate.generate_set(class_spec, ids, tmp_path / "o", seed=6, force=True, workers=2)
+    assert _tree(tmp_path / "o") == before
+    assert not [p for p in (tmp_path / "o").iterdir() if p.name.startswith(".qkvquiz")]
+
+
+def test_staged_files_written_from_a_second_thread_report_their_first_error(tmp_path):
+    from qkvquiz.outputs import OutputError, write_set
+
+    with pytest.raises(OutputError, match="students"):
+        with write_set(tmp_path / "o", {"students": False, "key.json": True}, anchor="key.json") as files:
+            with files.writer() as put:
+                put("students/a/worksheet.md", "a")
+                (files.stage / "students" / "b").mkdir(parents=True)
+                (files.stage / "students" / "b" / "worksheet.md").mkdir()  # a folder where the file goes
+                put("students/b/worksheet.md", "b")
+                for k in range(50):
+                    put(f"students/c{k}/worksheet.md", "c")
+    assert not (tmp_path / "o" / "students").exists()

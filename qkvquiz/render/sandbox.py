@@ -33,7 +33,7 @@ import re
 import stat
 import string
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -42,6 +42,7 @@ import jinja2
 import numpy as np
 from jinja2.exceptions import SecurityError, TemplateError, TemplateNotFound
 from jinja2.filters import do_batch, do_center, do_format, do_indent, do_slice
+from jinja2.runtime import Context, Macro
 from jinja2.sandbox import SandboxedEnvironment
 
 # Pure functions of arrays: no I/O, no global state, no in-place writes to their inputs.
@@ -304,6 +305,31 @@ class TemplateSandbox(SandboxedEnvironment):
         return super().is_safe_attribute(obj, attr, value)
 
 
+# Callables that never ask Jinja for a context (a builtin function or method, a NumPy ufunc, and
+# builtin classes such as range and zip): they cannot carry ``jinja_pass_arg``, so a call goes
+# straight to them.
+_PLAIN_CALLABLES = frozenset({types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodWrapperType, np.ufunc})
+
+
+class _TrustedContext(Context):
+    """Jinja's context with a short way for the calls our templates make most (macros, NumPy
+    methods and ufuncs, ``zip``-like builtins); anything else goes through :meth:`Context.call`."""
+
+    def call(__self, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+        kind = type(__obj)
+        if kind is Macro:
+            args = (__self.eval_ctx, *args)  # Macro.__call__ takes the eval context (pass_eval_context)
+        elif kind not in _PLAIN_CALLABLES and not (kind is type and __obj.__module__ == "builtins"):
+            return Context.call(__self, __obj, *args, **kwargs)
+        if kwargs:
+            kwargs.pop("_block_vars", None)
+            kwargs.pop("_loop_vars", None)
+        try:
+            return __obj(*args, **kwargs)
+        except StopIteration:
+            return __self.environment.undefined("value was undefined because a callable raised a StopIteration exception")
+
+
 class TrustedEnvironment(jinja2.Environment):
     """The environment of the bundled templates: our own code, so no per-access checks.
 
@@ -314,11 +340,18 @@ class TrustedEnvironment(jinja2.Environment):
     with a folder every template renders in :class:`TemplateSandbox`, in a worker process.
     """
 
+    context_class = _TrustedContext
+
     def __init__(self, **options: Any) -> None:
         options.setdefault("autoescape", _autoescape)
         super().__init__(**options)
         self.globals["np"] = SAFE_NUMPY
         self.globals.pop("lipsum", None)
+
+    def make_globals(self, d: Mapping[str, Any] | None) -> Any:
+        # A plain dict, not a ChainMap over the environment's globals: they are all set before the
+        # first template loads, and every ``{% import %}`` compares its keys with these.
+        return {**self.globals, **(d or {})}
 
 
 class FolderLoader(jinja2.BaseLoader):
