@@ -9,14 +9,19 @@ editor and in a Markdown viewer.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from ..i18n import N_, _, ngettext, using
+from ..i18n import N_, _, current, ngettext, using
 from ..key import KeyItem, decode
 from ..render.markdown import environment
+from ..resources import templates_dir
+from ..untrusted import md_code
 from .grader import NO_ANSWER, NO_ANSWER_BLANK, GradeReport, PartResult, StudentResult
 from .parse import entry_place
 from .tolerance import Tolerance
@@ -182,4 +187,166 @@ def feedback_markdown(report: GradeReport, result: StudentResult, *, lang: str |
     """The feedback file of one graded student, in ``lang`` (default: the report's, the language
     its sentences were graded in)."""
     with using(lang or report.lang):
-        return environment().get_template("feedback.md.j2").render(feedback_context(report, result))
+        return FeedbackWriter(report).markdown(result)
+
+
+def template_markdown(report: GradeReport, result: StudentResult) -> str:
+    """The feedback file rendered by ``templates/feedback.md.j2`` itself (in the current language)."""
+    return environment().get_template(TEMPLATE).render(feedback_context(report, result))
+
+
+# ----------------------------------------------------------------------------- a class at once
+
+TEMPLATE = "feedback.md.j2"
+#: SHA-256 of the bundled feedback.md.j2 that :class:`FeedbackWriter` writes the Markdown of.
+#: Another template (an edited one) is rendered by Jinja instead, so the files are always the
+#: template's; tests/test_feedback_writer.py compares the two ways byte for byte.
+TEMPLATE_SHA256 = "a385244c894ad7a5e23d992f5c98c41b711f617b39aa5eb80e7879a667f42f79"
+
+
+@lru_cache(maxsize=1)
+def _template_followed() -> bool:
+    try:
+        text = (templates_dir() / TEMPLATE).read_bytes()
+    except OSError:
+        return False
+    return hashlib.sha256(text).hexdigest() == TEMPLATE_SHA256
+
+
+def _trans_trimmed(text: str) -> str:
+    """A ``{% trans trimmed %}`` block's message: stripped, each line break with the space around it one space."""
+    return re.sub(r"\s*\n\s*", " ", text.strip())
+
+
+_INTRO = _trans_trimmed("""
+Each entry of an answer is compared with the exact value, within the tolerance named under
+each part. Below, for every part that is not fully right, the exact answer is shown with the
+entries you missed in **bold**.
+""")
+
+
+class FeedbackWriter:
+    """Every student's feedback file of one report, in the current language.
+
+    The same Markdown as ``feedback.md.j2`` renders from :func:`feedback_context`, line for
+    line (each ``{{ … }}`` of the template is one expression below, its sentences the same
+    catalog messages, formatted as Jinja's newstyle gettext does: ``message % variables``),
+    written by Python: what is the same for many students (a correct part, an item's title,
+    the summary of the same counts) is written once and reused. While the bundled template is
+    not the one this follows (:data:`TEMPLATE_SHA256`), the template renders every file.
+    """
+
+    def __init__(self, report: GradeReport) -> None:
+        self.report = report
+        self.lang = current()
+        self.fast = _template_followed()
+        self._blocks: dict[tuple, str] = {}
+        self._summaries: dict[tuple, str] = {}
+        self._items = []
+        for number, item in enumerate(report.key.items, start=1):
+            parts = [(p, "abcdefghijklmnopqrstuvwxyz"[k % 26]) for k, p in enumerate(item.parts)]
+            self._items.append((number, item, item_title(item), parts,
+                                points_text(sum(p.points for p in item.parts))))
+
+    def markdown(self, result: StudentResult) -> str:
+        if not self.fast or current() != self.lang:
+            return template_markdown(self.report, result)
+        by_part = {p.part: p for p in result.parts}
+        counts = {v: 0 for v in VERDICTS}
+        for p in result.parts:
+            if p.verdict in counts:
+                counts[p.verdict] += 1
+        total = points_text(result.total)
+        score = points_text(result.score)
+        percent = f"{100 * result.score / result.total if result.total else 0.0:.1f}".removesuffix(".0")
+        key = tuple(counts.values()) + (len(result.parts),)
+        summary = self._summaries.get(key)
+        if summary is None:
+            summary = self._summaries[key] = summary_sentence(counts, len(result.parts))
+        out = [
+            "# ", _("Feedback: %(title)s") % {"title": self.report.key.title}, "\n\n**", _("Student:") % {}, "** ",
+            md_code(result.student), " · **", _("Variant:") % {}, "** ", md_code(result.variant), " · **",
+            _ngettext("Score: %(score)s of %(total)s point (%(percent)s %%)",
+                      "Score: %(score)s of %(total)s points (%(percent)s %%)", 1 if total == "1" else 2,
+                      score=score, total=total, percent=percent),
+            "**\n\n", str(summary), "\n",
+        ]
+        for note in result.notes:
+            out += ["\n**", _("Note:") % {}, "** ", _("%(sentence)s.") % {"sentence": note}, "\n"]
+        out += ["\n", _(_INTRO) % {}, "\n"]
+        for number, item, title, parts, item_points in self._items:
+            item_score = points_text(sum(by_part[p.id].score for p, _letter in parts))
+            out += ["\n## ", _ngettext(
+                "Problem %(number)s: %(title)s (%(score)s of %(points)s point)",
+                "Problem %(number)s: %(title)s (%(score)s of %(points)s points)", 1 if item_points == "1" else 2,
+                number=number, title=title, score=item_score, points=item_points), "\n"]
+            for part, letter in parts:
+                r = by_part[part.id]
+                if r.verdict == "correct":  # the same block for every student with this score and remark
+                    block_key = (part.id, r.score, r.points, r.carry)
+                    block = self._blocks.get(block_key)
+                    if block is None:
+                        block = self._blocks[block_key] = _part_markdown(part_view(item, letter, r))
+                    out.append(block)
+                else:
+                    out.append(_part_markdown(part_view(item, letter, r)))
+        return "".join(out)
+
+
+def _ngettext(singular: str, plural: str, n: int, **variables: Any) -> str:
+    """Jinja's newstyle ``ngettext``: the form for ``n``, formatted with the variables and ``num``."""
+    variables.setdefault("num", n)
+    return ngettext(singular, plural, n) % variables
+
+
+def _part_markdown(part: dict[str, Any]) -> str:
+    """One part of ``feedback.md.j2`` (from its ``### (a)`` line to its tolerance line)."""
+    out = [
+        "\n### (", str(part["letter"]), ") ", str(part["prompt"]), " (`", str(part["id"]), "`)\n\n**",
+        _("%(verdict)s:") % {"verdict": part["verdict_text"]}, "** ",
+        _ngettext("%(score)s of %(points)s point.", "%(score)s of %(points)s points.",
+                  1 if part["points"] == "1" else 2, score=part["score"], points=part["points"]), "\n",
+    ]
+    verdict = part["verdict"]
+    if verdict == "format":
+        out += [_("Your answer could not be read: %(message)s.") % {"message": part["message"]}, "\n"]
+    elif verdict == "missing":
+        note = part["missing_note"]
+        if note:
+            out += [_("%(sentence)s.") % {"sentence": str(note[:1]).upper() + str(note[1:])}, "\n"]
+        else:
+            out += [_("No answer was given for this part.") % {}, "\n"]
+    elif verdict == "carried":
+        out += [_("%(message)s The value differs from the exact one only because an earlier answer did.")
+                % {"message": part["message"]}, "\n"]
+    elif verdict != "correct":
+        out += [_("%(sentence)s.") % {"sentence": part["message"]}, "\n"]
+    if part["carry"]:
+        carry = str(part["carry"][:1]).upper() + str(part["carry"][1:])
+        out += ["\n", carry if carry.endswith(".") or carry.endswith("。") else _("%(sentence)s.") % {"sentence": carry},
+                "\n"]
+    if verdict != "correct":
+        for sentence in part["diagnosis"]:
+            out += ["\n- **", _("Likely mistake:") % {}, "** ", str(sentence), "\n"]
+        for sentence in part["invariants"]:
+            out += ["\n- **", _("Check that fails:") % {}, "** ",
+                    _("%(sentence)s Your answer does not have this property.") % {"sentence": sentence}, "\n"]
+        if part["wrong"]:
+            out += ["\n", _("Entries outside the tolerance:") % {}, "\n"]
+            for w in part["wrong"]:
+                line = (_("%(where)s: you wrote %(given)s, the exact value is %(expected)s")
+                        % {"where": w["where"], "given": w["given"], "expected": w["expected"]} if w["where"] else
+                        _("you wrote %(given)s, the exact value is %(expected)s")
+                        % {"given": w["given"], "expected": w["expected"]})
+                out += ["- ", line, "\n"]
+            if part["more"]:
+                out += ["- ", _("and %(n)s more") % {"n": part["more"]}, "\n"]
+        if part["expected"]:
+            out += ["\n", _("The exact answer is %(value)s.") % {"value": part["expected"]}, "\n"]
+        elif part["expected_table"]:
+            out += ["\n", _("The exact answer:") % {}, "\n\n"]
+            for line in part["expected_table"]:
+                out += [str(line), "\n"]
+        out += ["\n", _("Tolerance: an entry counts when it is %(tolerance)s.") % {"tolerance": part["tolerance"]},
+                "\n"]
+    return "".join(out)

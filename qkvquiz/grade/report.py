@@ -27,7 +27,7 @@ from ..i18n import using
 from ..outputs import write_set
 from ..untrusted import csv_cell, terminal_text
 from .analysis import item_analysis, item_analysis_csv, item_analysis_markdown
-from .feedback import feedback_markdown
+from .feedback import FeedbackWriter
 from .grader import GradeReport
 
 FEEDBACK_DIR = "feedback"
@@ -131,8 +131,9 @@ def write_reports(
         files.write("item-analysis.md", item_analysis_markdown(report, stats))
         if feedback:
             feedback_name = feedback_names(report)
+            writer = FeedbackWriter(report)  # one per class: what students share is written once
             for result in sorted(report.results, key=lambda r: r.student):
-                files.write(f"{FEEDBACK_DIR}/{feedback_name[result.student]}.md", feedback_markdown(report, result))
+                files.write(f"{FEEDBACK_DIR}/{feedback_name[result.student]}.md", writer.markdown(result))
                 if progress is not None:
                     progress()
     return [out / name for name in names]
