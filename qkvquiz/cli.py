@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -525,6 +526,14 @@ def grade(
     by name and the rest are still graded; the exit status is then 1. Tolerance and credit come
     from the spec (stored in the key).
     """
+    from .grade.pause import collector_paused
+
+    with collector_paused():  # no cycles among a class's answers and results: nothing to collect
+        _grade_command(key, submissions, out, feedback, backend, duplicates, roster, lms, lang)
+
+
+def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool, backend: str, duplicates: str,
+                   roster: Path | None, lms: str, lang: str | None) -> None:
     from .grade.choose import DUPLICATES
     from .grade.grader import grade_files
     from .grade.report import write_reports
@@ -544,18 +553,19 @@ def grade(
     if collected is None and not files:
         _fail("no submission files found")
     with _exit_on_terminate():
-        with _progress() as bar:
+        # No refresh thread: the feedback files of a large class are written by a forked worker.
+        with _progress(auto_refresh=False) as bar:
             if collected is not None:
                 from .exchange.collect import grade_collected
 
                 report = grade_collected(loaded, collected, xp=xp, duplicates=duplicates, lang=lang)
             else:
                 task = bar.add_task("grading", total=len(files))
-                report = grade_files(loaded, files, progress=lambda: bar.advance(task), xp=xp, duplicates=duplicates,
+                report = grade_files(loaded, files, progress=_ticker(bar, task), xp=xp, duplicates=duplicates,
                                      lang=lang)
             writing = bar.add_task("writing feedback", total=len(report.results) if feedback else 0)
             try:
-                paths = write_reports(report, out, feedback=feedback, progress=lambda: bar.advance(writing))
+                paths = write_reports(report, out, feedback=feedback, progress=_ticker(bar, writing))
             except OutputError as exc:  # names the path; another run into `out` is refused here
                 _fail(str(exc))
             except OSError as exc:
@@ -590,6 +600,21 @@ def grade(
     console.print(f"Wrote {', '.join(_shown(str(p)) for p in paths)}", highlight=False)
     if report.problems:
         raise typer.Exit(1)
+
+
+def _ticker(bar, task):
+    """A progress callback that advances ``task`` by one and redraws the bar at most ten times a second."""
+    last = 0.0
+
+    def tick() -> None:
+        nonlocal last
+        bar.advance(task)
+        now = time.monotonic()
+        if now - last >= 0.1:
+            bar.refresh()
+            last = now
+
+    return tick
 
 
 def _collect_download(submissions: list[Path], roster: Path | None, lms: str):

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .families import Env, Family, Params, get_family
+from .grade.pause import collector_paused
 from .grade.tolerance import Tolerance
 from .i18n import DEFAULT_LANG, UnknownLanguage, check_lang
 from .inputs import MAX_KEY_BYTES, InputError, json_nesting, read_text, shown_path
@@ -190,11 +191,12 @@ def load_key(path: str | Path) -> Key:
         raise KeyFileError(str(exc)) from None
     if json_nesting(text) > MAX_KEY_NESTING:  # json.loads would recurse once per level
         raise KeyFileError(f"{source}: lists and objects are nested more than {MAX_KEY_NESTING} deep; not a key file")
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise KeyFileError(f"{source}: not a readable key file ({exc})") from None
-    return key_from_json(doc, source=source)
+    with collector_paused():  # a class's key is millions of lists: no cycles to look for
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise KeyFileError(f"{source}: not a readable key file ({exc})") from None
+        return key_from_json(doc, source=source)
 
 
 def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:

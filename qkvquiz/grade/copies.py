@@ -35,6 +35,7 @@ from .tolerance import SLACK
 
 COPY_SHARE = 0.5  # share of the answered, telling entries that must match the other variant
 COPY_MIN_ENTRIES = 4  # fewer telling entries answered: never flagged
+PROBE_MATCHES = 3  # windows a candidate must lie in (fewer where a suspect answered fewer)
 BLOCK_ELEMENTS = 1 << 22  # comparisons per array call: bounds memory for a large class
 # What the student reads in their feedback: the classmate is named to the instructor only.
 COPY_NOTE = N_("most answers match another student's worksheet rather than yours; they were graded against "
@@ -89,7 +90,7 @@ def detect_copies(key: Key, rows: np.ndarray, columns: Mapping[str, Column]) -> 
         return {}
     # The fewest matches that flag: COPY_SHARE of the answered entries, and more than the own.
     need = np.maximum(np.ceil(COPY_SHARE * answered[suspects]).astype(np.int64), own[suspects] + 1)
-    pairs = _candidate_pairs(telling_parts, suspects, answered[suspects] - need + 1, variants)
+    pairs = _candidate_pairs(telling_parts, suspects, answered[suspects] - need, answered[suspects], variants)
     who, other = pairs // variants, pairs % variants  # who: position in suspects
     keep = other != rows[suspects[who]]  # the student's own variant is not another's
     who, other = who[keep], other[keep]
@@ -111,14 +112,17 @@ def detect_copies(key: Key, rows: np.ndarray, columns: Mapping[str, Column]) -> 
     return dict(sorted(out.items()))
 
 
-def _candidate_pairs(telling_parts, suspects: np.ndarray, probes: np.ndarray, variants: int) -> np.ndarray:
+def _candidate_pairs(telling_parts, suspects: np.ndarray, misses: np.ndarray, answered: np.ndarray,
+                     variants: int) -> np.ndarray:
     """Every (suspect, variant) that could match a suspect on enough entries, as
     ``position in suspects * variants + variant``, sorted, each once (a superset: counted after).
 
-    A variant that matches suspect ``s`` on at least ``need`` of its ``answered`` entries matches
-    it on at least one of any ``probes[s] = answered - need + 1`` of them; the probes taken are
-    the answers with the fewest candidates in the index, so that common values (0, 1, a small
-    whole number shared by many variants) are passed over when rarer ones exist.
+    A variant that flags suspect ``s`` misses at most ``misses[s]`` (answered less the matches
+    needed) of its answered entries, so of any ``misses[s] + k`` of them it matches at least
+    ``k``. The entries taken are the answers with the fewest candidates in the index (common
+    values, a 0 or a small whole number shared by many variants, are passed over when rarer ones
+    exist), ``k`` = PROBE_MATCHES where the suspect answered enough, and a variant is a candidate
+    when it lies in the windows of at least ``k`` of them.
     """
     indexes = []  # per telling entry: its EntryIndex, the suspects' answers, which are given
     for exact, values, given, tol in telling_parts:
@@ -130,8 +134,9 @@ def _candidate_pairs(telling_parts, suspects: np.ndarray, probes: np.ndarray, va
         found = index.windows(g)
         windows.append(found)
         sizes[:, c] = np.where(given, sum(hi - lo for _, lo, hi in found), sizes[:, c])
+    k = np.minimum(PROBE_MATCHES, answered - misses)  # at least 1: a suspect needs a match
     rank = np.argsort(np.argsort(sizes, axis=1, kind="stable"), axis=1, kind="stable")
-    chosen = rank < probes[:, None]  # the probes answers of each suspect with the fewest candidates
+    chosen = rank < (misses + k)[:, None]  # the entries of each suspect with the fewest candidates
     found_pairs = []
     for c, (index, _g, _given) in enumerate(indexes):
         picked = np.flatnonzero(chosen[:, c])
@@ -147,7 +152,8 @@ def _candidate_pairs(telling_parts, suspects: np.ndarray, probes: np.ndarray, va
             found_pairs.append(who * variants + ids[starts + np.arange(total)])
     if not found_pairs:
         return np.zeros(0, dtype=np.int64)
-    return np.unique(np.concatenate(found_pairs))
+    pairs, hits = np.unique(np.concatenate(found_pairs), return_counts=True)
+    return pairs[hits >= k[pairs // variants]]
 
 
 class _EntryIndex:

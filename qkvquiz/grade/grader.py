@@ -30,9 +30,11 @@ import difflib
 import json
 import math
 import os
+import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +47,16 @@ from ..inputs import InputError, decode_text, json_nesting, read_bytes
 from ..key import Key, KeyItem
 from ..ragged import fill_absent
 from ..spec import Part
-from ..untrusted import MAX_ID_LENGTH, char_name, invisible_characters, lookalike_key, terminal_text
+from ..untrusted import MAX_ID_LENGTH, char_name, invisible_characters, lookalike_key
+from ..untrusted import terminal_text as _escaped
 from .parse import AnswerFormatError, parse_answer, parse_shape_text
+from .pause import collector_paused
 from .tolerance import SLACK, Tolerance
+
+def terminal_text(text: str) -> str:
+    """:func:`qkvquiz.untrusted.terminal_text`, at once for printable ASCII (nothing to escape)."""
+    return text if text.isascii() and text.isprintable() else _escaped(text)
+
 
 # Limits on a submission file: each is far above what an honest submission needs, and each
 # refusal is a sentence in the report, never a crash or a hang.
@@ -258,11 +267,17 @@ def submission_from_bytes(raw: bytes, source: str) -> Submission:
     depth = _nesting(text)
     if depth > MAX_NESTING:
         raise ValueError(f"lists and objects are nested {depth} deep; at most {MAX_NESTING} levels are allowed")
+    # Numbers are read by json's own C code where no number can be too long or too large
+    # (then float() and int() give what _bounded_float and _bounded_int would); else each by them.
+    plain = not _risky_numbers(raw)
     try:
-        doc = json.loads(
-            text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
-            parse_float=_bounded_float, parse_int=_bounded_int,
-        )
+        if plain:
+            doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        else:
+            doc = json.loads(
+                text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
+                parse_float=_bounded_float, parse_int=_bounded_int,
+            )
     except _Refused as exc:
         raise ValueError(str(exc)) from None
     except json.JSONDecodeError as exc:
@@ -271,7 +286,36 @@ def submission_from_bytes(raw: bytes, source: str) -> Submission:
         raise ValueError(f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
     except RecursionError:  # the nesting check above should make this unreachable
         raise ValueError(f"lists and objects are nested too deeply; at most {MAX_NESTING} levels are allowed") from None
+    if plain and _checked_by_reading(text):
+        return _submission_fields(doc, source)
     return submission_from_json(doc, source)
+
+
+# Where a number could be longer than MAX_NUMBER_DIGITS or too large for a float: a run of 200
+# number characters, or an exponent of 100 or more (e, a sign maybe, three digits). Looked for
+# in the bytes with every character mapped to its kind, by C's substring search.
+_NUMBER_RUN = bytes(0x30 if chr(b) in "-+.0123456789eE" else 0x20 for b in range(256))
+_EXPONENT = bytes(0x64 if chr(b).isdigit() and b < 128 else 0x65 if chr(b) in "eE" else 0x73 if chr(b) in "+-" else 0x20
+                  for b in range(256))
+
+
+def _risky_numbers(raw: bytes) -> bool:
+    kinds = raw.translate(_EXPONENT)
+    return b"eddd" in kinds or b"esddd" in kinds or b"0" * 200 in raw.translate(_NUMBER_RUN)
+
+
+def _checked_by_reading(text: str) -> bool:
+    """Whether :func:`check_document` has nothing left to refuse in what ``json.loads`` read from
+    ``text`` (after the nesting check, with no risky number): so few values that there cannot
+    be MAX_VALUES of them (each but the first follows a comma or opens a list or object), no
+    text longer than MAX_TEXT (every text lies between two quotes when there is no escape),
+    and no ``\\u`` escape (the only way to a lone surrogate). Read JSON holds only JSON's types,
+    keys that are texts, and numbers already bounded."""
+    if text.count(",") + text.count("[") + text.count("{") + 1 > MAX_VALUES:
+        return False
+    if "\\" in text:
+        return len(text) <= MAX_TEXT and "\\u" not in text
+    return len(text) <= MAX_TEXT or max(map(len, text.split('"'))) <= MAX_TEXT
 
 
 def _where(path: tuple[Any, ...]) -> str:
@@ -345,6 +389,11 @@ def _check_text(text: str, path: tuple[Any, ...]) -> None:
 def submission_from_json(doc: Any, source: str) -> Submission:
     """A submission from a document already read (JSON, or built in Python); ValueError says what is wrong."""
     check_document(doc)
+    return _submission_fields(doc, source)
+
+
+def _submission_fields(doc: Any, source: str) -> Submission:
+    """The submission in a document that :func:`check_document` accepts."""
     if not isinstance(doc, Mapping):
         raise ValueError('a submission is a JSON object {"student": ID, "answers": {...}}')
     student = doc.get("student")
@@ -414,7 +463,7 @@ def grade_files(key: Key, paths: Iterable[str | Path], *, progress: Callable[[],
     ``xp`` is the array backend of the comparisons, ``duplicates`` the rule among several
     files for one student and ``lang`` the language of every sentence (see :func:`grade`).
     """
-    with using(lang or key.lang):
+    with using(lang or key.lang), collector_paused():
         submissions, problems = read_submissions(paths, progress=progress)
         report = grade(key, submissions, xp=xp, duplicates=duplicates, lang=lang)
     report.problems[:0] = problems
@@ -430,7 +479,7 @@ def grade(key: Key, submissions: Iterable[Submission], *, xp=np, duplicates: str
     and answers give the same report on either backend. Messages, diagnoses and notes are in
     ``lang`` (default: the key's language, which ``generate`` recorded).
     """
-    with using(lang or key.lang):
+    with using(lang or key.lang), collector_paused():
         return _grade(key, submissions, xp=xp, duplicates=duplicates)
 
 
@@ -558,7 +607,22 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...], asked: np.ndarra
     problems: dict[int, tuple[str, str]] = {}
     notes: dict[int, str] = {}
     raw: dict[int, Any] = {}
+    # Answers of plain numbers (no text, no empty box) are read together, by one NumPy call.
+    plain = [j for j, answer in enumerate(answers) if j not in shape_texts and _plain_shaped(answer, shape)]
+    if plain:
+        try:
+            block = np.array([answers[j] for j in plain], dtype=np.float64)
+        except (ValueError, OverflowError):  # a whole number too large for a float
+            block = None
+        if block is not None and block.shape == (len(plain), *shape) and not np.isnan(block).any():
+            values[plain] = block
+            readable[plain] = True
+        else:
+            plain = []  # each read on its own below, which tells what is wrong with which
+    done = set(plain)
     for j, answer in enumerate(answers):
+        if j in done:
+            continue
         if answer is None:
             problems[j] = ("missing", _(NO_ANSWER))
             continue
@@ -642,6 +706,20 @@ def _all_plain(value: Any, depth: int) -> bool:
     if depth == 1:
         return all(type(x) is float or type(x) is int for x in value)
     return all(_all_plain(v, depth - 1) for v in value)
+
+
+def _plain_shaped(value: Any, shape: tuple[int, ...]) -> bool:
+    """Nested lists of exactly ``shape`` of plain JSON numbers (int or float, never bool)."""
+    level = [value]
+    for size in shape:  # one level of lists at a time, each checked by C loops
+        if set(map(type, level)) != _LIST or set(map(len, level)) != {size}:
+            return False
+        level = list(chain.from_iterable(level))
+    return _NUMBER_TYPES.issuperset(map(type, level))
+
+
+_LIST = {list}
+_NUMBER_TYPES = frozenset({int, float})
 
 
 def _plain_numbers(value: Any, shape: tuple[int, ...]) -> np.ndarray | None:

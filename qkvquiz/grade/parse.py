@@ -346,12 +346,22 @@ def _count(n: int, unit: str) -> str:
     return ngettext(singular, plural, n) % {"n": n}
 
 
+# Texts already read, and their values: a class writes the same few texts ("0.5", "-inf", "1/3")
+# thousands of times, and reading one is a tokenizer and a parser in Python. Only readable ones.
+_TEXT_VALUES: dict[str, float] = {}
+_TEXT_VALUES_MAX = 100_000
+
+
 def parse_entry(x: object) -> float:
     """Read one entry: an int or float (not a bool) or a string holding an exact form.
 
     Returns a float (±inf allowed). Raises :class:`AnswerFormatError` for NaN, for text that
     is not a number and for anything else (null, true, a list, an object).
     """
+    if type(x) is str:  # the texts of a class are few: most were read before
+        value = _TEXT_VALUES.get(x)
+        if value is not None:
+            return value
     if isinstance(x, (bool, np.bool_)):
         raise AnswerFormatError(_("expected a number, found %(found)s") % {"found": _found(bool(x))})
     if isinstance(x, numbers.Real):
@@ -371,12 +381,18 @@ def parse_entry(x: object) -> float:
                 _('cannot read "%(text)s" as a number (it is longer than %(limit)s characters)')
                 % {"text": _show(text), "limit": MAX_TEXT_LENGTH}
             )
+        value = _TEXT_VALUES.get(text)
+        if value is not None:
+            return value
         try:
-            return _Parser(_tokenize(normalize_width(text).translate(_SYNONYMS))).parse()
+            value = _Parser(_tokenize(normalize_width(text).translate(_SYNONYMS))).parse()
         except _Unreadable as why:
             raise AnswerFormatError(
                 _('cannot read "%(text)s" as a number (%(why)s)') % {"text": _show(text), "why": why}
             ) from None
+        if len(_TEXT_VALUES) < _TEXT_VALUES_MAX:
+            _TEXT_VALUES[text] = _TEXT_VALUES[x] = value
+        return value
     if isinstance(x, (list, tuple)):
         raise AnswerFormatError(_("expected a single number, found %(found)s") % {"found": _found(x)})
     raise AnswerFormatError(_("expected a number, found %(found)s") % {"found": _found(x)})
@@ -487,31 +503,33 @@ def parse_answer(value: object, shape: tuple[int, ...]) -> np.ndarray:
     def walk(item: object, path: list[int]) -> None:
         # Only the expected shape is walked, so an oversized answer costs no more than a right one.
         level = len(path)
-        if level == ndim:
-            try:
-                flat.append(parse_entry(item))
-            except AnswerFormatError as err:
-                raise AnswerFormatError(_("%(where)s: %(error)s") % {"where": entry_place(path, ndim), "error": err}) from None
-            return
         item = _as_list(item)
         n = shape[level]
         unit = _UNITS[ndim - level - 1]
         if level > 0:
-            where = entry_place(path, ndim)
             if not isinstance(item, (list, tuple)):
                 raise AnswerFormatError(
                     _("%(where)s is %(found)s, expected a list of %(count)s; the answer should be %(expected)s")
-                    % {"where": where, "found": _found(item, unit),
+                    % {"where": entry_place(path, ndim), "found": _found(item, unit),
                        "count": _count(n, "numbers" if unit == "entries" else unit), "expected": expected}
                 )
             if len(item) != n:
                 raise AnswerFormatError(
                     _("%(where)s has %(count)s, expected %(n)s; the answer should be %(expected)s")
-                    % {"where": where, "count": _count(len(item), unit), "n": n, "expected": expected}
+                    % {"where": entry_place(path, ndim), "count": _count(len(item), unit), "n": n,
+                       "expected": expected}
                 )
         assert isinstance(item, (list, tuple))
-        for i, child in enumerate(item, start=1):
-            walk(child, [*path, i])
+        if level < ndim - 1:
+            for i, child in enumerate(item, start=1):
+                walk(child, [*path, i])
+            return
+        for i, child in enumerate(item, start=1):  # the entries of the last level, read in this loop
+            try:
+                flat.append(parse_entry(child))
+            except AnswerFormatError as err:
+                raise AnswerFormatError(_("%(where)s: %(error)s") % {
+                    "where": entry_place([*path, i], ndim), "error": err}) from None
 
     walk(value, [])
     return np.asarray(flat, dtype=np.float64).reshape(shape)

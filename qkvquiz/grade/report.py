@@ -19,16 +19,21 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from ..files import safe_name
 from ..i18n import using
 from ..outputs import write_set
-from ..untrusted import csv_cell, terminal_text
+from ..untrusted import csv_cell
 from .analysis import item_analysis, item_analysis_csv, item_analysis_markdown
 from .feedback import FeedbackWriter
-from .grader import GradeReport
+from .grader import GradeReport, StudentResult, terminal_text
+from .parallel import chunks_in_workers, forking
+from .pause import collector_paused
 
 FEEDBACK_DIR = "feedback"
 #: The entries ``grade`` owns in its folder, and whether each is private (0600 files, 0700
@@ -83,20 +88,38 @@ def results_json(report: GradeReport) -> str:
     doc = report.to_json()
     students = sorted(doc.pop("students"), key=lambda s: s["student"])
     problems = doc.pop("problems")
+    parts = [student.pop("parts") for student in students]
+    heads = _encode_each(students, "student")  # {"student": …, …} without the parts
+    encoded = iter(_encode_each([p for student_parts in parts for p in student_parts], "part"))
     lines = ["{"]
     lines += [f"  {_ENCODE(k)}: {_ENCODE(v)}," for k, v in doc.items()]
     lines.append('  "students": [')
-    for i, student in enumerate(students):
-        parts = student.pop("parts")
-        head = ", ".join(f"{_ENCODE(k)}: {_ENCODE(v)}" for k, v in student.items())
-        lines.append(f'    {{{head}, "parts": [')
-        lines += [f"      {_ENCODE(p)}{',' if k < len(parts) - 1 else ''}" for k, p in enumerate(parts)]
+    for i, (head, student_parts) in enumerate(zip(heads, parts)):
+        lines.append(f'    {{{head[1:-1]}, "parts": [')
+        last = len(student_parts) - 1
+        lines += [f"      {next(encoded)}{',' if k < last else ''}" for k in range(len(student_parts))]
         lines.append(f"    ]}}{',' if i < len(students) - 1 else ''}")
     lines.append("  ],")
     lines.append('  "problems": [')
     lines += [f"    {_ENCODE(p)}{',' if k < len(problems) - 1 else ''}" for k, p in enumerate(problems)]
     lines += ["  ]", "}"]
     return "\n".join(lines) + "\n"
+
+
+def _encode_each(objects: list[dict[str, Any]], first: str) -> list[str]:
+    """``[_ENCODE(o) for o in objects]``, by one call of the encoder for the whole list.
+
+    Every object's first key is ``first``: in the encoded list, the objects are parted by
+    ``, {"first": `` (no text holds an unescaped quote, so only a nested object with that first
+    key could hold it too; then the count is off and each object is encoded on its own).
+    """
+    if not objects:
+        return []
+    mark = f", {{{_ENCODE(first)}: "
+    pieces = _ENCODE(objects)[1:-1].split(mark)
+    if len(pieces) != len(objects) or any(next(iter(o), None) != first for o in objects):
+        return [_ENCODE(o) for o in objects]
+    return [pieces[0], *(mark[2:] + piece for piece in pieces[1:])]
 
 
 def feedback_names(report: GradeReport) -> dict[str, str]:
@@ -124,16 +147,61 @@ def write_reports(
     out = Path(out)
     names = ["results.csv", "results.json", "item-analysis.csv", "item-analysis.md"]
     stats = item_analysis(report)
-    with using(lang or report.lang), write_set(out, OWNED, anchor="results.json") as files:
-        files.write("results.csv", results_csv(report))
-        files.write("results.json", results_json(report))
-        files.write("item-analysis.csv", item_analysis_csv(stats))
-        files.write("item-analysis.md", item_analysis_markdown(report, stats))
-        if feedback:
-            feedback_name = feedback_names(report)
-            writer = FeedbackWriter(report)  # one per class: what students share is written once
-            for result in sorted(report.results, key=lambda r: r.student):
-                files.write(f"{FEEDBACK_DIR}/{feedback_name[result.student]}.md", writer.markdown(result))
-                if progress is not None:
-                    progress()
+    with collector_paused(), using(lang or report.lang), write_set(out, OWNED, anchor="results.json") as files:
+
+        def summaries() -> None:
+            files.write("results.csv", results_csv(report))
+            files.write("results.json", results_json(report))
+            files.write("item-analysis.csv", item_analysis_csv(stats))
+            files.write("item-analysis.md", item_analysis_markdown(report, stats))
+
+        if not feedback:
+            summaries()
+            return [out / name for name in names]
+        feedback_name = feedback_names(report)
+        writer = FeedbackWriter(report)  # one per class: what students share is written once
+        jobs = [(f"{FEEDBACK_DIR}/{feedback_name[r.student]}.md", r) for r in sorted(report.results, key=lambda r: r.student)]
+        if not jobs:
+            summaries()
+            return [out / name for name in names]
+        folder = files.path(jobs[0][0]).parent  # feedback/ in the staging folder, made
+        write = partial(_write_feedback, writer, str(folder))
+        if forking(len(jobs)):
+            # Workers write the feedback files while this process writes the summaries.
+            with chunks_in_workers(write, jobs, workers=1) as finished:
+                summaries()
+                for lo, hi, failed in finished():
+                    _done(files, writer, jobs, lo, hi, failed, progress)
+        else:
+            summaries()
+            for lo in range(0, len(jobs), 500):
+                hi = min(lo + 500, len(jobs))
+                _done(files, writer, jobs, lo, hi, write(jobs[lo:hi]), progress)
     return [out / name for name in names]
+
+
+def _write_feedback(writer: FeedbackWriter, folder: str, jobs: Sequence[tuple[str, StudentResult]]) -> list[int]:
+    """Write the feedback files of ``jobs`` (in the staging folder ``folder``, as
+    :meth:`qkvquiz.outputs.OutputSet.path` allows); the positions of those that failed."""
+    failed = []
+    for k, (rel, result) in enumerate(jobs):
+        text = writer.markdown(result).encode("utf-8")
+        try:
+            fd = os.open(os.path.join(folder, rel.rpartition("/")[2]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(text)
+        except OSError:
+            failed.append(k)
+    return failed
+
+
+def _done(files, writer: FeedbackWriter, jobs: Sequence[tuple[str, StudentResult]], lo: int, hi: int,
+          failed: list[int], progress: Callable[[], None] | None) -> None:
+    """Feedback files ``lo`` to ``hi`` are written: those that failed are written again the
+    ordinary way, which says why (:class:`qkvquiz.outputs.OutputError`, naming the file)."""
+    for k in failed:
+        rel, result = jobs[lo + k]
+        files.write(rel, writer.markdown(result))
+    if progress is not None:
+        for _ in range(hi - lo):
+            progress()

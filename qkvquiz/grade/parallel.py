@@ -1,0 +1,110 @@
+"""Per-student work of a large class shared among forked processes (Linux, two cores or more).
+
+Reading and parsing the submission files and writing the feedback files are Python work per
+student, independent from one student to the next. For a class of :data:`FORK_FROM` students
+or more they run in a pool of forked workers: a fork starts in milliseconds with everything
+imported, and the workers read their input (the class, the report) from the memory they share
+with the parent, so only a chunk's bounds go out and only its result comes back.
+
+Workers end with the run: each asks the kernel to kill it when the parent dies (even by
+SIGKILL), SIGTERM ends a worker outright and Ctrl-C, which reaches the whole process group, is
+the parent's to handle; on any error, Ctrl-C or SIGTERM in the parent the pool is killed and
+reaped. Elsewhere (one core, macOS, Windows, a small class) the same work runs in this process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from typing import Any
+
+FORK_FROM = 1_000  # students: below this one process is quicker than starting a pool
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+# What the workers of the current pool work on, set before they are forked (read, never sent).
+_work: tuple[Callable[[Sequence[Any]], Any], Sequence[Any]] | None = None
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def forking(items: int) -> bool:
+    """Whether work on ``items`` students is shared among forked workers here."""
+    return sys.platform.startswith("linux") and items >= FORK_FROM and cores() > 1
+
+
+def _init_worker(parent: int) -> None:
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - no prctl: the parent's cleanup still kills us
+            pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+    # The CLI's handlers came with the fork (SIGTERM raising SystemExit, which the pool would
+    # send home as a chunk's result): here SIGTERM ends the worker, and Ctrl-C is the parent's.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run(lo: int, hi: int) -> Any:
+    assert _work is not None
+    fn, items = _work
+    return fn(items[lo:hi])
+
+
+def _kill(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool now: cancel what has not started, SIGKILL the workers, wait until they are gone."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+    for process in processes:
+        process.join(timeout=10)
+
+
+@contextmanager
+def chunks_in_workers(fn: Callable[[Sequence[Any]], Any], items: Sequence[Any], *, chunk: int = 500,
+                      workers: int | None = None) -> Iterator[Callable[[], Iterator[tuple[int, int, Any]]]]:
+    """Start ``fn`` on chunks of ``items`` in forked workers; inside the block the caller may
+    do other work, then iterate ``results()``: ``(lo, hi, fn(items[lo:hi]))`` as chunks finish.
+
+    The workers are forked on entering (before any other thread can start), so ``fn`` and
+    ``items`` are theirs as they are now. An exception raised by ``fn`` is raised by
+    ``results()``; leaving the block early (an error, Ctrl-C) kills the workers.
+    """
+    global _work
+    bounds = [(lo, min(lo + chunk, len(items))) for lo in range(0, len(items), chunk)]
+    n = max(1, min(workers or cores(), len(bounds)))
+    _work = (fn, items)
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_init_worker, initargs=(os.getpid(),))
+    try:
+        futures: dict[Future[Any], tuple[int, int]] = {pool.submit(_run, lo, hi): (lo, hi) for lo, hi in bounds}
+
+        def results() -> Iterator[tuple[int, int, Any]]:
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=lambda f: futures[f]):
+                    lo, hi = futures[future]
+                    yield lo, hi, future.result()
+
+        yield results
+    except BaseException:
+        _kill(pool)
+        raise
+    finally:
+        _work = None
+    pool.shutdown(wait=True)
