@@ -8,8 +8,11 @@ which the grader reads like any student's "-inf".
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Mapping
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,7 @@ from .families import Env, Family, Params, get_family
 from .grade.pause import collector_paused
 from .grade.tolerance import Tolerance
 from .i18n import DEFAULT_LANG, UnknownLanguage, check_lang
-from .inputs import MAX_KEY_BYTES, InputError, json_nesting, read_text, shown_path
+from .inputs import MAX_KEY_BYTES, InputError, decode_text, json_nesting, read_bytes, shown_path
 from .outputs import settle
 from .spec import Credit, Part, graded_tolerance
 from .worksheet import Worksheet
@@ -53,6 +56,10 @@ def encode(value: Any) -> Any:
 def decode(value: Any) -> np.ndarray:
     """Inverse of :func:`encode`."""
     if isinstance(value, list):
+        try:  # nested lists of numbers and the texts "inf"/"-inf": one NumPy call (float() of each text)
+            return np.array(value, dtype=np.float64)
+        except (ValueError, TypeError, OverflowError):
+            pass
         return np.array([decode(v) for v in value], dtype=np.float64)
     if isinstance(value, str):
         return np.array(float(value), dtype=np.float64)  # "inf" / "-inf"
@@ -180,23 +187,36 @@ def load_key(path: str | Path) -> Key:
 
     A ``generate`` killed while switching its set into place is finished first
     (:func:`qkvquiz.outputs.settle`, one stat when there is nothing to do), so the key read is
-    the one of a complete set, never missing midway.
+    the one of a complete set, never missing midway. A large class's key is read once as JSON;
+    later reads of the very same file (by its SHA-256) come from a cache beside it (see
+    :func:`_cache_path`), which holds the key's arrays as they were read.
     """
     source = shown_path(path)
     path = Path(path)
     settle(path.parent)
     try:
-        text = read_text(path, MAX_KEY_BYTES, "key")
+        raw = read_bytes(path, MAX_KEY_BYTES, "key")
     except InputError as exc:
         raise KeyFileError(str(exc)) from None
-    if json_nesting(text) > MAX_KEY_NESTING:  # json.loads would recurse once per level
+    digest = hashlib.sha256(raw).hexdigest()
+    cached = _from_cache(path, digest, raw, source)
+    if cached is not None:
+        return cached
+    try:
+        text = decode_text(raw, source, "key")
+    except InputError as exc:
+        raise KeyFileError(str(exc)) from None
+    if json_nesting(raw) > MAX_KEY_NESTING:  # json.loads would recurse once per level
         raise KeyFileError(f"{source}: lists and objects are nested more than {MAX_KEY_NESTING} deep; not a key file")
     with collector_paused():  # a class's key is millions of lists: no cycles to look for
         try:
             doc = json.loads(text)
         except ValueError as exc:
             raise KeyFileError(f"{source}: not a readable key file ({exc})") from None
-        return key_from_json(doc, source=source)
+        key = key_from_json(doc, source=source)
+        if len(key.students) >= CACHE_FROM:
+            _store_cache(path, digest, doc, key)
+        return key
 
 
 def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:
@@ -206,23 +226,7 @@ def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:
         raise KeyFileError(f"{source}: key version {doc.get('version')!r} is not supported (expected {KEY_VERSION})")
     try:
         students = doc["students"]
-        items = []
-        for raw in doc["items"]:
-            family = get_family(raw["family"])
-            params = family.resolve(raw["params"])
-            parts = tuple(
-                Part(p["id"], p["step"], float(p["points"]),
-                     Tolerance.from_spec(p["tolerance"]) if "tolerance" in p else None,
-                     tuple(tuple(int(i) for i in index) for index in p["entries"]) if "entries" in p else None)
-                for p in raw["parts"]
-            )
-            shapes = {p["id"]: tuple(p["shape"]) for p in raw["parts"]}
-            names = (*family.given_names, *family.step_names)
-            env = Env({name: _column(students, raw["id"], name) for name in names})
-            items.append(KeyItem(
-                raw["id"], family, params, Tolerance.from_spec(raw["tolerance"]),
-                Credit.from_json(raw.get("credit", {})), parts, shapes, env, str(raw.get("title", "")),
-            ))
+        items = _items(doc, lambda item_id, name: _column(students, item_id, name))
     except (KeyError, TypeError, ValueError) as exc:
         raise KeyFileError(f"{source}: malformed key ({exc!r})") from exc
     return Key(
@@ -235,6 +239,128 @@ def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:
         set_id=str(doc.get("set") or ""),
         lang=_key_lang(doc.get("lang"), source),
     )
+
+
+def _items(doc: Mapping[str, Any], column: Callable[[str, str], np.ndarray]) -> list[KeyItem]:
+    """The key's items; ``column(item id, name)`` is a given's or step's values of every student."""
+    items = []
+    for raw in doc["items"]:
+        family = get_family(raw["family"])
+        params = family.resolve(raw["params"])
+        parts = tuple(
+            Part(p["id"], p["step"], float(p["points"]),
+                 Tolerance.from_spec(p["tolerance"]) if "tolerance" in p else None,
+                 tuple(tuple(int(i) for i in index) for index in p["entries"]) if "entries" in p else None)
+            for p in raw["parts"]
+        )
+        shapes = {p["id"]: tuple(p["shape"]) for p in raw["parts"]}
+        names = (*family.given_names, *family.step_names)
+        env = Env({name: column(raw["id"], name) for name in names})
+        items.append(KeyItem(
+            raw["id"], family, params, Tolerance.from_spec(raw["tolerance"]),
+            Credit.from_json(raw.get("credit", {})), parts, shapes, env, str(raw.get("title", "")),
+        ))
+    return items
+
+
+# ----------------------------------------------------------------------------- the cache of a key
+
+CACHE_FROM = 1_000  # students: a smaller key is read from its JSON in well under a second
+CACHE_VERSION = 1
+
+
+def _cache_path(path: Path) -> Path:
+    """Where the cache of the key file ``path`` lies: a hidden file beside it (``.key.json.cache.npz``).
+
+    It holds what reading the JSON gave (the arrays of every given and step, the ids, the rest
+    of the file but the students) and the SHA-256 of the key file it was read from; it is used
+    only for a key file with that very hash, and written (private, like the key, and renamed
+    into place whole) when a large key is read from its JSON. NumPy's format without pickles:
+    loading it runs no code. A folder that cannot be written just has no cache.
+    """
+    return path.with_name(f".{path.name}.cache.npz")
+
+
+def _from_cache(path: Path, digest: str, raw: bytes, source: str) -> Key | None:
+    """The key from its cache, when there is one for exactly this key file; else None."""
+    cache = _cache_path(path)
+    if not cache.is_file():
+        return None
+    try:
+        with np.load(cache, allow_pickle=False) as stored:
+            meta = json.loads(stored["meta"].tobytes().decode("utf-8"))
+            if meta.get("cache") != CACHE_VERSION or meta.get("sha256") != digest:
+                return None
+            doc, students, names = meta["doc"], meta["students"], meta["env"]
+            arrays = {}
+            for k, item_names in enumerate(names):
+                for j, name in enumerate(item_names):
+                    array = stored[f"env_{k}_{j}"]
+                    if array.dtype != np.float64 or array.shape[:1] != (len(students),):
+                        return None
+                    arrays[(doc["items"][k]["id"], name)] = array
+        items = _items(doc, lambda item_id, name: arrays[(item_id, name)])
+        return Key(
+            title=doc.get("title", ""),
+            points=float(doc.get("points", sum(p.points for i in items for p in i.parts))),
+            items=tuple(items),
+            students=tuple(students),
+            variants=tuple(meta["variants"]),
+            answers=_Answers(raw),
+            set_id=str(doc.get("set") or ""),
+            lang=_key_lang(doc.get("lang"), source),
+        )
+    except Exception:  # an unreadable or foreign cache is no cache: the JSON is read instead
+        return None
+
+
+def _store_cache(path: Path, digest: str, doc: Mapping[str, Any], key: Key) -> None:
+    """Write the cache of a key just read from ``path`` (best effort: a failure leaves none)."""
+    cache = _cache_path(path)
+    names = [list(item.env) for item in key.items]
+    meta = {"cache": CACHE_VERSION, "sha256": digest, "doc": {k: v for k, v in doc.items() if k != "students"},
+            "students": list(key.students), "variants": list(key.variants), "env": names}
+    arrays = {f"env_{k}_{j}": np.ascontiguousarray(item.env[name])
+              for k, item in enumerate(key.items) for j, name in enumerate(names[k])}
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.cache-", suffix=".tmp", dir=path.parent)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as fh:  # mkstemp's file is 0600: the cache is as private as the key
+            np.savez(fh, meta=np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8), **arrays)
+        os.replace(tmp, cache)
+    except Exception:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+class _Answers(Sequence[Mapping[str, Any]]):
+    """``Key.answers`` of a key read from its cache: read from the key file's JSON when first asked
+    (grading never asks; the answers are the steps' values, which the arrays hold)."""
+
+    def __init__(self, raw: bytes) -> None:
+        self._raw: bytes | None = raw
+        self._answers: tuple[Mapping[str, Any], ...] = ()
+
+    def _read(self) -> tuple[Mapping[str, Any], ...]:
+        if self._raw is not None:
+            self._answers = tuple(s["answers"] for s in json.loads(self._raw)["students"])
+            self._raw = None
+        return self._answers
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._read()[index]
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self._read()) == (tuple(other) if isinstance(other, Sequence) else other)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _key_lang(raw: Any, source: str) -> str:

@@ -240,13 +240,20 @@ class FeedbackWriter:
         self.report = report
         self.lang = current()
         self.fast = _template_followed()
-        self._blocks: dict[tuple, str] = {}
+        self._blocks: dict[tuple, str] = {}  # a correct part's block, by part, score and remark
+        self._headings: dict[tuple, str] = {}  # an item's heading, by item and score
+        self._scores: dict[tuple, str] = {}  # the score line's end, by score and total
         self._summaries: dict[tuple, str] = {}
         self._items = []
         for number, item in enumerate(report.key.items, start=1):
             parts = [(p, "abcdefghijklmnopqrstuvwxyz"[k % 26]) for k, p in enumerate(item.parts)]
             self._items.append((number, item, item_title(item), parts,
                                 points_text(sum(p.points for p in item.parts))))
+        # The sentences every file has, in this language.
+        self._title = "# " + _("Feedback: %(title)s") % {"title": report.key.title} + "\n\n**" + _("Student:") % {} + "** "
+        self._variant = " · **" + _("Variant:") % {} + "** "
+        self._note = "\n**" + _("Note:") % {} + "** "
+        self._intro = "\n" + _(_INTRO) % {} + "\n"
 
     def markdown(self, result: StudentResult) -> str:
         if not self.fast or current() != self.lang:
@@ -256,30 +263,32 @@ class FeedbackWriter:
         for p in result.parts:
             if p.verdict in counts:
                 counts[p.verdict] += 1
-        total = points_text(result.total)
-        score = points_text(result.score)
-        percent = f"{100 * result.score / result.total if result.total else 0.0:.1f}".removesuffix(".0")
-        key = tuple(counts.values()) + (len(result.parts),)
+        key = (*counts.values(), len(result.parts))
         summary = self._summaries.get(key)
         if summary is None:
-            summary = self._summaries[key] = summary_sentence(counts, len(result.parts))
-        out = [
-            "# ", _("Feedback: %(title)s") % {"title": self.report.key.title}, "\n\n**", _("Student:") % {}, "** ",
-            md_code(result.student), " · **", _("Variant:") % {}, "** ", md_code(result.variant), " · **",
-            _ngettext("Score: %(score)s of %(total)s point (%(percent)s %%)",
-                      "Score: %(score)s of %(total)s points (%(percent)s %%)", 1 if total == "1" else 2,
-                      score=score, total=total, percent=percent),
-            "**\n\n", str(summary), "\n",
-        ]
+            summary = self._summaries[key] = str(summary_sentence(counts, len(result.parts)))
+        score_key = (result.score, result.total)
+        score_line = self._scores.get(score_key)
+        if score_line is None:
+            total, score = points_text(result.total), points_text(result.score)
+            percent = f"{100 * result.score / result.total if result.total else 0.0:.1f}".removesuffix(".0")
+            score_line = self._scores[score_key] = " · **" + _ngettext(
+                "Score: %(score)s of %(total)s point (%(percent)s %%)",
+                "Score: %(score)s of %(total)s points (%(percent)s %%)", 1 if total == "1" else 2,
+                score=score, total=total, percent=percent) + "**\n\n"
+        out = [self._title, md_code(result.student), self._variant, md_code(result.variant), score_line, summary, "\n"]
         for note in result.notes:
-            out += ["\n**", _("Note:") % {}, "** ", _("%(sentence)s.") % {"sentence": note}, "\n"]
-        out += ["\n", _(_INTRO) % {}, "\n"]
+            out += [self._note, _("%(sentence)s.") % {"sentence": note}, "\n"]
+        out.append(self._intro)
         for number, item, title, parts, item_points in self._items:
-            item_score = points_text(sum(by_part[p.id].score for p, _letter in parts))
-            out += ["\n## ", _ngettext(
-                "Problem %(number)s: %(title)s (%(score)s of %(points)s point)",
-                "Problem %(number)s: %(title)s (%(score)s of %(points)s points)", 1 if item_points == "1" else 2,
-                number=number, title=title, score=item_score, points=item_points), "\n"]
+            item_score = sum(by_part[p.id].score for p, _letter in parts)
+            heading = self._headings.get((number, item_score))
+            if heading is None:
+                heading = self._headings[(number, item_score)] = "\n## " + _ngettext(
+                    "Problem %(number)s: %(title)s (%(score)s of %(points)s point)",
+                    "Problem %(number)s: %(title)s (%(score)s of %(points)s points)", 1 if item_points == "1" else 2,
+                    number=number, title=title, score=points_text(item_score), points=item_points) + "\n"
+            out.append(heading)
             for part, letter in parts:
                 r = by_part[part.id]
                 if r.verdict == "correct":  # the same block for every student with this score and remark

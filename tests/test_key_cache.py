@@ -1,0 +1,110 @@
+"""A large class's key is read from its JSON once; later reads of the very same file come from a
+cache beside it, and give the same key. A changed, broken or foreign cache is never used."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import numpy as np
+import pytest
+
+from qkvquiz import key as keys
+from qkvquiz.key import dumps, key_to_json, load_key
+from qkvquiz.resources import bank_dir
+from qkvquiz.spec import load_spec
+from qkvquiz.worksheet import build_worksheet
+
+
+@pytest.fixture()
+def key_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(keys, "CACHE_FROM", 2)
+    spec = load_spec(bank_dir() / "attention-basics.yaml")
+    doc = key_to_json(build_worksheet(spec, ["ada", "bob", "cy"], seed="cache"))
+    path = tmp_path / "set" / "key.json"
+    path.parent.mkdir()
+    path.write_text(dumps(doc), encoding="utf-8")
+    return path
+
+
+def same_key(a, b) -> None:
+    assert (a.title, a.points, a.students, a.variants, a.set_id, a.lang) == (
+        b.title, b.points, b.students, b.variants, b.set_id, b.lang)
+    assert list(a.answers) == list(b.answers)
+    assert len(a.items) == len(b.items)
+    for x, y in zip(a.items, b.items):
+        assert (x.id, x.family, x.params, x.tolerance, x.credit, x.parts, x.shapes, x.title) == (
+            y.id, y.family, y.params, y.tolerance, y.credit, y.parts, y.shapes, y.title)
+        assert list(x.env) == list(y.env)
+        for name in x.env:
+            assert x.env[name].dtype == y.env[name].dtype and x.env[name].tobytes() == y.env[name].tobytes()
+
+
+def test_the_second_read_comes_from_the_cache_and_is_the_same_key(key_file, monkeypatch):
+    first = load_key(key_file)
+    cache = keys._cache_path(key_file)
+    assert cache.is_file() and stat.S_IMODE(cache.stat().st_mode) == 0o600
+    monkeypatch.setattr(keys, "key_from_json", lambda *a, **k: pytest.fail("read from JSON again"))
+    second = load_key(key_file)
+    same_key(first, second)
+    assert isinstance(second.answers, keys._Answers)
+
+
+def test_an_edited_key_is_read_from_its_json_and_cached_again(key_file):
+    load_key(key_file)
+    text = key_file.read_text(encoding="utf-8").replace('"title": "Attention basics', '"title": "Edited basics', 1)
+    key_file.write_text(text, encoding="utf-8")
+    edited = load_key(key_file)
+    assert edited.title.startswith("Edited basics")
+    assert load_key(key_file).title.startswith("Edited basics")
+
+
+@pytest.mark.parametrize("content", [b"", b"not a zip", b"PK\x03\x04broken"])
+def test_a_broken_cache_is_no_cache(key_file, content):
+    first = load_key(key_file)
+    keys._cache_path(key_file).write_bytes(content)
+    same_key(load_key(key_file), first)
+
+
+def test_a_cache_holding_pickled_objects_is_never_unpickled(key_file, tmp_path):
+    first = load_key(key_file)
+    marker = tmp_path / "ran"
+
+    class Boom:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    with open(keys._cache_path(key_file), "wb") as fh:
+        np.savez(fh, meta=np.array([Boom()], dtype=object))
+    same_key(load_key(key_file), first)
+    assert not marker.exists()
+
+
+def test_a_cache_of_another_key_file_is_not_used(key_file, tmp_path, monkeypatch):
+    load_key(key_file)
+    other = tmp_path / "other" / "key.json"
+    other.parent.mkdir()
+    text = key_file.read_text(encoding="utf-8").replace('"seed": "cache"', '"seed": "other"', 1)
+    other.write_text(text, encoding="utf-8")
+    os.replace(keys._cache_path(key_file), keys._cache_path(other))  # the cache of the first file
+    calls = []
+    real = keys.key_from_json
+    monkeypatch.setattr(keys, "key_from_json", lambda *a, **k: calls.append(1) or real(*a, **k))
+    load_key(other)
+    assert calls == [1]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_a_folder_that_cannot_be_written_has_no_cache(key_file):
+    key_file.parent.chmod(0o555)
+    try:
+        load_key(key_file)
+        assert not keys._cache_path(key_file).exists()
+    finally:
+        key_file.parent.chmod(0o755)
+
+
+def test_a_small_class_has_no_cache(key_file, monkeypatch):
+    monkeypatch.setattr(keys, "CACHE_FROM", 1000)
+    load_key(key_file)
+    assert not keys._cache_path(key_file).exists()
