@@ -299,7 +299,7 @@ def read_yaml(path: str | os.PathLike[str], limit: int, what: str) -> Any:
 # A JSON string from its opening quote: escaped characters skipped, to its closing quote or, when
 # there is none, to the end of the text. The match from a quote always succeeds, so the search
 # never restarts inside a string: one linear pass in C whatever the text.
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.S)
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"\\[]{}')
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _ONE_KIND = bytes.maketrans(b"{}", b"[]")  # an object nests like an array

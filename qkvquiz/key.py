@@ -23,7 +23,14 @@ from .families import Env, Family, Params, get_family
 from .grade.pause import collector_paused
 from .grade.tolerance import Tolerance
 from .i18n import DEFAULT_LANG, UnknownLanguage, check_lang
-from .inputs import MAX_KEY_BYTES, InputError, decode_text, json_nesting, read_bytes, shown_path
+from .inputs import (
+    MAX_KEY_BYTES,
+    InputError,
+    decode_text,
+    json_nesting,
+    read_bytes,
+    shown_path,
+)
 from .outputs import settle
 from .spec import Credit, Part, graded_tolerance
 from .worksheet import Worksheet
@@ -310,7 +317,7 @@ def _from_cache(path: Path, digest: str, raw: bytes, source: str) -> Key | None:
             set_id=str(doc.get("set") or ""),
             lang=_key_lang(doc.get("lang"), source),
         )
-    except Exception:  # an unreadable or foreign cache is no cache: the JSON is read instead
+    except Exception:  # noqa: BLE001 - an unreadable or foreign cache is no cache: the JSON is read instead
         return None
 
 
@@ -330,7 +337,7 @@ def _store_cache(path: Path, digest: str, doc: Mapping[str, Any], key: Key) -> N
         with os.fdopen(fd, "wb") as fh:  # mkstemp's file is 0600: the cache is as private as the key
             np.savez(fh, meta=np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8), **arrays)
         os.replace(tmp, cache)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a cache that cannot be written is no cache
         try:
             os.unlink(tmp)
         except OSError:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import yaml
 
-from qkvquiz.grade import feedback as fb
 from qkvquiz.families import Env
+from qkvquiz.grade import feedback as fb
 from qkvquiz.grade.grader import Submission, carried_inputs, grade, rerun_on_own
 from qkvquiz.i18n import using
 from qkvquiz.key import encode, key_from_json, key_to_json

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-import qkvquiz.cli as cli
+from qkvquiz import cli
 from qkvquiz.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 
 from qkvquiz.grade import grader
-from qkvquiz.grade.grader import MAX_NUMBER_DIGITS, MAX_TEXT, MAX_VALUES, submission_from_bytes
+from qkvquiz.grade.grader import (
+    MAX_NUMBER_DIGITS,
+    MAX_TEXT,
+    MAX_VALUES,
+    submission_from_bytes,
+)
 
 
 def outcome(raw: bytes):

@@ -332,7 +332,7 @@ def _part_markdown(part: dict[str, Any]) -> str:
         out += [_("%(sentence)s.") % {"sentence": part["message"]}, "\n"]
     if part["carry"]:
         carry = str(part["carry"][:1]).upper() + str(part["carry"][1:])
-        out += ["\n", carry if carry.endswith(".") or carry.endswith("。") else _("%(sentence)s.") % {"sentence": carry},
+        out += ["\n", carry if carry.endswith((".", "。")) else _("%(sentence)s.") % {"sentence": carry},
                 "\n"]
     if verdict != "correct":
         for sentence in part["diagnosis"]:

@@ -30,10 +30,10 @@ import difflib
 import json
 import math
 import os
-import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -49,9 +49,11 @@ from ..ragged import fill_absent
 from ..spec import Part
 from ..untrusted import MAX_ID_LENGTH, char_name, invisible_characters, lookalike_key
 from ..untrusted import terminal_text as _escaped
+from .parallel import chunks_in_workers, forking
 from .parse import AnswerFormatError, parse_answer, parse_shape_text
 from .pause import collector_paused
 from .tolerance import SLACK, Tolerance
+
 
 def terminal_text(text: str) -> str:
     """:func:`qkvquiz.untrusted.terminal_text`, at once for printable ASCII (nothing to escape)."""
@@ -464,10 +466,70 @@ def grade_files(key: Key, paths: Iterable[str | Path], *, progress: Callable[[],
     files for one student and ``lang`` the language of every sentence (see :func:`grade`).
     """
     with using(lang or key.lang), collector_paused():
-        submissions, problems = read_submissions(paths, progress=progress)
-        report = grade(key, submissions, xp=xp, duplicates=duplicates, lang=lang)
+        paths = list(paths)
+        if forking(len(paths)):
+            # A large class: the files are read, and their answers read per part, by workers.
+            submissions, problems, read = _read_in_workers(key, paths, progress)
+            report = _grade(key, submissions, xp=xp, duplicates=duplicates, read=read)
+        else:
+            submissions, problems = read_submissions(paths, progress=progress)
+            report = grade(key, submissions, xp=xp, duplicates=duplicates, lang=lang)
     report.problems[:0] = problems
     return report
+
+
+# Each submission read by a worker -> (chunk, position in the chunk); each chunk's columns.
+_Read = tuple[dict[int, tuple[int, int]], list[dict[str, "Column"]]]
+
+
+def _read_chunk(key: Key, paths: Sequence[str | Path]) -> tuple[list[Submission], list[FileProblem], dict[str, Column]]:
+    """A worker's share: its files read as :func:`read_submissions` reads them, and the answers
+    of those it could read, read per part as :func:`read_columns` reads them."""
+    submissions, problems = read_submissions(paths)
+    return submissions, problems, read_columns(key, [sub.answers for sub in submissions])
+
+
+def _read_in_workers(key: Key, paths: list[str | Path], progress: Callable[[], None] | None
+                     ) -> tuple[list[Submission], list[FileProblem], _Read]:
+    submissions: list[Submission] = []
+    problems: list[FileProblem] = []
+    rows: dict[int, tuple[int, int]] = {}
+    chunks: list[dict[str, Column]] = []
+    with chunks_in_workers(partial(_read_chunk, key), paths, chunk=250) as finished:
+        for lo, hi, (subs, probs, columns) in finished():  # in path order
+            for k, sub in enumerate(subs):
+                rows[id(sub)] = (len(chunks), k)
+            chunks.append(columns)
+            submissions += subs
+            problems += probs
+            if progress is not None:
+                for _ in range(hi - lo):
+                    progress()
+    return submissions, problems, (rows, chunks)
+
+
+def _gathered(key: Key, accepted: Sequence[tuple[int, Submission]], read: _Read) -> dict[str, Column]:
+    """The columns of the accepted submissions, from the columns the workers read."""
+    rows, chunks = read
+    where = [rows[id(sub)] for _index, sub in accepted]
+    out = {}
+    for _item, part in key.parts:
+        parts = [chunk[part.id] for chunk in chunks]
+        offsets = np.cumsum([0] + [len(c.readable) for c in parts])
+        index = np.array([offsets[c] + k for c, k in where], dtype=np.int64)
+        problems, notes, raw = {}, {}, {}
+        for j, (c, k) in enumerate(where):
+            column = parts[c]
+            if k in column.problems:
+                problems[j] = column.problems[k]
+            if k in column.notes:
+                notes[j] = column.notes[k]
+            if k in column.raw:
+                raw[j] = column.raw[k]
+        values = np.concatenate([c.values for c in parts])[index]
+        readable = np.concatenate([c.readable for c in parts])[index]
+        out[part.id] = Column(values, readable, problems, notes, raw)
+    return out
 
 
 def grade(key: Key, submissions: Iterable[Submission], *, xp=np, duplicates: str = "latest",
@@ -483,11 +545,15 @@ def grade(key: Key, submissions: Iterable[Submission], *, xp=np, duplicates: str
         return _grade(key, submissions, xp=xp, duplicates=duplicates)
 
 
-def _grade(key: Key, submissions: Iterable[Submission], *, xp: Any, duplicates: str) -> GradeReport:
+def _grade(key: Key, submissions: Iterable[Submission], *, xp: Any, duplicates: str,
+           read: _Read | None = None) -> GradeReport:
     from .choose import select_submissions
 
     chosen = select_submissions(key, submissions, duplicates)
-    columns = read_columns(key, [sub.answers for _, sub in chosen.accepted])
+    if read is None:
+        columns = read_columns(key, [sub.answers for _, sub in chosen.accepted])
+    else:
+        columns = _gathered(key, chosen.accepted, read)
     report = grade_columns(key, chosen.accepted, columns, chosen.problems, xp=xp)
     for result in report.results:
         result.candidates = chosen.candidates.get(result.student, [])

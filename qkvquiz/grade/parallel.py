@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -78,7 +78,7 @@ def _kill(pool: ProcessPoolExecutor) -> None:
 def chunks_in_workers(fn: Callable[[Sequence[Any]], Any], items: Sequence[Any], *, chunk: int = 500,
                       workers: int | None = None) -> Iterator[Callable[[], Iterator[tuple[int, int, Any]]]]:
     """Start ``fn`` on chunks of ``items`` in forked workers; inside the block the caller may
-    do other work, then iterate ``results()``: ``(lo, hi, fn(items[lo:hi]))`` as chunks finish.
+    do other work, then iterate ``results()``: ``(lo, hi, fn(items[lo:hi]))``, in order.
 
     The workers are forked on entering (before any other thread can start), so ``fn`` and
     ``items`` are theirs as they are now. An exception raised by ``fn`` is raised by
@@ -94,12 +94,8 @@ def chunks_in_workers(fn: Callable[[Sequence[Any]], Any], items: Sequence[Any], 
         futures: dict[Future[Any], tuple[int, int]] = {pool.submit(_run, lo, hi): (lo, hi) for lo, hi in bounds}
 
         def results() -> Iterator[tuple[int, int, Any]]:
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in sorted(done, key=lambda f: futures[f]):
-                    lo, hi = futures[future]
-                    yield lo, hi, future.result()
+            for future, (lo, hi) in futures.items():  # in the order of the items
+                yield lo, hi, future.result()
 
         yield results
     except BaseException:

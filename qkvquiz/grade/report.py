@@ -188,8 +188,12 @@ def _write_feedback(writer: FeedbackWriter, folder: str, jobs: Sequence[tuple[st
         text = writer.markdown(result).encode("utf-8")
         try:
             fd = os.open(os.path.join(folder, rel.rpartition("/")[2]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(text)
+            try:
+                written = os.write(fd, text)
+                while written < len(text):  # a short write (rare): the rest
+                    written += os.write(fd, text[written:])
+            finally:
+                os.close(fd)
         except OSError:
             failed.append(k)
     return failed

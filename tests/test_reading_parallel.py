@@ -1,0 +1,65 @@
+"""A large class's files are read by forked workers, each its share of the files and of their
+answers; the report is the one a single process makes, file problems and choices included."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import pytest
+
+from qkvquiz.grade import parallel
+from qkvquiz.grade.grader import grade_files
+from qkvquiz.grade.report import results_json
+
+from .helpers import make_key
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="workers are forked")
+
+
+def test_workers_read_the_files_as_one_process_does(tmp_path, monkeypatch):
+    ids = [f"s{i:03d}" for i in range(40)]
+    key, doc = make_key(students=ids, seed=9)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    paths = []
+    for i, s in enumerate(doc["students"]):
+        answers = copy.deepcopy(s["answers"])
+        part = list(answers)[i % len(answers)]
+        kind = i % 8
+        if kind == 1:
+            answers[part] = json.loads(json.dumps(answers[part]).replace("0.", "0,"))  # text below
+            answers[part] = json.dumps(answers[part])
+        elif kind == 2:
+            answers[part] = [[None] * 2]
+        elif kind == 3:
+            answers[part] = None
+        elif kind == 4:
+            answers[part] = "1/3"
+        body = {"student": s["student"] if kind != 5 else "nobody", "variant": s.get("variant"), "answers": answers}
+        path = folder / f"{s['student']}.json"
+        path.write_text(json.dumps(body) if kind != 6 else "{not json", encoding="utf-8")
+        paths.append(path)
+    dup = folder / "s000-again.json"
+    dup.write_text(json.dumps({"student": "s000", "answers": doc["students"][1]["answers"]}), encoding="utf-8")
+    paths.append(dup)
+    paths.sort()
+
+    one = grade_files(key, paths)
+    monkeypatch.setattr(parallel, "FORK_FROM", 1)
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    ticks = []
+    many = grade_files(key, paths, progress=lambda: ticks.append(1))
+    assert results_json(many) == results_json(one)
+    assert [(p.source, p.message) for p in many.problems] == [(p.source, p.message) for p in one.problems]
+    assert len(one.problems) >= 2 and len(ticks) == len(paths)
+    assert [r.candidates for r in many.results] == [r.candidates for r in one.results]
+
+
+def test_the_chunks_of_a_pool_come_back_in_order_with_their_bounds(monkeypatch):
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    with parallel.chunks_in_workers(lambda xs: [x * x for x in xs], list(range(23)), chunk=5) as finished:
+        got = list(finished())
+    assert [(lo, hi) for lo, hi, _ in got] == [(0, 5), (5, 10), (10, 15), (15, 20), (20, 23)]
+    assert [y for _, _, ys in got for y in ys] == [x * x for x in range(23)]
