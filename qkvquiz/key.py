@@ -354,7 +354,7 @@ class _Answers(Sequence[Mapping[str, Any]]):
 
     def _read(self) -> tuple[Mapping[str, Any], ...]:
         if self._raw is not None:
-            self._answers = tuple(s["answers"] for s in json.loads(self._raw)["students"])
+            self._answers = tuple(s["answers"] for s in json.loads(self._raw.decode("utf-8-sig"))["students"])
             self._raw = None
         return self._answers
 

@@ -108,3 +108,11 @@ def test_a_small_class_has_no_cache(key_file, monkeypatch):
     monkeypatch.setattr(keys, "CACHE_FROM", 1000)
     load_key(key_file)
     assert not keys._cache_path(key_file).exists()
+
+
+def test_a_key_saved_with_a_byte_order_mark_is_cached_and_its_answers_read(key_file):
+    key_file.write_bytes(b"\xef\xbb\xbf" + key_file.read_bytes())
+    first = load_key(key_file)
+    second = load_key(key_file)
+    assert isinstance(second.answers, keys._Answers)
+    same_key(first, second)

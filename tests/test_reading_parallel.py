@@ -63,3 +63,19 @@ def test_the_chunks_of_a_pool_come_back_in_order_with_their_bounds(monkeypatch):
         got = list(finished())
     assert [(lo, hi) for lo, hi, _ in got] == [(0, 5), (5, 10), (10, 15), (15, 20), (20, 23)]
     assert [y for _, _, ys in got for y in ys] == [x * x for x in range(23)]
+
+
+def test_no_worker_is_forked_beside_another_thread(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(parallel, "FORK_FROM", 1)
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    assert parallel.forking(10) == parallel.sys.platform.startswith("linux")
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not parallel.forking(10)
+    finally:
+        stop.set()
+        other.join()

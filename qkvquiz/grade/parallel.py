@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
@@ -39,8 +40,11 @@ def cores() -> int:
 
 
 def forking(items: int) -> bool:
-    """Whether work on ``items`` students is shared among forked workers here."""
-    return sys.platform.startswith("linux") and items >= FORK_FROM and cores() > 1
+    """Whether work on ``items`` students is shared among forked workers here: on Linux, with
+    more than one core, and from a process running no other thread (a fork copies only the
+    calling thread, so a lock another thread held, in a notebook's kernel say, would stay held)."""
+    return (sys.platform.startswith("linux") and items >= FORK_FROM and cores() > 1
+            and threading.active_count() == 1)
 
 
 def _init_worker(parent: int) -> None:

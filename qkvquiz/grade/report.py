@@ -180,6 +180,9 @@ def write_reports(
     return [out / name for name in names]
 
 
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)  # bytes as they are, on Windows too
+
+
 def _write_feedback(writer: FeedbackWriter, folder: str, jobs: Sequence[tuple[str, StudentResult]]) -> list[int]:
     """Write the feedback files of ``jobs`` (in the staging folder ``folder``, as
     :meth:`qkvquiz.outputs.OutputSet.path` allows); the positions of those that failed."""
@@ -187,7 +190,7 @@ def _write_feedback(writer: FeedbackWriter, folder: str, jobs: Sequence[tuple[st
     for k, (rel, result) in enumerate(jobs):
         text = writer.markdown(result).encode("utf-8")
         try:
-            fd = os.open(os.path.join(folder, rel.rpartition("/")[2]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = os.open(os.path.join(folder, rel.rpartition("/")[2]), _FLAGS, 0o600)
             try:
                 written = os.write(fd, text)
                 while written < len(text):  # a short write (rare): the rest
