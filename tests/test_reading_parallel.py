@@ -79,3 +79,21 @@ def test_no_worker_is_forked_beside_another_thread(monkeypatch):
     finally:
         stop.set()
         other.join()
+
+
+def test_read_submissions_in_workers_gives_the_files_in_order(tmp_path, monkeypatch):
+    from qkvquiz.grade.grader import read_submissions
+
+    paths = []
+    for i in range(12):
+        path = tmp_path / f"f{i:02d}.json"
+        path.write_text("{broken" if i % 5 == 0 else json.dumps({"student": f"s{i}", "answers": {"a": i}}),
+                        encoding="utf-8")
+        paths.append(path)
+    one = read_submissions(paths)
+    monkeypatch.setattr(parallel, "FORK_FROM", 1)
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    many = read_submissions(paths)
+    assert [(s.source, s.student, dict(s.answers), s.mtime) for s in many[0]] == [
+        (s.source, s.student, dict(s.answers), s.mtime) for s in one[0]]
+    assert [(p.source, p.message) for p in many[1]] == [(p.source, p.message) for p in one[1]]

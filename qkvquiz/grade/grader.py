@@ -465,7 +465,26 @@ def unknown_student_message(key: Key, student: str) -> str:
 def read_submissions(
     paths: Iterable[str | Path], *, progress: Callable[[], None] | None = None
 ) -> tuple[list[Submission], list[FileProblem]]:
-    """Read submission files; a file that cannot be read becomes a :class:`FileProblem`."""
+    """Read submission files; a file that cannot be read becomes a :class:`FileProblem`.
+
+    A large class's files are read by forked workers (:mod:`qkvquiz.grade.parallel`), in order."""
+    paths = list(paths)
+    with collector_paused():
+        if not forking(len(paths)):
+            return _read_files(paths, progress)
+        submissions, problems = [], []
+        with chunks_in_workers(_read_files, paths, chunk=250) as finished:
+            for lo, hi, (subs, probs) in finished():
+                submissions += subs
+                problems += probs
+                if progress is not None:
+                    for _ in range(hi - lo):
+                        progress()
+        return submissions, problems
+
+
+def _read_files(paths: Sequence[str | Path], progress: Callable[[], None] | None = None
+                ) -> tuple[list[Submission], list[FileProblem]]:
     submissions, problems = [], []
     for path in paths:
         try:
@@ -513,7 +532,7 @@ _Read = tuple[dict[int, tuple[int, int]], list[dict[str, "Column"]]]
 def _read_chunk(key: Key, paths: Sequence[str | Path]) -> tuple[list[Submission], list[FileProblem], dict[str, Column]]:
     """A worker's share: its files read as :func:`read_submissions` reads them, and the answers
     of those it could read, read per part as :func:`read_columns` reads them."""
-    submissions, problems = read_submissions(paths)
+    submissions, problems = _read_files(paths)
     return submissions, problems, read_columns(key, [sub.answers for sub in submissions])
 
 
@@ -600,6 +619,11 @@ def match_students(key: Key, submissions: Iterable[Submission], duplicates: str 
 
 def read_columns(key: Key, answers: Sequence[Mapping[str, Any]]) -> dict[str, Column]:
     """Every part's answers of the class (one mapping of part id: answer per student), read."""
+    with collector_paused():
+        return _read_columns(key, answers)
+
+
+def _read_columns(key: Key, answers: Sequence[Mapping[str, Any]]) -> dict[str, Column]:
     return {part.id: read_column([a.get(part.id) for a in answers], item.shapes[part.id],
                                  part.asked(item.shapes[part.id]), item.family.step(part.step).kind)
             for item, part in key.parts}
@@ -608,6 +632,12 @@ def read_columns(key: Key, answers: Sequence[Mapping[str, Any]]) -> dict[str, Co
 def grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns: Mapping[str, Column],
                   problems: list[FileProblem], *, xp=np) -> GradeReport:
     """Grade answers already read by :func:`read_columns`, item by item for the whole class."""
+    with collector_paused():
+        return _grade_columns(key, accepted, columns, problems, xp=xp)
+
+
+def _grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns: Mapping[str, Column],
+                   problems: list[FileProblem], *, xp=np) -> GradeReport:
     from .copies import COPY_NOTE, detect_copies
 
     results = [StudentResult(sub.student, sub.source, key.variants[index], []) for index, sub in accepted]
