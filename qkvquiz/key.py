@@ -9,9 +9,8 @@ which the grader reads like any student's "-inf".
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from .inputs import (
     read_bytes,
     shown_path,
 )
-from .outputs import settle
+from .outputs import settle, write_file
 from .spec import Credit, Part, graded_tolerance
 from .worksheet import Worksheet
 
@@ -355,19 +354,12 @@ def _store_cache(path: Path, digest: str, doc: Mapping[str, Any], key: Key) -> N
             "students": list(key.students), "variants": list(key.variants), "env": names}
     arrays = {f"env_{k}_{j}": np.ascontiguousarray(item.env[name])
               for k, item in enumerate(key.items) for j, name in enumerate(names[k])}
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.cache-", suffix=".tmp", dir=path.parent)
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "wb") as fh:  # mkstemp's file is 0600: the cache is as private as the key
-            np.savez(fh, meta=np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8), **arrays)
-        os.replace(tmp, cache)
+    buf = io.BytesIO()
+    np.savez(buf, meta=np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8), **arrays)
+    try:  # one file written whole and renamed, as private as the key
+        write_file(cache, buf.getvalue(), private=True)
     except Exception:  # noqa: BLE001 - a cache that cannot be written is no cache
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        pass
 
 
 class _Answers(Sequence[Mapping[str, Any]]):

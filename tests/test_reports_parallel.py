@@ -43,6 +43,9 @@ def tree(folder):
 def forked(monkeypatch):
     monkeypatch.setattr(parallel, "FORK_FROM", 1)
     monkeypatch.setattr(parallel, "cores", lambda: 2)
+    # Threads an earlier test left (the fused engine keeps a pool) would turn forking off.
+    count, before = parallel.threading.active_count, parallel.threading.active_count()
+    monkeypatch.setattr(parallel.threading, "active_count", lambda: count() - before + 1)
     assert parallel.forking(2)
 
 
