@@ -238,3 +238,54 @@ def test_staged_files_written_from_a_second_thread_report_their_first_error(tmp_
                 for k in range(50):
                     put(f"students/c{k}/worksheet.md", "c")
     assert not (tmp_path / "o" / "students").exists()
+
+
+# ------------------------------------------------------------------ key.json's text
+
+
+def _reference_dump(obj, depth=0):
+    """dumps as first written: one JSONEncoder call per leaf, a Python check per entry."""
+    import json
+    from collections.abc import Mapping
+
+    encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+    leaves = (int, float, str, bool, type(None))
+
+    def nested(value):
+        return type(value) not in leaves and isinstance(value, (list, Mapping))
+
+    pad, inner = "  " * depth, "  " * (depth + 1)
+    if type(obj) not in leaves and isinstance(obj, Mapping) and obj:
+        body = ",\n".join(f"{inner}{encode(str(k))}: {_reference_dump(v, depth + 1)}" for k, v in obj.items())
+        return "{\n" + body + "\n" + pad + "}"
+    if isinstance(obj, list) and any(nested(v) for v in obj):
+        return "[\n" + ",\n".join(inner + _reference_dump(v, depth + 1) for v in obj) + "\n" + pad + "]"
+    return encode(obj)
+
+
+def test_key_json_text_is_what_it_was(class_spec):
+    import json
+
+    from qkvquiz.key import dumps, key_to_json
+
+    ws = build_worksheet(class_spec, ["ada", "Zoë", "a\"b", "x\\y"], "fast")
+    doc = key_to_json(ws)
+    assert dumps(doc) == _reference_dump(doc) + "\n"
+    odd = {"a": [], "b": {}, "c": [[], [1, [2, {"k": None}]], (1, 2), "t"], "d": [True, False, None, 1.5, -0.0],
+           "e": [[1.0, "inf"], ["-inf", 2]], "é": "ü\n\t\"", "f": [{"x": [[1, 2], [3, 4]]}, [[[1], [2]], [[3], [4]]]],
+           7: "seven", "g": [float(2**60), 10**30, -3]}
+    assert dumps(odd) == _reference_dump(odd) + "\n"
+    assert json.loads(dumps(odd))["f"][1] == [[[1], [2]], [[3], [4]]]
+    for bad in ({"x": float("nan")}, {"x": [1, object()]}):
+        with pytest.raises((ValueError, TypeError)) as got:
+            dumps(bad)
+        with pytest.raises(got.type, match=str(got.value).split(" at ")[0][:30]):
+            _reference_dump(bad)
+
+
+@pytest.mark.parametrize("spec_file", sorted(p.name for p in bank_dir().glob("*.yaml")))
+def test_key_text_equals_the_key_document_written_out(spec_file):
+    from qkvquiz.key import dumps, key_text, key_to_json
+
+    ws = build_worksheet(load_spec(bank_dir() / spec_file), ["ada", "bo", "cy", "dee"], "text")
+    assert key_text(ws) == dumps(key_to_json(ws)) == _reference_dump(key_to_json(ws)) + "\n"
