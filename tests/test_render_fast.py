@@ -289,3 +289,43 @@ def test_key_text_equals_the_key_document_written_out(spec_file):
 
     ws = build_worksheet(load_spec(bank_dir() / spec_file), ["ada", "bo", "cy", "dee"], "text")
     assert key_text(ws) == dumps(key_to_json(ws)) == _reference_dump(key_to_json(ws)) + "\n"
+
+
+# ------------------------------------------------------------------ the trusted environment is Jinja's
+
+
+@pytest.mark.parametrize("expression", [
+    "d.a", "d['a']", "d.items is defined", "d.keys()|list|length", "d.get('a')", "d.missing is defined",
+    "r.name", "r['name']", "r.missing is defined", "r._fields is defined", "r.__class__ is defined",
+    "a.shape", "a.sum()", "(a * a).sum()", "a[1]", "np.exp(0.0)", "zip([1], [2])|list", "range(3)|list",
+    "'%05.1f' % 2.25", "'{:>4}'.format(7)", "s.upper()", "s.missing is defined", "[1, 2].missing is defined",
+    "(1.5).is_integer()", "none is none", "lst|map(attribute='k')|list",
+])
+def test_the_bundled_environment_reads_values_as_jinja_does(expression):
+    import jinja2
+
+    from qkvquiz.render.sandbox import Record
+
+    values = dict(d={"a": 1, "items": 2}, r=Record(name="ada", points=2), a=np.array([1.0, 2.0, 3.0]),
+                  s="text", lst=[{"k": 1}, {"k": 2}])
+    ours = environment().from_string("{{ " + expression + " }}")
+    plain = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    plain.globals.update(np=environment().globals["np"], zip=zip)
+    assert ours.render(values) == plain.from_string("{{ " + expression + " }}").render(values)
+
+
+def test_an_undefined_entry_is_still_an_error_in_the_bundled_environment():
+    import jinja2
+
+    with pytest.raises(jinja2.UndefinedError):
+        environment().from_string("{{ d.nothing + 1 }}").render(d={"a": 1})
+
+
+def test_generating_does_not_load_numpy_extras():
+    import subprocess
+    import sys
+
+    code = ("import sys, qkvquiz.generate, qkvquiz.render.markdown; "
+            "print(sorted(m for m in ('numpy.f2py', 'numpy.testing', 'numpy.polynomial', 'unittest') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
