@@ -37,7 +37,7 @@ import numpy as np
 
 from .files import safe_name
 from .i18n import check_lang, using
-from .key import Dumped, dumped, dumps, key_to_json
+from .key import Dumped, dumped, dumps, key_text
 from .outputs import OutputSet, owned_present, write_set
 from .render.markdown import key_markdown, render_student, worksheet_markdown
 from .spec import WorkSpace, WorksheetSpec, parse_work_space
@@ -189,7 +189,7 @@ def generate_set(
         job = _StudentFiles(ws, slugs, files, formats, templates, page_size, work_space, names, spec.lang)
         # Key.json is written by this process while the students' files render in the pool.
         rendered, key_json = _render_students(job, workers=workers if xp is np else 1, progress=progress,
-                                              meanwhile=lambda: dumps(key_to_json(ws)))
+                                              meanwhile=lambda: key_text(ws))
         files.write("key.md", key_markdown(ws, templates=templates, rendered=rendered))
         if "html" in formats:  # the key for a browser, as private as the others
             from .render.documents import key_html_document

@@ -74,7 +74,8 @@ def build_worksheet(
     envs = []
     for item in spec.items:
         # The item's id and content, not the spec's wording: a fixed typo in a title changes no problem.
-        keys = [variant_key(item.id, item.fingerprint(), s, seed, secret=secret) for s in students]
+        fingerprint = item.fingerprint()
+        keys = [variant_key(item.id, fingerprint, s, seed, secret=secret) for s in students]
         envs.append(solve_item(item, keys, xp=xp, source=spec.source))
     codes = tuple(variant_code(variant_key(spec.title, s, seed, secret=secret)) for s in students)
     return Worksheet(spec, students, codes, seed, secret is not None, tuple(envs), worksheet_set_id(spec, seed, secret))

@@ -238,3 +238,94 @@ def test_staged_files_written_from_a_second_thread_report_their_first_error(tmp_
                 for k in range(50):
                     put(f"students/c{k}/worksheet.md", "c")
     assert not (tmp_path / "o" / "students").exists()
+
+
+# ------------------------------------------------------------------ key.json's text
+
+
+def _reference_dump(obj, depth=0):
+    """dumps as first written: one JSONEncoder call per leaf, a Python check per entry."""
+    import json
+    from collections.abc import Mapping
+
+    encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+    leaves = (int, float, str, bool, type(None))
+
+    def nested(value):
+        return type(value) not in leaves and isinstance(value, (list, Mapping))
+
+    pad, inner = "  " * depth, "  " * (depth + 1)
+    if type(obj) not in leaves and isinstance(obj, Mapping) and obj:
+        body = ",\n".join(f"{inner}{encode(str(k))}: {_reference_dump(v, depth + 1)}" for k, v in obj.items())
+        return "{\n" + body + "\n" + pad + "}"
+    if isinstance(obj, list) and any(nested(v) for v in obj):
+        return "[\n" + ",\n".join(inner + _reference_dump(v, depth + 1) for v in obj) + "\n" + pad + "]"
+    return encode(obj)
+
+
+def test_key_json_text_is_what_it_was(class_spec):
+    import json
+
+    from qkvquiz.key import dumps, key_to_json
+
+    ws = build_worksheet(class_spec, ["ada", "Zoë", "a\"b", "x\\y"], "fast")
+    doc = key_to_json(ws)
+    assert dumps(doc) == _reference_dump(doc) + "\n"
+    odd = {"a": [], "b": {}, "c": [[], [1, [2, {"k": None}]], (1, 2), "t"], "d": [True, False, None, 1.5, -0.0],
+           "e": [[1.0, "inf"], ["-inf", 2]], "é": "ü\n\t\"", "f": [{"x": [[1, 2], [3, 4]]}, [[[1], [2]], [[3], [4]]]],
+           7: "seven", "g": [float(2**60), 10**30, -3]}
+    assert dumps(odd) == _reference_dump(odd) + "\n"
+    assert json.loads(dumps(odd))["f"][1] == [[[1], [2]], [[3], [4]]]
+    for bad in ({"x": float("nan")}, {"x": [1, object()]}):
+        with pytest.raises((ValueError, TypeError)) as got:
+            dumps(bad)
+        with pytest.raises(got.type, match=str(got.value).split(" at ")[0][:30]):
+            _reference_dump(bad)
+
+
+@pytest.mark.parametrize("spec_file", sorted(p.name for p in bank_dir().glob("*.yaml")))
+def test_key_text_equals_the_key_document_written_out(spec_file):
+    from qkvquiz.key import dumps, key_text, key_to_json
+
+    ws = build_worksheet(load_spec(bank_dir() / spec_file), ["ada", "bo", "cy", "dee"], "text")
+    assert key_text(ws) == dumps(key_to_json(ws)) == _reference_dump(key_to_json(ws)) + "\n"
+
+
+# ------------------------------------------------------------------ the trusted environment is Jinja's
+
+
+@pytest.mark.parametrize("expression", [
+    "d.a", "d['a']", "d.items is defined", "d.keys()|list|length", "d.get('a')", "d.missing is defined",
+    "r.name", "r['name']", "r.missing is defined", "r._fields is defined", "r.__class__ is defined",
+    "a.shape", "a.sum()", "(a * a).sum()", "a[1]", "np.exp(0.0)", "zip([1], [2])|list", "range(3)|list",
+    "'%05.1f' % 2.25", "'{:>4}'.format(7)", "s.upper()", "s.missing is defined", "[1, 2].missing is defined",
+    "(1.5).is_integer()", "none is none", "lst|map(attribute='k')|list",
+])
+def test_the_bundled_environment_reads_values_as_jinja_does(expression):
+    import jinja2
+
+    from qkvquiz.render.sandbox import Record
+
+    values = dict(d={"a": 1, "items": 2}, r=Record(name="ada", points=2), a=np.array([1.0, 2.0, 3.0]),
+                  s="text", lst=[{"k": 1}, {"k": 2}])
+    ours = environment().from_string("{{ " + expression + " }}")
+    plain = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    plain.globals.update(np=environment().globals["np"], zip=zip)
+    assert ours.render(values) == plain.from_string("{{ " + expression + " }}").render(values)
+
+
+def test_an_undefined_entry_is_still_an_error_in_the_bundled_environment():
+    import jinja2
+
+    with pytest.raises(jinja2.UndefinedError):
+        environment().from_string("{{ d.nothing + 1 }}").render(d={"a": 1})
+
+
+def test_generating_does_not_load_numpy_extras():
+    import subprocess
+    import sys
+
+    code = ("import sys, qkvquiz.generate, qkvquiz.render.markdown; "
+            "print(sorted(m for m in ('numpy.f2py', 'numpy.testing', 'numpy.polynomial', 'unittest') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -108,24 +108,41 @@ def bmatrix(value: Any, decimals: int = 3) -> str:
     arr = np.asarray(value, dtype=np.float64)
     if arr.ndim == 0:
         return num(arr, decimals)
-    values = arr.ravel().tolist()
     if type(decimals) is int and arr.ndim <= 2:  # noqa: E721
-        # Decided and formatted on Python floats: one pass, no NumPy call per matrix.
-        same_width, decimals = _decisions(values, decimals)
-        texts = _texts(values, decimals, _fixed if same_width else _num)
-    else:
-        finite = arr[np.isfinite(arr)]
-        same_width = bool(finite.size) and not np.all(finite == np.round(finite))
-        if same_width:
-            # Every entry gets as many decimals as the matrix needs and no more: exact halves
-            # as 1.5 and 2.0, anything rounded to ``decimals``.
-            decimals = next(
-                (k for k in range(1, decimals) if np.all(np.round(finite, k) == finite)), decimals
-            )
-        if arr.ndim > 2:
-            return ",\\ ".join(bmatrix(a, decimals) for a in arr)
-        way = _fixed if same_width else _num
-        texts = [way(v, decimals) for v in values]
+        # A worked solution writes the same rows again (V's rows in every output row): the text
+        # of each small matrix is kept, by its exact bytes, shape and decimals.
+        key = (arr.tobytes(), arr.shape, decimals) if arr.size <= _MATRIX_MEMO_SIZE else None
+        text = _MATRICES.get(key) if key is not None else None
+        if text is None:
+            # Decided and formatted on Python floats: one pass, no NumPy call per matrix.
+            values = arr.ravel().tolist()
+            same_width, chosen = _decisions(values, decimals)
+            text = _layout(arr, _texts(values, chosen, _fixed if same_width else _num))
+            if key is not None:
+                if len(_MATRICES) >= _MEMO_LIMIT:
+                    _MATRICES.clear()
+                _MATRICES[key] = text
+        return text
+    finite = arr[np.isfinite(arr)]
+    same_width = bool(finite.size) and not np.all(finite == np.round(finite))
+    if same_width:
+        # Every entry gets as many decimals as the matrix needs and no more: exact halves
+        # as 1.5 and 2.0, anything rounded to ``decimals``.
+        decimals = next(
+            (k for k in range(1, decimals) if np.all(np.round(finite, k) == finite)), decimals
+        )
+    if arr.ndim > 2:
+        return ",\\ ".join(bmatrix(a, decimals) for a in arr)
+    way = _fixed if same_width else _num
+    return _layout(arr, [way(v, decimals) for v in arr.ravel().tolist()])
+
+
+_MATRIX_MEMO_SIZE = 256  # entries of the largest matrix whose text is kept
+_MATRICES: dict[tuple[bytes, tuple[int, ...], int], str] = {}
+
+
+def _layout(arr: np.ndarray, texts: list[str]) -> str:
+    """A vector or matrix's entries (as text, row by row) as a LaTeX bmatrix."""
     cols = arr.shape[-1]
     if cols:
         rows = r" \\ ".join([" & ".join(texts[i:i + cols]) for i in range(0, len(texts), cols)])

@@ -114,7 +114,9 @@ def _bounded(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _namespace() -> SimpleNamespace:
-    names: dict[str, Any] = {n: getattr(np, n) for n in dir(np) if isinstance(getattr(np, n, None), np.ufunc)}
+    # The module's own namespace, not dir(np): getattr on every name dir lists would import
+    # f2py, testing, the polynomial and random packages … (a third of a second at start-up).
+    names: dict[str, Any] = {n: v for n, v in vars(np).items() if isinstance(v, np.ufunc)}
     names.update({n: getattr(np, n) for n in (*_NUMPY_FUNCTIONS, *_NUMPY_CONSTANTS) if hasattr(np, n)})
     names.update({n: _bounded(n, names[n]) for n in _SIZE_BEFORE_CALL})
     names["linalg"] = SimpleNamespace(**{n: getattr(np.linalg, n) for n in _LINALG_FUNCTIONS})
@@ -311,6 +313,9 @@ class TemplateSandbox(SandboxedEnvironment):
 _PLAIN_CALLABLES = frozenset({types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodWrapperType, np.ufunc})
 
 
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+
+
 class _TrustedContext(Context):
     """Jinja's context with a short way for the calls our templates make most (macros, NumPy
     methods and ufuncs, ``zip``-like builtins); anything else goes through :meth:`Context.call`."""
@@ -347,11 +352,47 @@ class TrustedEnvironment(jinja2.Environment):
         super().__init__(**options)
         self.globals["np"] = SAFE_NUMPY
         self.globals.pop("lipsum", None)
+        self._loaded: dict[str, jinja2.Template] = {}
 
     def make_globals(self, d: Mapping[str, Any] | None) -> Any:
         # A plain dict, not a ChainMap over the environment's globals: they are all set before the
         # first template loads, and every ``{% import %}`` compares its keys with these.
         return {**self.globals, **(d or {})}
+
+    def get_template(self, name: Any, parent: str | None = None, globals: Any = None) -> jinja2.Template:
+        # Each ``{% import %}`` asks again; without auto_reload a loaded template never changes.
+        if self.auto_reload or globals is not None or not isinstance(name, str):
+            return super().get_template(name, parent, globals)
+        name = self.join_path(name, parent) if parent is not None else name
+        template = self._loaded.get(name)
+        if template is None:
+            template = self._loaded[name] = super().get_template(name)
+        return template
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        # Jinja's own lookup (an attribute, else an item, else undefined) with its result found
+        # sooner for what our templates read most: ``part.id`` of a dict is its entry (a dict
+        # has no such attribute; its own, ``d.items``, still come first), ``item.title`` of a
+        # Record its field (a Record has no other attribute that does not start with "_").
+        kind = type(obj)
+        if kind is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        if kind is Record and not attribute.startswith("_"):
+            try:
+                return obj._fields[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        try:
+            return getattr(obj, attribute)
+        except AttributeError:
+            pass
+        try:
+            return obj[attribute]
+        except (TypeError, LookupError, AttributeError):
+            return self.undefined(obj=obj, name=attribute)
 
 
 class FolderLoader(jinja2.BaseLoader):
