@@ -685,14 +685,23 @@ def _pieces_html(
             parts.append(",")  # a comma after a matrix: plain text, no picture needed
             continue
         if text:
-            try:
-                after_matrix = bool(parts) and parts[-1].startswith('<span class="bmat">')
-                parts.append(text_math_html(source, display=display, continues=after_matrix))
+            after_matrix = bool(parts) and parts[-1].startswith('<span class="bmat">')
+            set_as_text = _text_piece_cached(source, display, after_matrix)
+            if set_as_text is not None:
+                parts.append(set_as_text)
                 continue
-            except Unsupported:
-                pass
         parts.append(_svg_piece_cached(source, display, float(font_size_pt)))
     return "".join(parts)
+
+
+@lru_cache(maxsize=16384)
+def _text_piece_cached(source: str, display: bool, continues: bool) -> str | None:
+    """A piece set as text (:func:`text_math_html`), or None where it cannot be: a key sets
+    the same pieces for every student (``S_{ij} =``, ``\\sqrt{d_k}``), nine in ten of them."""
+    try:
+        return text_math_html(source, display=display, continues=continues)
+    except Unsupported:
+        return None
 
 
 def math_cache_info() -> Any:
@@ -703,6 +712,7 @@ def math_cache_info() -> Any:
 def clear_math_cache() -> None:
     """Forget every rendered expression."""
     _svg_piece_cached.cache_clear()
+    _text_piece_cached.cache_clear()
 
 
 # --------------------------------------------------------------------------- blocks

@@ -665,6 +665,13 @@ def _size(html: Html) -> int:
     return 1 if isinstance(html, str) else len(html)
 
 
+def _weight(html: Html) -> tuple[int, int]:
+    """How long a job takes, roughly: its documents, then its characters. The longest jobs
+    go first, so that the last ones to finish are short and no worker waits long for the
+    others at the end (the keys, a third longer than the worksheets, go before them)."""
+    return _size(html), len(html) if isinstance(html, str) else sum(map(len, html))
+
+
 #: ``progress`` of :func:`render_pdfs`: a rich bar (True), none (False), or a function
 #: called with (documents laid out so far, documents in all) as the work goes on.
 Progress = bool | Callable[[int, int], None]
@@ -722,7 +729,7 @@ def render_pdfs(
     every core this process may use); a few documents, or ``workers=1``, render in this
     process. A joined job is laid out by one worker (its pages must be joined in one
     process), so the jobs with the most documents start first: the key of a class runs
-    beside the worksheets instead of after them.
+    beside the worksheets instead of after them; then the longest documents.
 
     ``progress`` shows a rich progress bar of documents laid out, or is a function called
     with ``(done, total)`` documents as they finish. WeasyPrint's warnings are collected
@@ -763,7 +770,7 @@ def render_pdfs(
                     raise PdfRenderError(f"{target}: {type(exc).__name__}: {exc}") from exc
                 advance(_size(html))
     else:
-        order = sorted(range(len(jobs_)), key=lambda i: -_size(jobs_[i][0]))
+        order = sorted(range(len(jobs_)), key=lambda i: _weight(jobs_[i][0]), reverse=True)
         # Submit everything before the progress bar starts its refresh thread: the pool's
         # workers are forked at the first submit, and a fork should not copy a live thread.
         pool = ProcessPoolExecutor(
