@@ -28,7 +28,9 @@ import importlib.util
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,8 +143,10 @@ def generate_set(
     ``key.pdf`` (one student per page), where the PDF renderer is installed; with
     ``class_pdf`` also ``class.pdf``, every worksheet in one file for printing.
     ``page_size`` (``"A4"`` or ``"Letter"``) sizes the HTML and PDF pages. PDFs render in a
-    pool of ``workers`` processes (default: every core); ``pdf_progress`` is called with
-    ``(done, total)`` students whose PDFs are written, as they render.
+    pool of ``workers`` processes (default: every core), and so do the students' other files
+    for a class of :data:`POOL_MIN_STUDENTS` or more with the bundled templates (the same
+    bytes as in one process); ``pdf_progress`` is called with ``(done, total)`` students whose
+    PDFs are written, as they render.
     ``names`` maps student ids to names printed on their worksheets' headers (a roster's
     ``name`` column); ``work_space`` (``"4cm"``, ``"6 lines"``, see
     :func:`~qkvquiz.spec.parse_work_space`) is room to work under each part on the printed
@@ -225,7 +229,9 @@ class _StudentFiles:
         student renders); returns each one's rendered problems and solutions."""
         ws, out = self.ws, []
         answers = self.blank_answers()
-        with self.files.writer() as put:
+        # A user's templates render in a worker forked on first use: no second thread is running
+        # here then (a fork copies only the thread that forks, and none of the locks it holds).
+        with self.files.writer() if self.templates is None else _direct(self.files) as put:
             for i in students:
                 student = ws.students[i]
                 here = f"students/{self.slugs[student]}"
@@ -248,6 +254,11 @@ class _StudentFiles:
                 if progress is not None:
                     progress()
         return out
+
+
+@contextmanager
+def _direct(files: OutputSet) -> Iterator[Callable[[str, str | bytes], object]]:
+    yield files.write
 
 
 #: Classes from this size on render in a pool of processes (where fork is available); a
@@ -283,16 +294,40 @@ def _render_students(
     try:
         with context.Pool(count, initializer=_init_worker, initargs=(os.getpid(),)) as pool:
             results = pool.imap(_write_chunk, chunks)
-            extra = meanwhile()
+            # The workers are forked; this process's own work runs beside them in a thread, so
+            # that the progress bar moves as their students come back.
+            extra = _Beside(meanwhile)
             rendered = []
-            for texts in results:
+            for texts in results:  # a worker's error is raised here (the thread, a daemon, is left to end)
                 rendered.extend(texts)
                 if progress is not None:
                     for _ in texts:
                         progress()
+            done = extra.result()
     finally:
         _JOB = None
-    return rendered, extra
+    return rendered, done
+
+
+class _Beside(threading.Thread):
+    """``work()`` in a thread; :meth:`result` waits for it and returns it (or raises its error)."""
+
+    def __init__(self, work: Callable[[], str]) -> None:
+        super().__init__(name="qkvquiz-key", daemon=True)
+        self._work, self._value, self._error = work, "", None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self._value = self._work()
+        except BaseException as exc:  # noqa: BLE001  (raised again by result())
+            self._error = exc
+
+    def result(self) -> str:
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _write_chunk(bounds: tuple[int, int]) -> list[dict[str, list[str]]]:

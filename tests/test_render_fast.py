@@ -7,6 +7,12 @@ both must write exactly what the one-number-at-a-time formatting below writes.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 
@@ -329,3 +335,90 @@ def test_generating_does_not_load_numpy_extras():
             "print(sorted(m for m in ('numpy.f2py', 'numpy.testing', 'numpy.polynomial', 'unittest') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------ the pool ends with the run
+
+def _children(pid):
+    from pathlib import Path
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid):
+    from pathlib import Path
+
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; the pool forks on Linux only")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_rendering_workers_end_with_the_run_and_the_old_set_stays(sig, class_spec, tmp_path):
+    from pathlib import Path
+
+    from qkvquiz.generate import generate_set
+    from qkvquiz.outputs import recover, settle
+
+    out = tmp_path / "set"
+    generate_set(class_spec, ["ada", "bo"], out, seed=1)
+    before = _tree(out)
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qkvquiz", "generate", "attention-basics", "-n", "3000", "--seed", "new", "--force",
+         "--public", "--workers", "2", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)})
+    deadline = time.monotonic() + 120
+    workers: list[int] = []
+    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        workers = _children(proc.pid)
+        time.sleep(0.01)
+    assert len(workers) >= 2, proc.stderr.read() if proc.poll() is not None else "no workers"
+    time.sleep(0.5)  # they are rendering and writing now
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    gone = time.monotonic() + 5
+    while any(_alive(w) for w in workers) and time.monotonic() < gone:
+        time.sleep(0.02)
+    assert not any(_alive(w) for w in workers)
+    assert "Traceback" not in proc.stderr.read()
+    settle(out)
+    recover(out)  # a SIGKILL leaves its staging folder for the next run to remove
+    assert _tree(out) == before
+    assert not [p for p in out.iterdir() if p.name.startswith(".qkvquiz")]
+
+
+def test_a_full_disk_in_a_rendering_worker_names_the_path(class_spec, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from qkvquiz.cli import app
+    from qkvquiz.generate import POOL_MIN_STUDENTS
+
+    real_open = os.open
+
+    def full(path, flags, *args, **kw):  # the forked workers inherit it
+        if flags & os.O_CREAT and ".qkvquiz-staging-" in str(path) and str(path).endswith("s050/worksheet.md"):
+            raise OSError(28, "No space left on device", str(path))
+        return real_open(path, flags, *args, **kw)
+
+    monkeypatch.setattr(os, "open", full)
+    out = tmp_path / "set"
+    result = CliRunner().invoke(app, ["generate", "attention-basics", "-n", str(POOL_MIN_STUDENTS + 36), "--public",
+                                      "--workers", "2", "--out", str(out)])
+    monkeypatch.setattr(os, "open", real_open)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    text = result.output.replace("\n", "")
+    assert f"cannot write {out}/students/s050/worksheet.md" in text and "No space left" in text
+    assert not out.exists() or not [p for p in out.iterdir() if p.name != ".qkvquiz-lock"]
