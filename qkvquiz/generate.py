@@ -291,6 +291,10 @@ def _render_students(
     if count <= 1 or n < POOL_MIN_STUDENTS or job.templates is not None or context is None:
         return job.write(range(n), progress), meanwhile()
     chunks = [(start, min(n, start + _STUDENTS_PER_CHUNK)) for start in range(0, n, _STUDENTS_PER_CHUNK)]
+    # One student rendered here first: the templates are compiled (and their imports made) once,
+    # before the fork, instead of once in every worker.
+    render_student(job.ws, 0)
+    worksheet_markdown(job.ws, 0)
     _JOB = job
     try:
         with context.Pool(count, initializer=_init_worker, initargs=(os.getpid(),)) as pool:
