@@ -336,6 +336,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown rows {unknown}; choose from {ids}")
 
     print(f"machine: {machine_line()}")
+    if sys.dont_write_bytecode:  # PYTHONDONTWRITEBYTECODE: each CLI run compiles every module it imports
+        print("note: bytecode caching is off (PYTHONDONTWRITEBYTECODE); every run compiles qkvquiz's modules "
+              "(about 0.2 s of start-up that an installed qkvquiz does not pay)")
+    print(f"output folders under {tempfile.gettempdir()} (TMPDIR): creating files there is part of every generate row")
     print(f"load average (1, 5, 15 min) before: {load_line()}")
     mode = "QUICK (tiny sizes; times are not comparable with targets)" if args.quick else "full sizes"
     with tempfile.TemporaryDirectory(prefix="qkvquiz-bench-") as name:

@@ -422,3 +422,20 @@ def test_a_full_disk_in_a_rendering_worker_names_the_path(class_spec, tmp_path, 
     text = result.output.replace("\n", "")
     assert f"cannot write {out}/students/s050/worksheet.md" in text and "No space left" in text
     assert not out.exists() or not [p for p in out.iterdir() if p.name != ".qkvquiz-lock"]
+
+
+def test_a_column_of_arrays_is_written_as_each_array_alone():
+    from qkvquiz.key import _dump, _texts, encode
+
+    rng = np.random.default_rng(11)
+    for shape in [(), (1,), (3,), (2, 2), (1, 3), (3, 1), (2, 3, 2), (2, 1, 2, 2), (0,), (2, 0)]:
+        for kind in range(3):
+            column = rng.normal(size=(5, *shape)) * 10.0 ** rng.integers(-3, 20)
+            if kind == 1:
+                column = np.round(column)
+            if kind == 2:
+                column.flat[:: 3] = np.inf
+                column.flat[1:: 4] = -np.inf
+            values = encode(column)
+            for depth in (0, 4, 5):
+                assert _texts(values, shape, depth) == [_dump(v, depth) for v in values], (shape, kind, depth)
