@@ -221,7 +221,8 @@ def generate(
         "--class-pdf", help="With --format pdf, also write class.pdf (every worksheet in one file for "
         "printing, each student on a new page) and key.pdf (a cover, then every student's key).")] = False,
     workers: Annotated[Optional[int], typer.Option(
-        min=1, help="Processes that render PDFs (default: every core).")] = None,
+        min=1, help="Processes that render the students' files and PDFs (default: every core; "
+        "a class under 64 students renders its files in this process).")] = None,
     work_space: Annotated[Optional[str], typer.Option(
         "--work-space", help="Room to work under each part on the html and pdf worksheets: a height "
         "(4cm, 30mm, 1.5in) or ruled lines (6 lines); an item's own work_space wins.")] = None,
