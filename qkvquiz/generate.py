@@ -26,7 +26,6 @@ import dataclasses
 import gc
 import importlib.util
 import os
-import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -39,6 +38,7 @@ import numpy as np
 
 from .files import safe_name
 from .i18n import check_lang, using
+from .workers import start_worker
 from .key import Dumped, dumped, dumps, key_text
 from .outputs import OutputSet, owned_present, write_set
 from .render.markdown import key_markdown, render_student, worksheet_markdown
@@ -359,19 +359,8 @@ def _fork_context() -> Any:
 
 
 def _init_worker(parent: int) -> None:
-    # The kernel ends a worker whose parent dies (even by SIGKILL): none goes on writing after
-    # the run. SIGTERM ends a worker at once (the CLI's handler, inherited, would raise in it);
-    # Ctrl-C reaches the whole process group and is the parent's to handle (it ends the pool).
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover - no prctl: the parent's cleanup still ends us
-        pass
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Dies with the run, SIGTERM ends it, Ctrl-C is the parent's (qkvquiz.workers).
+    start_worker(parent)
     # Everything made so far (the solved worksheet, the compiled templates) lives as long as the
     # worker: out of the garbage collector's sight. Rendering makes few cycles and a great many
     # short-lived containers: the young generation is collected less often (6% fewer

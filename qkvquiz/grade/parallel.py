@@ -14,10 +14,8 @@ reaped. Elsewhere (one core, macOS, Windows, a small class) the same work runs i
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
-import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -25,8 +23,9 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+from ..workers import kill_pool, start_worker
+
 FORK_FROM = 1_000  # students: below this one process is quicker than starting a pool
-_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 # What the workers of the current pool work on, set before they are forked (read, never sent).
 _work: tuple[Callable[[Sequence[Any]], Any], Sequence[Any]] | None = None
@@ -47,35 +46,10 @@ def forking(items: int) -> bool:
             and threading.active_count() == 1)
 
 
-def _init_worker(parent: int) -> None:
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):  # pragma: no cover - no prctl: the parent's cleanup still kills us
-            pass
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-    # The CLI's handlers came with the fork (SIGTERM raising SystemExit, which the pool would
-    # send home as a chunk's result): here SIGTERM ends the worker, and Ctrl-C is the parent's.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _run(lo: int, hi: int) -> Any:
     assert _work is not None
     fn, items = _work
     return fn(items[lo:hi])
-
-
-def _kill(pool: ProcessPoolExecutor) -> None:
-    """Stop a pool now: cancel what has not started, SIGKILL the workers, wait until they are gone."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        if process.is_alive():
-            process.kill()
-    for process in processes:
-        process.join(timeout=10)
 
 
 @contextmanager
@@ -93,7 +67,7 @@ def chunks_in_workers(fn: Callable[[Sequence[Any]], Any], items: Sequence[Any], 
     n = max(1, min(workers or cores(), len(bounds)))
     _work = (fn, items)
     pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_init_worker, initargs=(os.getpid(),))
+                               initializer=start_worker, initargs=(os.getpid(),))
     try:
         futures: dict[Future[Any], tuple[int, int]] = {pool.submit(_run, lo, hi): (lo, hi) for lo, hi in bounds}
 
@@ -103,7 +77,7 @@ def chunks_in_workers(fn: Callable[[Sequence[Any]], Any], items: Sequence[Any], 
 
         yield results
     except BaseException:
-        _kill(pool)
+        kill_pool(pool)
         raise
     finally:
         _work = None

@@ -21,7 +21,6 @@ import logging
 import multiprocessing
 import os
 import re
-import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -34,6 +33,7 @@ from typing import Any
 
 from qkvquiz.render.fonts import warn_if_no_cjk_font
 from qkvquiz.render.html import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
+from qkvquiz.workers import kill_pool, start_worker
 
 #: Debian/Ubuntu packages WeasyPrint loads at run time.
 DEBIAN_PACKAGES: tuple[str, ...] = ("libpango-1.0-0", "libpangoft2-1.0-0", "libharfbuzz-subset0")
@@ -574,33 +574,8 @@ _worker_image_cache: dict[str, Any] = ImageCache()
 _GC_THRESHOLD = (50_000, 20, 100)
 
 
-_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-
-
-def _die_with_parent(parent: int) -> None:
-    """Have the kernel SIGKILL this worker when the process that started it dies (Linux).
-
-    A parent killed by SIGKILL runs no cleanup; without this its workers would go on
-    rendering (and writing) for as long as their jobs last.
-    """
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):  # pragma: no cover - no prctl: the parent's cleanup still kills us
-            pass
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-
-
 def _init_worker(page_size: str, parent: int | None = None) -> None:
-    if parent is not None:
-        _die_with_parent(parent)
-    # A forked worker inherits the CLI's handlers (SIGTERM raising SystemExit, which the pool
-    # would send home as a job's result and go on): here SIGTERM ends the worker, and Ctrl-C,
-    # which reaches the whole process group, is the parent's to handle (it kills the pool).
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    start_worker(parent)
     _worker_image_cache.clear()
     weasyprint_module()
     _page_size_css(page_size)
@@ -647,17 +622,6 @@ def _pool_context() -> Any:
     if sys.platform.startswith("linux"):
         return multiprocessing.get_context("fork")
     return None
-
-
-def _kill_pool(pool: ProcessPoolExecutor) -> None:
-    """Stop a pool now: cancel what has not started, SIGKILL the workers, wait until they are gone."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        if process.is_alive():
-            process.kill()
-    for process in processes:
-        process.join(timeout=10)
 
 
 def _size(html: Html) -> int:
@@ -797,7 +761,7 @@ def render_pdfs(
         except BaseException:
             # An error, Ctrl-C or SIGTERM (SystemExit): the jobs still running are of no use, and
             # shutdown(wait=True) would wait for them (seconds each). Kill them and reap them.
-            _kill_pool(pool)
+            kill_pool(pool)
             raise
         pool.shutdown(wait=True)
 

@@ -1,0 +1,44 @@
+"""What every pool of forked workers does the same way (the PDF pool, the class-rendering pool,
+grading's readers): a worker dies with the run, and a pool is stopped at once."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def start_worker(parent: int | None) -> None:
+    """The first thing a forked worker does.
+
+    With ``parent`` (the pid that started it): the kernel SIGKILLs this worker when that process
+    dies (Linux), since a parent killed by SIGKILL runs no cleanup and its workers would go on
+    rendering and writing. Then the CLI's inherited handlers are undone: SIGTERM ends the worker
+    at once (the handler would raise SystemExit, which a pool sends home as a result), and Ctrl-C,
+    which reaches the whole process group, is the parent's to handle (it stops the pool).
+    """
+    if parent is not None:
+        if sys.platform.startswith("linux"):
+            try:
+                ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            except (OSError, AttributeError):  # pragma: no cover - no prctl: the parent's cleanup still kills us
+                pass
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def kill_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool now: cancel what has not started, SIGKILL the workers, wait until they are gone."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+    for process in processes:
+        process.join(timeout=10)
