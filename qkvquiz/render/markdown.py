@@ -27,6 +27,7 @@ from ..resources import templates_dir
 from ..spec import ItemSpec, WorksheetSpec
 from ..untrusted import md_code
 from ..worksheet import Worksheet
+from . import worked
 from .latex import and_list, bmatrix, mask_sentences, num, shape_text
 from .sandbox import FolderLoader, Record, TemplateSandbox, TrustedEnvironment
 
@@ -54,8 +55,11 @@ def environment(directory: str | None = None) -> jinja2.Environment:
         env = TemplateSandbox(loader=FolderLoader([Path(directory), templates_dir()]), **options)
     env.filters.update(bmatrix=bmatrix, num=num, shape=shape_text, mask_sentences=mask_sentences, md_code=md_code)
     env.globals.update(zip=zip, len=len, enumerate=enumerate)  # np (and for users a bounded range) come with it
+    # The worked solutions' longest lines (score, softmax and output rows), one call per matrix.
+    env.globals["worked"] = Record(score_rows=worked.score_rows, softmax_rows=worked.softmax_rows,
+                                   output_rows=worked.output_rows)
     # {% trans %}, _() and ngettext() in the current language, for bundled and custom templates alike.
-    return install_jinja(env)
+    return install_jinja(env, trusted=directory is None)
 
 
 # The bundled template each list of names selects (the first that exists): found once per process.
@@ -266,31 +270,23 @@ def ragged_shape(shape: tuple[int, ...], real: np.ndarray | None) -> tuple[int, 
     return tuple([tuple(shape[1:])] * (shape[0] - 1) + [last])
 
 
-def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: Record | None = None) -> dict[str, Any]:
-    """What a family's templates see for one student's variant of one item: plain data only."""
+def item_frame(item: ItemSpec, steps: dict, view: Record | None = None) -> dict[str, Any]:
+    """What a family's templates see of an item that is the same for every student: the
+    parts, sizes and scale, the givens a problem shows, decimals and title (``steps``, any
+    student's, gives the parts' shapes: every variant of an item has the same)."""
     view = item_view(item) if view is None else view
     fam = view.family
     by_name = {s.name: s for s in fam.steps}
     # A family may word a step's formula for the item's params (attention: QKᵀ without √d_k).
     formula = item.family.extra.get("formula", lambda params, step: None)
-    # A delta sequence with a shorter last chunk is stored padded; templates see each chunk at
-    # its own length (a list of chunks), and a part's shape is each chunk's (never the padding).
-    present = item.family.extra.get("present")
-
-    def real(name: str, value: Any) -> np.ndarray | None:
-        return None if present is None else present(item.params, name, tuple(np.shape(value)))
-
     parts = []
     for p in item.parts:
         shape = np.shape(steps[p.step])
-        mask = real(p.step, steps[p.step])
+        mask = _present(item, p.step, steps[p.step])
         padding_only = mask is not None and p.entries is not None and len(p.entries) == int(mask.sum())
         parts.append({"id": p.id, "step": by_name[p.step], "points": p.points, "shape": ragged_shape(shape, mask),
                       "formula": formula(item.params, p.step) or by_name[p.step].formula,
                       "only": "" if padding_only else only_asked_text(p.entries, shape, mask)})
-    # Templates get copies: whatever one does to an array cannot reach the solved worksheet or the key.
-    givens = {k: trimmed(_copy(v), real(k, v)) for k, v in givens.items()}
-    steps = {k: trimmed(_copy(v), real(k, v)) for k, v in steps.items()}
     # A family may add values its templates need (attention: the scale and the query/key counts).
     extra = item.family.extra.get("context")
     # The givens an asked part depends on: a problem prints only these (``g`` keeps them all,
@@ -298,10 +294,48 @@ def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: R
     shown = item.family.givens_needed(p.step for p in item.parts)
     return {
         **(extra(item.params) if extra is not None else {}),
-        "item": view, "family": fam, "p": view.params, "g": givens, "s": steps, "parts": parts, "shown": shown,
-        "number": number, "d": key_decimals(item),
+        "item": view, "family": fam, "p": view.params, "parts": parts, "shown": shown, "d": key_decimals(item),
         "title": view.title or fam.title,
     }
+
+
+def _present(item: ItemSpec, name: str, value: Any) -> np.ndarray | None:
+    # A delta sequence with a shorter last chunk is stored padded; templates see each chunk at
+    # its own length (a list of chunks), and a part's shape is each chunk's (never the padding).
+    present = item.family.extra.get("present")
+    return None if present is None else present(item.params, name, tuple(np.shape(value)))
+
+
+def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: Record | None = None,
+                 frame: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a family's templates see for one student's variant of one item: plain data only.
+
+    ``frame``: the item's :func:`item_frame`, where it is already made."""
+    frame = item_frame(item, steps, view) if frame is None else frame
+    # Templates get copies: whatever one does to an array cannot reach the solved worksheet or the key.
+    return {
+        **frame,
+        "g": {k: trimmed(_copy(v), _present(item, k, v)) for k, v in givens.items()},
+        "s": {k: trimmed(_copy(v), _present(item, k, v)) for k, v in steps.items()},
+        "number": number,
+    }
+
+
+# Each item's frame in each language, for the bundled templates (which only read it): for a
+# class of 300 each item renders 900 times. A user's templates get a fresh frame every time.
+_FRAMES: dict[tuple[int, str], tuple[ItemSpec, dict[str, Any]]] = {}
+
+
+def _shared_frame(item: ItemSpec, steps: dict, view: Record | None) -> dict[str, Any]:
+    cached = (id(item), current())
+    hit = _FRAMES.get(cached)
+    if hit is not None and hit[0] is item:
+        return hit[1]
+    if len(_FRAMES) >= 256:
+        _FRAMES.clear()
+    frame = item_frame(item, steps, view)
+    _FRAMES[cached] = (item, frame)
+    return frame
 
 
 @in_spec_language
@@ -315,7 +349,9 @@ def render_student(ws: Worksheet, student: int, kinds: Sequence[str] = ("problem
     out: dict[str, list[str]] = {kind: [] for kind in kinds}
     for number, variant in enumerate(ws.variant(student), start=1):
         item = variant["item"]
-        ctx = item_context(item, number, variant["givens"], variant["steps"], views.get(id(item)))
+        view = views.get(id(item))
+        frame = _shared_frame(item, variant["steps"], view) if key is None else None
+        ctx = item_context(item, number, variant["givens"], variant["steps"], view, frame)
         for kind in kinds:
             out[kind].append(render_template(_family_names(item.family.name, kind), ctx, key))
     return out

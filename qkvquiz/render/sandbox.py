@@ -43,6 +43,7 @@ import numpy as np
 from jinja2.exceptions import SecurityError, TemplateError, TemplateNotFound
 from jinja2.filters import do_batch, do_center, do_format, do_indent, do_slice
 from jinja2.runtime import Context, Macro
+from jinja2.utils import _PassArg  # how Jinja marks a callable that takes its context
 from jinja2.sandbox import SandboxedEnvironment
 
 # Pure functions of arrays: no I/O, no global state, no in-place writes to their inputs.
@@ -324,6 +325,13 @@ class _TrustedContext(Context):
         kind = type(__obj)
         if kind is Macro:
             args = (__self.eval_ctx, *args)  # Macro.__call__ takes the eval context (pass_eval_context)
+        elif kind is types.FunctionType:
+            # A Python function: gettext (which takes the eval context), the worked-solution lines.
+            pass_arg = getattr(__obj, "jinja_pass_arg", None)
+            if pass_arg is _PassArg.eval_context:
+                args = (__self.eval_ctx, *args)
+            elif pass_arg is not None:
+                return Context.call(__self, __obj, *args, **kwargs)
         elif kind not in _PLAIN_CALLABLES and not (kind is type and __obj.__module__ == "builtins"):
             return Context.call(__self, __obj, *args, **kwargs)
         if kwargs:
