@@ -312,10 +312,6 @@ def generate(
             task = bar.add_task("writing worksheets", total=len(ids))
             pdf_task = None
 
-            def advance() -> None:
-                bar.advance(task)
-                bar.refresh()
-
             def pdf_progress(done: int, total: int) -> None:
                 # Students whose PDFs (worksheet, key, their pages of the class files) are done.
                 nonlocal pdf_task
@@ -328,7 +324,7 @@ def generate(
                 warnings.simplefilter("always", MissingCjkFont)
                 result = generate_set(parsed, ids, out, seed=seed, force=force, xp=xp,
                                       secret=None if secret is None else secret.value, templates=templates,
-                                      progress=advance, formats=chosen,
+                                      progress=_ticker(bar, task), formats=chosen,
                                       page_size=page_size, class_pdf=class_pdf, workers=workers,
                                       pdf_progress=pdf_progress, names=names, work_space=space, lang=lang)
     except (SpecError, GenerationError, FileExistsError, ValueError, OutputError) as exc:

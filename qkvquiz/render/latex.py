@@ -78,6 +78,11 @@ def num(x: Any, decimals: int = 3) -> str:
     return _texts([x], decimals, _num)[0]
 
 
+def nums(values: Any, decimals: int = 3) -> list[str]:
+    """:func:`num` of every entry of ``values`` (an array or a list of numbers), row-major, in one call."""
+    return _texts(np.asarray(values, dtype=np.float64).ravel().tolist(), decimals, _num)
+
+
 def _rounded(x: float, k: int) -> float:
     """``np.round(x, k)`` of one finite float, for 0 <= k < 8: x·10^k to the nearest integer
     (ties to even), divided by 10^k, in float64 as NumPy does it."""

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..i18n import _
-from .latex import bmatrix, num
+from .latex import bmatrix, num, nums
 
 _SEP = ",\\ "  # between the numbers of a row written as a tuple
 
@@ -40,16 +40,18 @@ def score_rows(Q: Any, K: Any, scaled: Any, d_k: Any, d: int, mask: Any = None, 
     else:
         opening = ""
     masked = None if mask is None else np.asarray(mask) < 0.5
+    width = Q.shape[1]
+    q_all, k_all = nums(Q), nums(K)  # every entry's text, once (each key meets every query)
     lines = []
     for i in range(Q.shape[0]):
-        q_texts = [num(a) for a in Q[i].tolist()]
+        q_texts = q_all[i * width:(i + 1) * width]
         for j in range(K.shape[0]):
             label = name + "_{" + str(i + 1) + str(j + 1) + "}" + sup
             if masked is not None and masked[i][j]:
                 lines.append("- " + _("%(score)s (masked)") % {"score": "$" + label + r" = -\infty$"} + "\n")
                 continue
             dot = (Q[i] * K[j]).sum()
-            products = " + ".join(["(" + a + ")(" + num(b) + ")" for a, b in zip(q_texts, K[j].tolist())])
+            products = " + ".join(["(" + a + ")(" + b + ")" for a, b in zip(q_texts, k_all[j * width:(j + 1) * width])])
             if by_root:
                 tail = closing + num(dot, d) + "}{" + root_text + "}"
                 value = dot / root
@@ -79,8 +81,8 @@ def softmax_rows(S: Any, A: Any, d: int, s: str = "S", a: str = "A", sup: str = 
         ex = np.exp(row - m)
         shift = "" if m == 0 else ("- " + num(m, d)) if m > 0 else ("+ " + num(-m, d))
         exps = ("e^{" + s + "_{" + str(i + 1) + "j}" + sup + " " + shift + "} = ("
-                + _SEP.join([num(x, d) for x in ex.tolist()]) + ")")
-        weights = a + "_{" + str(i + 1) + ",:}" + sup + " = (" + _SEP.join([num(x, d) for x in A[i].tolist()]) + ")"
+                + _SEP.join(nums(ex, d)) + ")")
+        weights = a + "_{" + str(i + 1) + ",:}" + sup + " = (" + _SEP.join(nums(A[i], d)) + ")"
         values = {"row": i + 1, "exps": exps, "sum": num(ex.sum(), d), "weights": weights}
         if m == 0:
             text = _("Row %(row)s: the row maximum is 0: $%(exps)s$,\n  sum $= %(sum)s$, so $%(weights)s$.") % values
