@@ -1,4 +1,5 @@
-"""The worked solutions' longest lines (score, softmax and output rows) are written in Python,
+"""The worked solutions' longest lines (score, softmax and output rows, gradient sums and
+triangular substitutions) are written in Python,
 one call per matrix: they must read exactly as the Jinja macros that wrote them entry by entry,
 kept below as the reference, in every language and every form a template asks for.
 """
@@ -56,6 +57,61 @@ REFERENCE = r"""{% macro score_rows(Q, K, scaled, d_k, d, mask=None, name="S", s
 {%- endmacro %}
 """
 
+GRAD_REFERENCE = r"""{% macro coef(x, d) -%}
+{% if x < 0 %}({{ x|num(d) }}){% else %}{{ x|num(d) }}{% endif %}
+{%- endmacro %}
+
+{# row i of (coeffs · rows) / divisor as a weighted sum of the rows of `rows`; zero terms skipped #}
+{% macro row_sums(label, coeffs, rows, result, d, divisor=1, divisor_tex="") -%}
+{% for i in range(result.shape[0]) %}
+{% set raw = np.dot(coeffs[i], rows) %}
+- ${{ label }}_{ {{- i + 1 -}} } = {% for k in range(rows.shape[0]) if coeffs[i][k] != 0 %}{{ "" if loop.first else " + " }}{{ coef(coeffs[i][k], d) }} {{ rows[k]|bmatrix(d) }}{% else %}0{% endfor %}{% if divisor != 1 and (coeffs[i] != 0).any() %} = \frac{1}{ {{- divisor_tex -}} } {{ raw|bmatrix(d) }}{% endif %} = {{ result[i]|bmatrix(d) }}$
+{% endfor %}
+{%- endmacro %}
+
+{# entry (i, j) of left · rightᵀ as the dot product of row i of `left` with row j of `right` #}
+{% macro dot_entries(label, left, right, result, d, mask=none) -%}
+{% for i in range(result.shape[0]) %}
+- {% for j in range(result.shape[1]) %}{% if mask is not none and mask[i][j] < 0.5 %}{% trans label=label, ij=(i + 1)|string ~ (j + 1) %}${{ label }}_{ {{- ij -}} } = 0$ (masked){% endtrans %}{% else %}${{ label }}_{ {{- i + 1 }}{{ j + 1 -}} } = {% for a, b in zip(left[i], right[j]) %}{{ "" if loop.first else " + " }}({{ a|num(d) }})({{ b|num(d) }}){% endfor %} = {{ result[i][j]|num(d) }}${% endif %}{{ "" if loop.last else _(";  ") }}{% endfor %}
+
+{% endfor %}
+{%- endmacro %}
+
+{# ∇S = A ⊙ (∇A − c) with c_i = Σ_j ∇A_ij A_ij, one row at a time #}
+{% macro softmax_grad_rows(A, dA, dS, d) -%}
+{% for i in range(A.shape[0]) %}
+{% set c = (A[i] * dA[i]).sum() %}
+{% set terms %}{% for a, g in zip(A[i], dA[i]) if a != 0 %}{{ "" if loop.first else " + " }}({{ g|num(d) }})({{ a|num(d) }}){% else %}0{% endfor %}{% endset %}
+{% set products %}{% for a, g in zip(A[i], dA[i]) %}{{ a|num(d) }}\cdot({{ g|num(d) }} - {{ coef(c, d) }}){{ "" if loop.last else ",\\ " }}{% endfor %}{% endset %}
+- {% trans row=i + 1, terms=terms, c=c|num(d), products=products, grad=dS[i]|bmatrix(d) %}Row {{ row }}: $c_{ {{- row -}} } = {{ terms }} = {{ c }}$, so
+  $\nabla S_{ {{- row -}} ,:} = ({{ products }}) = {{ grad }}${% endtrans +%}
+{% endfor %}
+{%- endmacro %}
+
+{# "− a·label" written with the sign folded in: "+ 0.5 w_1" for a = −0.5 #}
+{% macro minus_term(a, body, d) -%}
+{{ "+" if a < 0 else "-" }}{% if a != 1 and a != -1 %} {{ (a if a > 0 else -a)|num(d) }}{% endif %}{{ body }}
+{%- endmacro %}
+
+{# forward substitution for A Y = B (A unit lower-triangular): Y_r = B_r − Σ_{s<r} A_rs Y_s.
+   `bsym` is the name of row r of B given r, e.g. "\beta_{r} k_{r}" is written by bcoef="\beta", bvar="k" #}
+{% macro forward_rows(label, bcoef, bvar, A, B, Y, d) -%}
+{% for r in range(Y.shape[0]) %}
+{% set terms = range(r)|select("in", np.flatnonzero(A[r][:r]).tolist())|list %}
+- ${{ label }}_{ {{- r + 1 -}} } = {{ bcoef }}_{ {{- r + 1 -}} } {{ bvar }}_{ {{- r + 1 -}} }{% for s_ in terms %} {{ minus_term(A[r][s_], " " ~ label ~ "_{" ~ (s_ + 1) ~ "}", d) }}{% endfor %}{% if terms %} = {{ B[r]|bmatrix(d) }}{% for s_ in terms %} {{ minus_term(A[r][s_], " " ~ Y[s_]|bmatrix(d), d) }}{% endfor %}{% endif %} = {{ Y[r]|bmatrix(d) }}$
+{% endfor %}
+{%- endmacro %}
+
+{# back substitution for Aᵀ Y = B: Y_i = B_i − Σ_{j>i} A_ji Y_j, from the last row up #}
+{% macro back_rows(label, blabel, A, B, Y, d) -%}
+{% set n = Y.shape[0] %}
+{% for i in range(n - 1, -1, -1) %}
+{% set terms = range(i + 1, n)|select("in", np.flatnonzero(A.T[i]).tolist())|list %}
+- ${{ label }}_{ {{- i + 1 -}} } = {{ blabel }}_{ {{- i + 1 -}} }{% for j in terms %} {{ minus_term(A[j][i], " " ~ label ~ "_{" ~ (j + 1) ~ "}", d) }}{% endfor %}{% if terms %} = {{ B[i]|bmatrix(d) }}{% for j in terms %} {{ minus_term(A[j][i], " " ~ Y[j]|bmatrix(d), d) }}{% endfor %}{% endif %} = {{ Y[i]|bmatrix(d) }}$
+{% endfor %}
+{%- endmacro %}
+"""
+
 
 @pytest.fixture(scope="module")
 def reference():
@@ -65,6 +121,16 @@ def reference():
     env.filters.update(num=num, bmatrix=bmatrix)
     env.globals.update(np=np, zip=zip)
     return env.from_string(REFERENCE).module
+
+
+@pytest.fixture(scope="module")
+def grad_reference(reference):
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True, extensions=["jinja2.ext.i18n"])
+    env.install_gettext_callables(lambda m: i18n._(m), lambda s, p, n: i18n.ngettext(s, p, n), newstyle=True)
+    env.filters.update(num=num, bmatrix=bmatrix)
+    env.globals.update(np=np, zip=zip)
+    return env.from_string(GRAD_REFERENCE).module
 
 
 def _softmax(S):
@@ -135,3 +201,41 @@ def test_a_users_templates_keep_the_checked_gettext(tmp_path):
     (tmp_path / "wide.md.j2").write_text('{{ _("%(x)999999999d", x=1) }}', encoding="utf-8")
     with pytest.raises(jinja2.TemplateError):
         render_template(["wide.md.j2"], {}, str(tmp_path))
+
+
+def _small(rng, shape, zeros=0.25):
+    """Small values as a worksheet has them (halves, quarters, integers), some exactly 0, ±1."""
+    values = rng.integers(-6, 7, shape) / rng.choice([1, 2, 4], shape)
+    return np.where(rng.random(shape) < zeros, 0.0, values)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("seed", range(6))
+def test_gradient_lines_read_as_the_macros_wrote_them(grad_reference, seed, lang):
+    rng = np.random.default_rng(seed)
+    n, m, w = 2 + seed % 3, 1 + seed % 4, 2 + seed % 2
+    d = 2 + seed % 3
+    coeffs, rows = _small(rng, (n, m)), _small(rng, (m, w))
+    left, right = _small(rng, (n, w)), _small(rng, (m, w))
+    mask = (rng.random((n, m)) < 0.7).astype(float)
+    A = np.abs(_small(rng, (n, m), 0.3))
+    A = A / np.maximum(A.sum(axis=1, keepdims=True), 1)  # rows of weights, some entries 0
+    dA = _small(rng, (n, m))
+    tri = np.tril(_small(rng, (n, n), 0.4), -1) + np.eye(n)  # unit lower-triangular, some zeros
+    tri[n - 1, 0] = 1.0 if seed % 2 else -1.0  # a coefficient of ±1: written without its number
+    B, Y = _small(rng, (n, w)), _small(rng, (n, w))
+    ref = grad_reference
+    with i18n.using(lang):
+        for divisor, tex in ((1, ""), (2.0, "2"), (0.5, "0.5")):
+            assert worked.row_sums("\\nabla q", coeffs, rows, coeffs @ rows / divisor, d, divisor, tex) == \
+                str(ref.row_sums("\\nabla q", coeffs, rows, coeffs @ rows / divisor, d, divisor, tex))
+        for masked in (None, mask):
+            assert worked.dot_entries("\\nabla A", left, right, left @ right.T, d, masked) == \
+                str(ref.dot_entries("\\nabla A", left, right, left @ right.T, d, masked))
+        dS = A * (dA - (A * dA).sum(axis=1, keepdims=True))
+        assert worked.softmax_grad_rows(A, dA, dS, d) == str(ref.softmax_grad_rows(A, dA, dS, d))
+        assert worked.forward_rows("w", "\\beta", "k", tri, B, Y, d) == str(ref.forward_rows("w", "\\beta", "k", tri, B, Y, d))
+        assert worked.back_rows("\\bar b", "\\bar w", tri, B, Y, d) == str(ref.back_rows("\\bar b", "\\bar w", tri, B, Y, d))
+        for x in (-1.5, -1.0, 0.0, 0.25, 1.0, 2.0):
+            assert worked.coef(x, d) == str(ref.coef(x, d))
+            assert worked.minus_term(x, " w_{1}", d) == str(ref.minus_term(x, " w_{1}", d))

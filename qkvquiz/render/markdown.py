@@ -55,9 +55,9 @@ def environment(directory: str | None = None) -> jinja2.Environment:
         env = TemplateSandbox(loader=FolderLoader([Path(directory), templates_dir()]), **options)
     env.filters.update(bmatrix=bmatrix, num=num, shape=shape_text, mask_sentences=mask_sentences, md_code=md_code)
     env.globals.update(zip=zip, len=len, enumerate=enumerate)  # np (and for users a bounded range) come with it
-    # The worked solutions' longest lines (score, softmax and output rows), one call per matrix.
-    env.globals["worked"] = Record(score_rows=worked.score_rows, softmax_rows=worked.softmax_rows,
-                                   output_rows=worked.output_rows)
+    # The worked solutions' longest lines (score, softmax and output rows, gradient sums,
+    # substitutions), one call per matrix.
+    env.globals["worked"] = Record(**{name: getattr(worked, name) for name in worked.__all__})
     # {% trans %}, _() and ngettext() in the current language, for bundled and custom templates alike.
     return install_jinja(env, trusted=directory is None)
 

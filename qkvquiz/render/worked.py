@@ -17,6 +17,9 @@ import numpy as np
 from ..i18n import _
 from .latex import bmatrix, num, nums
 
+__all__ = ["score_rows", "softmax_rows", "output_rows", "row_sums", "dot_entries", "softmax_grad_rows",
+           "forward_rows", "back_rows", "coef", "minus_term"]
+
 _SEP = ",\\ "  # between the numbers of a row written as a tuple
 
 
@@ -40,18 +43,18 @@ def score_rows(Q: Any, K: Any, scaled: Any, d_k: Any, d: int, mask: Any = None, 
     else:
         opening = ""
     masked = None if mask is None else np.asarray(mask) < 0.5
-    width = Q.shape[1]
+    q_width, k_width = Q.shape[1], K.shape[1]
     q_all, k_all = nums(Q), nums(K)  # every entry's text, once (each key meets every query)
     lines = []
     for i in range(Q.shape[0]):
-        q_texts = q_all[i * width:(i + 1) * width]
+        q_texts = q_all[i * q_width:(i + 1) * q_width]
         for j in range(K.shape[0]):
             label = name + "_{" + str(i + 1) + str(j + 1) + "}" + sup
             if masked is not None and masked[i][j]:
                 lines.append("- " + _("%(score)s (masked)") % {"score": "$" + label + r" = -\infty$"} + "\n")
                 continue
             dot = (Q[i] * K[j]).sum()
-            products = " + ".join(["(" + a + ")(" + b + ")" for a, b in zip(q_texts, k_all[j * width:(j + 1) * width])])
+            products = " + ".join(["(" + a + ")(" + b + ")" for a, b in zip(q_texts, k_all[j * k_width:(j + 1) * k_width])])
             if by_root:
                 tail = closing + num(dot, d) + "}{" + root_text + "}"
                 value = dot / root
@@ -101,4 +104,104 @@ def output_rows(A: Any, V: Any, Z: Any, d: int, z: str = "Z", sup: str = "") -> 
         terms = [num(A[i][j], d) + r"\," + bmatrix(V[j]) for j in range(V.shape[0]) if A[i][j] != 0]
         lines.append("- $" + z + "_{" + str(i + 1) + ",:}" + sup + " = " + (" + ".join(terms) or "0")
                      + " = " + bmatrix(Z[i], d) + "$\n")
+    return "".join(lines)
+
+
+# ------------------------------------------------------------------ gradients and the delta rule
+
+
+def coef(x: Any, d: int) -> str:
+    """A coefficient in a sum: a negative one in parentheses."""
+    return "(" + num(x, d) + ")" if x < 0 else num(x, d)
+
+
+def row_sums(label: str, coeffs: Any, rows: Any, result: Any, d: int, divisor: Any = 1, divisor_tex: str = "") -> str:
+    """Row i of ``(coeffs · rows) / divisor`` as a weighted sum of the rows of ``rows`` (zero
+    terms skipped), then the result: one list item per row."""
+    row_texts = [bmatrix(rows[k], d) for k in range(rows.shape[0])]
+    lines = []
+    for i in range(result.shape[0]):
+        weights = coeffs[i]
+        terms = [coef(weights[k], d) + " " + row_texts[k] for k in range(rows.shape[0]) if weights[k] != 0]
+        scaled = ""
+        if divisor != 1 and (weights != 0).any():
+            scaled = r" = \frac{1}{" + divisor_tex + "} " + bmatrix(np.dot(weights, rows), d)
+        lines.append("- $" + label + "_{" + str(i + 1) + "} = " + (" + ".join(terms) or "0") + scaled
+                     + " = " + bmatrix(result[i], d) + "$\n")
+    return "".join(lines)
+
+
+def dot_entries(label: str, left: Any, right: Any, result: Any, d: int, mask: Any = None) -> str:
+    """Entry (i, j) of ``left · rightᵀ`` as the dot product of row i of ``left`` with row j of
+    ``right``, a row of entries per list item; a masked entry is 0."""
+    l_width, r_width = left.shape[1], right.shape[1]
+    left_all, right_all = nums(left, d), nums(right, d)
+    separator = _(";  ")
+    lines = []
+    for i in range(result.shape[0]):
+        entries = []
+        for j in range(result.shape[1]):
+            if mask is not None and mask[i][j] < 0.5:
+                entries.append(_("$%(label)s_{%(ij)s} = 0$ (masked)") % {"label": label, "ij": str(i + 1) + str(j + 1)})
+                continue
+            pairs = zip(left_all[i * l_width:(i + 1) * l_width], right_all[j * r_width:(j + 1) * r_width])
+            entries.append("$" + label + "_{" + str(i + 1) + str(j + 1) + "} = "
+                           + " + ".join(["(" + a + ")(" + b + ")" for a, b in pairs])
+                           + " = " + num(result[i][j], d) + "$")
+        lines.append("- " + separator.join(entries) + "\n")
+    return "".join(lines)
+
+
+def softmax_grad_rows(A: Any, dA: Any, dS: Any, d: int) -> str:
+    """``∇S = A ⊙ (∇A − c)`` with ``c_i = Σ_j ∇A_ij A_ij``, one row at a time."""
+    lines = []
+    for i in range(A.shape[0]):
+        c = (A[i] * dA[i]).sum()
+        a_texts, g_texts, c_text = nums(A[i], d), nums(dA[i], d), coef(c, d)
+        nonzero = (A[i] != 0).tolist()
+        terms = " + ".join(["(" + g + ")(" + a + ")" for a, g, keep in zip(a_texts, g_texts, nonzero) if keep]) or "0"
+        products = _SEP.join([a + r"\cdot(" + g + " - " + c_text + ")" for a, g in zip(a_texts, g_texts)])
+        values = {"row": i + 1, "terms": terms, "c": num(c, d), "products": products, "grad": bmatrix(dS[i], d)}
+        lines.append("- " + _("Row %(row)s: $c_{%(row)s} = %(terms)s = %(c)s$, so\n"
+                              "  $\\nabla S_{%(row)s,:} = (%(products)s) = %(grad)s$") % values + "\n")
+    return "".join(lines)
+
+
+def minus_term(a: Any, body: str, d: int) -> str:
+    """``− a·body`` with the sign folded in: ``+ 0.5 w_1`` for a = −0.5, ``- w_1`` for a = 1."""
+    sign = "+" if a < 0 else "-"
+    if a != 1 and a != -1:
+        return sign + " " + num(a if a > 0 else -a, d) + body
+    return sign + body
+
+
+def forward_rows(label: str, bcoef: str, bvar: str, A: Any, B: Any, Y: Any, d: int) -> str:
+    """Forward substitution for ``A Y = B`` (A unit lower-triangular), row by row:
+    ``Y_r = B_r − Σ_{s<r} A_rs Y_s``, the rows of B named ``bcoef_r bvar_r`` (β_r k_r)."""
+    lines = []
+    for r in range(Y.shape[0]):
+        terms = np.flatnonzero(A[r][:r]).tolist()
+        at = str(r + 1)
+        text = "- $" + label + "_{" + at + "} = " + bcoef + "_{" + at + "} " + bvar + "_{" + at + "}"
+        text += "".join([" " + minus_term(A[r][s], " " + label + "_{" + str(s + 1) + "}", d) for s in terms])
+        if terms:
+            text += " = " + bmatrix(B[r], d)
+            text += "".join([" " + minus_term(A[r][s], " " + bmatrix(Y[s], d), d) for s in terms])
+        lines.append(text + " = " + bmatrix(Y[r], d) + "$\n")
+    return "".join(lines)
+
+
+def back_rows(label: str, blabel: str, A: Any, B: Any, Y: Any, d: int) -> str:
+    """Back substitution for ``Aᵀ Y = B``, from the last row up: ``Y_i = B_i − Σ_{j>i} A_ji Y_j``."""
+    n = Y.shape[0]
+    lines = []
+    for i in range(n - 1, -1, -1):
+        terms = [j for j in np.flatnonzero(A.T[i]).tolist() if j > i]
+        at = str(i + 1)
+        text = "- $" + label + "_{" + at + "} = " + blabel + "_{" + at + "}"
+        text += "".join([" " + minus_term(A[j][i], " " + label + "_{" + str(j + 1) + "}", d) for j in terms])
+        if terms:
+            text += " = " + bmatrix(B[i], d)
+            text += "".join([" " + minus_term(A[j][i], " " + bmatrix(Y[j], d), d) for j in terms])
+        lines.append(text + " = " + bmatrix(Y[i], d) + "$\n")
     return "".join(lines)
