@@ -1,8 +1,9 @@
-"""Shared test set-up: no test reads or writes the real instructor secret.
+"""Shared test set-up: no test reads or writes the real instructor secret or the user's cache.
 
 `qkvquiz generate` without --secret-file creates and uses ~/.config/qkvquiz/secret (under
-$XDG_CONFIG_HOME when set). For the whole session that points at a fresh temporary folder,
-and $QKVQUIZ_SECRET is cleared, before any fixture of any scope runs.
+$XDG_CONFIG_HOME when set), and keeps compiled templates in ~/.cache/qkvquiz (under
+$XDG_CACHE_HOME). For the whole session both point at fresh temporary folders, and
+$QKVQUIZ_SECRET is cleared, before any fixture of any scope runs.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import pytest
 
 @pytest.fixture(scope="session", autouse=True)
 def private_config_home(tmp_path_factory: pytest.TempPathFactory):
-    saved = {name: os.environ.get(name) for name in ("XDG_CONFIG_HOME", "QKVQUIZ_SECRET")}
+    saved = {name: os.environ.get(name) for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "QKVQUIZ_SECRET")}
     os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("config-home"))
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache-home"))
     os.environ.pop("QKVQUIZ_SECRET", None)
     yield
     for name, value in saved.items():

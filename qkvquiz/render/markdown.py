@@ -30,6 +30,7 @@ from ..worksheet import Worksheet
 from . import worked
 from .latex import and_list, bmatrix, mask_sentences, num, shape_text
 from .sandbox import FolderLoader, Record, TemplateSandbox, TrustedEnvironment
+from .template_cache import attach
 
 
 @lru_cache(maxsize=4)
@@ -59,7 +60,9 @@ def environment(directory: str | None = None) -> jinja2.Environment:
     # substitutions), one call per matrix.
     env.globals["worked"] = Record(**{name: getattr(worked, name) for name in worked.__all__})
     # {% trans %}, _() and ngettext() in the current language, for bundled and custom templates alike.
-    return install_jinja(env, trusted=directory is None)
+    install_jinja(env, trusted=directory is None)
+    # The bundled templates' compiled code is kept between runs (template_cache); a user's are not.
+    return attach(env) if directory is None else env
 
 
 # The bundled template each list of names selects (the first that exists): found once per process.
