@@ -12,7 +12,7 @@ import pytest
 
 from qkvquiz import i18n
 from qkvquiz.render import worked
-from qkvquiz.render.latex import bmatrix, num
+from qkvquiz.render.latex import bmatrix, num, shape_text
 from qkvquiz.render.markdown import environment
 
 # The macros as they were, one Jinja loop and filter call per entry.
@@ -112,15 +112,29 @@ GRAD_REFERENCE = r"""{% macro coef(x, d) -%}
 {%- endmacro %}
 """
 
+LISTS_REFERENCE = r"""{% macro parts_list(parts) -%}
+{% for part in parts %}
+- **({{ "abcdefghijklmnopqrstuvwxyz"[loop.index0] }})** {{ _("%(prompt)s: $%(formula)s$.", prompt=part.step.prompt, formula=part.formula) }}
+  {{ _("Answer: %(shape)s, part `%(id)s` (%(points)s pt).", shape=part.shape|shape, id=part.id, points=part.points|num(2)) }}{{ part.only }}
+{% endfor %}
+{%- endmacro %}
+{% macro answers(parts, s, d) -%}
+**{{ _("Answers.") }}**
+{% for part in parts %}
+- `{{ part.id }}`: ${{ part.step.symbol }} = {{ s[part.step.name]|bmatrix(d) }}$
+{% endfor %}
+{%- endmacro %}
+"""
+
 
 @pytest.fixture(scope="module")
 def reference():
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True, extensions=["jinja2.ext.i18n"])
     env.install_gettext_callables(lambda m: i18n._(m), lambda s, p, n: i18n.ngettext(s, p, n), newstyle=True)
-    env.filters.update(num=num, bmatrix=bmatrix)
+    env.filters.update(num=num, bmatrix=bmatrix, shape=shape_text)
     env.globals.update(np=np, zip=zip)
-    return env.from_string(REFERENCE).module
+    return env.from_string(REFERENCE + LISTS_REFERENCE).module
 
 
 @pytest.fixture(scope="module")
@@ -239,3 +253,30 @@ def test_gradient_lines_read_as_the_macros_wrote_them(grad_reference, seed, lang
         for x in (-1.5, -1.0, 0.0, 0.25, 1.0, 2.0):
             assert worked.coef(x, d) == str(ref.coef(x, d))
             assert worked.minus_term(x, " w_{1}", d) == str(ref.minus_term(x, " w_{1}", d))
+
+
+LIST_ITEMS = [
+    {"family": "attention.output", "ask": {"scores": 0.5, "weights": {"points": 1.5, "rows": [2]}, "output": 2}},
+    {"family": "attention.weights", "params": {"mask": "causal", "tokens": 3},
+     "ask": {"weights": {"entries": [[1, 1], [3, 2]]}}},
+    {"family": "delta.chunk_forward", "params": {"chunk": 3, "chunks": 2, "last_chunk": 2}},
+    {"family": "backprop.projection", "params": {"form": "vector"}},
+    {"family": "theory.shapes"},
+]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_part_lists_and_answers_read_as_the_macros_wrote_them(reference, lang):
+    from qkvquiz.render.markdown import item_context
+    from qkvquiz.spec import parse_spec
+    from qkvquiz.worksheet import build_worksheet
+
+    ws = build_worksheet(parse_spec({"title": "t", "items": LIST_ITEMS}), ["ada", "bo"], "lists")
+    with i18n.using(lang):
+        for student in range(2):
+            for variant in ws.variant(student):
+                ctx = item_context(variant["item"], 1, variant["givens"], variant["steps"])
+                parts, s, d = ctx["parts"], ctx["s"], ctx["d"]
+                assert worked.parts_list(parts) == str(reference.parts_list(parts))
+                if not variant["item"].family.name.startswith("delta."):  # those list answers by chunk
+                    assert worked.answers(parts, s, d) == str(reference.answers(parts, s, d))

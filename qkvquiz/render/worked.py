@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from ..i18n import _
-from .latex import bmatrix, num, nums
+from .latex import bmatrix, num, nums, shape_text
 
 __all__ = ["score_rows", "softmax_rows", "output_rows", "row_sums", "dot_entries", "softmax_grad_rows",
-           "forward_rows", "back_rows", "coef", "minus_term"]
+           "forward_rows", "back_rows", "coef", "minus_term", "parts_list", "answers"]
 
 _SEP = ",\\ "  # between the numbers of a row written as a tuple
 
@@ -204,4 +204,42 @@ def back_rows(label: str, blabel: str, A: Any, B: Any, Y: Any, d: int) -> str:
             text += " = " + bmatrix(B[i], d)
             text += "".join([" " + minus_term(A[j][i], " " + bmatrix(Y[j], d), d) for j in terms])
         lines.append(text + " = " + bmatrix(Y[i], d) + "$\n")
+    return "".join(lines)
+
+
+# ------------------------------------------------------------------ the lists every problem has
+
+
+def _field(record: Any, name: str) -> Any:
+    """``record.name`` as a template reads it: an attribute, else an item (a part is a dict, its step a Record)."""
+    if isinstance(record, dict):
+        return record[name]
+    return getattr(record, name)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def parts_list(parts: Any) -> str:
+    """The asked parts as a list: (a), (b) … each with its prompt, formula, answer shape and points."""
+    lines = []
+    for index, part in enumerate(parts):
+        step = _field(part, "step")
+        lines.append(
+            "- **(" + _LETTERS[index] + ")** "
+            + _("%(prompt)s: $%(formula)s$.") % {"prompt": _field(step, "prompt"), "formula": _field(part, "formula")}
+            + "\n  " + _("Answer: %(shape)s, part `%(id)s` (%(points)s pt).") % {
+                "shape": shape_text(_field(part, "shape")), "id": _field(part, "id"),
+                "points": num(_field(part, "points"), 2)}
+            + str(_field(part, "only")) + "\n")
+    return "".join(lines)
+
+
+def answers(parts: Any, s: Any, d: int) -> str:
+    """**Answers.** and each asked part's value: ``- `part`: $S = …$``."""
+    lines = ["**" + _("Answers.") + "**\n"]
+    for part in parts:
+        step = _field(part, "step")
+        lines.append("- `" + str(_field(part, "id")) + "`: $" + str(_field(step, "symbol")) + " = "
+                     + bmatrix(s[_field(step, "name")], d) + "$\n")
     return "".join(lines)
