@@ -20,6 +20,9 @@ Rows (ids for ``--rows`` / ``--profile``):
 - ``pdf100``     ``generate --format pdf`` for 100 students of ``render.py``'s one-page spec:
   100 ``worksheet.pdf`` + 100 ``keys/<id>.pdf``
 
+Every run's output stays in the temporary folder until the table is printed (about 2 GB at full
+size): deleting thousands of files just before a timed run would slow its own file creation on
+file systems that scan recently freed inodes (ext4 without a journal).
 Times are the best of ``--repeat`` runs: wall clock and CPU (this process and its children,
 ``RUSAGE_CHILDREN``, so the PDF pool's workers count). Setup (keys and submission files for
 ``grade``) is not timed. The table is Markdown: job | today | target | measured | ÷ target |
@@ -38,7 +41,6 @@ import os
 import platform
 import pstats
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -161,7 +163,8 @@ def run_generate(cli: Cli, tmp: Path, spec: str, n: int, repeat: int, extra: lis
         cli.timed(["generate", spec, "-n", str(n), "-o", str(out), "--seed", "bench", *extra], timing)
         if check is not None and (problem := check(out)):
             timing.notes.append(problem)
-        shutil.rmtree(out, ignore_errors=True)  # untimed
+        # Kept until the run ends: files deleted just before a timed run make creating files slower
+        # on some file systems (ext4 without a journal scans the inodes freed in the last ~30 s).
     return timing
 
 
@@ -190,7 +193,6 @@ def grade_setup(cli: Cli, tmp: Path, n: int) -> tuple[Path, Path, int]:
         body = {"student": sub["student"], "variant": variants[sub["student"]], "set": doc.get("set"),
                 "answers": sub["answers"]}
         (folder / f"{sub['student']}.json").write_text(json.dumps(body), encoding="utf-8")
-    shutil.rmtree(key_set / "students", ignore_errors=True)  # the students' blank files are not needed
     return key_path, folder, len(doc["students"])
 
 
@@ -202,7 +204,6 @@ def run_grade(cli: Cli, tmp: Path, n: int, repeat: int, phases: bool) -> tuple[T
         cli.timed(["grade", str(key_path), str(folder), "--out", str(out)], timing)
         if not (out / "results.csv").exists():
             timing.notes.append("no results.csv written")
-        shutil.rmtree(out, ignore_errors=True)
     return timing, (grade_phases(key_path, folder, tmp, repeat) if phases else {})
 
 
@@ -229,8 +230,6 @@ def grade_phases(key_path: Path, folder: Path, tmp: Path, repeat: int) -> dict[s
         out["reports: results, item analysis"].add(w1, c1)
         w2, c2, _ = measure(lambda: write_reports(report, tmp / f"lib-b{i}", feedback=True))
         out["feedback files"].add(max(w2 - w1, 0.0), max(c2 - c1, 0.0))
-        shutil.rmtree(tmp / f"lib-a{i}", ignore_errors=True)
-        shutil.rmtree(tmp / f"lib-b{i}", ignore_errors=True)
     verdicts: dict[str, int] = {}
     for result in report.results:
         for part in result.parts:
