@@ -31,7 +31,7 @@ from ..outputs import write_set
 from ..untrusted import csv_cell
 from .analysis import item_analysis, item_analysis_csv, item_analysis_markdown
 from .feedback import FeedbackWriter
-from .grader import GradeReport, StudentResult, terminal_text
+from .grader import GradeReport, PartResult, StudentResult, terminal_text
 from .parallel import chunks_in_workers, forking
 from .pause import collector_paused
 
@@ -84,26 +84,80 @@ _ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 
 def results_json(report: GradeReport) -> str:
     """Every student's every part, sorted by student id; one part per line, so that a class of
-    thousands is written by the C JSON encoder and a diff shows which parts changed."""
-    doc = report.to_json()
-    students = sorted(doc.pop("students"), key=lambda s: s["student"])
+    thousands is written by the C JSON encoder and a diff shows which parts changed.
+
+    The text is exactly that of encoding each part's :meth:`PartResult.to_json` on its own
+    (tests/test_results_json.py); what many parts share is encoded once (:class:`_PartLines`)."""
+    students = sorted(report.results, key=lambda r: r.student)
+    doc = report.to_json(students=False)
     problems = doc.pop("problems")
-    parts = [student.pop("parts") for student in students]
-    heads = _encode_each(students, "student")  # {"student": …, …} without the parts
-    encoded = iter(_encode_each([p for student_parts in parts for p in student_parts], "part"))
+    heads = _encode_each([r.to_json(parts=False) for r in students], "student")  # {"student": …, …}
+    parts = _PartLines([p for r in students for p in r.parts])
     lines = ["{"]
     lines += [f"  {_ENCODE(k)}: {_ENCODE(v)}," for k, v in doc.items()]
     lines.append('  "students": [')
-    for i, (head, student_parts) in enumerate(zip(heads, parts)):
+    last_student = len(students) - 1
+    for i, (student, head) in enumerate(zip(students, heads)):
         lines.append(f'    {{{head[1:-1]}, "parts": [')
-        last = len(student_parts) - 1
-        lines += [f"      {next(encoded)}{',' if k < last else ''}" for k in range(len(student_parts))]
-        lines.append(f"    ]}}{',' if i < len(students) - 1 else ''}")
+        last = len(student.parts) - 1
+        lines += [f"      {parts.line()}{',' if k < last else ''}" for k in range(len(student.parts))]
+        lines.append(f"    ]}}{',' if i < last_student else ''}")
     lines.append("  ],")
     lines.append('  "problems": [')
     lines += [f"    {_ENCODE(p)}{',' if k < len(problems) - 1 else ''}" for k, p in enumerate(problems)]
     lines += ["  ]", "}"]
     return "\n".join(lines) + "\n"
+
+
+class _PartLines:
+    """``_ENCODE(part.to_json())`` of each of ``parts`` in turn (:meth:`line`), without encoding
+    what parts share again: the fields before "given" are the same for most of a class's
+    correct parts (encoded once per distinct value), and an answer equal to the exact one is
+    the very object of "expected" (:func:`qkvquiz.grade.grader.encode_rows_like`), encoded once.
+    The rest (answers, expected values, entry marks, carry sentences) is encoded by one call
+    of the encoder for the class (:func:`_encode_values`)."""
+
+    _TAIL = ("given", "expected", "entry_ok", "carry")  # PartResult.to_json's last fields, in order
+
+    def __init__(self, parts: Sequence[PartResult]) -> None:
+        self._parts = iter(parts)
+        self._heads: dict[tuple, str] = {}
+        values: list[Any] = []
+        for p in parts:
+            if p.given is not p.expected:
+                values.append(p.given)
+            values += (p.expected, p.entry_ok, p.carry)
+        self._texts = iter(_encode_values(values))
+
+    def _head(self, p: PartResult) -> str:
+        """The part's encoded fields before "given", as ``{"part": …, "invariants": […]`` (open)."""
+        if p.diagnosis or p.mistakes or p.broken or p.invariants:  # a part's own findings: not shared
+            return self._encode_head(p)
+        # Texts are keys as they are; numbers by repr, which tells 1 from 1.0 and True, as JSON does.
+        key = (p.part, p.verdict, p.message, repr(p.points), repr(p.score), repr(p.correct_entries), repr(p.entries))
+        head = self._heads.get(key)
+        if head is None:
+            head = self._heads[key] = self._encode_head(p)
+        return head
+
+    def _encode_head(self, p: PartResult) -> str:
+        doc = p.to_json()
+        for name in self._TAIL:
+            del doc[name]
+        return _ENCODE(doc)[:-1]
+
+    def line(self) -> str:
+        p = next(self._parts)
+        texts = self._texts
+        given = None if p.given is p.expected else next(texts)
+        expected = next(texts)
+        return (f'{self._head(p)}, "given": {expected if given is None else given}, "expected": {expected}, '
+                f'"entry_ok": {next(texts)}, "carry": {next(texts)}}}')
+
+
+def _encode_values(values: list[Any]) -> list[str]:
+    """``[_ENCODE(v) for v in values]``, by one call of the encoder for the whole list."""
+    return [text[5:-1] for text in _encode_each([{"": v} for v in values], "")]  # {"": …}
 
 
 def _encode_each(objects: list[dict[str, Any]], first: str) -> list[str]:
