@@ -43,7 +43,7 @@ import numpy as np
 from ..engine.backend import to_numpy
 from ..families import Env, Family
 from ..i18n import DEFAULT_LANG, N_, _, current, ngettext, using
-from ..inputs import InputError, decode_text, json_nesting, read_bytes
+from ..inputs import InputError, decode_text, json_nesting, read_bytes_and_stat
 from ..key import Key, KeyItem
 from ..ragged import fill_absent
 from ..spec import Part
@@ -195,20 +195,25 @@ def display_path(path: str | Path) -> str:
     return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _read_limited(path: Path) -> bytes:
-    """At most MAX_SUBMISSION_BYTES bytes of a regular file (:func:`qkvquiz.inputs.read_bytes`:
-    never blocks on a pipe, never reads a device); ValueError says why not, without the name
-    (the report names the file)."""
+def _read_limited(path: str | Path) -> tuple[bytes, os.stat_result]:
+    """At most MAX_SUBMISSION_BYTES bytes of a regular file, and its ``fstat``
+    (:func:`qkvquiz.inputs.read_bytes`: never blocks on a pipe, never reads a device);
+    ValueError says why not, without the name (the report names the file)."""
     try:
-        return read_bytes(path, MAX_SUBMISSION_BYTES, "submission")
+        return read_bytes_and_stat(path, MAX_SUBMISSION_BYTES, "submission")
     except InputError as exc:
         raise ValueError(exc.message) from None
 
 
 def read_submission(path: str | Path) -> Submission:
     """Read one submission file; raises ValueError with a sentence naming what is wrong."""
-    path = Path(path)
-    return submission_from_bytes(_read_limited(path), display_path(path))
+    return _read_submission(path)[0]
+
+
+def _read_submission(path: str | Path) -> tuple[Submission, float]:
+    """:func:`read_submission`, and the file's modification time as read."""
+    raw, info = _read_limited(path)
+    return submission_from_bytes(raw, display_path(path)), info.st_mtime
 
 
 class _Refused(ValueError):
@@ -491,21 +496,14 @@ def _read_files(paths: Sequence[str | Path], progress: Callable[[], None] | None
     submissions, problems = [], []
     for path in paths:
         try:
-            sub = read_submission(path)
-            sub.mtime = _mtime(path)  # the last tie-break among several files for one student
+            sub, mtime = _read_submission(path)
+            sub.mtime = mtime  # the last tie-break among several files for one student
             submissions.append(sub)
         except ValueError as exc:
             problems.append(FileProblem(display_path(path), str(exc)))
         if progress is not None:
             progress()
     return submissions, problems
-
-
-def _mtime(path: str | Path) -> float | None:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return None
 
 
 def grade_files(key: Key, paths: Iterable[str | Path], *, progress: Callable[[], None] | None = None,

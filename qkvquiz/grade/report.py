@@ -87,25 +87,39 @@ def results_json(report: GradeReport) -> str:
     thousands is written by the C JSON encoder and a diff shows which parts changed.
 
     The text is exactly that of encoding each part's :meth:`PartResult.to_json` on its own
-    (tests/test_results_json.py); what many parts share is encoded once (:class:`_PartLines`)."""
+    (tests/test_results_json.py); what many parts share is encoded once (:class:`_PartLines`).
+    A large class's students are encoded in slices by :func:`write_reports`' workers: the text
+    is ``head + students_json(every slice) + tail`` of :func:`results_json_frame`."""
     students = sorted(report.results, key=lambda r: r.student)
+    head, tail = results_json_frame(report)
+    return head + students_json(students, last=True) + tail
+
+
+def results_json_frame(report: GradeReport) -> tuple[str, str]:
+    """results.json before its students (the class's fields) and after them (the problems)."""
     doc = report.to_json(students=False)
     problems = doc.pop("problems")
+    head = ["{"] + [f"  {_ENCODE(k)}: {_ENCODE(v)}," for k, v in doc.items()] + ['  "students": [']
+    tail = ["  ],", '  "problems": [']
+    tail += [f"    {_ENCODE(p)}{',' if k < len(problems) - 1 else ''}" for k, p in enumerate(problems)]
+    tail += ["  ]", "}"]
+    return "\n".join(head) + "\n", "\n".join(tail) + "\n"
+
+
+def students_json(students: Sequence[StudentResult], *, last: bool) -> str:
+    """The lines of results.json of ``students`` (in the order given), each student's followed
+    by a comma unless ``last`` and it is the last one."""
+    if not students:
+        return ""
     heads = _encode_each([r.to_json(parts=False) for r in students], "student")  # {"student": …, …}
     parts = _PartLines([p for r in students for p in r.parts])
-    lines = ["{"]
-    lines += [f"  {_ENCODE(k)}: {_ENCODE(v)}," for k, v in doc.items()]
-    lines.append('  "students": [')
-    last_student = len(students) - 1
+    lines = []
+    final = len(students) - 1
     for i, (student, head) in enumerate(zip(students, heads)):
         lines.append(f'    {{{head[1:-1]}, "parts": [')
-        last = len(student.parts) - 1
-        lines += [f"      {parts.line()}{',' if k < last else ''}" for k in range(len(student.parts))]
-        lines.append(f"    ]}}{',' if i < last_student else ''}")
-    lines.append("  ],")
-    lines.append('  "problems": [')
-    lines += [f"    {_ENCODE(p)}{',' if k < len(problems) - 1 else ''}" for k, p in enumerate(problems)]
-    lines += ["  ]", "}"]
+        end = len(student.parts) - 1
+        lines += [f"      {parts.line()}{',' if k < end else ''}" for k in range(len(student.parts))]
+        lines.append(f"    ]}}{'' if last and i == final else ','}")
     return "\n".join(lines) + "\n"
 
 
@@ -202,42 +216,58 @@ def write_reports(
     names = ["results.csv", "results.json", "item-analysis.csv", "item-analysis.md"]
     stats = item_analysis(report)
     with collector_paused(), using(lang or report.lang), write_set(out, OWNED, anchor="results.json") as files:
+        students = sorted(report.results, key=lambda r: r.student)
+        writer, folder, jobs = None, "", [(None, r) for r in students]
+        if feedback and students:
+            feedback_name = feedback_names(report)
+            writer = FeedbackWriter(report)  # one per class: what students share is written once
+            jobs = [(f"{FEEDBACK_DIR}/{feedback_name[r.student]}.md", r) for r in students]
+            folder = str(files.path(jobs[0][0]).parent)  # feedback/ in the staging folder, made
+        work = partial(_report_slice, writer, folder, students[-1] if students else None)
+        head, tail = results_json_frame(report)
+        pieces = [head.encode("utf-8")]
 
         def summaries() -> None:
             files.write("results.csv", results_csv(report))
-            files.write("results.json", results_json(report))
             files.write("item-analysis.csv", item_analysis_csv(stats))
             files.write("item-analysis.md", item_analysis_markdown(report, stats))
 
-        if not feedback:
-            summaries()
-            return [out / name for name in names]
-        feedback_name = feedback_names(report)
-        writer = FeedbackWriter(report)  # one per class: what students share is written once
-        jobs = [(f"{FEEDBACK_DIR}/{feedback_name[r.student]}.md", r) for r in sorted(report.results, key=lambda r: r.student)]
-        if not jobs:
-            summaries()
-            return [out / name for name in names]
-        folder = files.path(jobs[0][0]).parent  # feedback/ in the staging folder, made
-        write = partial(_write_feedback, writer, str(folder))
+        def slice_done(lo: int, hi: int, failed: list[int], text: bytes) -> None:
+            pieces.append(text)
+            if writer is not None:
+                _done(files, writer, jobs, lo, hi, failed, progress)
+
         if forking(len(jobs)):
-            # Workers write the feedback files while this process writes the summaries.
-            with chunks_in_workers(write, jobs, workers=1) as finished:
+            # A worker per core writes the feedback files of a slice of the class (creating a file
+            # costs the kernel more than rendering it) and encodes its part of results.json,
+            # while this process writes the other summaries.
+            with chunks_in_workers(work, jobs) as finished:
                 summaries()
-                for lo, hi, failed in finished():
-                    _done(files, writer, jobs, lo, hi, failed, progress)
+                for lo, hi, (failed, text) in finished():
+                    slice_done(lo, hi, failed, text)
         else:
             summaries()
             for lo in range(0, len(jobs), 500):
                 hi = min(lo + 500, len(jobs))
-                _done(files, writer, jobs, lo, hi, write(jobs[lo:hi]), progress)
+                slice_done(lo, hi, *work(jobs[lo:hi]))
+        pieces.append(tail.encode("utf-8"))
+        files.write("results.json", b"".join(pieces))
     return [out / name for name in names]
+
+
+def _report_slice(writer: FeedbackWriter | None, folder: str, last: StudentResult | None,
+                  jobs: Sequence[tuple[str | None, StudentResult]]) -> tuple[list[int], bytes]:
+    """A slice of the class, sorted by id: its feedback files written (with a ``writer``; the
+    positions of those that failed) and its lines of results.json, encoded."""
+    failed = [] if writer is None else _write_feedback(writer, folder, jobs)
+    students = [result for _rel, result in jobs]
+    return failed, students_json(students, last=students[-1] is last).encode("utf-8")
 
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)  # bytes as they are, on Windows too
 
 
-def _write_feedback(writer: FeedbackWriter, folder: str, jobs: Sequence[tuple[str, StudentResult]]) -> list[int]:
+def _write_feedback(writer: FeedbackWriter, folder: str, jobs: Sequence[tuple[str | None, StudentResult]]) -> list[int]:
     """Write the feedback files of ``jobs`` (in the staging folder ``folder``, as
     :meth:`qkvquiz.outputs.OutputSet.path` allows); the positions of those that failed."""
     failed = []
