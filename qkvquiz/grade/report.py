@@ -223,35 +223,35 @@ def write_reports(
             writer = FeedbackWriter(report)  # one per class: what students share is written once
             jobs = [(f"{FEEDBACK_DIR}/{feedback_name[r.student]}.md", r) for r in students]
             folder = str(files.path(jobs[0][0]).parent)  # feedback/ in the staging folder, made
-        work = partial(_report_slice, writer, folder, students[-1] if students else None)
-        head, tail = results_json_frame(report)
-        pieces = [head.encode("utf-8")]
 
-        def summaries() -> None:
-            files.write("results.csv", results_csv(report))
+        def analysis() -> None:
             files.write("item-analysis.csv", item_analysis_csv(stats))
             files.write("item-analysis.md", item_analysis_markdown(report, stats))
 
-        def slice_done(lo: int, hi: int, failed: list[int], text: bytes) -> None:
-            pieces.append(text)
-            if writer is not None:
-                _done(files, writer, jobs, lo, hi, failed, progress)
-
         if forking(len(jobs)):
             # A worker per core writes the feedback files of a slice of the class (creating a file
-            # costs the kernel more than rendering it) and encodes its part of results.json,
+            # costs the kernel more than rendering it) and encodes its lines of results.json,
             # while this process writes the other summaries.
+            head, tail = results_json_frame(report)
+            pieces = [head.encode("utf-8")]
+            work = partial(_report_slice, writer, folder, students[-1])
             with chunks_in_workers(work, jobs) as finished:
-                summaries()
+                files.write("results.csv", results_csv(report))
+                analysis()
                 for lo, hi, (failed, text) in finished():
-                    slice_done(lo, hi, failed, text)
+                    pieces.append(text)
+                    if writer is not None:
+                        _done(files, writer, jobs, lo, hi, failed, progress)
+            pieces.append(tail.encode("utf-8"))
+            files.write("results.json", b"".join(pieces))
         else:
-            summaries()
-            for lo in range(0, len(jobs), 500):
-                hi = min(lo + 500, len(jobs))
-                slice_done(lo, hi, *work(jobs[lo:hi]))
-        pieces.append(tail.encode("utf-8"))
-        files.write("results.json", b"".join(pieces))
+            files.write("results.csv", results_csv(report))
+            files.write("results.json", results_json(report))
+            analysis()
+            if writer is not None:
+                for lo in range(0, len(jobs), 500):
+                    hi = min(lo + 500, len(jobs))
+                    _done(files, writer, jobs, lo, hi, _write_feedback(writer, folder, jobs[lo:hi]), progress)
     return [out / name for name in names]
 
 
