@@ -88,27 +88,37 @@ def open_regular(path: str | os.PathLike[str], limit: int, what: str, *, follow:
     (``fstat``), never on the name. ``follow=False`` refuses a symbolic link as the last part
     of the path (``O_NOFOLLOW``), for files found by walking a folder.
     """
-    source = shown_path(path)
+    fd, _info = _open_regular(path, limit, what, follow)
+    try:
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_regular(path: str | os.PathLike[str], limit: int, what: str, follow: bool) -> tuple[int, os.stat_result]:
+    """:func:`open_regular`'s checks: the open descriptor and its ``fstat``."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     if not follow:
         flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
-        raise InputError(source, f"cannot read the {what} file: there is no such file") from None
+        raise InputError(shown_path(path), f"cannot read the {what} file: there is no such file") from None
     except IsADirectoryError:
-        raise InputError(source, f"is a folder, not {_a(what)} file") from None
+        raise InputError(shown_path(path), f"is a folder, not {_a(what)} file") from None
     except OSError as exc:
         if not follow and os.path.islink(path):
-            raise InputError(source, "is a link; links are not followed here") from None
-        raise InputError(source, f"cannot read the {what} file ({exc.strerror or exc})") from None
+            raise InputError(shown_path(path), "is a link; links are not followed here") from None
+        raise InputError(shown_path(path), f"cannot read the {what} file ({exc.strerror or exc})") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise InputError(source, f"is {_kind(info.st_mode)}, not a regular file; nothing was read from it")
+            raise InputError(shown_path(path), f"is {_kind(info.st_mode)}, not a regular file; nothing was read from it")
         if info.st_size > limit:
-            raise InputError(source, f"the file is {info.st_size:,} bytes; {_a(what)} file may be at most {limit:,}")
-        return os.fdopen(fd, "rb")
+            raise InputError(shown_path(path),
+                             f"the file is {info.st_size:,} bytes; {_a(what)} file may be at most {limit:,}")
+        return fd, info
     except BaseException:
         os.close(fd)
         raise
@@ -117,15 +127,32 @@ def open_regular(path: str | os.PathLike[str], limit: int, what: str, *, follow:
 def read_bytes(path: str | os.PathLike[str], limit: int, what: str, *, follow: bool = True) -> bytes:
     """The bytes of the regular file ``path``, at most ``limit`` of them; InputError otherwise
     (see :func:`open_regular` for the checks)."""
-    source = shown_path(path)
-    with open_regular(path, limit, what, follow=follow) as fh:
-        try:
-            data = fh.read(limit + 1)  # the size in fstat may be stale: stop at limit + 1 bytes regardless
-        except OSError as exc:
-            raise InputError(source, f"cannot read the {what} file ({exc.strerror or exc})") from None
-    if len(data) > limit:
-        raise InputError(source, f"the file is more than {limit:,} bytes; {_a(what)} file may be at most {limit:,}")
-    return data
+    return read_bytes_and_stat(path, limit, what, follow=follow)[0]
+
+
+def read_bytes_and_stat(path: str | os.PathLike[str], limit: int, what: str, *, follow: bool = True
+                        ) -> tuple[bytes, os.stat_result]:
+    """:func:`read_bytes`, with the ``fstat`` of the file read (its size and time as read).
+
+    Read by ``os.read`` on the descriptor (no file object: a class's thousands of files each
+    cost a few system calls and no more)."""
+    fd, info = _open_regular(path, limit, what, follow)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while size <= limit:  # the size in fstat may be stale: stop at limit + 1 bytes regardless
+            chunk = os.read(fd, limit + 1 - size if size else max(info.st_size + 1, 1))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise InputError(shown_path(path), f"cannot read the {what} file ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise InputError(shown_path(path), f"the file is more than {limit:,} bytes; {_a(what)} file may be at most {limit:,}")
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks), info
 
 
 def decode_text(raw: bytes, source: str, what: str) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import PurePath
 from typing import Any
 
@@ -51,8 +52,22 @@ class _Ranked:
     identity: int  # 2 the student's variant, 1 none named, 0 another variant or set
     filled: bool
     template: bool
-    when: float  # saved_at, else the file's modification time (seconds since the epoch); -inf unknown
-    when_text: str  # the same, in words
+
+    # When the file was saved is read only where several files claim a student (most claims are one
+    # file, and reading it is a datetime parse and format per file).
+    @cached_property
+    def _saved(self) -> tuple[float, str]:
+        return _when(self.sub)
+
+    @property
+    def when(self) -> float:
+        """saved_at, else the file's modification time (seconds since the epoch); -inf unknown."""
+        return self._saved[0]
+
+    @property
+    def when_text(self) -> str:
+        """The same, in words."""
+        return self._saved[1]
 
 
 def select_submissions(key: Key, submissions: Iterable[Submission], duplicates: str = DUPLICATES_DEFAULT) -> Selection:
@@ -88,14 +103,15 @@ def _rank(sub: Submission, variant: str, set_id: str, part_ids: list[str]) -> _R
              or bool(sub.set_id and set_id and sub.set_id != set_id))
     identity = 0 if other else 2 if sub.variant and sub.variant == variant else 1
     filled = any(not _empty(sub.answers.get(part)) for part in part_ids)
-    return _Ranked(sub, identity, filled, is_template(sub, filled), *_when(sub))
+    return _Ranked(sub, identity, filled, is_template(sub, filled))
 
 
 def is_template(sub: Submission, filled: bool) -> bool:
     """The blank submission ``generate`` writes: every part empty, never saved by the form, at its path."""
+    if filled or sub.saved_at is not None:
+        return False
     path = PurePath(sub.source)
-    return (not filled and sub.saved_at is None and path.name == TEMPLATE_NAME
-            and len(path.parts) >= 3 and path.parts[-3] == "students")
+    return path.name == TEMPLATE_NAME and len(path.parts) >= 3 and path.parts[-3] == "students"
 
 
 def _empty(answer: Any) -> bool:

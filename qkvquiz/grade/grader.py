@@ -43,7 +43,7 @@ import numpy as np
 from ..engine.backend import to_numpy
 from ..families import Env, Family
 from ..i18n import DEFAULT_LANG, N_, _, current, ngettext, using
-from ..inputs import InputError, decode_text, json_nesting, read_bytes
+from ..inputs import InputError, decode_text, json_nesting, read_bytes_and_stat
 from ..key import Key, KeyItem
 from ..ragged import fill_absent
 from ..spec import Part
@@ -117,13 +117,16 @@ class StudentResult:
     def total(self) -> float:
         return sum(p.points for p in self.parts)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def to_json(self, *, parts: bool = True) -> dict[str, Any]:
+        """The student's entry of results.json; without ``parts``, all but its last field, "parts"."""
+        doc = {
             "student": self.student, "source": terminal_text(self.source), "variant": self.variant,
             "score": round(self.score, 6), "total": self.total, "flags": self.flags, "notes": self.notes,
             "candidates": [c.to_json() for c in self.candidates], "copied_from": self.copied_from,
-            "parts": [p.to_json() for p in self.parts],
         }
+        if parts:
+            doc["parts"] = [p.to_json() for p in self.parts]
+        return doc
 
 
 @dataclass(frozen=True)
@@ -164,16 +167,16 @@ class GradeReport:
         graded = {r.student for r in self.results}
         return [s for s in self.key.students if s not in graded]
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "title": self.key.title,
-            "points": self.key.points,
-            "lang": self.lang,  # the language its feedback and notes are in (exports follow it)
-            "students": [r.to_json() for r in self.results],
-            "absent": self.absent,
-            "problems": [p.to_json() for p in self.problems],
-            "skipped": [p.to_json() for p in self.skipped],
-        }
+    def to_json(self, *, students: bool = True) -> dict[str, Any]:
+        """results.json as one document; without ``students``, every field but "students"."""
+        doc: dict[str, Any] = {"title": self.key.title, "points": self.key.points,
+                               "lang": self.lang}  # the language its feedback and notes are in (exports follow it)
+        if students:
+            doc["students"] = [r.to_json() for r in self.results]
+        doc["absent"] = self.absent
+        doc["problems"] = [p.to_json() for p in self.problems]
+        doc["skipped"] = [p.to_json() for p in self.skipped]
+        return doc
 
 
 @dataclass
@@ -192,20 +195,25 @@ def display_path(path: str | Path) -> str:
     return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _read_limited(path: Path) -> bytes:
-    """At most MAX_SUBMISSION_BYTES bytes of a regular file (:func:`qkvquiz.inputs.read_bytes`:
-    never blocks on a pipe, never reads a device); ValueError says why not, without the name
-    (the report names the file)."""
+def _read_limited(path: str | Path) -> tuple[bytes, os.stat_result]:
+    """At most MAX_SUBMISSION_BYTES bytes of a regular file, and its ``fstat``
+    (:func:`qkvquiz.inputs.read_bytes`: never blocks on a pipe, never reads a device);
+    ValueError says why not, without the name (the report names the file)."""
     try:
-        return read_bytes(path, MAX_SUBMISSION_BYTES, "submission")
+        return read_bytes_and_stat(path, MAX_SUBMISSION_BYTES, "submission")
     except InputError as exc:
         raise ValueError(exc.message) from None
 
 
 def read_submission(path: str | Path) -> Submission:
     """Read one submission file; raises ValueError with a sentence naming what is wrong."""
-    path = Path(path)
-    return submission_from_bytes(_read_limited(path), display_path(path))
+    return _read_submission(path)[0]
+
+
+def _read_submission(path: str | Path) -> tuple[Submission, float]:
+    """:func:`read_submission`, and the file's modification time as read."""
+    raw, info = _read_limited(path)
+    return submission_from_bytes(raw, display_path(path)), info.st_mtime
 
 
 class _Refused(ValueError):
@@ -488,21 +496,14 @@ def _read_files(paths: Sequence[str | Path], progress: Callable[[], None] | None
     submissions, problems = [], []
     for path in paths:
         try:
-            sub = read_submission(path)
-            sub.mtime = _mtime(path)  # the last tie-break among several files for one student
+            sub, mtime = _read_submission(path)
+            sub.mtime = mtime  # the last tie-break among several files for one student
             submissions.append(sub)
         except ValueError as exc:
             problems.append(FileProblem(display_path(path), str(exc)))
         if progress is not None:
             progress()
     return submissions, problems
-
-
-def _mtime(path: str | Path) -> float | None:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return None
 
 
 def grade_files(key: Key, paths: Iterable[str | Path], *, progress: Callable[[], None] | None = None,
@@ -1107,7 +1108,7 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
     entry_score = points * share if item.credit.per_entry else np.zeros(n)
     carried_score = np.where(chain.carried, points * item.credit.carried_forward, 0.0)
     expected = encode_rows(host[part.step])
-    given = encode_rows(column.values)
+    given = encode_rows_like(column.values, host[part.step], expected)
     entry_ok = check.ok.reshape(column.values.shape).tolist()
     correct_entries = ok.sum(axis=1).tolist()
     entries = int(ok.shape[1])
@@ -1159,6 +1160,23 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
         for j in hits:
             out[j].broken.append(name)
             out[j].invariants.append(sentence)
+    return out
+
+
+def encode_rows_like(values: np.ndarray, like: np.ndarray, encoded_like: list[Any]) -> list[Any]:
+    """``encode_rows(values)``, where each row that is bit for bit the row of ``like`` is the very
+    object of ``encoded_like`` (``encode_rows(like)``): an answer equal to the exact one is then
+    written once by results.json, which encodes a part's "given" that *is* its "expected" once."""
+    if values.shape != like.shape or values.dtype != np.float64 or like.dtype != np.float64 or not len(values):
+        return encode_rows(values)
+    n = len(values)
+    bits = np.ascontiguousarray(values).reshape(n, -1).view(np.int64)
+    same = (bits == np.ascontiguousarray(like).reshape(n, -1).view(np.int64)).all(axis=1)
+    out = list(encoded_like)
+    differ = np.flatnonzero(~same)
+    if len(differ):
+        for j, row in zip(differ.tolist(), encode_rows(values[differ])):
+            out[j] = row
     return out
 
 

@@ -482,21 +482,21 @@ def parse_answer(value: object, shape: tuple[int, ...]) -> np.ndarray:
     """
     shape = _check_shape(shape)
     value = _as_list(value)
-    expected = describe_shape(shape)
     if shape == ():
         if value is None or isinstance(value, (list, tuple, dict)):
             raise AnswerFormatError(_("expected %(expected)s, found %(found)s") % {
-                "expected": expected, "found": _found(value)})
+                "expected": describe_shape(shape), "found": _found(value)})
         return np.asarray(parse_entry(value), dtype=np.float64)
 
     ndim = len(shape)
     top_unit = _UNITS[ndim - 1]
     if not isinstance(value, (list, tuple)):
         raise AnswerFormatError(_("expected %(expected)s, found %(found)s") % {
-            "expected": expected, "found": _found(value, top_unit)})
+            "expected": describe_shape(shape), "found": _found(value, top_unit)})
     if len(value) != shape[0]:
         found = _("a list of %(count)s") % {"count": _count(len(value), top_unit)}
-        raise AnswerFormatError(_("expected %(expected)s, found %(found)s") % {"expected": expected, "found": found})
+        raise AnswerFormatError(_("expected %(expected)s, found %(found)s") % {
+            "expected": describe_shape(shape), "found": found})
 
     flat: list[float] = []
 
@@ -511,13 +511,14 @@ def parse_answer(value: object, shape: tuple[int, ...]) -> np.ndarray:
                 raise AnswerFormatError(
                     _("%(where)s is %(found)s, expected a list of %(count)s; the answer should be %(expected)s")
                     % {"where": entry_place(path, ndim), "found": _found(item, unit),
-                       "count": _count(n, "numbers" if unit == "entries" else unit), "expected": expected}
+                       "count": _count(n, "numbers" if unit == "entries" else unit),
+                       "expected": describe_shape(shape)}
                 )
             if len(item) != n:
                 raise AnswerFormatError(
                     _("%(where)s has %(count)s, expected %(n)s; the answer should be %(expected)s")
                     % {"where": entry_place(path, ndim), "count": _count(len(item), unit), "n": n,
-                       "expected": expected}
+                       "expected": describe_shape(shape)}
                 )
         assert isinstance(item, (list, tuple))
         if level < ndim - 1:

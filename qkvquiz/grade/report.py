@@ -31,7 +31,7 @@ from ..outputs import write_set
 from ..untrusted import csv_cell
 from .analysis import item_analysis, item_analysis_csv, item_analysis_markdown
 from .feedback import FeedbackWriter
-from .grader import GradeReport, StudentResult, terminal_text
+from .grader import GradeReport, PartResult, StudentResult, terminal_text
 from .parallel import chunks_in_workers, forking
 from .pause import collector_paused
 
@@ -84,26 +84,94 @@ _ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 
 def results_json(report: GradeReport) -> str:
     """Every student's every part, sorted by student id; one part per line, so that a class of
-    thousands is written by the C JSON encoder and a diff shows which parts changed."""
-    doc = report.to_json()
-    students = sorted(doc.pop("students"), key=lambda s: s["student"])
+    thousands is written by the C JSON encoder and a diff shows which parts changed.
+
+    The text is exactly that of encoding each part's :meth:`PartResult.to_json` on its own
+    (tests/test_results_json.py); what many parts share is encoded once (:class:`_PartLines`).
+    A large class's students are encoded in slices by :func:`write_reports`' workers: the text
+    is ``head + students_json(every slice) + tail`` of :func:`results_json_frame`."""
+    students = sorted(report.results, key=lambda r: r.student)
+    head, tail = results_json_frame(report)
+    return head + students_json(students, last=True) + tail
+
+
+def results_json_frame(report: GradeReport) -> tuple[str, str]:
+    """results.json before its students (the class's fields) and after them (the problems)."""
+    doc = report.to_json(students=False)
     problems = doc.pop("problems")
-    parts = [student.pop("parts") for student in students]
-    heads = _encode_each(students, "student")  # {"student": …, …} without the parts
-    encoded = iter(_encode_each([p for student_parts in parts for p in student_parts], "part"))
-    lines = ["{"]
-    lines += [f"  {_ENCODE(k)}: {_ENCODE(v)}," for k, v in doc.items()]
-    lines.append('  "students": [')
-    for i, (head, student_parts) in enumerate(zip(heads, parts)):
+    head = ["{"] + [f"  {_ENCODE(k)}: {_ENCODE(v)}," for k, v in doc.items()] + ['  "students": [']
+    tail = ["  ],", '  "problems": [']
+    tail += [f"    {_ENCODE(p)}{',' if k < len(problems) - 1 else ''}" for k, p in enumerate(problems)]
+    tail += ["  ]", "}"]
+    return "\n".join(head) + "\n", "\n".join(tail) + "\n"
+
+
+def students_json(students: Sequence[StudentResult], *, last: bool) -> str:
+    """The lines of results.json of ``students`` (in the order given), each student's followed
+    by a comma unless ``last`` and it is the last one."""
+    if not students:
+        return ""
+    heads = _encode_each([r.to_json(parts=False) for r in students], "student")  # {"student": …, …}
+    parts = _PartLines([p for r in students for p in r.parts])
+    lines = []
+    final = len(students) - 1
+    for i, (student, head) in enumerate(zip(students, heads)):
         lines.append(f'    {{{head[1:-1]}, "parts": [')
-        last = len(student_parts) - 1
-        lines += [f"      {next(encoded)}{',' if k < last else ''}" for k in range(len(student_parts))]
-        lines.append(f"    ]}}{',' if i < len(students) - 1 else ''}")
-    lines.append("  ],")
-    lines.append('  "problems": [')
-    lines += [f"    {_ENCODE(p)}{',' if k < len(problems) - 1 else ''}" for k, p in enumerate(problems)]
-    lines += ["  ]", "}"]
+        end = len(student.parts) - 1
+        lines += [f"      {parts.line()}{',' if k < end else ''}" for k in range(len(student.parts))]
+        lines.append(f"    ]}}{'' if last and i == final else ','}")
     return "\n".join(lines) + "\n"
+
+
+class _PartLines:
+    """``_ENCODE(part.to_json())`` of each of ``parts`` in turn (:meth:`line`), without encoding
+    what parts share again: the fields before "given" are the same for most of a class's
+    correct parts (encoded once per distinct value), and an answer equal to the exact one is
+    the very object of "expected" (:func:`qkvquiz.grade.grader.encode_rows_like`), encoded once.
+    The rest (answers, expected values, entry marks, carry sentences) is encoded by one call
+    of the encoder for the class (:func:`_encode_values`)."""
+
+    _TAIL = ("given", "expected", "entry_ok", "carry")  # PartResult.to_json's last fields, in order
+
+    def __init__(self, parts: Sequence[PartResult]) -> None:
+        self._parts = iter(parts)
+        self._heads: dict[tuple, str] = {}
+        values: list[Any] = []
+        for p in parts:
+            if p.given is not p.expected:
+                values.append(p.given)
+            values += (p.expected, p.entry_ok, p.carry)
+        self._texts = iter(_encode_values(values))
+
+    def _head(self, p: PartResult) -> str:
+        """The part's encoded fields before "given", as ``{"part": …, "invariants": […]`` (open)."""
+        if p.diagnosis or p.mistakes or p.broken or p.invariants:  # a part's own findings: not shared
+            return self._encode_head(p)
+        # Texts are keys as they are; numbers by repr, which tells 1 from 1.0 and True, as JSON does.
+        key = (p.part, p.verdict, p.message, repr(p.points), repr(p.score), repr(p.correct_entries), repr(p.entries))
+        head = self._heads.get(key)
+        if head is None:
+            head = self._heads[key] = self._encode_head(p)
+        return head
+
+    def _encode_head(self, p: PartResult) -> str:
+        doc = p.to_json()
+        for name in self._TAIL:
+            del doc[name]
+        return _ENCODE(doc)[:-1]
+
+    def line(self) -> str:
+        p = next(self._parts)
+        texts = self._texts
+        given = None if p.given is p.expected else next(texts)
+        expected = next(texts)
+        return (f'{self._head(p)}, "given": {expected if given is None else given}, "expected": {expected}, '
+                f'"entry_ok": {next(texts)}, "carry": {next(texts)}}}')
+
+
+def _encode_values(values: list[Any]) -> list[str]:
+    """``[_ENCODE(v) for v in values]``, by one call of the encoder for the whole list."""
+    return [text[5:-1] for text in _encode_each([{"": v} for v in values], "")]  # {"": …}
 
 
 def _encode_each(objects: list[dict[str, Any]], first: str) -> list[str]:
@@ -148,42 +216,58 @@ def write_reports(
     names = ["results.csv", "results.json", "item-analysis.csv", "item-analysis.md"]
     stats = item_analysis(report)
     with collector_paused(), using(lang or report.lang), write_set(out, OWNED, anchor="results.json") as files:
+        students = sorted(report.results, key=lambda r: r.student)
+        writer, folder, jobs = None, "", [(None, r) for r in students]
+        if feedback and students:
+            feedback_name = feedback_names(report)
+            writer = FeedbackWriter(report)  # one per class: what students share is written once
+            jobs = [(f"{FEEDBACK_DIR}/{feedback_name[r.student]}.md", r) for r in students]
+            folder = str(files.path(jobs[0][0]).parent)  # feedback/ in the staging folder, made
 
-        def summaries() -> None:
-            files.write("results.csv", results_csv(report))
-            files.write("results.json", results_json(report))
+        def analysis() -> None:
             files.write("item-analysis.csv", item_analysis_csv(stats))
             files.write("item-analysis.md", item_analysis_markdown(report, stats))
 
-        if not feedback:
-            summaries()
-            return [out / name for name in names]
-        feedback_name = feedback_names(report)
-        writer = FeedbackWriter(report)  # one per class: what students share is written once
-        jobs = [(f"{FEEDBACK_DIR}/{feedback_name[r.student]}.md", r) for r in sorted(report.results, key=lambda r: r.student)]
-        if not jobs:
-            summaries()
-            return [out / name for name in names]
-        folder = files.path(jobs[0][0]).parent  # feedback/ in the staging folder, made
-        write = partial(_write_feedback, writer, str(folder))
         if forking(len(jobs)):
-            # Workers write the feedback files while this process writes the summaries.
-            with chunks_in_workers(write, jobs, workers=1) as finished:
-                summaries()
-                for lo, hi, failed in finished():
-                    _done(files, writer, jobs, lo, hi, failed, progress)
+            # A worker per core writes the feedback files of a slice of the class (creating a file
+            # costs the kernel more than rendering it) and encodes its lines of results.json,
+            # while this process writes the other summaries.
+            head, tail = results_json_frame(report)
+            pieces = [head.encode("utf-8")]
+            work = partial(_report_slice, writer, folder, students[-1])
+            with chunks_in_workers(work, jobs) as finished:
+                files.write("results.csv", results_csv(report))
+                analysis()
+                for lo, hi, (failed, text) in finished():
+                    pieces.append(text)
+                    if writer is not None:
+                        _done(files, writer, jobs, lo, hi, failed, progress)
+            pieces.append(tail.encode("utf-8"))
+            files.write("results.json", b"".join(pieces))
         else:
-            summaries()
-            for lo in range(0, len(jobs), 500):
-                hi = min(lo + 500, len(jobs))
-                _done(files, writer, jobs, lo, hi, write(jobs[lo:hi]), progress)
+            files.write("results.csv", results_csv(report))
+            files.write("results.json", results_json(report))
+            analysis()
+            if writer is not None:
+                for lo in range(0, len(jobs), 500):
+                    hi = min(lo + 500, len(jobs))
+                    _done(files, writer, jobs, lo, hi, _write_feedback(writer, folder, jobs[lo:hi]), progress)
     return [out / name for name in names]
+
+
+def _report_slice(writer: FeedbackWriter | None, folder: str, last: StudentResult | None,
+                  jobs: Sequence[tuple[str | None, StudentResult]]) -> tuple[list[int], bytes]:
+    """A slice of the class, sorted by id: its feedback files written (with a ``writer``; the
+    positions of those that failed) and its lines of results.json, encoded."""
+    failed = [] if writer is None else _write_feedback(writer, folder, jobs)
+    students = [result for _rel, result in jobs]
+    return failed, students_json(students, last=students[-1] is last).encode("utf-8")
 
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)  # bytes as they are, on Windows too
 
 
-def _write_feedback(writer: FeedbackWriter, folder: str, jobs: Sequence[tuple[str, StudentResult]]) -> list[int]:
+def _write_feedback(writer: FeedbackWriter, folder: str, jobs: Sequence[tuple[str | None, StudentResult]]) -> list[int]:
     """Write the feedback files of ``jobs`` (in the staging folder ``folder``, as
     :meth:`qkvquiz.outputs.OutputSet.path` allows); the positions of those that failed."""
     failed = []
