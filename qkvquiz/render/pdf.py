@@ -211,6 +211,7 @@ def font_config() -> Any:
     ``templates/fonts/`` (see :mod:`qkvquiz.render.fonts`): every document is set in them,
     whatever fonts this machine has, and a face is loaded once, not once per document."""
     _prefill_subset_arrays()
+    _reuse_font_subsets()
     return weasyprint_module().text.fonts.FontConfiguration()
 
 
@@ -383,6 +384,54 @@ def _prefill_subset_arrays(largest: int = 8192) -> None:
     except (ImportError, AttributeError, TypeError, ValueError, CDefError, FFIError) as exc:  # pragma: no cover
         # Another cffi or WeasyPrint: each length is parsed when first met, as before.
         _log.debug("cffi array types not declared ahead: %s", exc)
+
+
+#: Font subsets already made in this process: (face, glyphs, options) -> the subset font file.
+_SUBSETS: dict[tuple[Any, ...], bytes] = {}
+#: Forgotten past this many (a subset is a few kilobytes to a few dozen).
+_SUBSETS_KEPT = 512
+
+
+def _reuse_font_subsets() -> None:
+    """Make WeasyPrint cut each font down to the glyphs a document uses once per set of glyphs,
+    not once per document.
+
+    Every PDF embeds each face it uses, cut down to its glyphs by HarfBuzz: 6% of a
+    worksheet's instructions. The documents of a class use the same glyphs of a face more
+    often than not (the same sentences, the digits), and the same face cut to the same glyphs
+    with the same options is the same file, so it is kept and handed out again. Where this
+    WeasyPrint's font class is not as expected, fonts are cut as before.
+    """
+    try:
+        from weasyprint.pdf.fonts import Font
+    except ImportError:  # pragma: no cover - an older WeasyPrint
+        return
+    subset = getattr(Font, "subset", None)
+    if subset is None or getattr(subset, "reuses_subsets", False):
+        return
+
+    def reusing_subset(self: Any, to_unicode: Any, hinting: Any) -> None:
+        try:
+            content = self.file_content
+            # The face is named by WeasyPrint's digest of its description (family, style,
+            # weight, size) and by its file (index, size, and its table directory).
+            key = (self.hash, self.index, len(content), content[:1024], frozenset(to_unicode), bool(hinting),
+                   bool(self.missing))
+        except (AttributeError, TypeError):
+            return subset(self, to_unicode, hinting)
+        known = _SUBSETS.get(key)
+        if known is not None:
+            self.file_content = known
+            return None
+        subset(self, to_unicode, hinting)
+        if isinstance(self.file_content, bytes) and self.file_content is not content:
+            if len(_SUBSETS) >= _SUBSETS_KEPT:
+                _SUBSETS.clear()
+            _SUBSETS[key] = self.file_content
+        return None
+
+    reusing_subset.reuses_subsets = True  # type: ignore[attr-defined]
+    Font.subset = reusing_subset
 
 
 #: What a picture drawn once and replayed may hold: plain shapes, filled or stroked. A
