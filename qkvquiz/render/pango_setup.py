@@ -130,6 +130,7 @@ def _shared_setup(original: Any, line_break: Any) -> Any:
         return None
 
     setup.shares_setup = True  # type: ignore[attr-defined]
+    setup.__wrapped__ = original  # type: ignore[attr-defined]
     return setup
 
 

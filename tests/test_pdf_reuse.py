@@ -1,0 +1,83 @@
+"""What the PDF workers build once and reuse (font subsets, text-layout setup) makes the same
+PDF bytes as making it anew; documents built as the pool takes their jobs (pdf.Deferred)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from qkvquiz.render import pdf
+from qkvquiz.render.html import header_html, markdown_to_html
+
+pytestmark = pytest.mark.skipif(not pdf.pdf_available(), reason="WeasyPrint cannot run here")
+
+# Prose, italic and bold, text math with scripts and a fraction, a matrix, code, an underline.
+PAGE = """
+## Problem 1
+
+A query and a key with $d_k = 4$: $q = \\begin{bmatrix} -2 & 1 & 1 \\end{bmatrix}$, and
+$s = \\frac{q \\cdot k}{\\sqrt{d_k}}$ in part `q1.scores`. **Bold**, *italic*, <u>underlined</u>.
+
+$$S = \\begin{bmatrix} 0.71 & -\\infty \\\\ -0.71 & 1.41 \\end{bmatrix}$$
+"""
+
+
+def document(student: str) -> str:
+    return markdown_to_html(PAGE, title="Sheet", header=header_html("Sheet", student, "V01"))
+
+
+def test_reused_font_subsets_make_the_same_pdf(tmp_path: Path) -> None:
+    pdf.font_config()  # installs the reuse
+    pdf._SUBSETS.clear()
+    fresh = pdf.render_pdf(document("S1"), tmp_path / "fresh.pdf").path.read_bytes()
+    assert pdf._SUBSETS, "the subsets made are kept"
+    reused = pdf.render_pdf(document("S1"), tmp_path / "reused.pdf").path.read_bytes()
+    assert reused == fresh
+
+
+def test_shared_text_layout_setup_makes_the_same_pdf(tmp_path: Path) -> None:
+    from weasyprint.text.line_break import Layout
+
+    pdf.font_config()  # installs the shared setup where this WeasyPrint is the one known
+    shared = Layout.setup
+    if not getattr(shared, "shares_setup", False):
+        pytest.skip("another WeasyPrint: its own setup is used")
+    html = document("S2")
+    with_shared = pdf.render_pdf(html, tmp_path / "shared.pdf").path.read_bytes()
+    Layout.setup = shared.__wrapped__
+    try:
+        own = pdf.render_pdf(html, tmp_path / "own.pdf").path.read_bytes()
+    finally:
+        Layout.setup = shared
+    assert with_shared == own
+
+
+def test_deferred_documents_are_built_once_each_and_written_in_job_order(tmp_path: Path) -> None:
+    built: list[int] = []
+
+    def build(i: int) -> str:
+        built.append(i)
+        return document(f"S{i}")
+
+    jobs = [(pdf.Deferred(lambda i=i: build(i)), tmp_path / f"s{i}.pdf") for i in range(3)]
+    jobs.append(([document("A"), document("B")], tmp_path / "joined.pdf"))
+    results = pdf.render_pdfs(jobs, workers=2, progress=False)
+    assert sorted(built) == [0, 1, 2]
+    assert [r.path for r in results] == [target for _, target in jobs]
+    assert [r.pages for r in results] == [1, 1, 1, 2]
+
+
+def test_an_error_building_a_deferred_document_is_raised_as_it_is(tmp_path: Path) -> None:
+    class TemplateBroke(Exception):
+        pass
+
+    def broken() -> str:
+        raise TemplateBroke("a template failed")
+
+    jobs = [(document("S0"), tmp_path / "ok.pdf"), (pdf.Deferred(broken), tmp_path / "bad.pdf"),
+            (document("S1"), tmp_path / "ok1.pdf")]
+    with pytest.raises(TemplateBroke, match="a template failed"):
+        pdf.render_pdfs(jobs, workers=2, progress=False)
+    assert not (tmp_path / "bad.pdf").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
