@@ -81,3 +81,23 @@ def test_an_error_building_a_deferred_document_is_raised_as_it_is(tmp_path: Path
         pdf.render_pdfs(jobs, workers=2, progress=False)
     assert not (tmp_path / "bad.pdf").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_users_templates_print_in_the_pdfs(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    from qkvquiz.generate import generate_set
+    from qkvquiz.spec import parse_spec
+
+    if shutil.which("pdftotext") is None:
+        pytest.skip("pdftotext (poppler-utils) is not installed")
+    own = tmp_path / "templates" / "families"
+    own.mkdir(parents=True)
+    (own / "attention.scores.problem.md.j2").write_text("Our own words for part `q1.scores`.\n", encoding="utf-8")
+    spec = parse_spec({"title": "T", "items": [{"family": "attention.scores", "params": {"form": "vector", "d_k": 2}}]})
+    generate_set(spec, ["s1", "s2", "s3"], tmp_path / "out", formats="pdf", templates=tmp_path / "templates",
+                 workers=2)
+    for pdf_file in (tmp_path / "out" / "students" / "s3" / "worksheet.pdf", tmp_path / "out" / "keys" / "s3.pdf"):
+        text = subprocess.run(["pdftotext", str(pdf_file), "-"], capture_output=True, text=True, check=True).stdout
+        assert "Our own words" in text
