@@ -12,7 +12,7 @@ from qkvquiz.render.html import header_html, markdown_to_html
 
 pytestmark = pytest.mark.skipif(not pdf.pdf_available(), reason="WeasyPrint cannot run here")
 
-# Prose, italic and bold, text math with scripts and a fraction, a matrix, code, an underline.
+# Prose, italic and bold, math, a matrix, code, an underline.
 PAGE = """
 ## Problem 1
 
@@ -36,21 +36,41 @@ def test_reused_font_subsets_make_the_same_pdf(tmp_path: Path) -> None:
     assert reused == fresh
 
 
-def test_shared_text_layout_setup_makes_the_same_pdf(tmp_path: Path) -> None:
-    from weasyprint.text.line_break import Layout
+@pytest.fixture(scope="module")
+def class_documents() -> list[str]:
+    """Two students' worksheets and keys: text math (letters, scripts, fractions, matrices),
+    the same lines in several fonts (the body's, a bold heading's, a caption's)."""
+    from qkvquiz.render.documents import key_student_document, worksheet_document
+    from qkvquiz.spec import parse_spec
+    from qkvquiz.worksheet import build_worksheet
 
-    pdf.font_config()  # installs the shared setup where this WeasyPrint is the one known
-    shared = Layout.setup
-    if not getattr(shared, "shares_setup", False):
-        pytest.skip("another WeasyPrint: its own setup is used")
-    html = document("S2")
-    with_shared = pdf.render_pdf(html, tmp_path / "shared.pdf").path.read_bytes()
-    Layout.setup = shared.__wrapped__
+    spec = parse_spec({"title": "Attention $d_k = 2$", "items": [
+        {"family": "attention.scores", "title": "Scores for $d_k = 2$", "params": {"form": "vector", "d_k": 2}},
+        {"family": "attention.masked", "params": {"tokens": 2, "d_k": 2, "d_v": 2, "mask": "causal"}},
+    ]})
+    ws = build_worksheet(spec, ["s1", "s2"], "reuse")
+    return [make(ws, i) for i in range(2) for make in (worksheet_document, key_student_document)]
+
+
+def test_shared_text_layouts_make_the_same_pdf(class_documents: list[str], tmp_path: Path) -> None:
+    from weasyprint.layout import inline, preferred
+    from weasyprint.text import line_break
+
+    pdf.font_config()  # installs them where this WeasyPrint is the one known
+    setup, split = line_break.Layout.setup, line_break.split_first_line
+    if not getattr(setup, "shares_setup", False):
+        pytest.skip("another WeasyPrint: its own text layouts are used")
+    # Each document meets lines that the ones before it measured.
+    shared = [pdf.render_pdf(html, tmp_path / f"shared-{i}.pdf").path.read_bytes()
+              for i, html in enumerate(class_documents)]
+    line_break.Layout.setup = setup.__wrapped__
+    line_break.split_first_line = inline.split_first_line = preferred.split_first_line = split.__wrapped__
     try:
-        own = pdf.render_pdf(html, tmp_path / "own.pdf").path.read_bytes()
+        own = [pdf.render_pdf(html, tmp_path / f"own-{i}.pdf").path.read_bytes() for i, html in enumerate(class_documents)]
     finally:
-        Layout.setup = shared
-    assert with_shared == own
+        line_break.Layout.setup = setup
+        line_break.split_first_line = inline.split_first_line = preferred.split_first_line = split
+    assert shared == own
 
 
 def test_deferred_documents_are_built_once_each_and_written_in_job_order(tmp_path: Path) -> None:

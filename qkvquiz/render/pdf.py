@@ -33,7 +33,7 @@ from typing import Any
 
 from qkvquiz.render.fonts import warn_if_no_cjk_font
 from qkvquiz.render.html import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
-from qkvquiz.render.pango_setup import share_layout_setup
+from qkvquiz.render.text_layouts import share_text_layouts
 from qkvquiz.workers import kill_pool, start_worker
 
 #: Debian/Ubuntu packages WeasyPrint loads at run time.
@@ -213,7 +213,7 @@ def font_config() -> Any:
     whatever fonts this machine has, and a face is loaded once, not once per document."""
     _prefill_subset_arrays()
     _reuse_font_subsets()
-    share_layout_setup()
+    share_text_layouts()
     return weasyprint_module().text.fonts.FontConfiguration()
 
 
