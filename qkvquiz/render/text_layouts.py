@@ -7,11 +7,12 @@ the key: about a thousand), and
   reads the font's metrics anew, though a document uses a handful of fonts (10% of a key's
   time). :func:`share_text_layouts` makes it build those once per font (family, size, style,
   weight, language, direction…) and hand them to each new layout.
-* measures a text that may not wrap (our math: ``white-space: nowrap``; a matrix's rows:
-  ``pre``) as often as it meets it: an inline box's content three times (its narrowest and
-  widest width, then its layout), and the same ``=``, ``(−1)(0)`` or row of a matrix in
-  every student's document. Such a line's measure depends only on its text and its font, so
-  it is measured once and handed out again (a copy of WeasyPrint's result, each time).
+* measures a line as often as it meets it: an inline box's content three times (its
+  narrowest and widest width, then its layout), and the same ``=``, ``(−1)(0)``, row of a
+  matrix or sentence of a problem in every student's document. A line's measure depends only
+  on its text, its font and the room it has (for a text that may not wrap, as our math and
+  matrices: text and font alone), so it is measured once and handed out again (a copy of
+  WeasyPrint's result, each time).
 
 Both keep to what WeasyPrint itself computes: the layouts drawn are new each time, the
 measures are those Pango gave, and the PDF bytes are the same. Both are kept per font
@@ -50,6 +51,9 @@ _FONT_KEYS = (
 #: ``split_first_line`` (on its way for such a line), ``Layout.set_text`` and ``line_size`` read,
 #: and ``text_decoration_line``, which decides what the setup keeps in the layout.
 _LINE_KEYS = ("white_space", "letter_spacing", "word_spacing", "overflow_wrap", "tab_size", "text_decoration_line")
+#: And for a line that may wrap: what ``split_first_line`` reads to break it and to hyphenate.
+_WRAP_KEYS = ("word_break", "line_height", "hyphens", "hyphenate_character", "hyphenate_limit_chars",
+              "hyphenate_limit_zone")
 #: The white-space values of a line that does not wrap (``split_first_line`` sets no width).
 _NO_WRAP = ("nowrap", "pre")
 #: Lines measured and kept per font configuration; past this many they are forgotten.
@@ -191,22 +195,25 @@ def _shared_setup(original: Any, line_break: Any) -> Any:
 
 
 def _measured_once(original: Any) -> Any:
-    """``split_first_line``, measuring a line that may not wrap once per text and font.
+    """``split_first_line``, measuring a line once per text, font and room.
 
-    For such a line WeasyPrint 70 sets no width on the layout and returns before anything that
-    reads ``context``, ``is_line_start`` or ``minimum``; the result is the layout (deactivated:
-    its text and a few numbers), the first line's length, where the next starts, and its
-    width, height and baseline. The layout keeps ``max_width`` for drawing an ellipsis, so each
-    caller gets a copy of the kept layout with its own.
+    WeasyPrint 70's ``split_first_line`` is a function of its text, the style entries named in
+    :data:`_FONT_KEYS`, :data:`_LINE_KEYS` and :data:`_WRAP_KEYS`, the room (``max_width``),
+    ``justification_spacing``, ``is_line_start`` and ``minimum``; ``context`` only keeps the
+    hyphenation dictionaries it loads. A line that may not wrap is measured with no width set,
+    before anything reads the room, ``is_line_start`` or ``minimum``: it is kept by text and
+    font alone. The result is the layout (deactivated: its text and a few numbers), the first
+    line's length, where the next starts, and its width, height and baseline; each caller gets
+    a copy of the kept layout, with its own ``max_width`` (what an ellipsis is drawn in).
     """
 
     def split_first_line(text: str, style: Any, context: Any, max_width: Any, justification_spacing: Any,
                          is_line_start: bool = True, minimum: bool = False) -> Any:
         try:
-            if style["white_space"] not in _NO_WRAP:
-                raise LookupError
             lines = _kept(style.font_config).lines
-            key = (text, justification_spacing, *_font_key(style), *(style[name] for name in _LINE_KEYS))
+            key: tuple[Any, ...] = (text, justification_spacing, *_font_key(style), *(style[name] for name in _LINE_KEYS))
+            if style["white_space"] not in _NO_WRAP:
+                key = (*key, max_width, is_line_start, minimum, *(style[name] for name in _WRAP_KEYS))
             found = lines.get(key)
         except (TypeError, LookupError, AttributeError):
             return original(text, style, context, max_width, justification_spacing, is_line_start, minimum)
