@@ -64,7 +64,7 @@ _MISSING = object()
 class _Shared:
     """The parts of a layout's setup that are the same for every text of one font."""
 
-    __slots__ = ("context", "language", "description", "metrics")
+    __slots__ = ("context", "description", "language", "metrics")
 
     def __init__(self, context: Any, language: Any, description: Any, metrics: tuple[Any, ...]) -> None:
         self.context, self.language, self.description, self.metrics = context, language, description, metrics
