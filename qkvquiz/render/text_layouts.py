@@ -56,8 +56,9 @@ _WRAP_KEYS = ("word_break", "line_height", "hyphens", "hyphenate_character", "hy
               "hyphenate_limit_zone")
 #: The white-space values of a line that does not wrap (``split_first_line`` sets no width).
 _NO_WRAP = ("nowrap", "pre")
-#: Lines measured and kept per font configuration; past this many they are forgotten.
-_LINES_KEPT = 50_000
+#: Lines measured and kept per font configuration (about 1 kB each); past this many they are
+#: forgotten (a class of 100 meets about 6,000 different lines).
+_LINES_KEPT = 20_000
 _MISSING = object()
 
 
