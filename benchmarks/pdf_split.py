@@ -51,7 +51,7 @@ def class_documents(students: int) -> tuple[list[str], list[str]]:
     captured: list[tuple[str, str]] = []
 
     def capture(jobs, **_options):  # the pool's jobs, not rendered
-        captured.extend((html, str(target)) for html, target in jobs)
+        captured.extend((html.build() if isinstance(html, pdf.Deferred) else html, str(target)) for html, target in jobs)
         return []
 
     real = pdf.render_pdfs

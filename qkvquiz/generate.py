@@ -23,6 +23,7 @@ previous set or exactly the new one; anything else in the folder is left alone.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import importlib.util
 import os
@@ -398,24 +399,45 @@ def _write_pdfs(
 
     Separate files render in parallel; a combined file is laid out by one worker, so the
     combined files are on request (they are the long pole for a large class). The workers
-    write into the set's staging folder only, and end with this run (see render_pdfs).
+    write into the set's staging folder only, and end with this run (see render_pdfs). With the
+    bundled templates each document is built when the pool takes its job (pdf.Deferred), so the
+    workers start at once; a document that two files print (a worksheet in class.pdf, a key in
+    key.pdf) is built once.
     """
     pdf = importlib.import_module(_PDF_MODULE)
-    from .render.documents import key_documents, key_student_document, worksheet_document
+    from .render.documents import key_cover_document, key_student_document, worksheet_document
 
     names = names or {}
-    sheets = [
-        worksheet_document(ws, i, page_size=page_size, templates=templates, work_space=work_space,
-                           name=names.get(s, ""))
-        for i, s in enumerate(ws.students)
+    students = range(len(ws.students))
+
+    @functools.cache
+    def sheet(i: int) -> str:
+        return worksheet_document(ws, i, page_size=page_size, templates=templates, work_space=work_space,
+                                  name=names.get(ws.students[i], ""))
+
+    @functools.cache
+    def key(i: int) -> str:
+        return key_student_document(ws, i, page_size=page_size, templates=templates)
+
+    def later(build: Callable[[], str | list[str]], documents: int = 1) -> Any:
+        # A user's templates render in a worker that this process forks when it needs one
+        # (again, if the last one was stopped): their documents are built before the pool's
+        # threads start, since a fork should not copy a live thread.
+        return pdf.Deferred(build, documents) if templates is None else build()
+
+    # The keys first: they take longer to render than the worksheets, and the longest jobs
+    # go first so that no worker waits long for the others at the end.
+    jobs: list[tuple[Any, Path]] = [
+        *((later(functools.partial(key, i)), files.path(f"keys/{slugs[ws.students[i]]}.pdf")) for i in students),
+        *((later(functools.partial(sheet, i)), files.path(f"students/{slugs[ws.students[i]]}/worksheet.pdf"))
+          for i in students),
     ]
-    jobs: list[tuple[str | list[str], Path]] = [
-        (sheet, files.path(f"students/{slugs[s]}/worksheet.pdf")) for sheet, s in zip(sheets, ws.students)]
     if class_pdf:  # the long jobs first, so that the pool's other workers fill in around them
-        jobs[:0] = [(key_documents(ws, page_size=page_size, templates=templates), files.path("key.pdf")),
-                    (sheets, files.path("class.pdf"))]
-    jobs += [(key_student_document(ws, i, page_size=page_size, templates=templates), files.path(f"keys/{slugs[s]}.pdf"))
-             for i, s in enumerate(ws.students)]
+        jobs[:0] = [
+            (later(lambda: [key_cover_document(ws, page_size=page_size), *map(key, students)], len(students) + 1),
+             files.path("key.pdf")),
+            (later(lambda: [sheet(i) for i in students], len(students)), files.path("class.pdf")),
+        ]
     try:
         pdf.render_pdfs(jobs, page_size=page_size, workers=workers,
                         progress=_per_student(progress, len(ws.students)) if progress is not None else False)

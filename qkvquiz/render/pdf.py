@@ -24,7 +24,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -33,6 +33,7 @@ from typing import Any
 
 from qkvquiz.render.fonts import warn_if_no_cjk_font
 from qkvquiz.render.html import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
+from qkvquiz.render.text_layouts import share_text_layouts
 from qkvquiz.workers import kill_pool, start_worker
 
 #: Debian/Ubuntu packages WeasyPrint loads at run time.
@@ -211,6 +212,8 @@ def font_config() -> Any:
     ``templates/fonts/`` (see :mod:`qkvquiz.render.fonts`): every document is set in them,
     whatever fonts this machine has, and a face is loaded once, not once per document."""
     _prefill_subset_arrays()
+    _reuse_font_subsets()
+    share_text_layouts()
     return weasyprint_module().text.fonts.FontConfiguration()
 
 
@@ -385,6 +388,54 @@ def _prefill_subset_arrays(largest: int = 8192) -> None:
         _log.debug("cffi array types not declared ahead: %s", exc)
 
 
+#: Font subsets already made in this process: (face, glyphs, options) -> the subset font file.
+_SUBSETS: dict[tuple[Any, ...], bytes] = {}
+#: Forgotten past this many (a subset is a few kilobytes to a few dozen).
+_SUBSETS_KEPT = 512
+
+
+def _reuse_font_subsets() -> None:
+    """Make WeasyPrint cut each font down to the glyphs a document uses once per set of glyphs,
+    not once per document.
+
+    Every PDF embeds each face it uses, cut down to its glyphs by HarfBuzz: 6% of a
+    worksheet's instructions. The documents of a class use the same glyphs of a face more
+    often than not (the same sentences, the digits), and the same face cut to the same glyphs
+    with the same options is the same file, so it is kept and handed out again. Where this
+    WeasyPrint's font class is not as expected, fonts are cut as before.
+    """
+    try:
+        from weasyprint.pdf.fonts import Font
+    except ImportError:  # pragma: no cover - an older WeasyPrint
+        return
+    subset = getattr(Font, "subset", None)
+    if subset is None or getattr(subset, "reuses_subsets", False):
+        return
+
+    def reusing_subset(self: Any, to_unicode: Any, hinting: Any) -> None:
+        try:
+            content = self.file_content
+            # The face is named by WeasyPrint's digest of its description (family, style,
+            # weight, size) and by its file (index, size, and its table directory).
+            key = (self.hash, self.index, len(content), content[:1024], frozenset(to_unicode), bool(hinting),
+                   bool(self.missing))
+        except (AttributeError, TypeError):
+            return subset(self, to_unicode, hinting)
+        known = _SUBSETS.get(key)
+        if known is not None:
+            self.file_content = known
+            return None
+        subset(self, to_unicode, hinting)
+        if isinstance(self.file_content, bytes) and self.file_content is not content:
+            if len(_SUBSETS) >= _SUBSETS_KEPT:
+                _SUBSETS.clear()
+            _SUBSETS[key] = self.file_content
+        return None
+
+    reusing_subset.reuses_subsets = True  # type: ignore[attr-defined]
+    Font.subset = reusing_subset
+
+
 #: What a picture drawn once and replayed may hold: plain shapes, filled or stroked. A
 #: picture with text, a gradient, a pattern, a clip, a mask or a filter is drawn each time.
 _REPLAYABLE_SVG_TAGS = frozenset({"svg", "g", "path", "rect", "line", "polyline", "polygon", "circle", "ellipse"})
@@ -520,6 +571,24 @@ def layout(html: str, *, page_size: str = "A4", **options: Any) -> Any:
 Html = str | Sequence[str]
 
 
+@dataclass(frozen=True)
+class Deferred:
+    """A job's HTML, built only when :func:`render_pdfs` hands the job to its pool.
+
+    The documents of a class take seconds to build; built one by one as the pool takes them,
+    they are built here while the workers already render the first ones, instead of all
+    before any worker starts. ``documents`` is how many documents ``build`` returns (1 for
+    a string), for the progress count before they exist.
+    """
+
+    build: Callable[[], Html]
+    documents: int = 1
+
+
+#: A job's HTML as :func:`render_pdfs` takes it: ready, or built when its turn comes.
+JobHtml = Html | Deferred
+
+
 def render_pdf(
     html: Html,
     target: Path | str,
@@ -624,16 +693,50 @@ def _pool_context() -> Any:
     return None
 
 
-def _size(html: Html) -> int:
+def _size(html: JobHtml) -> int:
     """How many documents a job lays out."""
+    if isinstance(html, Deferred):
+        return html.documents
     return 1 if isinstance(html, str) else len(html)
 
 
-def _weight(html: Html) -> tuple[int, int]:
+def _weight(html: JobHtml) -> tuple[int, int]:
     """How long a job takes, roughly: its documents, then its characters. The longest jobs
     go first, so that the last ones to finish are short and no worker waits long for the
-    others at the end (the keys, a third longer than the worksheets, go before them)."""
+    others at the end (the keys, a third longer than the worksheets, go before them). A
+    deferred job, not built yet, weighs its documents only: it keeps its place among the
+    jobs of as many documents as it (the caller's order)."""
+    if isinstance(html, Deferred):
+        return html.documents, 0
     return _size(html), len(html) if isinstance(html, str) else sum(map(len, html))
+
+
+class _CjkWatch:
+    """Warns once, on the first document with CJK text, where no installed font can print it
+    (:func:`~qkvquiz.render.fonts.warn_if_no_cjk_font`): the documents built as the pool
+    runs are checked as they come."""
+
+    def __init__(self) -> None:
+        self.warned = False
+
+    def check(self, html: Html) -> None:
+        if self.warned:
+            return
+        from qkvquiz.render.fonts import has_cjk
+
+        found = [doc for doc in ([html] if isinstance(html, str) else html) if has_cjk(doc)]
+        if found:
+            self.warned = True
+            warn_if_no_cjk_font(found[:1])
+
+
+def _built(html: JobHtml, watch: _CjkWatch) -> Html:
+    """A job's HTML, built now if it was deferred (and checked for CJK text then)."""
+    if not isinstance(html, Deferred):
+        return html
+    built = html.build()
+    watch.check(built)
+    return built
 
 
 #: ``progress`` of :func:`render_pdfs`: a rich bar (True), none (False), or a function
@@ -680,7 +783,7 @@ def _progress_bar(enabled: Progress, total: int) -> Iterator[Callable[[int], Non
 
 
 def render_pdfs(
-    jobs: Sequence[tuple[Html, Path | str]],
+    jobs: Sequence[tuple[JobHtml, Path | str]],
     *,
     page_size: str = "A4",
     workers: int | None = None,
@@ -689,19 +792,22 @@ def render_pdfs(
     """Write each ``(html, target)`` job as a PDF; results come back in job order.
 
     A job's ``html`` is one document or a sequence of documents joined into one PDF (see
-    :func:`render_pdf`). Documents render in a pool of ``workers`` processes (default:
-    every core this process may use); a few documents, or ``workers=1``, render in this
-    process. A joined job is laid out by one worker (its pages must be joined in one
-    process), so the jobs with the most documents start first: the key of a class runs
-    beside the worksheets instead of after them; then the longest documents.
+    :func:`render_pdf`), or a :class:`Deferred` that builds them when the job's turn comes.
+    Documents render in a pool of ``workers`` processes (default: every core this process
+    may use); a few documents, or ``workers=1``, render in this process. A joined job is laid
+    out by one worker (its pages must be joined in one process), so the jobs with the most
+    documents start first: the key of a class runs beside the worksheets instead of after
+    them; then the longest documents. Deferred jobs are built here one by one, each just
+    before it is handed to the pool, while the workers render the jobs handed before it.
 
     ``progress`` shows a rich progress bar of documents laid out, or is a function called
     with ``(done, total)`` documents as they finish. WeasyPrint's warnings are collected
     per document (:attr:`PdfResult.warnings`) and logged here once each. The first failure
-    cancels the documents not yet started and raises :class:`PdfRenderError`. On any way out
-    but success (a failure, Ctrl-C, a SIGTERM turned into SystemExit) the workers are killed
-    and reaped before this returns, so none writes after the run; on Linux they also die
-    with this process if it is killed outright.
+    cancels the documents not yet started and raises :class:`PdfRenderError`; an error in
+    building a deferred job is raised as it is. On any way out but success (a failure,
+    Ctrl-C, a SIGTERM turned into SystemExit) the workers are killed and reaped before this
+    returns, so none writes after the run; on Linux they also die with this process if it
+    is killed outright.
     """
     weasyprint_module()  # fail with the install hint before starting any process
     page_size_css(page_size)
@@ -715,15 +821,20 @@ def render_pdfs(
     if len(set(targets)) != len(targets):
         raise ValueError("two jobs write the same PDF file")
     total = sum(_size(html) for html, _ in jobs_)
-    # Chinese text without a CJK font prints as empty boxes: say so (and which package) first.
-    warn_if_no_cjk_font(doc for html, _ in jobs_ for doc in ([html] if isinstance(html, str) else html))
+    # Chinese text without a CJK font prints as empty boxes: say so (and which package) first;
+    # a deferred job's documents are checked as they are built.
+    watch = _CjkWatch()
+    for html, _ in jobs_:
+        if not isinstance(html, Deferred):
+            watch.check(html)
     n_workers = min(workers or _default_workers(), total)
     results: list[PdfResult | None] = [None] * len(jobs_)
 
     if n_workers <= 1 or total < POOL_MIN_JOBS:
         image_cache: dict[str, Any] = ImageCache()
         with _batch_gc(), _progress_bar(progress, total) as advance:
-            for i, (html, target) in enumerate(jobs_):
+            for i, (job, target) in enumerate(jobs_):
+                html = _built(job, watch)
                 try:
                     results[i] = render_pdf(
                         html, target, page_size=page_size, image_cache=image_cache
@@ -735,8 +846,6 @@ def render_pdfs(
                 advance(_size(html))
     else:
         order = sorted(range(len(jobs_)), key=lambda i: _weight(jobs_[i][0]), reverse=True)
-        # Submit everything before the progress bar starts its refresh thread: the pool's
-        # workers are forked at the first submit, and a fork should not copy a live thread.
         pool = ProcessPoolExecutor(
             max_workers=n_workers,
             mp_context=_pool_context(),
@@ -744,20 +853,19 @@ def render_pdfs(
             initargs=(page_size, os.getpid()),
         )
         try:
-            futures: dict[Future[PdfResult], int] = {
-                pool.submit(_render_job, jobs_[i][0], str(jobs_[i][1]), page_size): i for i in order
-            }
-            with _progress_bar(progress, total) as advance:
-                pending = set(futures)
-                while pending:
-                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        error = future.exception()
-                        if error is not None:
-                            raise error
-                        i = futures[future]
-                        results[i] = future.result()
-                        advance(_size(jobs_[i][0]))
+            with ExitStack() as stack:
+                running = _Running(results)
+                for i in order:
+                    html = _built(jobs_[i][0], watch)
+                    running.add(pool.submit(_render_job, html, str(jobs_[i][1]), page_size), i, _size(html))
+                    if running.advance is None:
+                        # The pool's workers are forked at the first submit (fork starts them
+                        # all at once): only now may the progress bar start its refresh thread,
+                        # as a fork should not copy a live thread.
+                        running.advance = stack.enter_context(_progress_bar(progress, total))
+                    running.collect(block=False)
+                while running.pending:
+                    running.collect(block=True)
         except BaseException:
             # An error, Ctrl-C or SIGTERM (SystemExit): the jobs still running are of no use, and
             # shutdown(wait=True) would wait for them (seconds each). Kill them and reap them.
@@ -770,3 +878,32 @@ def render_pdfs(
         for message in result.warnings:
             _log.warning("%s: %s", result.path, message)
     return final
+
+
+class _Running:
+    """The pool's jobs handed out and not yet collected: each result is put in its place in
+    ``results`` and counted on the progress bar as it comes; a job's error is raised."""
+
+    def __init__(self, results: list[PdfResult | None]) -> None:
+        self.results = results
+        self.jobs: dict[Future[PdfResult], tuple[int, int]] = {}  # future -> (job index, documents)
+        self.pending: set[Future[PdfResult]] = set()
+        self.advance: Callable[[int], None] | None = None
+
+    def add(self, future: Future[PdfResult], index: int, documents: int) -> None:
+        self.jobs[future] = (index, documents)
+        self.pending.add(future)
+
+    def collect(self, *, block: bool) -> None:
+        """The jobs finished by now (with ``block``, at least one): results in place, counted."""
+        if not self.pending:
+            return
+        done, self.pending = wait(self.pending, timeout=None if block else 0, return_when=FIRST_COMPLETED)
+        for future in done:
+            error = future.exception()
+            if error is not None:
+                raise error
+            index, documents = self.jobs.pop(future)
+            self.results[index] = future.result()
+            if self.advance is not None:
+                self.advance(documents)

@@ -1,0 +1,123 @@
+"""What the PDF workers build once and reuse (font subsets, text-layout setup) makes the same
+PDF bytes as making it anew; documents built as the pool takes their jobs (pdf.Deferred)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from qkvquiz.render import pdf
+from qkvquiz.render.html import header_html, markdown_to_html
+
+pytestmark = pytest.mark.skipif(not pdf.pdf_available(), reason="WeasyPrint cannot run here")
+
+# Prose, italic and bold, math, a matrix, code, an underline.
+PAGE = """
+## Problem 1
+
+A query and a key with $d_k = 4$: $q = \\begin{bmatrix} -2 & 1 & 1 \\end{bmatrix}$, and
+$s = \\frac{q \\cdot k}{\\sqrt{d_k}}$ in part `q1.scores`. **Bold**, *italic*, <u>underlined</u>.
+
+$$S = \\begin{bmatrix} 0.71 & -\\infty \\\\ -0.71 & 1.41 \\end{bmatrix}$$
+"""
+
+
+def document(student: str) -> str:
+    return markdown_to_html(PAGE, title="Sheet", header=header_html("Sheet", student, "V01"))
+
+
+def test_reused_font_subsets_make_the_same_pdf(tmp_path: Path) -> None:
+    pdf.font_config()  # installs the reuse
+    pdf._SUBSETS.clear()
+    fresh = pdf.render_pdf(document("S1"), tmp_path / "fresh.pdf").path.read_bytes()
+    assert pdf._SUBSETS, "the subsets made are kept"
+    reused = pdf.render_pdf(document("S1"), tmp_path / "reused.pdf").path.read_bytes()
+    assert reused == fresh
+
+
+@pytest.fixture(scope="module")
+def class_documents() -> list[str]:
+    """Two students' worksheets and keys: text math (letters, scripts, fractions, matrices),
+    the same lines in several fonts (the body's, a bold heading's, a caption's)."""
+    from qkvquiz.render.documents import key_student_document, worksheet_document
+    from qkvquiz.spec import parse_spec
+    from qkvquiz.worksheet import build_worksheet
+
+    spec = parse_spec({"title": "Attention $d_k = 2$", "items": [
+        {"family": "attention.scores", "title": "Scores for $d_k = 2$", "params": {"form": "vector", "d_k": 2}},
+        {"family": "attention.masked", "params": {"tokens": 2, "d_k": 2, "d_v": 2, "mask": "causal"}},
+    ]})
+    ws = build_worksheet(spec, ["s1", "s2"], "reuse")
+    return [make(ws, i) for i in range(2) for make in (worksheet_document, key_student_document)]
+
+
+def test_shared_text_layouts_make_the_same_pdf(class_documents: list[str], tmp_path: Path) -> None:
+    from weasyprint.layout import inline, preferred
+    from weasyprint.text import line_break
+
+    pdf.font_config()  # installs them where this WeasyPrint is the one known
+    setup, split = line_break.Layout.setup, line_break.split_first_line
+    if not getattr(setup, "shares_setup", False):
+        pytest.skip("another WeasyPrint: its own text layouts are used")
+    # Each document meets lines that the ones before it measured.
+    shared = [pdf.render_pdf(html, tmp_path / f"shared-{i}.pdf").path.read_bytes()
+              for i, html in enumerate(class_documents)]
+    line_break.Layout.setup = setup.__wrapped__
+    line_break.split_first_line = inline.split_first_line = preferred.split_first_line = split.__wrapped__
+    try:
+        own = [pdf.render_pdf(html, tmp_path / f"own-{i}.pdf").path.read_bytes() for i, html in enumerate(class_documents)]
+    finally:
+        line_break.Layout.setup = setup
+        line_break.split_first_line = inline.split_first_line = preferred.split_first_line = split
+    assert shared == own
+
+
+def test_deferred_documents_are_built_once_each_and_written_in_job_order(tmp_path: Path) -> None:
+    built: list[int] = []
+
+    def build(i: int) -> str:
+        built.append(i)
+        return document(f"S{i}")
+
+    jobs = [(pdf.Deferred(lambda i=i: build(i)), tmp_path / f"s{i}.pdf") for i in range(3)]
+    jobs.append(([document("A"), document("B")], tmp_path / "joined.pdf"))
+    results = pdf.render_pdfs(jobs, workers=2, progress=False)
+    assert sorted(built) == [0, 1, 2]
+    assert [r.path for r in results] == [target for _, target in jobs]
+    assert [r.pages for r in results] == [1, 1, 1, 2]
+
+
+def test_an_error_building_a_deferred_document_is_raised_as_it_is(tmp_path: Path) -> None:
+    class TemplateBroke(Exception):
+        pass
+
+    def broken() -> str:
+        raise TemplateBroke("a template failed")
+
+    jobs = [(document("S0"), tmp_path / "ok.pdf"), (pdf.Deferred(broken), tmp_path / "bad.pdf"),
+            (document("S1"), tmp_path / "ok1.pdf")]
+    with pytest.raises(TemplateBroke, match="a template failed"):
+        pdf.render_pdfs(jobs, workers=2, progress=False)
+    assert not (tmp_path / "bad.pdf").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_users_templates_print_in_the_pdfs(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    from qkvquiz.generate import generate_set
+    from qkvquiz.spec import parse_spec
+
+    if shutil.which("pdftotext") is None:
+        pytest.skip("pdftotext (poppler-utils) is not installed")
+    own = tmp_path / "templates" / "families"
+    own.mkdir(parents=True)
+    (own / "attention.scores.problem.md.j2").write_text("Our own words for part `q1.scores`.\n", encoding="utf-8")
+    spec = parse_spec({"title": "T", "items": [{"family": "attention.scores", "params": {"form": "vector", "d_k": 2}}]})
+    generate_set(spec, ["s1", "s2", "s3"], tmp_path / "out", formats="pdf", templates=tmp_path / "templates",
+                 workers=2)
+    for pdf_file in (tmp_path / "out" / "students" / "s3" / "worksheet.pdf", tmp_path / "out" / "keys" / "s3.pdf"):
+        text = subprocess.run(["pdftotext", str(pdf_file), "-"], capture_output=True, text=True, check=True).stdout
+        assert "Our own words" in text
