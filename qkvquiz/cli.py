@@ -481,8 +481,16 @@ def _submission_files(paths: list[Path]) -> list[Path]:
         else:
             files.append(p)
     unique: dict[str, Path] = {}
+    folders: dict[str, str] = {}  # a folder's real path, found once for all its files
     for f in files:
-        unique.setdefault(os.path.realpath(f), f)  # never raises on a link loop, unlike Path.resolve
+        if os.path.islink(f):
+            real = os.path.realpath(f)  # never raises on a link loop, unlike Path.resolve
+        else:  # a file that is not a link is where its folder really is
+            parent, name = os.path.split(os.fspath(f))
+            if parent not in folders:
+                folders[parent] = os.path.realpath(parent or ".")
+            real = os.path.join(folders[parent], name)
+        unique.setdefault(real, f)
     return list(unique.values())
 
 

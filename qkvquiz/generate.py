@@ -199,10 +199,11 @@ def generate_set(
         if "html" in formats:  # the key for a browser, as private as the others
             from .render.documents import key_html_document
 
-            files.write("key.html", key_html_document(ws, page_size=page_size, templates=templates))
+            files.write("key.html", key_html_document(ws, page_size=page_size, templates=templates, rendered=rendered))
         if "pdf" in formats:
             _write_pdfs(ws, slugs, files, page_size=page_size, templates=templates, class_pdf=class_pdf,
-                        progress=pdf_progress, workers=workers, names=names, work_space=work_space)
+                        progress=pdf_progress, workers=workers, names=names, work_space=work_space,
+                        rendered=rendered)
         files.write("key.json", key_json)
     return GeneratedSet(ws, out, folders, formats)
 
@@ -246,7 +247,7 @@ class _StudentFiles:
 
                     sheet = worksheet_document(ws, i, page_size=self.page_size, templates=self.templates,
                                                screen=True, work_space=self.work_space,
-                                               name=self.names.get(student, ""))
+                                               name=self.names.get(student, ""), rendered=texts)
                     put(f"{here}/worksheet.html", sheet)
                     put(f"{here}/answer-form.html", answer_form_html(ws, i))
                 put(f"{here}/submission.json",
@@ -392,6 +393,7 @@ def _write_pdfs(
     workers: int | None,
     names: Mapping[str, str] | None = None,
     work_space: WorkSpace | None = None,
+    rendered: Sequence[Mapping[str, Sequence[str]]] | None = None,
 ) -> None:
     """Every student's ``worksheet.pdf`` and key (``keys/<name>.pdf``), in one batch on a process
     pool; with ``class_pdf`` also ``class.pdf`` (every worksheet) and ``key.pdf`` (a cover, then
@@ -413,11 +415,15 @@ def _write_pdfs(
     @functools.cache
     def sheet(i: int) -> str:
         return worksheet_document(ws, i, page_size=page_size, templates=templates, work_space=work_space,
-                                  name=names.get(ws.students[i], ""))
+                                  name=names.get(ws.students[i], ""), rendered=done(i))
 
     @functools.cache
     def key(i: int) -> str:
-        return key_student_document(ws, i, page_size=page_size, templates=templates)
+        return key_student_document(ws, i, page_size=page_size, templates=templates, rendered=done(i))
+
+    def done(i: int) -> Mapping[str, Sequence[str]] | None:
+        # The problems and solutions rendered for the Markdown files: not rendered again.
+        return rendered[i] if rendered is not None else None
 
     def later(build: Callable[[], str | list[str]], documents: int = 1) -> Any:
         # A user's templates render in a worker that this process forks when it needs one

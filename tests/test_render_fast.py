@@ -439,3 +439,17 @@ def test_a_column_of_arrays_is_written_as_each_array_alone():
             values = encode(column)
             for depth in (0, 4, 5):
                 assert _texts(values, shape, depth) == [_dump(v, depth) for v in values], (shape, kind, depth)
+
+
+def test_html_pages_from_generate_equal_pages_built_alone(class_spec, tmp_path):
+    # generate hands the problems it rendered for the Markdown to the HTML pages (and the PDFs'
+    # documents): the pages are those the library builds from nothing.
+    from qkvquiz.generate import generate_set
+    from qkvquiz.render.documents import key_html_document, worksheet_document
+
+    result = generate_set(class_spec, ["ada", "bo"], tmp_path / "set", seed="html", formats="md,html")
+    ws = result.worksheet
+    for i, student in enumerate(ws.students):
+        page = (result.folders[student] / "worksheet.html").read_text(encoding="utf-8")
+        assert page == worksheet_document(ws, i, screen=True)
+    assert (tmp_path / "set" / "key.html").read_text(encoding="utf-8") == key_html_document(ws)

@@ -293,6 +293,14 @@ def problem_areas(
     return out
 
 
+def _rendered(ws: Worksheet, student: int, kind: str, templates: str | Path | None,
+              rendered: Mapping[str, Sequence[str]] | None) -> Sequence[str]:
+    """The student's items rendered with their ``kind`` of template: as already rendered, else now."""
+    if rendered is not None and kind in rendered:
+        return rendered[kind]
+    return render_items(ws, student, kind, templates=templates)
+
+
 # --------------------------------------------------------------------------- worksheets
 
 
@@ -304,17 +312,19 @@ def worksheet_body_html(
     templates: str | Path | None = None,
     work_space: WorkSpace | None = None,
     name: str = "",
+    rendered: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """One student's worksheet as the HTML inside ``<body>``: header, instructions, each
     problem (a ``<section class="problem">``) with its answer areas.
 
     ``work_space`` is room to work for the items that set none of their own; ``name`` (from
-    the roster) is printed on the header's name line."""
+    the roster) is printed on the header's name line; ``rendered``: the student's problems
+    already rendered (:func:`~qkvquiz.render.markdown.render_student`), if they are."""
     parts = [header_html(ws.spec.title, ws.students[student], ws.codes[student], set_id=ws.set_id, name=name)]
     if ws.spec.instructions:
         parts.append(markdown_body_html(ws.spec.instructions))
     parts.append('<p class="hand-in">' + _(HAND_IN_NOTE) + "</p>")
-    problems = render_items(ws, student, "problem", templates=templates)
+    problems = _rendered(ws, student, "problem", templates, rendered)
     for item, markdown, areas in zip(ws.spec.items, problems, problem_areas(ws, student, work_space)):
         body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas)
         body = drop_answer_sentences(body, [part_id for part_id, _ in areas])
@@ -335,14 +345,15 @@ def worksheet_document(
     screen: bool = False,
     work_space: WorkSpace | None = None,
     name: str = "",
+    rendered: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """One student's worksheet as a self-contained HTML document, ready to print.
 
     ``screen`` adds a reading width for a browser window (the ``worksheet.html`` file);
-    the PDF leaves it out. ``work_space`` and ``name``: see :func:`worksheet_body_html`.
+    the PDF leaves it out. ``work_space``, ``name`` and ``rendered``: see :func:`worksheet_body_html`.
     """
     return html_document(
-        worksheet_body_html(ws, student, templates=templates, work_space=work_space, name=name),
+        worksheet_body_html(ws, student, templates=templates, work_space=work_space, name=name, rendered=rendered),
         title=_("%(title)s (%(student)s)") % {"title": ws.spec.title, "student": ws.students[student]},
         page_size=page_size,
         extra_css=[SCREEN_CSS] if screen else [],
@@ -415,12 +426,14 @@ def key_cover_document(
 
 
 @in_spec_language
-def key_student_body_html(ws: Worksheet, student: int, *, templates: str | Path | None = None) -> str:
-    """One student's part of the key as HTML for inside ``<body>``."""
+def key_student_body_html(ws: Worksheet, student: int, *, templates: str | Path | None = None,
+                          rendered: Mapping[str, Sequence[str]] | None = None) -> str:
+    """One student's part of the key as HTML for inside ``<body>``; ``rendered``: the student's
+    problems and solutions already rendered (:func:`~qkvquiz.render.markdown.render_student`), if they are."""
     sid = ws.students[student]
     parts = [header_html(_("%(title)s: answer key") % {"title": ws.spec.title}, sid, ws.codes[student], name_line=False, set_id=ws.set_id)]
-    problems = render_items(ws, student, "problem", templates=templates)
-    solutions = render_items(ws, student, "solution", templates=templates)
+    problems = _rendered(ws, student, "problem", templates, rendered)
+    solutions = _rendered(ws, student, "solution", templates, rendered)
     for problem, solution in zip(problems, solutions):
         parts.append(f'<section class="key-problem">\n{markdown_body_html(problem + chr(10) + solution, text_math=True)}</section>')
     return "\n".join(parts) + "\n"
@@ -428,15 +441,17 @@ def key_student_body_html(ws: Worksheet, student: int, *, templates: str | Path 
 
 @in_spec_language
 def key_student_document(
-    ws: Worksheet, student: int, *, page_size: str = "A4", templates: str | Path | None = None
+    ws: Worksheet, student: int, *, page_size: str = "A4", templates: str | Path | None = None,
+    rendered: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """One student's part of the key: their problems, answers and worked steps.
 
-    Every page of it names the student at the top and in the footer.
+    Every page of it names the student at the top and in the footer; ``rendered``: see
+    :func:`key_student_body_html`.
     """
     sid = ws.students[student]
     return html_document(
-        key_student_body_html(ws, student, templates=templates),
+        key_student_body_html(ws, student, templates=templates, rendered=rendered),
         title=_("%(title)s: answer key (%(student)s)") % {"title": ws.spec.title, "student": sid},
         page_size=page_size,
         body_class="key",
@@ -445,10 +460,12 @@ def key_student_document(
 
 @in_spec_language
 def key_html_document(
-    ws: Worksheet, *, page_size: str = "A4", templates: str | Path | None = None
+    ws: Worksheet, *, page_size: str = "A4", templates: str | Path | None = None,
+    rendered: Sequence[Mapping[str, Sequence[str]]] | None = None,
 ) -> str:
     """The whole key as one page for a browser (``key.html``): the cover's roster, each
-    entry a link to the student's answers below; printed, each student starts a page."""
+    entry a link to the student's answers below; printed, each student starts a page.
+    ``rendered``: every student's problems and solutions already rendered, if they are."""
     roster = "".join(
         f'<li><a href="#student-{i + 1}"><span class="roster-id">{html.escape(sid)}</span></a> '
         f'<span class="roster-code">{html.escape(ws.codes[i])}</span></li>'
@@ -462,7 +479,7 @@ def key_html_document(
     )
     students = "".join(
         f'<article class="key-student" id="student-{i + 1}">\n'
-        f"{key_student_body_html(ws, i, templates=templates)}</article>\n"
+        f"{key_student_body_html(ws, i, templates=templates, rendered=rendered[i] if rendered else None)}</article>\n"
         for i in range(len(ws.students))
     )
     return html_document(
