@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import itertools
 import json
 import os
 import platform
@@ -155,11 +156,14 @@ def write_spec(path: Path, spec: dict) -> Path:
 # ------------------------------------------------------------------ the rows
 
 
+_RUNS = itertools.count()
+
+
 def run_generate(cli: Cli, tmp: Path, spec: str, n: int, repeat: int, extra: list[str] = (),
                  check: Callable[[Path], str | None] | None = None) -> Timing:
     timing = Timing()
     for i in range(repeat):
-        out = tmp / f"gen-{i}"
+        out = tmp / f"gen-{next(_RUNS)}"  # a folder of its own: outputs stay until the table is printed
         cli.timed(["generate", spec, "-n", str(n), "-o", str(out), "--seed", "bench", *extra], timing)
         if check is not None and (problem := check(out)):
             timing.notes.append(problem)

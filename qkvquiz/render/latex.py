@@ -36,6 +36,23 @@ def _fixed(x: float, decimals: int) -> str:
     return text.replace("-", "") if float(text) == 0 else text
 
 
+def _fixed_texts(values: list[float], decimals: int) -> list[str]:
+    """``[_fixed(v, decimals) for v in values]`` in one pass: a matrix's entries rarely repeat,
+    so they are formatted directly rather than looked up (%-formatting writes what format() does)."""
+    spec = "%." + str(decimals) + "f"
+    out = [spec % v for v in values]
+    for i, text in enumerate(out):
+        first = text[0]
+        if first == "-":
+            if text == "-inf":
+                out[i] = r"-\infty"
+            elif float(text) == 0:
+                out[i] = text[1:]  # never "−0.00"
+        elif first == "i":  # "inf"
+            out[i] = r"\infty"
+    return out
+
+
 _INF = float("inf")
 # The text of each number already written, per (way, decimals): a class's worksheets and keys
 # write the same values (0, 1, 0.5, a row's sum …) over and over. Equal floats give equal
@@ -122,7 +139,7 @@ def bmatrix(value: Any, decimals: int = 3) -> str:
             # Decided and formatted on Python floats: one pass, no NumPy call per matrix.
             values = arr.ravel().tolist()
             same_width, chosen = _decisions(values, decimals)
-            text = _layout(arr, _texts(values, chosen, _fixed if same_width else _num))
+            text = _layout(arr, _fixed_texts(values, chosen) if same_width else _texts(values, chosen, _num))
             if key is not None:
                 if len(_MATRICES) >= _MEMO_LIMIT:
                     _MATRICES.clear()
