@@ -149,15 +149,22 @@ _SPEC_VIEWS: dict[tuple[int, str], tuple[WorksheetSpec, Record]] = {}
 
 
 def _spec_view(spec: WorksheetSpec) -> Record:
-    cached = (id(spec), current())
-    hit = _SPEC_VIEWS.get(cached)
-    if hit is not None and hit[0] is spec:
+    return _kept_per_language(_SPEC_VIEWS, spec, 4, lambda: spec_view(spec))
+
+
+def _kept_per_language(table: dict[tuple[int, str], tuple[Any, Any]], owner: Any, limit: int,
+                       make: Callable[[], Any]) -> Any:
+    """``make()``, kept in ``table`` for ``owner`` (the very object, not an equal one) in the
+    current language; a table of ``limit`` entries is emptied before the next is added."""
+    key = (id(owner), current())
+    hit = table.get(key)
+    if hit is not None and hit[0] is owner:
         return hit[1]
-    if len(_SPEC_VIEWS) >= 4:
-        _SPEC_VIEWS.clear()
-    view = spec_view(spec)
-    _SPEC_VIEWS[cached] = (spec, view)
-    return view
+    if len(table) >= limit:
+        table.clear()
+    value = make()
+    table[key] = (owner, value)
+    return value
 
 
 def in_spec_language(render: Callable[..., Any]) -> Callable[..., Any]:
@@ -330,15 +337,7 @@ _FRAMES: dict[tuple[int, str], tuple[ItemSpec, dict[str, Any]]] = {}
 
 
 def _shared_frame(item: ItemSpec, steps: dict, view: Record | None) -> dict[str, Any]:
-    cached = (id(item), current())
-    hit = _FRAMES.get(cached)
-    if hit is not None and hit[0] is item:
-        return hit[1]
-    if len(_FRAMES) >= 256:
-        _FRAMES.clear()
-    frame = item_frame(item, steps, view)
-    _FRAMES[cached] = (item, frame)
-    return frame
+    return _kept_per_language(_FRAMES, item, 256, lambda: item_frame(item, steps, view))
 
 
 @in_spec_language

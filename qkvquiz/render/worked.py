@@ -180,14 +180,9 @@ def forward_rows(label: str, bcoef: str, bvar: str, A: Any, B: Any, Y: Any, d: i
     ``Y_r = B_r − Σ_{s<r} A_rs Y_s``, the rows of B named ``bcoef_r bvar_r`` (β_r k_r)."""
     lines = []
     for r in range(Y.shape[0]):
-        terms = np.flatnonzero(A[r][:r]).tolist()
         at = str(r + 1)
-        text = "- $" + label + "_{" + at + "} = " + bcoef + "_{" + at + "} " + bvar + "_{" + at + "}"
-        text += "".join([" " + minus_term(A[r][s], " " + label + "_{" + str(s + 1) + "}", d) for s in terms])
-        if terms:
-            text += " = " + bmatrix(B[r], d)
-            text += "".join([" " + minus_term(A[r][s], " " + bmatrix(Y[s], d), d) for s in terms])
-        lines.append(text + " = " + bmatrix(Y[r], d) + "$\n")
+        terms = [(A[r][s], s) for s in np.flatnonzero(A[r][:r]).tolist()]
+        lines.append(_substitution(label, at, bcoef + "_{" + at + "} " + bvar + "_{" + at + "}", terms, B[r], Y, Y[r], d))
     return "".join(lines)
 
 
@@ -196,15 +191,21 @@ def back_rows(label: str, blabel: str, A: Any, B: Any, Y: Any, d: int) -> str:
     n = Y.shape[0]
     lines = []
     for i in range(n - 1, -1, -1):
-        terms = [j for j in np.flatnonzero(A.T[i]).tolist() if j > i]
         at = str(i + 1)
-        text = "- $" + label + "_{" + at + "} = " + blabel + "_{" + at + "}"
-        text += "".join([" " + minus_term(A[j][i], " " + label + "_{" + str(j + 1) + "}", d) for j in terms])
-        if terms:
-            text += " = " + bmatrix(B[i], d)
-            text += "".join([" " + minus_term(A[j][i], " " + bmatrix(Y[j], d), d) for j in terms])
-        lines.append(text + " = " + bmatrix(Y[i], d) + "$\n")
+        terms = [(A[j][i], j) for j in np.flatnonzero(A.T[i]).tolist() if j > i]
+        lines.append(_substitution(label, at, blabel + "_{" + at + "}", terms, B[i], Y, Y[i], d))
     return "".join(lines)
+
+
+def _substitution(label: str, at: str, start: str, terms: list[tuple[Any, int]], b_row: Any, Y: Any,
+                  result: Any, d: int) -> str:
+    """One line of a substitution: ``label_at = start − Σ a·label_j = b_row − Σ a·Y_j = result``
+    for the ``(a, j)`` of ``terms``; with no terms, ``label_at = start = result``."""
+    text = "- $" + label + "_{" + at + "} = " + start
+    text += "".join([" " + minus_term(a, " " + label + "_{" + str(j + 1) + "}", d) for a, j in terms])
+    if terms:
+        text += " = " + bmatrix(b_row, d) + "".join([" " + minus_term(a, " " + bmatrix(Y[j], d), d) for a, j in terms])
+    return text + " = " + bmatrix(result, d) + "$\n"
 
 
 # ------------------------------------------------------------------ the lists every problem has
