@@ -395,3 +395,20 @@ def test_a_sum_in_a_denominator_keeps_its_limits_at_the_side() -> None:
     height = float(re.search(r'height="([\d.]+)"', svg).group(1))
     stacked_height = float(re.search(r'height="([\d.]+)"', stacked).group(1))
     assert height < stacked_height * 1.25
+
+
+def test_a_formula_too_long_to_share_its_line_puts_the_boxes_under_its_sentence():
+    # delta.chunk_backward's β̄ prompt holds one long formula set as text: beside the boxes it
+    # pushed them past the right margin; its row now wraps the boxes under the sentence.
+    from qkvquiz.render.documents import WIDE_FORMULA, _longest_formula, worksheet_body_html
+    from qkvquiz.spec import parse_spec
+    from qkvquiz.worksheet import build_worksheet
+
+    ws = build_worksheet(parse_spec({"title": "t", "items": [{"family": "delta.chunk_backward"}]}), ["a"], "x")
+    page = worksheet_body_html(ws, 0)
+    rows = re.findall(r'<div class="(part-row[^"]*)"><div class="part-text">(.*?)</div><div class="part-boxes">',
+                      page, re.S)
+    wide = [text for kind, text in rows if kind == "part-row wide"]
+    assert len(wide) == 1 and "rowsum" in wide[0]
+    assert all(_longest_formula(text) <= WIDE_FORMULA for kind, text in rows if kind == "part-row")
+    assert _longest_formula('a <span class="math tm"><i>x</i> + <span class="fn">f</span>(y)</span> b') == len("x + f(y)")

@@ -25,6 +25,7 @@ student starts on a new page, and page numbers and running headers count per stu
 from __future__ import annotations
 
 import html
+from html.parser import HTMLParser
 import itertools
 import re
 from collections.abc import Mapping, Sequence
@@ -188,9 +189,12 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
         opening = problem_html.rfind("<li", last, at)
         if problem_html.startswith("</li>", at) and opening >= 0 and problem_html.find("</li>", opening) == at:
             start = problem_html.index(">", opening) + 1
+            # A formula too long to share its line with the boxes puts them under the sentence
+            # (it cannot break: the boxes would be pushed past the margin).
+            wide = _longest_formula(problem_html[start:at]) > WIDE_FORMULA
             out += [
                 problem_html[last:start],
-                '<div class="part-row"><div class="part-text">',
+                '<div class="part-row wide"><div class="part-text">' if wide else '<div class="part-row"><div class="part-text">',
                 problem_html[start:at],
                 f'</div><div class="part-boxes">{joined}</div></div>{spaces}',
             ]
@@ -201,6 +205,43 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
     if unplaced:
         out.append('<div class="answers">' + "".join(unplaced) + "</div>")
     return "".join(out)
+
+
+#: Characters of one formula (text math) in a part's sentence beyond which the sentence takes
+#: the whole width and its boxes go under it.
+WIDE_FORMULA = 36
+
+
+class _FormulaLengths(HTMLParser):
+    """The text length of each outermost ``<span class="... tm ...">`` (a formula set as text)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.depth, self.lengths = 0, []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag != "span":
+            return
+        if self.depth:
+            self.depth += 1
+        elif "tm" in (dict(attrs).get("class") or "").split():
+            self.depth = 1
+            self.lengths.append(0)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "span" and self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self.depth:
+            self.lengths[-1] += len(data)
+
+
+def _longest_formula(sentence_html: str) -> int:
+    parser = _FormulaLengths()
+    parser.feed(sentence_html)
+    parser.close()
+    return max(parser.lengths, default=0)
 
 
 def drop_answer_sentences(problem_html: str, part_ids: Sequence[str]) -> str:
