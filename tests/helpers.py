@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +112,47 @@ def loop_delta(q, k, v, beta, s):
                 s[i][j] -= beta[t] * (recall[i] - v[t][i]) * k[t][j]
         outs.append([sum(s[i][j] * q[t][j] for j in range(len(q[t]))) for i in range(len(s))])
     return np.array(s), np.array(outs)
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (read from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def stop_while_workers_run(proc: subprocess.Popen, sig: int, *, start_within: float, running: float,
+                           exit_within: float, gone_within: float) -> None:
+    """Wait until ``proc`` has two worker processes, let them work ``running`` seconds, send it
+    ``sig``: every worker must be gone within ``gone_within`` seconds of its exit, and it must print
+    no traceback."""
+    deadline = time.monotonic() + start_within
+    workers: list[int] = []
+    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        workers = children(proc.pid)
+        time.sleep(0.01)
+    assert len(workers) >= 2, proc.stderr.read() if proc.poll() is not None else "no workers"
+    time.sleep(running)
+    proc.send_signal(sig)
+    proc.wait(timeout=exit_within)
+    gone = time.monotonic() + gone_within
+    while any(alive(w) for w in workers) and time.monotonic() < gone:
+        time.sleep(0.02)
+    assert not any(alive(w) for w in workers)
+    assert "Traceback" not in proc.stderr.read()

@@ -34,6 +34,8 @@ from qkvquiz.outputs import OutputError, SetBusy, recover, settle, write_set
 from qkvquiz.spec import load_spec
 from qkvquiz.resources import bank_dir
 
+from .helpers import stop_while_workers_run
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 SPEC = load_spec(bank_dir() / "attention-basics.yaml")
@@ -366,27 +368,6 @@ def test_everything_that_holds_an_answer_is_private_and_student_files_are_not(se
 # --------------------------------------------------------------------------- PDF workers end with the run
 
 
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry))
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_pdf_workers_end_with_the_run(sig, sets, tmp_path):
@@ -396,20 +377,7 @@ def test_pdf_workers_end_with_the_run(sig, sets, tmp_path):
     before = snapshot(out)
     proc = spawn(["-m", "qkvquiz", "generate", "attention-basics", "-n", "6", "--format", "pdf", "--force",
                   "--workers", "2", "--out", str(out)])
-    deadline = time.monotonic() + 60
-    workers: list[int] = []
-    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        workers = children(proc.pid)
-        time.sleep(0.01)
-    assert len(workers) >= 2, proc.stderr.read() if proc.poll() is not None else "no workers"
-    time.sleep(0.3)  # they are rendering now
-    proc.send_signal(sig)
-    proc.wait(timeout=30)
-    gone = time.monotonic() + 3
-    while any(alive(w) for w in workers) and time.monotonic() < gone:
-        time.sleep(0.02)
-    assert not any(alive(w) for w in workers)
-    assert "Traceback" not in proc.stderr.read()
+    stop_while_workers_run(proc, sig, start_within=60, running=0.3, exit_within=30, gone_within=3)
     settle(out)
     assert snapshot(out) == before
     recover(out)

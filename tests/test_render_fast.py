@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -28,6 +27,8 @@ from qkvquiz.render.markdown import (
 )
 from qkvquiz.render.sandbox import TemplateSandbox, TrustedEnvironment
 from qkvquiz.resources import bank_dir
+
+from .helpers import stop_while_workers_run
 
 # ------------------------------------------------------------------ the reference formatting
 # num and bmatrix as they were written first, one number at a time with NumPy's own round.
@@ -339,30 +340,6 @@ def test_generating_does_not_load_numpy_extras():
 
 # ------------------------------------------------------------------ the pool ends with the run
 
-def _children(pid):
-    from pathlib import Path
-
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry))
-    return found
-
-
-def _alive(pid):
-    from pathlib import Path
-
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; the pool forks on Linux only")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_rendering_workers_end_with_the_run_and_the_old_set_stays(sig, class_spec, tmp_path):
@@ -380,20 +357,7 @@ def test_rendering_workers_end_with_the_run_and_the_old_set_stays(sig, class_spe
          "--public", "--workers", "2", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root,
         env={**os.environ, "PYTHONPATH": str(root)})
-    deadline = time.monotonic() + 120
-    workers: list[int] = []
-    while len(workers) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        workers = _children(proc.pid)
-        time.sleep(0.01)
-    assert len(workers) >= 2, proc.stderr.read() if proc.poll() is not None else "no workers"
-    time.sleep(0.5)  # they are rendering and writing now
-    proc.send_signal(sig)
-    proc.wait(timeout=60)
-    gone = time.monotonic() + 5
-    while any(_alive(w) for w in workers) and time.monotonic() < gone:
-        time.sleep(0.02)
-    assert not any(_alive(w) for w in workers)
-    assert "Traceback" not in proc.stderr.read()
+    stop_while_workers_run(proc, sig, start_within=120, running=0.5, exit_within=60, gone_within=5)
     settle(out)
     recover(out)  # a SIGKILL leaves its staging folder for the next run to remove
     assert _tree(out) == before

@@ -75,6 +75,18 @@ def test_a_damaged_cache_file_is_passed_over(tmp_path, monkeypatch, counted_comp
     assert len(counted_compiles) == 2
 
 
+def test_a_cache_file_with_a_damaged_checksum_is_passed_over(tmp_path, monkeypatch, counted_compiles):
+    from jinja2.bccache import bc_magic
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "page.md.j2").write_text("{{ 6 * 7 }}", encoding="utf-8")
+    _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2")
+    for cached in (tmp_path / "cache").rglob("*.cache"):
+        cached.write_bytes(bc_magic + b"\x80\x05not a pickle")  # the right header, then garbage
+    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "42"
+    assert len(counted_compiles) == 2
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
 def test_a_cache_folder_that_cannot_be_written_never_stops_rendering(tmp_path, monkeypatch):
     (tmp_path / "t").mkdir()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import sys
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,8 @@ class QuietBytecodeCache(FileSystemBytecodeCache):
     def load_bytecode(self, bucket: Bucket) -> None:
         try:
             super().load_bytecode(bucket)
-        except (OSError, EOFError, ValueError, TypeError):
-            bucket.reset()  # unreadable or damaged: compiled from the source instead
+        except (OSError, EOFError, ValueError, TypeError, pickle.UnpicklingError):
+            bucket.reset()  # unreadable or damaged (its checksum is a pickle): compiled from the source instead
 
     def dump_bytecode(self, bucket: Bucket) -> None:
         try:
