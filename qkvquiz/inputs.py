@@ -335,8 +335,9 @@ _STEP[ord("[")], _STEP[ord("]")] = 1, -1
 _PEEL_PASSES = 64  # deeper than every limit on nesting, so a refused file is counted exactly
 
 
-def _outside_strings(raw: bytes) -> bytes:
-    """The brackets of ``raw`` that are outside JSON strings (``{}`` written as ``[]``), in order.
+def outside_json_strings(raw: bytes, drop: bytes | None = None) -> bytes:
+    """What of the JSON text ``raw`` lies outside its strings (each string becomes one space);
+    ``drop``: bytes deleted first (quotes and backslashes must stay), for speed.
 
     Escapes first: a run of backslashes pairs up from its start (``\\\\`` is one backslash,
     and goes) and the quote after a backslash left over is escaped (it goes, the backslash
@@ -345,10 +346,13 @@ def _outside_strings(raw: bytes) -> bytes:
     the text to the regex, which reads it as the character loop of a JSON reader does.
     """
     text = raw.replace(b"\\\\", b"").replace(b'\\"', b"\\") if b"\\" in raw else raw
-    outside = b"".join(text.translate(None, _NOT_STRUCTURE).split(b'"')[::2])
+    if drop is not None:
+        text = text.translate(None, drop)
+    outside = b" ".join(text.split(b'"')[::2])
     if b"\\" in outside:
-        outside = _JSON_STRING.sub(b"", raw)
-    return outside.translate(_ONE_KIND, _NOT_BRACKETS)
+        outside = _JSON_STRING.sub(b" ", raw)
+        outside = outside if drop is None else outside.translate(None, drop)
+    return outside
 
 
 def json_nesting(text: str | bytes) -> int:
@@ -361,7 +365,8 @@ def json_nesting(text: str | bytes) -> int:
     are counted one by one as a running depth. Either way the answer is the deepest running
     depth of the brackets outside strings, from 0 at the start.
     """
-    brackets = _outside_strings(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text))
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    brackets = outside_json_strings(raw, drop=_NOT_STRUCTURE).translate(_ONE_KIND, _NOT_BRACKETS)
     rest, depth = brackets, 0
     while rest and depth <= _PEEL_PASSES:
         peeled = rest.replace(b"[]", b"")

@@ -61,6 +61,13 @@ def corpus() -> list[bytes]:
         '{"student": "ada", "answers": {"a": ' + "[" * 16 + "]" * 16 + "}}",
         '{"student": "ada", "answers": {"a": ' + "[" * 15 + "]" * 15 + "}}",
         '{"student": "ada", "answers": {"a": 1,}}',
+        # Numbers beside texts that look like numbers (a variant code, digits in an answer).
+        '{"student": "ada", "variant": "3e456a", "answers": {"a": 1e999, "b": "1e999"}}',
+        '{"student": "ada", "variant": "3e456a", "answers": {"a": "' + "0" * 300 + '", "b": 2}}',
+        '{"student": "ada", "variant": "3e456a", "answers": {"a": "x", "b": ' + "1" * 300 + "}}",
+        '{"student": "ada", "variant": "e1", "answers": {"a":"e"' + "1" * 300 + "}}",
+        '{"student": "ada", "variant": "3e456a", "answers": {"a": "\\"' + ", " + '"b": 1e-999}}',
+        '{"student": "ada", "variant": "3e456\\", "answers": {"a": 1.5}}',
         '{"student": "ada", "answers": {"a": "x\x01"}}',
         "",
         "   ",
@@ -93,4 +100,7 @@ def test_the_quick_way_is_taken_for_an_ordinary_submission(raws, monkeypatch):
     walked = []
     monkeypatch.setattr(grader, "check_document", lambda doc: walked.append(doc))
     submission_from_bytes(raws[0], "x.json")
+    # Variant codes and set ids are hex: "3e456…" inside a text is no exponent of a number.
+    coded = {"student": "s00001", "variant": "93e451c0e8", "set": "4e1234ffe00", "answers": {"q1.a": [1.25, -3e2]}}
+    submission_from_bytes(json.dumps(coded).encode(), "y.json")
     assert walked == []

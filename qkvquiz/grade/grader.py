@@ -43,7 +43,7 @@ import numpy as np
 from ..engine.backend import to_numpy
 from ..families import Env, Family
 from ..i18n import DEFAULT_LANG, N_, _, current, ngettext, using
-from ..inputs import InputError, decode_text, json_nesting, read_bytes_and_stat
+from ..inputs import InputError, decode_text, json_nesting, outside_json_strings, read_bytes_and_stat
 from ..key import Key, KeyItem
 from ..ragged import fill_absent
 from ..spec import Part
@@ -320,14 +320,15 @@ JSON_ERRORS = {message: message for message in (
 
 
 # Where a number could be longer than MAX_NUMBER_DIGITS or too large for a float: a run of 200
-# number characters, or an exponent of 100 or more (e, a sign maybe, three digits). Looked for
-# in the bytes with every character mapped to its kind, by C's substring search.
+# number characters, or an exponent of 100 or more (e, a sign maybe, three digits), outside texts.
+# Looked for in the bytes with every character mapped to its kind, by C's substring search.
 _NUMBER_RUN = bytes(0x30 if chr(b) in "-+.0123456789eE" else 0x20 for b in range(256))
 _EXPONENT = bytes(0x64 if chr(b).isdigit() and b < 128 else 0x65 if chr(b) in "eE" else 0x73 if chr(b) in "+-" else 0x20
                   for b in range(256))
 
 
 def _risky_numbers(raw: bytes) -> bool:
+    raw = outside_json_strings(raw)  # a variant code such as "3e456a" is text, not a number
     kinds = raw.translate(_EXPONENT)
     return b"eddd" in kinds or b"esddd" in kinds or b"0" * 200 in raw.translate(_NUMBER_RUN)
 
