@@ -157,7 +157,9 @@ def _choose(ranked: list[_Ranked], duplicates: str) -> tuple[Submission | None, 
     def order(r: _Ranked) -> tuple:
         return (r.identity, r.filled, r.when if duplicates == "latest" else 0.0)
 
-    best = max(usable, key=order)  # max keeps the first of equals: the first path in sort order
+    # max keeps the first of equals: the first path in sort order. A lone file is not ranked (its
+    # time is read only where it is compared).
+    best = usable[0] if len(usable) == 1 else max(usable, key=order)
     candidates = []
     for r in ranked:
         if r is best:
