@@ -37,13 +37,21 @@ def test_workers_read_the_files_as_one_process_does(tmp_path, monkeypatch):
             answers[part] = None
         elif kind == 4:
             answers[part] = "1/3"
+        elif kind == 7 and i % 16 == 7:  # a blank file: every part empty
+            answers = {name: None for name in answers}
+        elif kind == 7:  # an answer under a misspelled part id
+            answers[part + "x"] = answers.pop(part)
         body = {"student": s["student"] if kind != 5 else "nobody", "variant": s.get("variant"), "answers": answers}
         path = folder / f"{s['student']}.json"
         path.write_text(json.dumps(body) if kind != 6 else "{not json", encoding="utf-8")
         paths.append(path)
     dup = folder / "s000-again.json"
     dup.write_text(json.dumps({"student": "s000", "answers": doc["students"][1]["answers"]}), encoding="utf-8")
-    paths.append(dup)
+    blank = folder / "s001-blank.json"  # loses to the student's filled file
+    blank.write_text(json.dumps({"student": "s001", "variant": doc["students"][1].get("variant"),
+                                 "answers": {name: None for name in doc["students"][1]["answers"]}}),
+                     encoding="utf-8")
+    paths += [dup, blank]
     paths.sort()
 
     one = grade_files(key, paths)
@@ -55,6 +63,8 @@ def test_workers_read_the_files_as_one_process_does(tmp_path, monkeypatch):
     assert [(p.source, p.message) for p in many.problems] == [(p.source, p.message) for p in one.problems]
     assert len(one.problems) >= 2 and len(ticks) == len(paths)
     assert [r.candidates for r in many.results] == [r.candidates for r in one.results]
+    assert any("were ignored" in note for r in one.results for note in r.notes)  # the misspelled id
+    assert any("blank" in c.why for r in one.results for c in r.candidates)
 
 
 def test_the_chunks_of_a_pool_come_back_in_order_with_their_bounds(monkeypatch):

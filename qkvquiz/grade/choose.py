@@ -24,11 +24,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import PurePath
-from typing import Any
 
 from ..i18n import N_, Np_, _, ngettext
 from ..key import Key
-from .grader import Candidate, FileProblem, Submission, unknown_student_message
+from .grader import Candidate, FileProblem, Submission, blank_answer, unknown_student_message
 
 DUPLICATES = ("latest", "first", "error")
 DUPLICATES_DEFAULT = "latest"
@@ -102,7 +101,7 @@ def _rank(sub: Submission, variant: str, set_id: str, part_ids: list[str]) -> _R
     other = (bool(sub.variant and variant and sub.variant != variant)
              or bool(sub.set_id and set_id and sub.set_id != set_id))
     identity = 0 if other else 2 if sub.variant and sub.variant == variant else 1
-    filled = any(not _empty(sub.answers.get(part)) for part in part_ids)
+    filled = any(not blank_answer(sub.answers.get(part)) for part in part_ids)
     return _Ranked(sub, identity, filled, is_template(sub, filled))
 
 
@@ -114,16 +113,6 @@ def is_template(sub: Submission, filled: bool) -> bool:
     return path.name == TEMPLATE_NAME and len(path.parts) >= 3 and path.parts[-3] == "students"
 
 
-def _empty(answer: Any) -> bool:
-    """No answer, or a grid whose every box is ``null``; walked without recursion."""
-    stack = [answer]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, (list, tuple)):
-            stack.extend(value)
-        elif value is not None:
-            return False
-    return True
 
 
 def _when(sub: Submission) -> tuple[float, str]:

@@ -420,6 +420,18 @@ def _check_text(text: str, path: tuple[Any, ...]) -> None:
                          % {"where": _where(path), "char": ascii(surrogate)})
 
 
+def blank_answer(answer: Any) -> bool:
+    """No answer, or a grid whose every box is ``null``; walked without recursion."""
+    stack = [answer]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif value is not None:
+            return False
+    return True
+
+
 def submission_from_json(doc: Any, source: str) -> Submission:
     """A submission from a document already read (JSON, or built in Python); ValueError says what is wrong."""
     check_document(doc)
@@ -535,7 +547,13 @@ def _read_chunk(key: Key, paths: Sequence[str | Path]) -> tuple[list[Submission]
     """A worker's share: its files read as :func:`read_submissions` reads them, and the answers
     of those it could read, read per part as :func:`read_columns` reads them."""
     submissions, problems = _read_files(paths)
-    return submissions, problems, read_columns(key, [sub.answers for sub in submissions])
+    columns = read_columns(key, [sub.answers for sub in submissions])
+    for sub in submissions:
+        # The answers are read into the columns: what the parent still asks of them is which ids
+        # they are under and which are blank (choose.py, _explain_file), so only that goes back
+        # (unpickling every answer cost the parent more than the rest of a file's reading).
+        sub.answers = {name: None if blank_answer(answer) else True for name, answer in sub.answers.items()}
+    return submissions, problems, columns
 
 
 def _read_in_workers(key: Key, paths: list[str | Path], progress: Callable[[], None] | None
