@@ -417,3 +417,16 @@ def test_html_pages_from_generate_equal_pages_built_alone(class_spec, tmp_path):
         page = (result.folders[student] / "worksheet.html").read_text(encoding="utf-8")
         assert page == worksheet_document(ws, i, screen=True)
     assert (tmp_path / "set" / "key.html").read_text(encoding="utf-8") == key_html_document(ws)
+
+
+def test_documents_of_one_layout_are_written_as_dump_writes_them():
+    from qkvquiz.key import Dumped, _dump, _same_layout, dumped
+
+    docs = [{"student": sid, "variant": "AB-1", "givens": {"q1": {"Q": dumped([[1, 2], [3, 4.5]], 5)}, "q2": {}},
+             "answers": {"q1.a": dumped(-0.25 * k, 4), "é\n": dumped([k, "inf"], 4)}}
+            for k, sid in enumerate(["ada", "Zoë", 'a"b', "x\\y\x00"])]
+    fast = _same_layout(docs, 1)
+    assert type(fast) is Dumped and fast == _dump(docs, 1)
+    assert _same_layout([], 1) == []
+    odd = [*docs[:2], {**docs[2], "variant": None}]  # a value that is not a text: left to _dump
+    assert _same_layout(odd, 1) is odd
