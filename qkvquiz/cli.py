@@ -240,9 +240,7 @@ def generate(
     from .capacity import class_size_problem
     from .generate import generate_set, parse_formats
     from .outputs import OutputError
-    from .render.fonts import MissingCjkFont
     from .render.sandbox import TemplateFailed
-    from .roster import read_roster_entries
     from .secret import readable_by_others
     from .spec import SpecError, load_spec, parse_work_space
     from .worksheet import GenerationError
@@ -275,6 +273,8 @@ def generate(
         _fail(str(exc))
     names: dict[str, str] = {}
     if roster is not None:
+        from .roster import read_roster_entries
+
         try:
             entries = read_roster_entries(roster)
         except (OSError, ValueError) as exc:
@@ -295,8 +295,11 @@ def generate(
         err.print(f"[yellow]warning:[/] {escape(str(secret_file))} is readable by other users; "
                   f"`chmod 600 {escape(str(secret_file))}` keeps it yours.", highlight=False)
     fonts_warned = False  # the CJK-font warning is said once, here or after rendering
+    font_warning: type[Warning] | None = None  # the warning that PDFs lack a CJK font (with PDFs only)
     if "pdf" in chosen:
-        from .render.fonts import cjk_warning
+        from .render.fonts import MissingCjkFont, cjk_warning
+
+        font_warning = MissingCjkFont
 
         texts = [parsed.title, parsed.instructions, *(i.title for i in parsed.items),
                  *(i.intro for i in parsed.items), *names.values()]
@@ -322,7 +325,8 @@ def generate(
                 bar.refresh()
 
             with warnings.catch_warnings(record=True) as font_warnings:
-                warnings.simplefilter("always", MissingCjkFont)
+                if font_warning is not None:
+                    warnings.simplefilter("always", font_warning)
                 result = generate_set(parsed, ids, out, seed=seed, force=force, xp=xp,
                                       secret=None if secret is None else secret.value, templates=templates,
                                       progress=_ticker(bar, task), formats=chosen,
@@ -345,7 +349,7 @@ def generate(
             raise  # a bug in qkvquiz itself: keep the traceback
         _fail(f"a template from {templates} failed: {type(exc).__name__}: {exc}")
     for warned in font_warnings:
-        if issubclass(warned.category, MissingCjkFont):
+        if font_warning is not None and issubclass(warned.category, font_warning):
             if not fonts_warned:
                 err.print(f"[yellow]warning:[/] {escape(str(warned.message))}", highlight=False)
                 fonts_warned = True
