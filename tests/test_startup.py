@@ -73,3 +73,26 @@ def test_the_constants_named_in_the_help_are_those_of_their_modules():
     assert cli.BACKEND_NAMES == BACKENDS
     assert cli.SECRET_ENV == SECRET_ENV
     assert cli.REPORT_FROM_STUDENTS == REPORT_FROM_STUDENTS
+
+
+def test_grading_a_folder_loads_neither_the_question_banks_nor_the_gradescope_bundle(tmp_path):
+    from .helpers import make_key
+
+    _key, doc = make_key(students=["ada"], seed=1)
+    (tmp_path / "key.json").write_text(json.dumps(doc), encoding="utf-8")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "ada.json").write_text(json.dumps({"student": "ada", "answers": doc["students"][0]["answers"]}),
+                                   encoding="utf-8")
+    text, modules = modules_after("grade", str(tmp_path / "key.json"), str(subs), "--out", str(tmp_path / "out"))
+    assert "1 graded" in text or "ada" in text, text
+    assert "qkvquiz.exchange.collect" in modules  # what tells a bulk download from plain files
+    unused = {"qkvquiz.exchange.questions", "qkvquiz.exchange.gradescope", "qkvquiz.exchange.gradebook"}
+    assert not unused & modules, sorted(unused & modules)
+
+
+def test_every_name_of_the_exchange_package_is_there_when_asked_for():
+    import qkvquiz.exchange as exchange
+
+    assert all(callable(getattr(exchange, name)) for name in exchange.__all__)
+    assert set(exchange.__all__) <= set(dir(exchange))

@@ -19,16 +19,37 @@ writes what each LMS imports. Nothing below it imports it. From a notebook::
 - :mod:`.questions`: a spec → a question bank (Moodle XML, QTI 2.1, Canvas QTI).
 """
 
+import importlib
+from typing import Any
+
 from ..roster import Roster, RosterEntry, read_roster_entries
 from .collect import Collected, Handin, collect, grade_collected, grade_download
-from .feedback_export import feedback_pages, moodle_feedback_zip
-from .gradebook import GradeOptions, export_grades
-from .gradescope import build_bundle
-from .questions import export_questions
-from .results import Results, load_results
 
+# The rest is imported from its module when first used (PEP 562): grading a folder of files needs
+# .collect only, not the question banks' XML or the Gradescope bundle's package metadata. (.collect
+# is imported here: its module would otherwise hide the function ``collect`` once loaded.)
+_WHERE = {
+    "feedback_pages": ".feedback_export", "moodle_feedback_zip": ".feedback_export",
+    "GradeOptions": ".gradebook", "export_grades": ".gradebook",
+    "build_bundle": ".gradescope",
+    "export_questions": ".questions",
+    "Results": ".results", "load_results": ".results",
+}
 __all__ = [
     "Collected", "GradeOptions", "Handin", "Results", "Roster", "RosterEntry", "build_bundle", "collect",
     "export_grades", "export_questions", "feedback_pages", "grade_collected", "grade_download", "load_results",
     "moodle_feedback_zip", "read_roster_entries",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
