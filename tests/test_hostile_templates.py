@@ -268,6 +268,7 @@ def http_server():
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
+    server.server_close()  # the listening socket, else left to the collector (a ResourceWarning)
 
 
 def _hostile_spec(tmp_path: Path, base: str) -> tuple[Path, Path]:
