@@ -25,8 +25,10 @@ size): deleting thousands of files just before a timed run would slow its own fi
 file systems that scan recently freed inodes (ext4 without a journal).
 Times are the best of ``--repeat`` runs: wall clock and CPU (this process and its children,
 ``RUSAGE_CHILDREN``, so the PDF pool's workers count). Setup (keys and submission files for
-``grade``) is not timed. The table is Markdown: job | today | target | measured | ÷ target |
-peer | ÷ peer; ``÷ target`` at or under 1 meets the target, ``÷ peer`` at or under 0.2 is "5×
+``grade``) is not timed. The table is Markdown: job | today | target | measured | CPU | of which
+kernel | ÷ target | peer | ÷ peer; the kernel's share is mostly file creation, the part of a row
+that moves with what the file system freed just before. ``÷ target`` at or under 1 meets the
+target, ``÷ peer`` at or under 0.2 is "5×
 faster than the peer". The machine (cores, CPU, Python) and the load average before and after
 are printed so that a noisy run is visible. Speed is measured, never asserted: the exit status
 is 0 whatever the times (a CLI run that fails is reported in the table's notes).
@@ -94,31 +96,47 @@ ROWS = [
 PHASE_TODAY = {"read + grade (library)": 8.5, "reports: results, item analysis": 1.8, "feedback files": 8.4}
 
 
+@dataclass(frozen=True)
+class Spent:
+    """Seconds of one run: wall clock, CPU (user and kernel) and, of that CPU, the kernel's (file
+    creation, mostly: the part of a row that moves with the file system's state)."""
+
+    wall: float
+    cpu: float
+    kernel: float
+
+    def __sub__(self, other: Spent) -> Spent:
+        return Spent(max(self.wall - other.wall, 0.0), max(self.cpu - other.cpu, 0.0),
+                     max(self.kernel - other.kernel, 0.0))
+
+
 @dataclass
 class Timing:
     wall: float = float("inf")
     cpu: float = float("inf")
+    kernel: float = float("inf")
     notes: list[str] = field(default_factory=list)
 
-    def add(self, wall: float, cpu: float) -> None:
-        if wall < self.wall:
-            self.wall, self.cpu = wall, cpu
+    def add(self, spent: Spent) -> None:
+        if spent.wall < self.wall:
+            self.wall, self.cpu, self.kernel = spent.wall, spent.cpu, spent.kernel
 
 
 # ------------------------------------------------------------------ measuring
 
 
-def cpu_seconds() -> float:
-    """CPU time of this process and its finished, waited-for children."""
+def spent_so_far() -> Spent:
+    """Wall clock, and CPU time of this process and its finished, waited-for children."""
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    kernel = me.ru_stime + kids.ru_stime
+    return Spent(time.perf_counter(), me.ru_utime + kids.ru_utime + kernel, kernel)
 
 
-def measure(fn: Callable[[], object]) -> tuple[float, float, object]:
-    wall0, cpu0 = time.perf_counter(), cpu_seconds()
+def measure(fn: Callable[[], object]) -> tuple[Spent, object]:
+    start = spent_so_far()
     result = fn()
-    return time.perf_counter() - wall0, cpu_seconds() - cpu0, result
+    return spent_so_far() - start, result
 
 
 class Cli:
@@ -140,8 +158,8 @@ class Cli:
         return subprocess.run(self.argv(args), env=self.env, capture_output=True, text=True, check=False)
 
     def timed(self, args: list[str], timing: Timing) -> subprocess.CompletedProcess:
-        wall, cpu, proc = measure(lambda: self.run(args))
-        timing.add(wall, cpu)
+        spent, proc = measure(lambda: self.run(args))
+        timing.add(spent)
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
             timing.notes.append(f"exit {proc.returncode}: {tail[0][:160]}")
@@ -228,12 +246,12 @@ def grade_phases(key_path: Path, folder: Path, tmp: Path, repeat: int) -> dict[s
         return grade_columns(key, accepted, columns, list(problems))
 
     for i in range(repeat):
-        wall, cpu, report = measure(read_and_grade)
-        out["read + grade (library)"].add(wall, cpu)
-        w1, c1, _ = measure(lambda: write_reports(report, tmp / f"lib-a{i}", feedback=False))
-        out["reports: results, item analysis"].add(w1, c1)
-        w2, c2, _ = measure(lambda: write_reports(report, tmp / f"lib-b{i}", feedback=True))
-        out["feedback files"].add(max(w2 - w1, 0.0), max(c2 - c1, 0.0))
+        spent, report = measure(read_and_grade)
+        out["read + grade (library)"].add(spent)
+        reports, _ = measure(lambda: write_reports(report, tmp / f"lib-a{i}", feedback=False))
+        out["reports: results, item analysis"].add(reports)
+        with_feedback, _ = measure(lambda: write_reports(report, tmp / f"lib-b{i}", feedback=True))
+        out["feedback files"].add(with_feedback - reports)
     verdicts: dict[str, int] = {}
     for result in report.results:
         for part in result.parts:
@@ -290,8 +308,9 @@ def fmt(x: float | None, digits: int = 2) -> str:
 
 
 def print_table(results: list[tuple[Row, int, Timing, dict[str, Timing]]], quick: bool) -> None:
-    print("| job | today (s) | target (s) | measured wall (s) | CPU (s) | ÷ target | peer (s) | ÷ peer |")
-    print("|---|---:|---:|---:|---:|---:|---|---:|")
+    print("| job | today (s) | target (s) | measured wall (s) | CPU (s) | of which kernel (s) | ÷ target | peer (s) "
+          "| ÷ peer |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---:|")
     for row, n, t, phases in results:
         ok = t.wall != float("inf")
         ratio = "—" if quick or not ok or row.target is None else f"{t.wall / row.target:.2f}"
@@ -302,9 +321,10 @@ def print_table(results: list[tuple[Row, int, Timing, dict[str, Timing]]], quick
             peer, vs_peer = "—", "—"
         today = fmt(row.today) + (f" ({fmt(row.today_cpu, 0)} CPU)" if row.today_cpu else "")
         print(f"| {row.job.format(n=f'{n:,}')} | {today} | {fmt(row.target)} | {fmt(t.wall)} | {fmt(t.cpu)} "
-              f"| {ratio} | {peer} | {vs_peer} |")
+              f"| {fmt(t.kernel)} | {ratio} | {peer} | {vs_peer} |")
         for name, pt in phases.items():
-            print(f"| ↳ {name} | {fmt(PHASE_TODAY[name])} | — | {fmt(pt.wall)} | {fmt(pt.cpu)} | — | — | — |")
+            print(f"| ↳ {name} | {fmt(PHASE_TODAY[name])} | — | {fmt(pt.wall)} | {fmt(pt.cpu)} | {fmt(pt.kernel)} "
+                  "| — | — | — |")
     notes = [(row.id, note) for row, _, t, ph in results
              for note in dict.fromkeys(t.notes + [n for pt in ph.values() for n in pt.notes])]
     if notes:
@@ -380,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
                 n = row.quick if args.quick else row.full
                 timing, phases = run_row(row, cli, tmp, n, max(1, args.repeat), phases=not args.no_phases)
                 results.append((row, n, timing, phases))
-                print(f"  {row.id}: {fmt(timing.wall)} s wall, {fmt(timing.cpu)} s CPU", file=sys.stderr, flush=True)
+                print(f"  {row.id}: {fmt(timing.wall)} s wall, {fmt(timing.cpu)} s CPU ({fmt(timing.kernel)} kernel)",
+                      file=sys.stderr, flush=True)
             print_table(results, args.quick)
     print(f"\nload average (1, 5, 15 min) after: {load_line()}")
     return 0
