@@ -317,6 +317,7 @@ class OutputSet:
         self._owned = dict(owned)
         self._anchor = anchor
         self._made: set[Path] = set()
+        self._outside: set[str] = set()  # private entries that other writers wrote into (see path)
         try:
             self.stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))  # mode 0700
         except OSError as exc:
@@ -339,10 +340,16 @@ class OutputSet:
         self._top(rel)
         return self.out / rel
 
-    def path(self, rel: str) -> Path:
+    def path(self, rel: str, *, own_modes: bool = False) -> Path:
         """The staging path of ``rel``, its folders made: for writers that write files themselves
-        (the PDF pool). Their modes are fixed when the set is committed."""
-        self._top(rel)
+        (the PDF pool). Their modes are fixed when the set is committed, unless ``own_modes``:
+        the writer creates its files as :meth:`write` does (0600 in a private entry)."""
+        top = self._top(rel)
+        if not own_modes:
+            self._outside.add(top)
+        return self._staged(rel)
+
+    def _staged(self, rel: str) -> Path:
         target = self.stage / rel
         self._makedirs(target.parent)
         return target
@@ -368,7 +375,8 @@ class OutputSet:
     def write(self, rel: str, data: str | bytes) -> Path:
         """Stage one file of the set; returns where it will be. No fsync here: the set is made
         durable once, at the end."""
-        target = self.path(rel)
+        self._top(rel)
+        target = self._staged(rel)
         try:
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0),
                          _file_mode(self.private(rel)))
@@ -420,10 +428,12 @@ class OutputSet:
     # ---- the end
 
     def _fix_modes(self) -> None:
-        """Private entries: files 0600, folders 0700, whoever wrote them (PDF workers use the umask)."""
+        """Private entries that other writers wrote into (PDF workers use the umask): files 0600,
+        folders 0700. What :meth:`write` made is so already (and a class's feedback files, whose
+        writers make them so, are not walked one by one again)."""
         for name, private in self._owned.items():
             top = self.stage / name
-            if not private or not os.path.lexists(top):
+            if not private or name not in self._outside or not os.path.lexists(top):
                 continue
             if top.is_dir() and not top.is_symlink():
                 for folder, dirs, files in os.walk(top):

@@ -55,6 +55,8 @@ def test_feedback_written_by_a_worker_is_what_one_process_writes(report, tmp_pat
     calls = []
     write_reports(report, tmp_path / "two", progress=lambda: calls.append(1))
     assert tree(tmp_path / "two") == tree(tmp_path / "one")
+    feedback = {name: mode for name, (_, mode) in tree(tmp_path / "two").items() if name.startswith("feedback/")}
+    assert len(feedback) == len(report.results) and set(feedback.values()) == {0o600}  # the workers' own modes
     assert len(calls) == len(report.results)
     assert not list((tmp_path / "two").glob(".qkvquiz-*"))  # staging folder gone
 

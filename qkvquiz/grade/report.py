@@ -222,7 +222,8 @@ def write_reports(
             feedback_name = feedback_names(report)
             writer = FeedbackWriter(report)  # one per class: what students share is written once
             jobs = [(f"{FEEDBACK_DIR}/{feedback_name[r.student]}.md", r) for r in students]
-            folder = str(files.path(jobs[0][0]).parent)  # feedback/ in the staging folder, made
+            # feedback/ in the staging folder, made; its files are made 0600 (_write_feedback)
+            folder = str(files.path(jobs[0][0], own_modes=True).parent)
 
         def analysis() -> None:
             files.write("item-analysis.csv", item_analysis_csv(stats))
