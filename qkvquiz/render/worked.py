@@ -45,6 +45,8 @@ def score_rows(Q: Any, K: Any, scaled: Any, d_k: Any, d: int, mask: Any = None, 
     masked = None if mask is None else np.asarray(mask) < 0.5
     q_width, k_width = Q.shape[1], K.shape[1]
     q_all, k_all = nums(Q), nums(K)  # every entry's text, once (each key meets every query)
+    # Every entry's products summed along their own axis: (Q[i] * K[j]).sum(), all in one call.
+    dots = (np.asarray(Q)[:, None, :] * np.asarray(K)[None, :, :]).sum(axis=-1).tolist()
     lines = []
     for i in range(Q.shape[0]):
         q_texts = q_all[i * q_width:(i + 1) * q_width]
@@ -53,7 +55,7 @@ def score_rows(Q: Any, K: Any, scaled: Any, d_k: Any, d: int, mask: Any = None, 
             if masked is not None and masked[i][j]:
                 lines.append("- " + _("%(score)s (masked)") % {"score": "$" + label + r" = -\infty$"} + "\n")
                 continue
-            dot = (Q[i] * K[j]).sum()
+            dot = dots[i][j]
             products = " + ".join(["(" + a + ")(" + b + ")" for a, b in zip(q_texts, k_all[j * k_width:(j + 1) * k_width])])
             if by_root:
                 tail = closing + num(dot, d) + "}{" + root_text + "}"
@@ -73,20 +75,28 @@ def softmax_rows(S: Any, A: Any, d: int, s: str = "S", a: str = "A", sup: str = 
     A row whose every score is -∞ (a query with no key to attend to) has weights 0. ``s``, ``a``
     and ``sup`` label the matrices.
     """
+    # Each row shifted by its largest finite score and exponentiated, every row in one call (a
+    # row with no finite score gets zeros here, and a sentence instead of numbers below).
+    S, A = np.asarray(S, dtype=np.float64), np.asarray(A)
+    finite = np.isfinite(S)
+    live = finite.any(axis=1)
+    top = np.where(finite, S, -np.inf).max(axis=1, initial=-np.inf)
+    with np.errstate(invalid="ignore"):
+        ex = np.where(live[:, None], np.exp(S - np.where(live, top, 0.0)[:, None]), 0.0)
+    sums, tops, width = ex.sum(axis=1).tolist(), top.tolist(), S.shape[1]
+    ex_texts, a_texts = nums(ex, d), nums(A, d)
     lines = []
     for i in range(S.shape[0]):
-        row = S[i]
-        finite = row[np.isfinite(row)]
-        if finite.size == 0:
+        if not live[i]:
             lines.append("- " + _("Row %(row)s: every key is masked, so the weights are all 0.") % {"row": i + 1} + "\n")
             continue
-        m = finite.max()
-        ex = np.exp(row - m)
+        m = tops[i]
         shift = "" if m == 0 else ("- " + num(m, d)) if m > 0 else ("+ " + num(-m, d))
         exps = ("e^{" + s + "_{" + str(i + 1) + "j}" + sup + " " + shift + "} = ("
-                + _SEP.join(nums(ex, d)) + ")")
-        weights = a + "_{" + str(i + 1) + ",:}" + sup + " = (" + _SEP.join(nums(A[i], d)) + ")"
-        values = {"row": i + 1, "exps": exps, "sum": num(ex.sum(), d), "weights": weights}
+                + _SEP.join(ex_texts[i * width:(i + 1) * width]) + ")")
+        weights = (a + "_{" + str(i + 1) + ",:}" + sup + " = ("
+                   + _SEP.join(a_texts[i * A.shape[1]:(i + 1) * A.shape[1]]) + ")")
+        values = {"row": i + 1, "exps": exps, "sum": num(sums[i], d), "weights": weights}
         if m == 0:
             text = _("Row %(row)s: the row maximum is 0: $%(exps)s$,\n  sum $= %(sum)s$, so $%(weights)s$.") % values
         else:
@@ -100,8 +110,10 @@ def softmax_rows(S: Any, A: Any, d: int, s: str = "S", a: str = "A", sup: str = 
 def output_rows(A: Any, V: Any, Z: Any, d: int, z: str = "Z", sup: str = "") -> str:
     """``Z_i = Σ_j A_ij V_j`` for every row, the terms with a nonzero weight written out."""
     lines = []
+    rows = [bmatrix(V[j]) for j in range(V.shape[0])]  # each value row once, not once per query
+    weights = np.asarray(A).tolist()
     for i in range(A.shape[0]):
-        terms = [num(A[i][j], d) + r"\," + bmatrix(V[j]) for j in range(V.shape[0]) if A[i][j] != 0]
+        terms = [num(w, d) + r"\," + rows[j] for j, w in enumerate(weights[i][:V.shape[0]]) if w != 0]
         lines.append("- $" + z + "_{" + str(i + 1) + ",:}" + sup + " = " + (" + ".join(terms) or "0")
                      + " = " + bmatrix(Z[i], d) + "$\n")
     return "".join(lines)
