@@ -247,8 +247,8 @@ def _same_layout(docs: list[dict[str, Any]], depth: int) -> list[dict[str, Any]]
         for text, piece in zip(texts, pieces[1:]):
             joined += (text, piece)
         out.append("".join(joined))
-    below = _PADS[depth + 1] if depth + 1 < len(_PADS) else "  " * (depth + 1)
-    return Dumped("[\n" + below + (",\n" + below).join(out) + "\n" + (_PADS[depth] if depth < len(_PADS) else "  " * depth) + "]")
+    pad, below = ("  " * k for k in (depth, depth + 1))  # as _lines lays out a list of entries
+    return Dumped("[\n" + below + (",\n" + below).join(out) + "\n" + pad + "]")
 
 
 def _slots(doc: dict[str, Any]) -> dict[str, Any]:
