@@ -280,3 +280,23 @@ def test_part_lists_and_answers_read_as_the_macros_wrote_them(reference, lang):
                 assert worked.parts_list(parts) == str(reference.parts_list(parts))
                 if not variant["item"].family.name.startswith("delta."):  # those list answers by chunk
                     assert worked.answers(parts, s, d) == str(reference.answers(parts, s, d))
+
+
+def test_a_shared_parts_list_is_kept_per_language_and_a_fresh_one_never():
+    from qkvquiz.render.markdown import item_context
+    from qkvquiz.spec import parse_spec
+    from qkvquiz.worksheet import build_worksheet
+
+    ws = build_worksheet(parse_spec({"title": "t", "items": LIST_ITEMS[:1]}), ["ada"], "lists")
+    variant = ws.variant(0)[0]
+    parts = item_context(variant["item"], 1, variant["givens"], variant["steps"])["parts"]
+    shared = worked.SharedParts(parts)
+    with i18n.using("en"):
+        english = worked.parts_list(parts)
+        assert worked.parts_list(shared) == english and worked.parts_list(shared) == english
+    with i18n.using("zh"):
+        assert worked.parts_list(shared) == worked.parts_list(parts) != english
+    # A user's template may change its (fresh) list between two calls: each call reads it anew.
+    parts[0] = {**parts[0], "points": 7.5}
+    with i18n.using("en"):
+        assert worked.parts_list(parts) != english and "7.5 pt" in worked.parts_list(parts)

@@ -337,7 +337,11 @@ _FRAMES: dict[tuple[int, str], tuple[ItemSpec, dict[str, Any]]] = {}
 
 
 def _shared_frame(item: ItemSpec, steps: dict, view: Record | None) -> dict[str, Any]:
-    return _kept_per_language(_FRAMES, item, 256, lambda: item_frame(item, steps, view))
+    def made() -> dict[str, Any]:
+        frame = item_frame(item, steps, view)
+        return {**frame, "parts": worked.SharedParts(frame["parts"])}  # its list's text is kept (worked.parts_list)
+
+    return _kept_per_language(_FRAMES, item, 256, made)
 
 
 @in_spec_language
