@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import gettext
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
@@ -66,6 +66,22 @@ def translations(lang: str) -> gettext.NullTranslations:
 def current() -> str:
     """The language sentences are produced in now."""
     return _current.get()
+
+
+def kept_per_language(table: dict[tuple[int, str], tuple[Any, Any]], owner: Any, limit: int,
+                      make: Callable[[], Any]) -> Any:
+    """``make()``, kept in ``table`` for ``owner`` (the very object, not an equal one, which the
+    table holds so that its id is no other's) in the current language; a table of ``limit``
+    entries is emptied before the next is added."""
+    key = (id(owner), current())
+    hit = table.get(key)
+    if hit is not None and hit[0] is owner:
+        return hit[1]
+    if len(table) >= limit:
+        table.clear()
+    value = make()
+    table[key] = (owner, value)
+    return value
 
 
 def chosen() -> str | None:

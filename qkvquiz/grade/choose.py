@@ -113,8 +113,6 @@ def is_template(sub: Submission, filled: bool) -> bool:
     return path.name == TEMPLATE_NAME and len(path.parts) >= 3 and path.parts[-3] == "students"
 
 
-
-
 def _when(sub: Submission) -> tuple[float, str]:
     """When the file was saved: the form's ``saved_at`` when readable, else the file's time."""
     if sub.saved_at:

@@ -21,7 +21,7 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from ..i18n import _, current, install_jinja, ngettext, using
+from ..i18n import _, install_jinja, kept_per_language, ngettext, using
 from ..i18n import chosen as language_chosen
 from ..resources import templates_dir
 from ..spec import ItemSpec, WorksheetSpec
@@ -149,22 +149,7 @@ _SPEC_VIEWS: dict[tuple[int, str], tuple[WorksheetSpec, Record]] = {}
 
 
 def _spec_view(spec: WorksheetSpec) -> Record:
-    return _kept_per_language(_SPEC_VIEWS, spec, 4, lambda: spec_view(spec))
-
-
-def _kept_per_language(table: dict[tuple[int, str], tuple[Any, Any]], owner: Any, limit: int,
-                       make: Callable[[], Any]) -> Any:
-    """``make()``, kept in ``table`` for ``owner`` (the very object, not an equal one) in the
-    current language; a table of ``limit`` entries is emptied before the next is added."""
-    key = (id(owner), current())
-    hit = table.get(key)
-    if hit is not None and hit[0] is owner:
-        return hit[1]
-    if len(table) >= limit:
-        table.clear()
-    value = make()
-    table[key] = (owner, value)
-    return value
+    return kept_per_language(_SPEC_VIEWS, spec, 4, lambda: spec_view(spec))
 
 
 def in_spec_language(render: Callable[..., Any]) -> Callable[..., Any]:
@@ -341,7 +326,7 @@ def _shared_frame(item: ItemSpec, steps: dict, view: Record | None) -> dict[str,
         frame = item_frame(item, steps, view)
         return {**frame, "parts": worked.SharedParts(frame["parts"])}  # its list's text is kept (worked.parts_list)
 
-    return _kept_per_language(_FRAMES, item, 256, made)
+    return kept_per_language(_FRAMES, item, 256, made)
 
 
 @in_spec_language

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..i18n import _, current
+from ..i18n import _, kept_per_language
 from .latex import bmatrix, num, nums, shape_text
 
 __all__ = ["score_rows", "softmax_rows", "output_rows", "row_sums", "dot_entries", "softmax_grad_rows",
@@ -239,23 +239,13 @@ class SharedParts(tuple):
 
 
 _PARTS_LISTS: dict[tuple[int, str], tuple[SharedParts, str]] = {}
-_PARTS_LISTS_KEPT = 512
 
 
 def parts_list(parts: Any) -> str:
     """The asked parts as a list: (a), (b) … each with its prompt, formula, answer shape and points."""
     if type(parts) is not SharedParts:  # a user's templates' parts: a fresh list they may change
         return _parts_list(parts)
-    # The same for every student: kept by the object (held here, so its id is no other's) and language.
-    key = (id(parts), current())
-    kept = _PARTS_LISTS.get(key)
-    if kept is not None and kept[0] is parts:
-        return kept[1]
-    text = _parts_list(parts)
-    if len(_PARTS_LISTS) >= _PARTS_LISTS_KEPT:
-        _PARTS_LISTS.clear()
-    _PARTS_LISTS[key] = (parts, text)
-    return text
+    return kept_per_language(_PARTS_LISTS, parts, 512, lambda: _parts_list(parts))  # the same for every student
 
 
 def _parts_list(parts: Any) -> str:
