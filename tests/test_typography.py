@@ -234,3 +234,20 @@ def test_attention_basics_for_one_student_fits_on_two_pages(tmp_path: Path) -> N
     for seed in ("a", "b", "c"):
         ws = build_worksheet(spec, ["ada"], seed=seed)
         assert len(layout(worksheet_document(ws, 0)).pages) <= 2, seed
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_negative_numbers_in_the_key_are_set_as_math(lang: str) -> None:
+    """A negative number in the worked steps is math (a minus sign, −0.5), never prose with
+    a hyphen (-0.5): the softmax rows named their row maximum outside the formula."""
+    import dataclasses
+    import re
+
+    from qkvquiz.render.markdown import key_markdown
+
+    spec = dataclasses.replace(load_spec(bank_dir() / "all-families.yaml"), lang=lang)
+    md = key_markdown(build_worksheet(spec, [f"s{i}" for i in range(6)], seed="minus"))
+    prose = re.sub(r"\$\$.*?\$\$|\$[^$]*\$|`[^`]*`", " ", md, flags=re.DOTALL)
+    assert "row maximum" in md or "行最大值" in md  # the softmax rows are there to check
+    hyphenated = re.findall(r".{0,40}(?<![\w-])-\d.{0,10}", prose)
+    assert not hyphenated, hyphenated[:5]

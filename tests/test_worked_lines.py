@@ -45,7 +45,7 @@ REFERENCE = r"""{% macro score_rows(Q, K, scaled, d_k, d, mask=None, name="S", s
 {% if m == 0 %}
 - {{ _("Row %(row)s: the row maximum is 0: $%(exps)s$,\n  sum $= %(sum)s$, so $%(weights)s$.", row=i + 1, exps=exps, sum=ex.sum()|num(d), weights=weights) }}
 {% else %}
-- {{ _("Row %(row)s: subtract the row maximum %(max)s: $%(exps)s$,\n  sum $= %(sum)s$, so $%(weights)s$.", row=i + 1, max=m|num(d), exps=exps, sum=ex.sum()|num(d), weights=weights) }}
+- {{ _("Row %(row)s: subtract the row maximum $%(max)s$: $%(exps)s$,\n  sum $= %(sum)s$, so $%(weights)s$.", row=i + 1, max=m|num(d), exps=exps, sum=ex.sum()|num(d), weights=weights) }}
 {% endif %}
 {% endif %}
 {% endfor %}

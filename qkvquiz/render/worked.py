@@ -101,7 +101,7 @@ def softmax_rows(S: Any, A: Any, d: int, s: str = "S", a: str = "A", sup: str = 
             text = _("Row %(row)s: the row maximum is 0: $%(exps)s$,\n  sum $= %(sum)s$, so $%(weights)s$.") % values
         else:
             values["max"] = num(m, d)
-            text = _("Row %(row)s: subtract the row maximum %(max)s: $%(exps)s$,\n  sum $= %(sum)s$, so "
+            text = _("Row %(row)s: subtract the row maximum $%(max)s$: $%(exps)s$,\n  sum $= %(sum)s$, so "
                      "$%(weights)s$.") % values
         lines.append("- " + text + "\n")
     return "".join(lines)
