@@ -33,6 +33,7 @@ from typing import Any
 
 from qkvquiz.render.fonts import warn_if_no_cjk_font
 from qkvquiz.render.html import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
+from qkvquiz.render.html_tree import simple_html_tree
 from qkvquiz.render.text_layouts import share_text_layouts
 from qkvquiz.workers import kill_pool, start_worker
 
@@ -354,10 +355,41 @@ def _html_classes() -> tuple[Any, Any]:
 
 
 def _html(source: str) -> Any:
-    """WeasyPrint's ``HTML`` of one of our documents, with the lean stylesheet where it can."""
+    """WeasyPrint's ``HTML`` of one of our documents, with the lean stylesheet where it can, and
+    its tree read by :mod:`qkvquiz.render.html_tree` where that reads it (else by WeasyPrint)."""
     full, lean = _html_classes()
     needs_full = _base_needs_full_ua() or _NEEDS_FULL_UA.search(source)
-    return (full if needs_full else lean)(string=source, url_fetcher=url_fetcher())
+    kind = full if needs_full else lean
+    tree = simple_html_tree(source) if _html_takes_a_tree() else None
+    if tree is None:
+        return kind(string=source, url_fetcher=url_fetcher())
+    # What HTML.__init__ sets after parsing, for a document without <base> read from a string.
+    import cssselect2
+
+    document = kind.__new__(kind)
+    document.base_url = None
+    document.url_fetcher = url_fetcher()
+    document.media_type = "print"
+    document.wrapper_element = cssselect2.ElementWrapper.from_html_root(tree, content_language=None)
+    document.etree_element = document.wrapper_element.etree_element
+    return document
+
+
+#: SHA-256 (first 16 hex digits) of the source of WeasyPrint's ``HTML.__init__`` that :func:`_html`
+#: stands in for (WeasyPrint 70); with any other, WeasyPrint parses every document itself.
+_HTML_INIT_SOURCE = "5f19f40b81837f87"
+
+
+@lru_cache(maxsize=1)
+def _html_takes_a_tree() -> bool:
+    import hashlib
+    import inspect
+
+    try:
+        source = inspect.getsource(weasyprint_module().HTML.__init__)
+    except (OSError, TypeError):  # pragma: no cover - no source to check against
+        return False
+    return hashlib.sha256(source.encode()).hexdigest()[:16] == _HTML_INIT_SOURCE
 
 
 @lru_cache(maxsize=1)
