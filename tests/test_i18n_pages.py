@@ -129,3 +129,13 @@ def test_every_page_in_chinese_has_no_english_words(zh_pages, page):
     name, pages, ids = zh_pages
     found = english_words(pages[page], ids)
     assert not found, f"{name} {page}: {sorted(set(found))[:20]}"
+
+
+@pytest.mark.parametrize("page", ["worksheet.md", "key.md"])
+def test_words_inside_formulas_are_in_chinese_too(zh_pages, page):
+    r"""A formula's prose (``\text{ if }``, ``\text{ with biases}``: written with spaces around it) is
+    read as words, and translated; a name set upright in one (``\text{model}``) is notation."""
+    name, pages, ids = zh_pages
+    prose = [t for t in re.findall(r"\\text\{([^{}]*)\}", pages[page]) if t != t.strip() or " " in t]
+    found = english_words(" ".join(prose), ids)
+    assert not found, f"{name} {page}: {sorted(set(found))[:20]}"

@@ -106,6 +106,9 @@ def _formula(p: Params, step: str) -> str | None:
             "dQ": f"\\nabla Q = {scale}\\nabla S K", "dK": f"\\nabla K = {scale}\\nabla S^\\top Q"}.get(step)
 
 
+#: A formula with words in it is a message (``N_``): its words are said in the worksheet's language.
+MASKED_SCORES_FORMULA = N_(r"\tilde S_{ij} = S_{ij} \text{ if } M_{ij} = 1, \text{ else } -\infty")
+
 ATTENTION_EXTRA = {"context": template_context, "formula": _formula}
 
 
@@ -467,7 +470,7 @@ WEIGHTS = Family(
     steps=(
         Step("unmasked", "S", "S", "", lambda e, p, xp: e.S, ("S",)),
         Step(
-            "scores", r"\tilde S", r"\tilde S_{ij} = S_{ij} \text{ if } M_{ij} = 1, \text{ else } -\infty",
+            "scores", r"\tilde S", MASKED_SCORES_FORMULA,
             N_("Write the masked score matrix (−∞ where masked)"),
             lambda e, p, xp: apply_mask(e.S, allowed_from_given(e.mask, xp=xp), xp=xp), ("S", "mask"),
         ),
@@ -628,7 +631,7 @@ MASKED = Family(
             lambda e, p, xp: scores_of(e, p, xp), ("Q", "K"),
         ),
         Step(
-            "scores", r"\tilde S", r"\tilde S_{ij} = S_{ij} \text{ if } M_{ij} = 1, \text{ else } -\infty",
+            "scores", r"\tilde S", MASKED_SCORES_FORMULA,
             N_("Write the masked score matrix (−∞ where masked)"),
             lambda e, p, xp: apply_mask(e.unmasked, allowed_from_given(e.mask, xp=xp), xp=xp),
             ("unmasked", "mask"),

@@ -83,7 +83,7 @@ SHAPES = Family(
         Step("wo_shape", r"\operatorname{shape}(W^O)", r"h d_v \times d_{\text{model}}",
              N_("Give the shape Wᴼ must have to map the concatenation back to the model width"),
              lambda e, p, xp: _pair(e.heads * e.d_k, e.d_model, xp), ("heads", "d_k", "d_model"), kind=SHAPE),
-        Step("params", "N", r"N = 4\,d_{\text{model}}^2 \;(+\,4\,d_{\text{model}} \text{ with biases})",
+        Step("params", "N", N_(r"N = 4\,d_{\text{model}}^2 \;(+\,4\,d_{\text{model}} \text{ with biases})"),
              N_("Count the weights of the query, key, value and output projections over all heads"),
              lambda e, p, xp: 4 * e.d_model ** 2 + (4 * e.d_model if p.bias else 0), ("d_model",)),
     ),

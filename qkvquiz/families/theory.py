@@ -245,7 +245,7 @@ COMPLEXITY = Family(
              N_("Count the multiplications of dot-product attention, scores and AV together"),
              lambda e, p, xp: e.dot_scores + e.n * e.n * e.d, ("dot_scores", "n", "d")),
         Step("additive_scores", r"N_{\text{add}}",
-             r"N_{\text{add}} = n^2(2d^2 + d) \text{ per pair, or } 2nd^2 + n^2 d \text{ reusing } W_a q_i, U_a k_j",
+             N_(r"N_{\text{add}} = n^2(2d^2 + d) \text{ per pair, or } 2nd^2 + n^2 d \text{ reusing } W_a q_i, U_a k_j"),
              N_("Count the multiplications of the additive scores"),
              lambda e, p, xp: _additive(e.n, e.d, p.reuse), ("n", "d")),
         Step("ratio", r"N_{\text{add}} / N_{QK^\top}", r"N_{\text{add}} / N_{QK^\top}",

@@ -112,7 +112,7 @@ def _text(message: str) -> str:
 
 
 def _step_view(step: Any) -> Record:
-    return Record(name=step.name, symbol=step.symbol, formula=step.formula, prompt=_text(step.prompt),
+    return Record(name=step.name, symbol=step.symbol, formula=_text(step.formula), prompt=_text(step.prompt),
                   askable=step.askable, kind=step.kind)
 
 
