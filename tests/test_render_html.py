@@ -412,3 +412,19 @@ def test_a_formula_too_long_to_share_its_line_puts_the_boxes_under_its_sentence(
     assert len(wide) == 1 and "rowsum" in wide[0]
     assert all(_longest_formula(text) <= WIDE_FORMULA for kind, text in rows if kind == "part-row")
     assert _longest_formula('a <span class="math tm"><i>x</i> + <span class="fn">f</span>(y)</span> b') == len("x + f(y)")
+
+
+def test_a_long_formula_may_break_and_a_short_one_stays_whole() -> None:
+    from qkvquiz.render.html import markdown_body_html
+
+    short = markdown_body_html("Compute $s = q \\cdot k$.", text_math=True)
+    assert 'class="math tm"' in short and "brk" not in short
+    terms = " + ".join(f"({i})(-{i})" for i in range(1, 10))
+    long = markdown_body_html(f"Compute ${terms} = 5$.", text_math=True)
+    assert 'class="math tm brk"' in long  # breaks at its operators (style.css: .brk)
+    # A display of several definitions wraps between them, each one whole.
+    parts = [f"A_{i} = B_{i} + C_{i}" for i in range(8)]
+    display = markdown_body_html("$$" + r", \quad ".join(parts) + "$$", text_math=True)
+    assert display.count('class="math-group"') == 8
+    few = markdown_body_html(r"$$A = B, \quad C = D$$", text_math=True)
+    assert "math-group" not in few

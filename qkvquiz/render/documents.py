@@ -28,6 +28,7 @@ import html
 from html.parser import HTMLParser
 import itertools
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -190,8 +191,12 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
         if problem_html.startswith("</li>", at) and opening >= 0 and problem_html.find("</li>", opening) == at:
             start = problem_html.index(">", opening) + 1
             # A formula too long to share its line with the boxes puts them under the sentence
-            # (it cannot break: the boxes would be pushed past the margin).
-            wide = _longest_formula(problem_html[start:at]) > WIDE_FORMULA
+            # (it cannot break: the boxes would be pushed past the margin), and so do boxes
+            # that, beside the sentence's longest formula, would not fit in the line.
+            sentence = problem_html[start:at]
+            longest = _longest_formula(sentence)
+            unbreakable = max(longest * _MATH_CHAR_PX, *map(float, _PICTURE_WIDTH.findall(sentence)), 0.0)
+            wide = longest > WIDE_FORMULA or unbreakable + _boxes_width(joined) > _ROW_PX
             out += [
                 problem_html[last:start],
                 '<div class="part-row wide"><div class="part-text">' if wide else '<div class="part-row"><div class="part-text">',
@@ -208,8 +213,47 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
 
 
 #: Characters of one formula (text math) in a part's sentence beyond which the sentence takes
-#: the whole width and its boxes go under it.
+#: the whole width and its boxes go under it (a Chinese character counts as two).
 WIDE_FORMULA = 36
+
+
+#: Widths in CSS pixels (96 to the inch) for telling whether a part's boxes fit beside its
+#: sentence: the text width of an A4 page (the narrower size) less a list's indent and the gap
+#: between the two; a character of a formula (11 pt serif) and of a caption (7 pt sans), on
+#: average; a box (``.boxes`` in the stylesheet), and what surrounds a grid (its label's room,
+#: brackets, margins).
+_ROW_PX = 630.0
+_MATH_CHAR_PX = 6.6
+_CAPTION_CHAR_PX = 4.4
+_BOX_PX = 73.28
+_GRID_EXTRA_PX = 40.0
+_ANSWER = re.compile(r'<div class="answer answer-\w+"[^>]*>(.*?)</div>', re.DOTALL)
+_COLUMNS = re.compile(r'<span class="boxes r\d+ c(\d+)">')
+_CAPTION = re.compile(r'<span class="answer-part">([^<]*)</span>')
+_TAGS = re.compile(r"<[^>]*>")
+#: A formula drawn as a picture states its width (qkvquiz/render/html.py).
+_PICTURE_WIDTH = re.compile(r'class="math-svg" style="width:([0-9.]+)px')
+
+
+def _width_units(text: str) -> int:
+    """How many average Latin characters ``text`` is as wide as: a Chinese character (a wide or
+    full-width one) counts twice."""
+    return len(text) + sum(1 for ch in text if ch >= "\u1100" and unicodedata.east_asian_width(ch) in "WF")
+
+
+def _boxes_width(areas_html: str) -> float:
+    """About how wide the widest of these answer areas (:func:`answer_area_html`) is, in CSS
+    pixels: label, boxes and caption (the grids of a set wrap, so they count one at a time)."""
+    widest = 0.0
+    for answer in _ANSWER.findall(areas_html):
+        columns, caption = _COLUMNS.search(answer), _CAPTION.search(answer)
+        if columns is None:
+            continue
+        label = _TAGS.sub("", answer[:columns.start()])
+        width = (_width_units(label) * _MATH_CHAR_PX + int(columns.group(1)) * _BOX_PX + _GRID_EXTRA_PX
+                 + (_width_units(html.unescape(caption.group(1))) * _CAPTION_CHAR_PX if caption else 0.0))
+        widest = max(widest, width)
+    return widest
 
 
 class _FormulaLengths(HTMLParser):
@@ -234,7 +278,7 @@ class _FormulaLengths(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         if self.depth:
-            self.lengths[-1] += len(data)
+            self.lengths[-1] += _width_units(data)
 
 
 def _longest_formula(sentence_html: str) -> int:

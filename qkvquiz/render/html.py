@@ -637,7 +637,40 @@ def math_html(
             f'<span class="math-group">{_pieces_html(group, display, font_size_pt, text)}</span>'
             for group in _matrix_groups(pieces)
         )
-    return _pieces_html(pieces, display, font_size_pt, text)
+    body = _pieces_html(pieces, display, font_size_pt, text)
+    if display and _breakable(body):
+        definitions = _quad_separated(latex.strip())
+        if len(definitions) > 1:
+            # A long display of several definitions (``G = KK^\top, \quad A = …``) wraps
+            # between them, each kept whole, rather than inside one.
+            return " ".join(
+                f'<span class="math-group">{_pieces_html(_split_numeric_matrices(d), display, font_size_pt, text)}</span>'
+                for d in definitions
+            )
+    return body
+
+
+_QUAD = re.compile(r"\\q?quad(?![A-Za-z])")
+
+
+def _quad_separated(latex: str) -> list[str]:
+    """``latex`` cut at each ``\\quad`` or ``\\qquad`` outside braces (a comma before one stays
+    with the part it ends); one part where there is none."""
+    parts, depth, start, at = [], 0, 0, 0
+    while at < len(latex):
+        char = latex[at]
+        if char == "\\":
+            match = _QUAD.match(latex, at)
+            if match and depth == 0:
+                parts.append(latex[start:at].strip())
+                start = at = match.end()
+                continue
+            at += 2
+            continue
+        depth += (char == "{") - (char == "}")
+        at += 1
+    parts.append(latex[start:].strip())
+    return [part for part in parts if part]
 
 
 _LEADING_COMMA = re.compile(r"\s*,")
@@ -837,6 +870,24 @@ TEXT_BULLET = "\u2022\u00a0"
 
 _TM_OPEN = '<span class="tm">'
 
+#: Characters of text in one formula from which it may break across lines (class ``brk``):
+#: a line holds about 80, and a longer formula kept whole ran past the right margin (a
+#: gradient written as a sum of rows, the delta rule's chain of definitions).
+BREAK_FORMULA = 50
+_TAG = re.compile(r"<[^>]*>")
+_MATRIX_ROWS = re.compile(r'<span class="bm">([^<]*)</span>')
+
+
+def _breakable(body: str) -> bool:
+    # A matrix is as wide as its widest row.
+    rows = _MATRIX_ROWS.sub(lambda m: max(m.group(1).split("\n"), key=len), body)
+    return len(_TAG.sub("", rows)) >= BREAK_FORMULA
+
+
+def _mark_breakable(body: str) -> str:
+    """``body`` with its outermost text-math spans marked ``brk`` where the whole is long."""
+    return body.replace(_TM_OPEN, '<span class="tm brk">') if _breakable(body) else body
+
 
 def _lone_text_math(body: str) -> bool:
     """Whether ``body`` (from :func:`math_html`) is one expression set as text and nothing
@@ -878,11 +929,12 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
                     tokens[idx].content += mark.group(1)
             return display_in_text(self, tokens, idx, options, env)
         body = math_html(tokens[idx].content, font_size_pt=font_size_pt, text=text_math)
+        brk = " brk" if _breakable(body) else ""
         if _lone_text_math(body):
             # One element instead of two (.math only keeps the expression on one line,
             # as .tm does): a key has dozens of these per student.
-            return '<span class="math tm">' + body[len(_TM_OPEN) :]
-        return f'<span class="math">{body}</span>'
+            return f'<span class="math tm{brk}">' + body[len(_TM_OPEN) :]
+        return f'<span class="math{brk}">{body}</span>'
 
     def display_in_text(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
         body = math_html(
@@ -894,6 +946,8 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
         body = math_html(
             tokens[idx].content, display=True, font_size_pt=font_size_pt, text=text_math
         )
+        if "math-group" not in body:  # groups wrap between them, each whole
+            body = _mark_breakable(body)
         return f'<div class="math-display">{body}</div>\n'
 
     def list_item_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
