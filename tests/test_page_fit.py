@@ -69,3 +69,20 @@ def test_the_check_sees_a_line_that_cannot_break() -> None:
     opened = html.index(">", html.index("<body")) + 1
     wide = html[:opened] + '<p style="white-space: nowrap">' + "unbroken " * 40 + "</p>" + html[opened:]
     assert past_the_margin(wide)
+
+
+def test_a_bullet_stands_on_the_line_of_its_item_even_beside_a_matrix() -> None:
+    from weasyprint.formatting_structure import boxes
+
+    from qkvquiz.render.html import markdown_to_html
+    from qkvquiz.render.pdf import layout
+
+    tall = r"\frac{1}{2}\begin{bmatrix} 1 & 2 \end{bmatrix}"  # a fraction and a row: a tall line
+    for markdown in (f"- $a = {tall}$ first\n- second\n", f"- $a = {tall}$ first\n\n- second\n"):  # tight, loose
+        page = layout(markdown_to_html(markdown)).pages[0]._page_box
+        lines = [box for box in page.descendants() if isinstance(box, boxes.LineBox)]
+        first = next((line for line in lines if any(getattr(b, "text", "").startswith("\u2022")
+                                                    for b in line.descendants())), None)
+        assert first is not None, f"no line opens with a bullet: {markdown!r}"
+        words = "".join(getattr(b, "text", "") for b in first.descendants())
+        assert "first" in words, words  # the bullet and its item's text share a line

@@ -953,14 +953,9 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
     def list_item_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
         token = tokens[idx]
         following = tokens[idx + 1] if idx + 1 < len(tokens) else None
-        if (
-            token.markup in ("-", "*", "+")
-            and following is not None
-            and following.type == "paragraph_open"
-            and following.hidden
-        ):
-            # An item of a tight bullet list: its bullet is text that opens its first
-            # line (see TEXT_BULLET).
+        if token.markup in ("-", "*", "+") and following is not None and following.type == "paragraph_open":
+            # An item of a bullet list, tight or loose: its bullet is text that opens its first
+            # line (see TEXT_BULLET), on the line's baseline even where a matrix makes it tall.
             token.attrSet("class", "tb")
             following.meta["text_bullet"] = True
         return self.renderToken(tokens, idx, options, env)
