@@ -351,6 +351,9 @@ def test_text_math_sets_fractions_scripts_and_signs() -> None:
     assert text_math_html("+ 0.5") == '<span class="tm">+0.5</span>'  # at the start it is a sign
     assert "<sup>\u22a4</sup>" in text_math_html(r"QK^\top")
     assert "\u2207" in text_math_html(r"\nabla_S L") and "X\u0304" in text_math_html(r"\bar X")
+    # A script of letters alone is itself italic (one element, not two); a mixed one holds its own.
+    assert text_math_html("d_k") == '<span class="tm"><i>d</i><sub class="i">k</sub></span>'
+    assert "<sub>1<i>j</i></sub>" in text_math_html("S_{1j}")
 
 
 @pytest.mark.parametrize("latex", [

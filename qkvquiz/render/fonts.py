@@ -191,7 +191,7 @@ class _Runs(HTMLParser):
             family, bold = SANS, True
         if tag in ("strong", "b", "th"):
             bold = True
-        if tag in ("em", "i"):
+        if tag in ("em", "i") or (tag in ("sub", "sup") and "i" in classes):  # a script of letters alone
             italic = True
         if tag in ("code", "kbd", "pre", "samp"):
             family, code = MONO, True
