@@ -107,7 +107,8 @@ def _formula(p: Params, step: str) -> str | None:
 
 
 #: A formula with words in it is a message (``N_``): its words are said in the worksheet's language.
-MASKED_SCORES_FORMULA = N_(r"\tilde S_{ij} = S_{ij} \text{ if } M_{ij} = 1, \text{ else } -\infty")
+#: ``{-\infty}`` is a sign (after ``\text``, a bare ``-`` would be a minus between "else" and ∞).
+MASKED_SCORES_FORMULA = N_(r"\tilde S_{ij} = S_{ij} \text{ if } M_{ij} = 1, \text{ else } {-\infty}")
 
 ATTENTION_EXTRA = {"context": template_context, "formula": _formula}
 
