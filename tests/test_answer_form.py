@@ -251,3 +251,19 @@ def test_the_forms_pictures_of_math_are_drawn_at_its_text_size(monkeypatch) -> N
     finally:
         render_html.clear_math_cache()
     assert drawn and set(drawn) == {FORM_FONT_SIZE_PT} and FORM_FONT_SIZE_PT * 4 / 3 == 16
+
+
+def test_chinese_words_in_a_formula_are_never_drawn_as_a_picture() -> None:
+    """The pictures' math font has no Chinese glyphs (they came out as empty boxes): a formula
+    with translated words (the masked scores' 若 … 否则为) is set as text on every page."""
+    from qkvquiz import build_worksheet, load_spec
+    from qkvquiz.render.documents import worksheet_document
+    from qkvquiz.render.fonts import has_cjk
+    from qkvquiz.resources import bank_dir
+
+    spec = dataclasses.replace(load_spec(bank_dir() / "masking.yaml"), lang="zh")
+    ws = build_worksheet(spec, ["ada"], seed=3)
+    for page in (answer_form_html(ws, 0), worksheet_document(ws, 0, screen=True)):
+        assert "否则为" in page
+        pictured = re.findall(r'class="math-svg"[^>]*>([^<]*)<', page)
+        assert pictured and not [text for text in pictured if has_cjk(text)]

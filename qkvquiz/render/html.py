@@ -39,6 +39,7 @@ from typing import Any
 from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
+from qkvquiz.render.fonts import has_cjk
 from qkvquiz.render.textmath import Unsupported, text_math_html
 from qkvquiz.resources import templates_dir
 
@@ -717,7 +718,9 @@ def _pieces_html(
         if source == ",":
             parts.append(",")  # a comma after a matrix: plain text, no picture needed
             continue
-        if text:
+        # Chinese words in a formula (a translated \text{…}) are set as text where they can be:
+        # the pictures' math font has no CJK glyphs and would draw empty boxes.
+        if text or has_cjk(source):
             after_matrix = bool(parts) and parts[-1].startswith('<span class="bmat">')
             set_as_text = _text_piece_cached(source, display, after_matrix)
             if set_as_text is not None:
