@@ -82,6 +82,14 @@ def test_what_html5_would_rebuild_is_left_to_it(body: str) -> None:
     assert taken == body.startswith("<pre>"), body
 
 
+def test_formatting_nested_in_its_like_is_read_quickly_to_the_same_tree() -> None:
+    # HTML5's list of formatting elements (and its limit of three alike) acts only on misnested
+    # end tags, which the quick reading leaves to it: nested alike, the trees are the same.
+    for body in ("<b><b><b><b>x</b></b></b></b>y", '<i class="a"><i class="a"><i class="a"><i class="a">x</i></i></i></i>',
+                 "<table><tr><td><code><code><code><code>c</code></code></code></code></td></tr></table>"):
+        assert assert_same_or_declined(PAGE.replace("{}", body)), body
+
+
 def test_the_page_around_the_body_follows_html5() -> None:
     source = PAGE.replace("{}", "<table><tr><td>1</td></tr></table><pre>\nx</pre>")
     assert assert_same_or_declined(source)

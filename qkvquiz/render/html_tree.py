@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections import Counter
 from html.parser import HTMLParser
 from typing import Any
 
@@ -48,8 +49,6 @@ _TABLE_PARENT = {
     "col": {"colgroup"}, "tr": {"tbody", "thead", "tfoot"}, "td": {"tr"}, "th": {"tr"},
 }
 _TABLE_INSIDES = frozenset({"table", "tbody", "thead", "tfoot", "tr", "colgroup"})
-#: Formatting elements: HTML5 keeps a list of them that a misplaced end tag would act on.
-_FORMATTING = frozenset({"b", "code", "em", "i", "s", "small", "strong", "u"})
 #: Character references other than those that HTML escaping writes (which both parsers read alike).
 _OTHER_REFERENCE = re.compile(r"&(?!(?:amp|lt|gt|quot|apos|nbsp|#39|#x27);)")
 #: Every "<" that starts a tag or an end tag, and those written plainly (quoted attribute values):
@@ -73,6 +72,9 @@ class _TreeBuilder(HTMLParser):
         self.head: ET.Element | None = None
         self.body: ET.Element | None = None
         self.stack: list[ET.Element] = []
+        # How many of each element are open: the checks below ask without walking the stack
+        # (a deeply nested page would make that quadratic).
+        self.open: Counter[str] = Counter()
         self.ended = False  # past </body>: only white space (and </html>) may follow
         self.html_ended = False
 
@@ -107,14 +109,12 @@ class _TreeBuilder(HTMLParser):
             return
         if tag not in _BODY or self.body is None or current.tag in ("title", "style"):
             raise _Unlike(tag)
-        if tag in _CLOSES_P and any(element.tag == "p" for element in stack):
+        if tag in _CLOSES_P and self.open["p"]:
             raise _Unlike(tag)
         if tag in _HEADINGS and current.tag in _HEADINGS:
             raise _Unlike(tag)
         if tag == "li" and current.tag not in ("ul", "ol"):
             raise _Unlike(tag)
-        if tag in _FORMATTING and any(element.tag == tag and element.attrib == attrib for element in stack):
-            raise _Unlike(tag)  # the same formatting element nested in itself: HTML5 counts those
         if tag == "tr" and current.tag == "table":
             current = self._open("tbody", {})  # as HTML5 does
         allowed = _TABLE_PARENT.get(tag)
@@ -139,16 +139,20 @@ class _TreeBuilder(HTMLParser):
             self.ended = True
             return
         if tag == "table" and stack[-1].tag in ("tbody", "thead", "tfoot") and stack[-2].tag == "table":
-            stack.pop()  # HTML5 closes a table's open part with the table (the <tbody> a bare <tr> made)
+            self._close()  # HTML5 closes a table's open part with the table (the <tbody> a bare <tr> made)
         if stack[-1].tag != tag or stack[-1] is self.root:
             raise _Unlike(tag)
-        stack.pop()
+        self._close()
 
     def _open(self, tag: str, attrib: dict[str, str]) -> ET.Element:
         element = ET.SubElement(self.stack[-1], tag, attrib)
         if tag not in _VOID:
             self.stack.append(element)
+            self.open[tag] += 1
         return element
+
+    def _close(self) -> None:
+        self.open[self.stack.pop().tag] -= 1
 
     # -- text
 
