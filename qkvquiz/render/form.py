@@ -186,8 +186,8 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
                 # One box for the whole shape, read as "2×4" by parse.js and by the grader.
                 parts.append(FormPart(
                     id=part.id, letter=_LETTERS[k % len(_LETTERS)], prompt=_(step.prompt),
-                    symbol=Markup(html.math_html(f"{step.symbol} =", font_size_pt=FORM_FONT_SIZE_PT)), points=part.points,
-                    shape=(),
+                    symbol=Markup(html.math_html(f"{step.symbol} =", font_size_pt=FORM_FONT_SIZE_PT)),
+                    points=part.points, shape=(),
                     shape_text=_("a shape rows × columns, such as 2×4"), blocks=grid_blocks(()),
                     kind="shape", sizes=shape[0] if shape else 0,
                 ))
@@ -197,7 +197,8 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
                 letter=_LETTERS[k % len(_LETTERS)],
                 # A prompt may hold inline math ($\bar B_K$): typeset as in the worksheet.
                 prompt=Markup(html.inline_markdown_html(_(step.prompt), font_size_pt=FORM_FONT_SIZE_PT)),
-                symbol=Markup(html.math_html(f"{label_symbol(step.symbol, len(shape))} =", font_size_pt=FORM_FONT_SIZE_PT)),
+                symbol=Markup(html.math_html(f"{label_symbol(step.symbol, len(shape))} =",
+                                             font_size_pt=FORM_FONT_SIZE_PT)),
                 points=part.points,
                 shape=shape,
                 # A ragged delta sequence: each chunk's own size (its padded boxes are disabled).
@@ -259,7 +260,8 @@ def answer_form_html(ws: Worksheet, student: int) -> str:
     html = _html_module()
     sid, code = ws.students[student], ws.codes[student]
     instructions = (
-        Markup(html.markdown_body_html(ws.spec.instructions, font_size_pt=FORM_FONT_SIZE_PT)) if ws.spec.instructions else ""
+        Markup(html.markdown_body_html(ws.spec.instructions, font_size_pt=FORM_FONT_SIZE_PT))
+        if ws.spec.instructions else ""
     )
     parse_js, form_js = _asset("parse.js", "</script"), _asset("form.js", "</script")
     return environment().get_template(FORM_TEMPLATE).render(
