@@ -430,3 +430,14 @@ def test_a_long_formula_may_break_and_a_short_one_stays_whole() -> None:
     assert display.count('class="math-group"') == 8
     few = markdown_body_html(r"$$A = B, \quad C = D$$", text_math=True)
     assert "math-group" not in few
+
+
+def test_the_full_stop_after_a_matrix_in_a_sentence_ends_its_display_in_chinese_too() -> None:
+    # A matrix in a sentence is displayed on a line of its own; the mark after it ends the
+    # display rather than opening the next line alone (Chinese keys printed a lone "。").
+    matrix = r"\begin{bmatrix} 1 & 2 \\ 3 & 4 \end{bmatrix}"
+    for stop in (".", "。", "："):
+        body = markdown_body_html(f"输出 $Z = {matrix}${stop}然后", text_math=True)
+        inside, after = body.rsplit("</span>", 1)
+        assert inside.endswith(stop) or f">{stop}<" in inside[-200:], body[-200:]
+        assert after.startswith("然后"), after

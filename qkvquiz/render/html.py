@@ -908,7 +908,8 @@ def _lone_text_math(body: str) -> bool:
 _HAS_MATRIX = re.compile(r"\\begin\{(?:[bpvBV]?matrix|array|cases)\}(.*?)\\end\{", re.DOTALL)
 
 
-_TRAILING_PUNCTUATION = re.compile(r"\s*([.,;:])(?!\d)")
+#: Punctuation that ends a sentence's displayed matrix: Latin, and the full-width Chinese marks.
+_TRAILING_PUNCTUATION = re.compile(r"\s*([.,;:。，；：])(?!\d)")
 
 
 def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: bool = False) -> MarkdownIt:
