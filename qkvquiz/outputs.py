@@ -101,6 +101,15 @@ def signals_held() -> Iterator[None]:
 # --------------------------------------------------------------------------- one file
 
 
+# Names that are not a file's own name in a path ("a/." is "a", "a/.." leaves it).
+_NOT_NAMES = frozenset({"", ".", ".."})
+
+
+def _plain(name: str) -> bool:
+    """Whether ``name`` is one plain name of a path (no separator that some system reads)."""
+    return name not in _NOT_NAMES and "\\" not in name
+
+
 def _file_mode(private: bool) -> int:
     """0600 for what only the instructor may read; else 0666, which open() narrows by the umask."""
     return 0o600 if private else 0o666
@@ -317,11 +326,16 @@ class OutputSet:
         self._owned = dict(owned)
         self._anchor = anchor
         self._made: set[Path] = set()
+        # Folders of the set already checked and made (relative, as given) -> their top-level entry:
+        # a class writes thousands of files into a few hundred folders, and parsing every path
+        # again (pathlib) cost more than creating the file.
+        self._folders: dict[str, str] = {}
         self._outside: set[str] = set()  # private entries that other writers wrote into (see path)
         try:
             self.stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))  # mode 0700
         except OSError as exc:
             raise OutputError(_cannot(out, exc)) from exc
+        self._stage_text = str(self.stage)
 
     # ---- paths
 
@@ -370,16 +384,46 @@ class OutputSet:
             raise OutputError(_cannot(self.out / rel, exc)) from exc
         self._made.add(folder)
 
+    def _checked_folder(self, folder: str) -> str | None:
+        """The top-level entry of ``folder`` (relative, as :meth:`write` was given it), the folder
+        made if new, where it or a parent was checked before; None where its path needs checking."""
+        top = self._folders.get(folder)
+        if top is None:
+            parent, _, name = folder.rpartition("/")
+            top = self._checked_folder(parent) if parent and _plain(name) else None
+            if top is None:
+                return None
+            path = os.path.join(self._stage_text, folder)
+            try:
+                os.mkdir(path, 0o700 if self._owned[top] else 0o777)
+            except FileExistsError as exc:
+                if not os.path.isdir(path):  # a file in the way (an existing folder is fine, as exist_ok)
+                    raise OutputError(_cannot(self.out / folder, exc)) from exc
+            except OSError as exc:
+                raise OutputError(_cannot(self.out / folder, exc)) from exc
+            self._folders[folder] = top
+        return top
+
     # ---- writing
 
     def write(self, rel: str, data: str | bytes) -> Path:
         """Stage one file of the set; returns where it will be. No fsync here: the set is made
         durable once, at the end."""
-        self._top(rel)
-        target = self._staged(rel)
+        folder, _, name = rel.rpartition("/") if type(rel) is str else ("", "", "")  # noqa: E721
+        plain = bool(folder) and _plain(name)
+        top = self._checked_folder(folder) if plain else None
+        if top is not None:
+            # A plain name in a folder already checked and made: the checks below, passed.
+            target: str | Path = os.path.join(self._stage_text, rel)
+        else:
+            top = self._top(rel)
+            target = self._staged(rel)
+            while plain and folder and folder not in self._folders:  # it and its parents, checked and made
+                self._folders[folder] = top
+                folder = folder.rpartition("/")[0]
         try:
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0),
-                         _file_mode(self.private(rel)))
+                         _file_mode(self._owned[top]))
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data.encode("utf-8") if isinstance(data, str) else data)
         except OSError as exc:

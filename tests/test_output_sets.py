@@ -344,6 +344,36 @@ def test_an_error_in_the_body_discards_the_staged_set(tmp_path):
         recover(tmp_path)
 
 
+def test_files_in_folders_already_made_get_every_check_of_the_first(tmp_path):
+    # Folders are checked and made once per set; the files that follow in them, and their
+    # sibling folders, are written without parsing the path again, to the same effect.
+    old = os.umask(0o022)
+    try:
+        with write_set(tmp_path, {"students": False, "keys": True, "key.json": True}, anchor="key.json") as files:
+            for name in ("a", "b", "c"):
+                files.write(f"students/{name}/sheet.md", name)
+                files.write(f"students/{name}/answers.json", "{}")
+                files.write(f"keys/{name}/key.md", "secret " + name)
+            files.write("students/b/deeper/note.md", "deep")
+            for bad in ("students/a/../../escape", "students/a/..", "students/a/./..", "other/x"):
+                with pytest.raises(ValueError, match="not an entry"):
+                    files.write(bad, "x")
+            (files.stage / "students" / "d").write_text("a file where a folder goes")
+            with pytest.raises(OutputError, match=r"cannot write .*students/d"):
+                files.write("students/d/sheet.md", "d")
+            (files.stage / "students" / "d").unlink()
+            files.write("key.json", "{}")
+    finally:
+        os.umask(old)
+    mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+    assert [p.read_text() for p in sorted((tmp_path / "students").glob("*/sheet.md"))] == ["a", "b", "c"]
+    assert (tmp_path / "students" / "b" / "deeper" / "note.md").read_text() == "deep"
+    assert not (tmp_path / "escape").exists() and not (tmp_path.parent / "escape").exists()
+    for name in ("a", "b", "c"):
+        assert mode(tmp_path / "keys" / name) == 0o700 and mode(tmp_path / "keys" / name / "key.md") == 0o600
+        assert mode(tmp_path / "students" / name) == 0o755 and mode(tmp_path / "students" / name / "sheet.md") == 0o644
+
+
 # --------------------------------------------------------------------------- permissions
 
 

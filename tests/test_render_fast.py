@@ -214,6 +214,18 @@ def test_a_class_rendered_in_a_pool_writes_the_same_files_as_one_process(class_s
     assert len(ticks) == len(ids)  # every student is told once
 
 
+@pytest.mark.parametrize("n, workers", [(64, 2), (73, 2), (300, 2), (301, 3), (5000, 16), (1, 1)])
+def test_a_classs_chunks_cover_it_in_order_and_the_last_are_small(n, workers):
+    from qkvquiz.generate import _STUDENTS_PER_CHUNK, _chunks
+
+    chunks = _chunks(n, workers)
+    assert [i for start, end in chunks for i in range(start, end)] == list(range(n))
+    sizes = [end - start for start, end in chunks]
+    assert max(sizes) <= _STUDENTS_PER_CHUNK and sizes == sorted(sizes, reverse=True)
+    # What one worker may render alone at the end is a few students, not a whole chunk.
+    assert sum(sizes[-workers:]) <= 4 * workers
+
+
 def test_a_failure_in_the_pool_leaves_the_previous_set(class_spec, tmp_path, monkeypatch):
     import qkvquiz.generate as generate
 

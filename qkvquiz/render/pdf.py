@@ -684,8 +684,8 @@ def _init_worker(page_size: str, parent: int | None = None) -> None:
     _base_css()
     _html_classes()
     # Everything imported so far lives as long as the worker: move it out of the garbage
-    # collector's sight, and collect young objects less often.
-    gc.collect()
+    # collector's sight (no collection first: a full pass over the inherited heap and WeasyPrint
+    # cost each worker more than it would ever free), and collect young objects less often.
     gc.freeze()
     gc.set_threshold(*_GC_THRESHOLD)
 
