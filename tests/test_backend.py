@@ -121,6 +121,25 @@ def test_large_classes_are_screened_in_bounded_batches(monkeypatch):
     assert len(calls) > len(ITEMS) * len(ROSTER) // 5
 
 
+@pytest.mark.parametrize("first_round", [1, 3, 8])
+def test_the_first_rounds_size_never_changes_a_students_variant(monkeypatch, first_round):
+    # Each student gets the first acceptable candidate in a fixed order, however many are
+    # screened per round: the round's size is a matter of speed only.
+    whole = key_doc()
+    monkeypatch.setattr(worksheet, "FIRST_ROUND", first_round)
+    rounds: list[int] = []
+    screen = worksheet._screen
+
+    def spy(item, keys, first, count, *rest):
+        rounds.append(count)
+        return screen(item, keys, first, count, *rest)
+
+    monkeypatch.setattr(worksheet, "_screen", spy)
+    assert key_doc() == whole
+    assert min(rounds) == first_round
+    assert first_round > 1 or max(rounds) > 1  # with rounds of one, some students needed a later round
+
+
 def test_grading_through_another_namespace_gives_the_same_report():
     doc = key_doc(students=ROSTER[:6])
     key = key_from_json(doc)
