@@ -298,6 +298,12 @@ def _render_students(
     render_student(job.ws, 0)
     worksheet_markdown(job.ws, 0)
     _JOB = job
+    switch = sys.getswitchinterval()
+    # The pool's result thread reads each chunk's texts (megabytes, a pipe's 64 KiB at a time)
+    # while ``meanwhile`` computes in another thread: it waits for the GIL after every read,
+    # by default up to 5 ms, and a worker whose result is not read cannot go on (a 1.9 MB
+    # chunk of all-families stalled its worker for 120 ms). Handed over sooner while the pool runs.
+    sys.setswitchinterval(_SWITCH_INTERVAL_S)
     try:
         with context.Pool(count, initializer=_init_worker, initargs=(os.getpid(),)) as pool:
             results = pool.imap(_write_chunk, chunks)
@@ -313,6 +319,7 @@ def _render_students(
             done = extra.result()
     finally:
         _JOB = None
+        sys.setswitchinterval(switch)
     return rendered, done
 
 
@@ -330,6 +337,7 @@ def _chunks(n: int, workers: int) -> list[tuple[int, int]]:
 
 
 _STUDENTS_LAST_CHUNK = 4
+_SWITCH_INTERVAL_S = 0.0002  # the parent's GIL hand-over while the pool runs (Python's default: 0.005)
 
 
 class _Beside(threading.Thread):

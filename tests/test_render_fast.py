@@ -211,6 +211,7 @@ def test_a_class_rendered_in_a_pool_writes_the_same_files_as_one_process(class_s
     generate_set(class_spec, ids, tmp_path / "pool", seed=5, workers=2, progress=lambda: ticks.append(1))
     one, pool = _tree(tmp_path / "one"), _tree(tmp_path / "pool")
     assert len(one) == 2 * len(ids) + 2 and one == pool
+    assert sys.getswitchinterval() == 0.005  # Python's, handed back after the pool ran
     assert len(ticks) == len(ids)  # every student is told once
 
 
@@ -240,9 +241,11 @@ def test_a_failure_in_the_pool_leaves_the_previous_set(class_spec, tmp_path, mon
         return real(ws, i, **kwargs)
 
     monkeypatch.setattr(generate, "render_student", fails_for_one)
+    switch = sys.getswitchinterval()
     with pytest.raises(RuntimeError, match="caught fire"):
         generate.generate_set(class_spec, ids, tmp_path / "o", seed=6, force=True, workers=2)
     assert _tree(tmp_path / "o") == before
+    assert sys.getswitchinterval() == switch  # the pool's setting is this process's again
     assert not [p for p in (tmp_path / "o").iterdir() if p.name.startswith(".qkvquiz")]
 
 
