@@ -134,7 +134,7 @@ def test_bmatrix_writes_what_entry_by_entry_formatting_writes():
             arr = rng.choice([-0.0001, 0.0001, -0.00049, 0.25, -0.0, 1e-12, -1e-12, np.nan], size)
         arr = arr.reshape(shape)
         with np.errstate(over="ignore"):  # values near the float range overflow times 10^k, both ways alike
-            for decimals in (1, 2, 3, 4, 8, 9):
+            for decimals in (0, 1, 2, 3, 4, 8, 9):
                 assert bmatrix(arr, decimals) == reference_bmatrix(arr, decimals), (arr, decimals)
             assert bmatrix(arr.tolist()) == reference_bmatrix(arr.tolist())
     assert bmatrix(np.float64(2.5)) == reference_bmatrix(2.5) == "2.5"

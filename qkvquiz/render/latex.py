@@ -100,29 +100,31 @@ def nums(values: Any, decimals: int = 3) -> list[str]:
     return _texts(np.asarray(values, dtype=np.float64).ravel().tolist(), decimals, _num)
 
 
-def _rounded(x: float, k: int) -> float:
-    """``np.round(x, k)`` of one finite float, for 0 <= k < 8: x·10^k to the nearest integer
-    (ties to even), divided by 10^k, in float64 as NumPy does it."""
-    f = _POWERS[k]
-    y = x * f
-    if not -_EXACT < y < _EXACT:  # already an integer (or ±∞ after overflow): rint keeps it
-        return y / f
-    return round(y) / f
-
-
 _POWERS = tuple(10.0 ** k for k in range(8))
 _EXACT = 2.0 ** 52  # every float at least this large is an integer
 
 
-def _decisions(values: list[float], decimals: int) -> tuple[bool, int]:
-    """Whether entries get the same width, and how many decimals: as NumPy would decide it."""
-    finite = [v for v in values if isfinite(v)]
+def _decisions(values: list[float], decimals: int) -> tuple[bool, int, bool]:
+    """Whether entries get the same width, how many decimals (as NumPy would decide it), and
+    whether every entry is finite."""
+    all_finite = all(map(isfinite, values))
+    finite = values if all_finite else [v for v in values if isfinite(v)]
     if all(v.is_integer() for v in finite):
-        return False, decimals
+        return False, decimals, all_finite
     if decimals >= len(_POWERS):  # np.round's power of ten is computed differently past 1e7
         arr = np.array(finite)
-        return True, next((k for k in range(1, decimals) if np.all(np.round(arr, k) == arr)), decimals)
-    return True, next((k for k in range(1, decimals) if all(_rounded(v, k) == v for v in finite)), decimals)
+        return True, next((k for k in range(1, decimals) if np.all(np.round(arr, k) == arr)), decimals), all_finite
+    for k in range(1, decimals):
+        # np.round(v, k) == v for every entry: v·10^k to the nearest integer (ties to even),
+        # divided by 10^k, in float64 as NumPy does it (a product past 2^52 is an integer already).
+        f = _POWERS[k]
+        for v in finite:
+            y = v * f
+            if (round(y) / f if -_EXACT < y < _EXACT else y / f) != v:
+                break
+        else:
+            return True, k, all_finite
+    return True, decimals, all_finite
 
 
 def bmatrix(value: Any, decimals: int = 3) -> str:
@@ -138,8 +140,19 @@ def bmatrix(value: Any, decimals: int = 3) -> str:
         if text is None:
             # Decided and formatted on Python floats: one pass, no NumPy call per matrix.
             values = arr.ravel().tolist()
-            same_width, chosen = _decisions(values, decimals)
-            text = _layout(arr, _fixed_texts(values, chosen) if same_width else _texts(values, chosen, _num))
+            same_width, chosen, all_finite = _decisions(values, decimals)
+            if not arr.shape[-1]:
+                text = _layout(arr, [])
+            elif same_width and chosen and all_finite:
+                # Every entry with ``chosen`` decimals: the whole matrix in one %-format (what
+                # _fixed writes entry by entry), then any −0.00 unsigned.
+                text = _layout_format(arr.shape, "%." + str(chosen) + "f") % tuple(values)
+                if "-0." in text:
+                    zero = " 0." + "0" * chosen + " "
+                    text = text.replace(" -" + zero[1:], zero)
+            else:
+                texts = _fixed_texts(values, chosen) if same_width else _texts(values, chosen, _num)
+                text = _layout_format(arr.shape, "%s") % tuple(texts)
             if key is not None:
                 if len(_MATRICES) >= _MEMO_LIMIT:
                     _MATRICES.clear()
@@ -161,6 +174,20 @@ def bmatrix(value: Any, decimals: int = 3) -> str:
 
 _MATRIX_MEMO_SIZE = 256  # entries of the largest matrix whose text is kept
 _MATRICES: dict[tuple[bytes, tuple[int, ...], int], str] = {}
+
+
+_LAYOUTS: dict[tuple[tuple[int, ...], str], str] = {}
+
+
+def _layout_format(shape: tuple[int, ...], entry: str) -> str:
+    """:func:`_layout` of a vector or matrix of ``shape`` (at least one column) as a %-format
+    with ``entry`` (``%s``, ``%.2f``) for each entry, made once per shape."""
+    layout = _LAYOUTS.get((shape, entry))
+    if layout is None:
+        rows, cols = (shape[0], shape[1]) if len(shape) == 2 else (1, shape[0])
+        row = " & ".join([entry] * cols)
+        layout = _LAYOUTS[(shape, entry)] = r"\begin{bmatrix} " + r" \\ ".join([row] * rows) + r" \end{bmatrix}"
+    return layout
 
 
 def _layout(arr: np.ndarray, texts: list[str]) -> str:
