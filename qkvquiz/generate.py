@@ -29,8 +29,7 @@ import importlib.util
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -227,40 +226,35 @@ class _StudentFiles:
         return dumped(blank_submission(self.ws, 0)["answers"], 1) if self.ws.students else dumped({}, 1)
 
     def write(self, students: range, progress: Callable[[], None] | None = None) -> list[dict[str, list[str]]]:
-        """The files of ``students`` written into the set (from a second thread, while the next
-        student renders); returns each one's rendered problems and solutions."""
-        ws, out = self.ws, []
+        """The files of ``students`` written into the set; returns each one's rendered problems
+        and solutions.
+
+        Written here, between renders: a writer thread beside the rendering (tried) took the GIL
+        back after every system call, and the rendering waited for it; a pool's worker rendered
+        at half its speed."""
+        ws, out, put = self.ws, [], self.files.write
         answers = self.blank_answers()
-        # A user's templates render in a worker forked on first use: no second thread is running
-        # here then (a fork copies only the thread that forks, and none of the locks it holds).
-        with self.files.writer() if self.templates is None else _direct(self.files) as put:
-            for i in students:
-                student = ws.students[i]
-                here = f"students/{self.slugs[student]}"
-                texts = render_student(ws, i, templates=self.templates)  # problems and solutions, rendered once
-                if "md" in self.formats:
-                    put(f"{here}/worksheet.md",
-                        worksheet_markdown(ws, i, templates=self.templates, problems=texts["problem"]))
-                if "html" in self.formats:
-                    from .render.documents import worksheet_document
-                    from .render.form import answer_form_html
+        for i in students:
+            student = ws.students[i]
+            here = f"students/{self.slugs[student]}"
+            texts = render_student(ws, i, templates=self.templates)  # problems and solutions, rendered once
+            if "md" in self.formats:
+                put(f"{here}/worksheet.md", worksheet_markdown(ws, i, templates=self.templates, problems=texts["problem"]))
+            if "html" in self.formats:
+                from .render.documents import worksheet_document
+                from .render.form import answer_form_html
 
-                    sheet = worksheet_document(ws, i, page_size=self.page_size, templates=self.templates,
-                                               screen=True, work_space=self.work_space,
-                                               name=self.names.get(student, ""), rendered=texts)
-                    put(f"{here}/worksheet.html", sheet)
-                    put(f"{here}/answer-form.html", answer_form_html(ws, i))
-                put(f"{here}/submission.json",
-                    dumps({"student": student, "variant": ws.codes[i], "set": ws.set_id, "answers": answers}))
-                out.append(texts)
-                if progress is not None:
-                    progress()
+                sheet = worksheet_document(ws, i, page_size=self.page_size, templates=self.templates,
+                                           screen=True, work_space=self.work_space,
+                                           name=self.names.get(student, ""), rendered=texts)
+                put(f"{here}/worksheet.html", sheet)
+                put(f"{here}/answer-form.html", answer_form_html(ws, i))
+            put(f"{here}/submission.json",
+                dumps({"student": student, "variant": ws.codes[i], "set": ws.set_id, "answers": answers}))
+            out.append(texts)
+            if progress is not None:
+                progress()
         return out
-
-
-@contextmanager
-def _direct(files: OutputSet) -> Iterator[Callable[[str, str | bytes], object]]:
-    yield files.write
 
 
 #: Classes from this size on render in a pool of processes (where fork is available); a

@@ -44,7 +44,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -429,45 +429,6 @@ class OutputSet:
         except OSError as exc:
             raise OutputError(_cannot(self.out / rel, exc)) from exc
         return self.out / rel
-
-    @contextmanager
-    def writer(self, backlog: int = 256) -> Iterator[Callable[[str, str | bytes], None]]:
-        """``put(rel, data)``: :meth:`write` done by a thread beside this one, so that the next
-        file is made while the file system takes this one. The block ends when every file is
-        staged; the first error (raised again by the next ``put`` or at the end) stops the
-        writing, and an error inside the block drops what is still queued."""
-        import queue
-
-        jobs: queue.Queue[tuple[str, str | bytes] | None] = queue.Queue(maxsize=backlog)
-        errors: list[BaseException] = []
-        stop = threading.Event()
-
-        def run() -> None:
-            while (job := jobs.get()) is not None:
-                if not errors and not stop.is_set():
-                    try:
-                        self.write(*job)
-                    except BaseException as exc:  # noqa: BLE001  (raised again in the caller's thread)
-                        errors.append(exc)
-
-        thread = threading.Thread(target=run, name="qkvquiz-writer", daemon=True)
-        thread.start()
-
-        def put(rel: str, data: str | bytes) -> None:
-            if errors:
-                raise errors[0]
-            jobs.put((rel, data))
-
-        try:
-            yield put
-        except BaseException:
-            stop.set()
-            raise
-        finally:
-            jobs.put(None)
-            thread.join()
-        if errors:
-            raise errors[0]
 
     # ---- the end
 

@@ -249,21 +249,6 @@ def test_a_failure_in_the_pool_leaves_the_previous_set(class_spec, tmp_path, mon
     assert not [p for p in (tmp_path / "o").iterdir() if p.name.startswith(".qkvquiz")]
 
 
-def test_staged_files_written_from_a_second_thread_report_their_first_error(tmp_path):
-    from qkvquiz.outputs import OutputError, write_set
-
-    with pytest.raises(OutputError, match="students"):
-        with write_set(tmp_path / "o", {"students": False, "key.json": True}, anchor="key.json") as files:
-            with files.writer() as put:
-                put("students/a/worksheet.md", "a")
-                (files.stage / "students" / "b").mkdir(parents=True)
-                (files.stage / "students" / "b" / "worksheet.md").mkdir()  # a folder where the file goes
-                put("students/b/worksheet.md", "b")
-                for k in range(50):
-                    put(f"students/c{k}/worksheet.md", "c")
-    assert not (tmp_path / "o" / "students").exists()
-
-
 # ------------------------------------------------------------------ key.json's text
 
 
