@@ -190,6 +190,23 @@ def test_a_students_problems_render_once_for_the_worksheet_and_the_key(basics):
     assert key_markdown(ws, [2, 0], rendered=[rendered[2], rendered[0]]) == key_markdown(ws, [2, 0])
 
 
+@pytest.mark.parametrize("spec_name", ["attention-basics", "delta-rule"])
+def test_what_a_template_sees_shares_no_memory_with_the_solved_worksheet(spec_name):
+    from qkvquiz.render.markdown import item_context
+
+    ws = build_worksheet(load_spec(bank_dir() / f"{spec_name}.yaml"), ["a", "b"], 3)
+    stored = [a for env in ws.envs for a in env.values()]
+    for number, variant in enumerate(ws.variant(1), start=1):
+        ctx = item_context(variant["item"], number, variant["givens"], variant["steps"])
+        for name, value in [*ctx["g"].items(), *ctx["s"].items()]:
+            for array in value if isinstance(value, list) else [value]:  # a padded sequence: its chunks
+                assert isinstance(array, (np.ndarray, np.float64)), name
+                assert not any(np.shares_memory(array, a) for a in stored), name
+                expected = variant["givens"].get(name, variant["steps"].get(name))
+                if not isinstance(value, list):
+                    np.testing.assert_array_equal(array, expected)
+
+
 # ------------------------------------------------------------------ a class in a pool of processes
 
 

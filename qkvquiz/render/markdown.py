@@ -168,6 +168,11 @@ def in_spec_language(render: Callable[..., Any]) -> Callable[..., Any]:
 
 def _copy(value: Any) -> Any:
     """What a template may hold of a value: a copy of an array, a scalar as an (immutable) float."""
+    kind = type(value)
+    if kind is np.float64:  # a student's entry of a class's vector: immutable already
+        return value
+    if kind is np.ndarray:
+        return value.copy() if value.ndim else np.float64(value)
     return np.array(value) if np.ndim(value) else np.float64(value)
 
 
@@ -308,12 +313,13 @@ def item_context(item: ItemSpec, number: int, givens: dict, steps: dict, view: R
     ``frame``: the item's :func:`item_frame`, where it is already made."""
     frame = item_frame(item, steps, view) if frame is None else frame
     # Templates get copies: whatever one does to an array cannot reach the solved worksheet or the key.
-    return {
-        **frame,
-        "g": {k: trimmed(_copy(v), _present(item, k, v)) for k, v in givens.items()},
-        "s": {k: trimmed(_copy(v), _present(item, k, v)) for k, v in steps.items()},
-        "number": number,
-    }
+    if item.family.extra.get("present") is None:  # no padded values (all but the delta sequences)
+        g = {k: _copy(v) for k, v in givens.items()}
+        s = {k: _copy(v) for k, v in steps.items()}
+    else:
+        g = {k: trimmed(_copy(v), _present(item, k, v)) for k, v in givens.items()}
+        s = {k: trimmed(_copy(v), _present(item, k, v)) for k, v in steps.items()}
+    return {**frame, "g": g, "s": s, "number": number}
 
 
 # Each item's frame in each language, for the bundled templates (which only read it): for a
