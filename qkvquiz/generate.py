@@ -27,6 +27,7 @@ import functools
 import gc
 import importlib.util
 import os
+import pickle
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -292,12 +293,6 @@ def _render_students(
     render_student(job.ws, 0)
     worksheet_markdown(job.ws, 0)
     _JOB = job
-    switch = sys.getswitchinterval()
-    # The pool's result thread reads each chunk's texts (megabytes, a pipe's 64 KiB at a time)
-    # while ``meanwhile`` computes in another thread: it waits for the GIL after every read,
-    # by default up to 5 ms, and a worker whose result is not read cannot go on (a 1.9 MB
-    # chunk of all-families stalled its worker for 120 ms). Handed over sooner while the pool runs.
-    sys.setswitchinterval(_SWITCH_INTERVAL_S)
     try:
         with context.Pool(count, initializer=_init_worker, initargs=(os.getpid(),)) as pool:
             results = pool.imap(_write_chunk, chunks)
@@ -305,7 +300,8 @@ def _render_students(
             # that the progress bar moves as their students come back.
             extra = _Beside(meanwhile)
             rendered = []
-            for texts in results:  # a worker's error is raised here (the thread, a daemon, is left to end)
+            for path in results:  # a worker's error is raised here (the thread, a daemon, is left to end)
+                texts = _read_chunk(path)
                 rendered.extend(texts)
                 if progress is not None:
                     for _ in texts:
@@ -313,7 +309,6 @@ def _render_students(
             done = extra.result()
     finally:
         _JOB = None
-        sys.setswitchinterval(switch)
     return rendered, done
 
 
@@ -331,7 +326,6 @@ def _chunks(n: int, workers: int) -> list[tuple[int, int]]:
 
 
 _STUDENTS_LAST_CHUNK = 4
-_SWITCH_INTERVAL_S = 0.0002  # the parent's GIL hand-over while the pool runs (Python's default: 0.005)
 
 
 class _Beside(threading.Thread):
@@ -355,11 +349,33 @@ class _Beside(threading.Thread):
         return self._value
 
 
-def _write_chunk(bounds: tuple[int, int]) -> list[dict[str, list[str]]]:
+def _write_chunk(bounds: tuple[int, int]) -> str:
+    """A pool worker's chunk of students written; their rendered texts are left in a file of
+    the staging folder, whose path goes home.
+
+    The pool's messages stay small: one over 16 KiB is written to the pipe in two parts, and
+    a worker stopped between them (the pool ends at once when another fails) left the
+    parent's reader waiting for the rest, forever. A file also spares the worker waiting
+    while the parent, busy with the key, drains a pipe 64 KiB at a time."""
     job = _JOB
     assert job is not None, "a rendering worker without its job"
     with using(job.lang):
-        return job.write(range(*bounds))
+        texts = job.write(range(*bounds))
+    path = os.path.join(job.files.stage, f"{_CHUNK_PREFIX}{bounds[0]}")
+    with open(path, "wb") as fh:
+        pickle.dump(texts, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    return path
+
+
+_CHUNK_PREFIX = ".rendered-"  # not an entry of the set: never switched into place
+
+
+def _read_chunk(path: str) -> list[dict[str, list[str]]]:
+    """The texts :func:`_write_chunk` left (in this run's own staging folder, 0700), the file removed."""
+    with open(path, "rb") as fh:
+        texts = pickle.load(fh)
+    os.unlink(path)
+    return texts
 
 
 def _default_workers() -> int:
