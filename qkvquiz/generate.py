@@ -301,7 +301,7 @@ def _render_students(
             extra = _Beside(meanwhile)
             rendered = []
             for path in results:  # a worker's error is raised here (the thread, a daemon, is left to end)
-                texts = _read_chunk(path)
+                texts = _read_chunk(job.files, path)
                 rendered.extend(texts)
                 if progress is not None:
                     for _ in texts:
@@ -361,21 +361,12 @@ def _write_chunk(bounds: tuple[int, int]) -> str:
     assert job is not None, "a rendering worker without its job"
     with using(job.lang):
         texts = job.write(range(*bounds))
-    path = os.path.join(job.files.stage, f"{_CHUNK_PREFIX}{bounds[0]}")
-    with open(path, "wb") as fh:
-        pickle.dump(texts, fh, protocol=pickle.HIGHEST_PROTOCOL)
-    return path
+    return job.files.put_scratch(f"rendered-{bounds[0]}", pickle.dumps(texts, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-_CHUNK_PREFIX = ".rendered-"  # not an entry of the set: never switched into place
-
-
-def _read_chunk(path: str) -> list[dict[str, list[str]]]:
-    """The texts :func:`_write_chunk` left (in this run's own staging folder, 0700), the file removed."""
-    with open(path, "rb") as fh:
-        texts = pickle.load(fh)
-    os.unlink(path)
-    return texts
+def _read_chunk(files: OutputSet, path: str) -> list[dict[str, list[str]]]:
+    """The texts :func:`_write_chunk` left (in this run's own staging folder), the file removed."""
+    return pickle.loads(files.take_scratch(path))
 
 
 def _default_workers() -> int:

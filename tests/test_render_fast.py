@@ -255,14 +255,14 @@ def test_a_pool_workers_messages_home_stay_small_however_long_its_texts(tmp_path
     sizes = []
     real = generate._read_chunk
 
-    def spy(message):
+    def spy(files, message):
         sizes.append(len(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)))
-        return real(message)
+        return real(files, message)
 
     monkeypatch.setattr(generate, "_read_chunk", spy)
     made = generate.generate_set(spec, ids, tmp_path / "o", seed=2, workers=2)
     assert len(sizes) == len(generate._chunks(len(ids), 2)) and max(sizes) < 16 * 1024
-    assert not [p for p in (tmp_path / "o").rglob("*") if p.name.startswith((".rendered", ".qkvquiz"))]
+    assert not [p for p in (tmp_path / "o").rglob("*") if p.name.startswith((".scratch", ".qkvquiz"))]
     key = (tmp_path / "o" / "key.md").read_text()
     assert all(f"Student {s}" in key or s in key for s in ids) and len(made.folders) == len(ids)
 
