@@ -22,6 +22,7 @@ previous set or exactly the new one; anything else in the folder is left alone.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import gc
@@ -30,7 +31,7 @@ import os
 import pickle
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from .i18n import check_lang, using
 from .workers import start_worker
 from .key import Dumped, dumped, dumps, key_text
 from .outputs import OutputSet, owned_present, write_set
-from .render.markdown import key_markdown, render_student, worksheet_markdown
+from .render.markdown import key_markdown, key_markdown_pieces, render_student, worksheet_markdown
 from .spec import WorkSpace, WorksheetSpec, parse_work_space
 from .worksheet import Worksheet, build_worksheet
 
@@ -192,10 +193,15 @@ def generate_set(
         slugs = {student: safe_name(student, taken) for student in ws.students}  # student id -> folder name
         folders = {student: out / "students" / slug for student, slug in slugs.items()}
         job = _StudentFiles(ws, slugs, files, formats, templates, page_size, work_space, names, spec.lang)
-        # Key.json is written by this process while the students' files render in the pool.
+        def write_key_md(texts: Iterable[Mapping[str, Sequence[str]]]) -> None:
+            if templates is None:  # written as the students' texts arrive
+                files.write_pieces("key.md", key_markdown_pieces(ws, texts))
+            else:
+                files.write("key.md", key_markdown(ws, templates=templates, rendered=list(texts)))
+
+        # Key.json is made by this process, and key.md written, while the students' files render in the pool.
         rendered, key_json = _render_students(job, workers=workers if xp is np else 1, progress=progress,
-                                              meanwhile=lambda: key_text(ws))
-        files.write("key.md", key_markdown(ws, templates=templates, rendered=rendered))
+                                              meanwhile=lambda: key_text(ws), key_md=write_key_md)
         if "html" in formats:  # the key for a browser, as private as the others
             from .render.documents import key_html_document
 
@@ -272,11 +278,13 @@ def _render_students(
     workers: int | None,
     progress: Callable[[], None] | None,
     meanwhile: Callable[[], str],
+    key_md: Callable[[Iterable[Mapping[str, Sequence[str]]]], None],
 ) -> tuple[list[dict[str, list[str]]], str]:
     """Every student's files written (:meth:`_StudentFiles.write`), in a pool of ``workers``
     forked processes (default: every core) for a class of the bundled templates, else here;
     returns each student's problems and solutions, in order, and what ``meanwhile`` returned
-    (work for this process while the pool renders).
+    (work for this process while the pool renders). ``key_md`` is given every student's texts,
+    in order: with a pool, in a thread of its own, as they arrive.
 
     A user's templates render in their own sandboxed worker (:mod:`qkvquiz.render.worker`), so
     a set with ``templates`` renders here. The pool's output is the same text, file for file.
@@ -286,7 +294,9 @@ def _render_students(
     count = min(workers or _default_workers(), max(1, n // _STUDENTS_PER_CHUNK))
     context = _fork_context()
     if count <= 1 or n < POOL_MIN_STUDENTS or job.templates is not None or context is None:
-        return job.write(range(n), progress), meanwhile()
+        rendered = job.write(range(n), progress)
+        key_md(rendered)
+        return rendered, meanwhile()
     chunks = _chunks(n, count)
     # One student rendered here first: the templates are compiled (and their imports made) once,
     # before the fork, instead of once in every worker.
@@ -299,17 +309,69 @@ def _render_students(
             # The workers are forked; this process's own work runs beside them in a thread, so
             # that the progress bar moves as their students come back.
             extra = _Beside(meanwhile)
-            rendered = []
-            for path in results:  # a worker's error is raised here (the thread, a daemon, is left to end)
-                texts = _read_chunk(job.files, path)
-                rendered.extend(texts)
-                if progress is not None:
-                    for _ in texts:
-                        progress()
+            arriving = _Arriving()
+            writer = _Beside(lambda: key_md(arriving))
+            try:
+                for path in results:  # a worker's error is raised here (the thread, a daemon, is left to end)
+                    texts = _read_chunk(job.files, path)
+                    arriving.extend(texts)
+                    if progress is not None:
+                        for _ in texts:
+                            progress()
+                arriving.finish()
+                writer.result()
+            except BaseException:
+                # The writer stops at its next student and is waited for: nothing of this run
+                # writes into the staging folder once it is being discarded.
+                arriving.abandon()
+                writer.join()
+                raise
             done = extra.result()
     finally:
         _JOB = None
-    return rendered, done
+    return arriving.items, done
+
+
+class _Arriving:
+    """Items that one thread adds in order, read by another as they arrive: iterating waits for
+    the next, ends after :meth:`finish`, and raises :class:`_Abandoned` after :meth:`abandon`."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self._finished = self._abandoned = False
+        self._changed = threading.Condition()
+
+    def extend(self, items: Sequence[Any]) -> None:
+        with self._changed:
+            self.items.extend(items)
+            self._changed.notify_all()
+
+    def finish(self) -> None:
+        with self._changed:
+            self._finished = True
+            self._changed.notify_all()
+
+    def abandon(self) -> None:
+        with self._changed:
+            self._abandoned = True
+            self._changed.notify_all()
+
+    def __iter__(self) -> Iterator[Any]:
+        done = 0
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._abandoned or self._finished or len(self.items) > done)
+                if self._abandoned:
+                    raise _Abandoned
+                batch = self.items[done:]
+                if not batch:  # finished, every item read
+                    return
+            done += len(batch)
+            yield from batch
+
+
+class _Abandoned(Exception):
+    """The items stopped arriving: the run they belong to failed."""
 
 
 def _chunks(n: int, workers: int) -> list[tuple[int, int]]:
@@ -331,18 +393,19 @@ _STUDENTS_LAST_CHUNK = 4
 class _Beside(threading.Thread):
     """``work()`` in a thread; :meth:`result` waits for it and returns it (or raises its error)."""
 
-    def __init__(self, work: Callable[[], str]) -> None:
+    def __init__(self, work: Callable[[], Any]) -> None:
         super().__init__(name="qkvquiz-key", daemon=True)
         self._work, self._value, self._error = work, "", None
+        self._context = contextvars.copy_context()  # the language chosen here holds there too
         self.start()
 
     def run(self) -> None:
         try:
-            self._value = self._work()
+            self._value = self._context.run(self._work)
         except BaseException as exc:  # noqa: BLE001  (raised again by result())
             self._error = exc
 
-    def result(self) -> str:
+    def result(self) -> Any:
         self.join()
         if self._error is not None:
             raise self._error

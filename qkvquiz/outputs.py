@@ -44,7 +44,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -101,10 +101,24 @@ def signals_held() -> Iterator[None]:
 # --------------------------------------------------------------------------- one file
 
 
+_PIECES_BATCH = 1 << 20  # characters of a document written at a time (write_pieces)
 _SCRATCH_PREFIX = ".scratch-"  # a scratch file's name: never an entry of a set (none starts with ".")
 
 # Names that are not a file's own name in a path ("a/." is "a", "a/.." leaves it).
 _NOT_NAMES = frozenset({"", ".", ".."})
+
+
+def _encoded_batches(pieces: Iterable[str]) -> Iterator[bytes]:
+    """``pieces`` joined into batches of about :data:`_PIECES_BATCH` characters, as UTF-8."""
+    batch: list[str] = []
+    size = 0
+    for piece in pieces:
+        batch.append(piece)
+        size += len(piece)
+        if size >= _PIECES_BATCH:
+            yield "".join(batch).encode("utf-8")
+            batch, size = [], 0
+    yield "".join(batch).encode("utf-8")
 
 
 def _plain(name: str) -> bool:
@@ -411,26 +425,41 @@ class OutputSet:
     def write(self, rel: str, data: str | bytes) -> Path:
         """Stage one file of the set; returns where it will be. No fsync here: the set is made
         durable once, at the end."""
+        return self._write(rel, [data.encode("utf-8") if isinstance(data, str) else data])
+
+    def write_pieces(self, rel: str, pieces: Iterable[str]) -> Path:
+        """Stage one file of the set from pieces of text, written as they come (a long document
+        is never held whole); returns where it will be. An error from ``pieces`` is raised as it
+        is, leaving the file short: the set is then discarded, as with any error in it."""
+        return self._write(rel, _encoded_batches(pieces))
+
+    def _write(self, rel: str, chunks: Iterable[bytes]) -> Path:
+        target, top = self._target(rel)
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0),
+                         _file_mode(self._owned[top]))
+            with os.fdopen(fd, "wb") as fh:
+                for chunk in chunks:
+                    fh.write(chunk)
+        except OSError as exc:
+            raise OutputError(_cannot(self.out / rel, exc)) from exc
+        return self.out / rel
+
+    def _target(self, rel: str) -> tuple[str | Path, str]:
+        """Where ``rel`` is staged (its folders made), and its top-level entry; ValueError when
+        ``rel`` is not in the set."""
         folder, _, name = rel.rpartition("/") if type(rel) is str else ("", "", "")  # noqa: E721
         plain = bool(folder) and _plain(name)
         top = self._checked_folder(folder) if plain else None
         if top is not None:
             # A plain name in a folder already checked and made: the checks below, passed.
-            target: str | Path = os.path.join(self._stage_text, rel)
-        else:
-            top = self._top(rel)
-            target = self._staged(rel)
-            while plain and folder and folder not in self._folders:  # it and its parents, checked and made
-                self._folders[folder] = top
-                folder = folder.rpartition("/")[0]
-        try:
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0),
-                         _file_mode(self._owned[top]))
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data.encode("utf-8") if isinstance(data, str) else data)
-        except OSError as exc:
-            raise OutputError(_cannot(self.out / rel, exc)) from exc
-        return self.out / rel
+            return os.path.join(self._stage_text, rel), top
+        top = self._top(rel)
+        target = self._staged(rel)
+        while plain and folder and folder not in self._folders:  # it and its parents, checked and made
+            self._folders[folder] = top
+            folder = folder.rpartition("/")[0]
+        return target, top
 
     # ---- scratch: a run's own files that never join the set
 

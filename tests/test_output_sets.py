@@ -374,6 +374,23 @@ def test_files_in_folders_already_made_get_every_check_of_the_first(tmp_path):
         assert mode(tmp_path / "students" / name) == 0o755 and mode(tmp_path / "students" / name / "sheet.md") == 0o644
 
 
+def test_a_file_written_in_pieces_is_their_text_in_utf8(tmp_path):
+    pieces = ["Schlüssel ", "√2 = 1.41", "\n"] * 200_000 + ["末"]  # more than one batch
+    with write_set(tmp_path, {"key.md": True}, anchor="key.md") as files:
+        files.write_pieces("key.md", iter(pieces))
+    assert (tmp_path / "key.md").read_text(encoding="utf-8") == "".join(pieces)
+    assert stat.S_IMODE((tmp_path / "key.md").stat().st_mode) == 0o600
+
+    def failing():
+        yield "a start"
+        raise RuntimeError("the template failed")
+
+    with pytest.raises(RuntimeError, match="template failed"):
+        with write_set(tmp_path, {"key.md": True}, anchor="key.md") as files:
+            files.write_pieces("key.md", failing())
+    assert (tmp_path / "key.md").read_text(encoding="utf-8") == "".join(pieces)  # the old set stays
+
+
 def test_scratch_files_stay_outside_the_set_and_private(tmp_path):
     old = os.umask(0o022)
     try:

@@ -219,15 +219,17 @@ def class_spec():
     return load_spec(bank_dir() / "attention-basics.yaml")
 
 
-def test_a_class_rendered_in_a_pool_writes_the_same_files_as_one_process(class_spec, tmp_path):
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_class_rendered_in_a_pool_writes_the_same_files_as_one_process(class_spec, tmp_path, lang):
     from qkvquiz.generate import POOL_MIN_STUDENTS, generate_set
 
     ids = [f"p{i:03d}" for i in range(POOL_MIN_STUDENTS + 9)]
     ticks = []
-    generate_set(class_spec, ids, tmp_path / "one", seed=5, workers=1)
-    generate_set(class_spec, ids, tmp_path / "pool", seed=5, workers=2, progress=lambda: ticks.append(1))
+    generate_set(class_spec, ids, tmp_path / "one", seed=5, workers=1, lang=lang)
+    generate_set(class_spec, ids, tmp_path / "pool", seed=5, workers=2, progress=lambda: ticks.append(1), lang=lang)
     one, pool = _tree(tmp_path / "one"), _tree(tmp_path / "pool")
     assert len(one) == 2 * len(ids) + 2 and one == pool
+    assert ("答案" in one["key.md"].decode()) == (lang == "zh")  # key.md, written in its own thread, in the set's language
     assert len(ticks) == len(ids)  # every student is told once
 
 
@@ -265,6 +267,36 @@ def test_a_pool_workers_messages_home_stay_small_however_long_its_texts(tmp_path
     assert not [p for p in (tmp_path / "o").rglob("*") if p.name.startswith((".scratch", ".qkvquiz"))]
     key = (tmp_path / "o" / "key.md").read_text()
     assert all(f"Student {s}" in key or s in key for s in ids) and len(made.folders) == len(ids)
+
+
+def test_texts_arriving_in_order_are_read_as_they_come_and_a_failure_stops_the_reader():
+    import threading
+
+    from qkvquiz.generate import _Abandoned, _Arriving
+
+    arriving, seen, reading = _Arriving(), [], threading.Event()
+
+    def read():
+        for item in arriving:
+            seen.append(item)
+            reading.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    arriving.extend([1, 2])
+    assert reading.wait(5)
+    arriving.extend([3])
+    arriving.finish()
+    reader.join(5)
+    assert seen == [1, 2, 3] and not reader.is_alive() and list(arriving) == [1, 2, 3]
+
+    stopped = _Arriving()
+    stopped.extend(["a"])
+    items = iter(stopped)
+    assert next(items) == "a"
+    stopped.abandon()
+    with pytest.raises(_Abandoned):
+        next(items)
 
 
 def test_a_failure_in_the_pool_leaves_the_previous_set(class_spec, tmp_path, monkeypatch):

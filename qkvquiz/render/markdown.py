@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -373,6 +373,35 @@ def worksheet_markdown(ws: Worksheet, student: int, *, templates: str | Path | N
         spec=view, student=ws.students[student], code=ws.codes[student], set_id=ws.set_id,
         problems=problems, items=view.items,
     ), _templates_key(templates))
+
+
+class _KeyEntries:
+    """Every student's entry of key.md from their rendered texts, which may still be arriving:
+    the template may ask how many there are at once, and waits for each as it reaches it."""
+
+    def __init__(self, ws: Worksheet, rendered: Iterable[Mapping[str, Sequence[str]]]) -> None:
+        self._ws, self._rendered = ws, rendered
+
+    def __len__(self) -> int:
+        return len(self._ws.students)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        ws, count = self._ws, 0
+        for i, r in enumerate(self._rendered):
+            count += 1
+            yield {"student": ws.students[i], "code": ws.codes[i], "problems": r["problem"], "solutions": r["solution"]}
+        if count != len(ws.students):
+            raise ValueError(f"key.md: rendered texts for {count} of {len(ws.students)} students")
+
+
+def key_markdown_pieces(ws: Worksheet, rendered: Iterable[Mapping[str, Sequence[str]]]) -> Iterator[str]:
+    """The instructor's key (:func:`key_markdown` of every student, bundled templates) as pieces
+    of text, written as ``rendered`` (each student's problems and solutions, in order) arrives:
+    a class's key is written while its last students still render, never held whole."""
+    with using(ws.spec.lang if language_chosen() is None else None):
+        template = bundled_template(["key.md.j2"])
+        yield from template.generate(dict(spec=_spec_view(ws.spec), entries=_KeyEntries(ws, rendered),
+                                          seed=ws.seed, keyed=ws.keyed))
 
 
 @in_spec_language
