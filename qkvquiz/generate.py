@@ -246,7 +246,8 @@ class _StudentFiles:
             here = f"students/{self.slugs[student]}"
             texts = render_student(ws, i, templates=self.templates)  # problems and solutions, rendered once
             if "md" in self.formats:
-                put(f"{here}/worksheet.md", worksheet_markdown(ws, i, templates=self.templates, problems=texts["problem"]))
+                put(f"{here}/worksheet.md",
+                    worksheet_markdown(ws, i, templates=self.templates, problems=texts["problem"]))
             if "html" in self.formats:
                 from .render.documents import worksheet_document
                 from .render.form import answer_form_html
