@@ -39,9 +39,17 @@ def start_worker(parent: int | None) -> None:
 def kill_pool(pool: ProcessPoolExecutor) -> None:
     """Stop a pool now: cancel what has not started, SIGKILL the workers, wait until they are gone."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    results = getattr(pool, "_result_queue", None)  # shutdown() forgets it
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
             process.kill()
     for process in processes:
         process.join(timeout=10)
+    # A result over 16 KiB goes down the pipe in two writes; a worker killed between them leaves
+    # half a message, and the pool's own thread waits for the rest forever (and the interpreter,
+    # at exit, for that thread). With the workers gone, closing this process's end of the pipe
+    # (it only ever reads it) lets that thread read the pipe's end instead.
+    writer = getattr(results, "_writer", None)
+    if writer is not None and not any(process.is_alive() for process in processes):
+        writer.close()
