@@ -311,7 +311,7 @@ def _render_students(
             # that the progress bar moves as their students come back.
             extra = _Beside(meanwhile)
             arriving = _Arriving()
-            writer = _Beside(lambda: key_md(arriving))
+            writer = _Beside(lambda: key_md(arriving), name="qkvquiz-key-md")
             try:
                 for path in results:  # a worker's error is raised here (the thread, a daemon, is left to end)
                     texts = _read_chunk(job.files, path)
@@ -394,8 +394,8 @@ _STUDENTS_LAST_CHUNK = 4
 class _Beside(threading.Thread):
     """``work()`` in a thread; :meth:`result` waits for it and returns it (or raises its error)."""
 
-    def __init__(self, work: Callable[[], Any]) -> None:
-        super().__init__(name="qkvquiz-key", daemon=True)
+    def __init__(self, work: Callable[[], Any], name: str = "qkvquiz-key") -> None:
+        super().__init__(name=name, daemon=True)
         self._work, self._value, self._error = work, "", None
         self._context = contextvars.copy_context()  # the language chosen here holds there too
         self.start()
