@@ -126,6 +126,18 @@ def _plain(name: str) -> bool:
     return name not in _NOT_NAMES and "\\" not in name
 
 
+def _create(path: str | Path, mode: int, chunks: Iterable[bytes], shown: str | Path) -> None:
+    """``chunks`` written to a new (or emptied) file at ``path`` with ``mode`` (before the umask);
+    an error is an OutputError naming ``shown``."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), mode)
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+    except OSError as exc:
+        raise OutputError(_cannot(shown, exc)) from exc
+
+
 def _file_mode(private: bool) -> int:
     """0600 for what only the instructor may read; else 0666, which open() narrows by the umask."""
     return 0o600 if private else 0o666
@@ -435,14 +447,7 @@ class OutputSet:
 
     def _write(self, rel: str, chunks: Iterable[bytes]) -> Path:
         target, top = self._target(rel)
-        try:
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0),
-                         _file_mode(self._owned[top]))
-            with os.fdopen(fd, "wb") as fh:
-                for chunk in chunks:
-                    fh.write(chunk)
-        except OSError as exc:
-            raise OutputError(_cannot(self.out / rel, exc)) from exc
+        _create(target, _file_mode(self._owned[top]), chunks, self.out / rel)
         return self.out / rel
 
     def _target(self, rel: str) -> tuple[str | Path, str]:
@@ -470,12 +475,7 @@ class OutputSet:
         if not _plain(name) or "/" in name:
             raise ValueError(f"{name!r}: not a plain file name")
         path = os.path.join(self._stage_text, _SCRATCH_PREFIX + name)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-        except OSError as exc:
-            raise OutputError(_cannot(self.out, exc)) from exc
+        _create(path, 0o600, [data], self.out)
         return path
 
     def take_scratch(self, path: str) -> bytes:

@@ -39,7 +39,7 @@ from ..i18n import N_, _, ngettext
 from ..spec import WorkSpace
 from ..worksheet import Worksheet
 from .form import where
-from .html import answer_grid_html, header_html, html_document, markdown_body_html
+from .html import answer_grid_html, header_html, html_document, markdown_body_html, tags_removed
 from .latex import label_symbol, num
 from .markdown import in_spec_language, ragged_shape, render_items
 
@@ -230,7 +230,6 @@ _GRID_EXTRA_PX = 40.0
 _ANSWER = re.compile(r'<div class="answer answer-\w+"[^>]*>(.*?)</div>', re.DOTALL)
 _COLUMNS = re.compile(r'<span class="boxes r\d+ c(\d+)">')
 _CAPTION = re.compile(r'<span class="answer-part">([^<]*)</span>')
-_TAGS = re.compile(r"<[^>]*>")
 #: A formula drawn as a picture states its width (qkvquiz/render/html.py).
 _PICTURE_WIDTH = re.compile(r'class="math-svg" style="width:([0-9.]+)px')
 
@@ -249,7 +248,7 @@ def _boxes_width(areas_html: str) -> float:
         columns, caption = _COLUMNS.search(answer), _CAPTION.search(answer)
         if columns is None:
             continue
-        label = _TAGS.sub("", answer[:columns.start()])
+        label = tags_removed(answer[:columns.start()])
         width = (_width_units(label) * _MATH_CHAR_PX + int(columns.group(1)) * _BOX_PX + _GRID_EXTRA_PX
                  + (_width_units(html.unescape(caption.group(1))) * _CAPTION_CHAR_PX if caption else 0.0))
         widest = max(widest, width)

@@ -881,10 +881,15 @@ _TAG = re.compile(r"<[^>]*>")
 _MATRIX_ROWS = re.compile(r'<span class="bm">([^<]*)</span>')
 
 
+def tags_removed(markup: str) -> str:
+    """``markup`` (our own HTML) with its tags taken out: the text it shows, entities as written."""
+    return _TAG.sub("", markup)
+
+
 def _breakable(body: str) -> bool:
     # A matrix is as wide as its widest row.
     rows = _MATRIX_ROWS.sub(lambda m: max(m.group(1).split("\n"), key=len), body)
-    return len(_TAG.sub("", rows)) >= BREAK_FORMULA
+    return len(tags_removed(rows)) >= BREAK_FORMULA
 
 
 def _mark_breakable(body: str) -> str:
