@@ -1,5 +1,5 @@
-"""What the PDF workers build once and reuse (font subsets, text-layout setup) makes the same
-PDF bytes as making it anew; documents built as the pool takes their jobs (pdf.Deferred)."""
+"""What the PDF workers build once and reuse (font subsets, text-layout setup, texts drawn)
+makes the same PDF bytes as making it anew; documents built as the pool takes their jobs (pdf.Deferred)."""
 
 from __future__ import annotations
 
@@ -71,6 +71,34 @@ def test_shared_text_layouts_make_the_same_pdf(class_documents: list[str], tmp_p
         line_break.Layout.setup = setup
         line_break.split_first_line = inline.split_first_line = preferred.split_first_line = split
     assert shared == own
+
+
+def test_texts_drawn_from_records_make_the_same_pdf(class_documents: list[str], tmp_path: Path) -> None:
+    from weasyprint import draw
+    from weasyprint.draw import text
+
+    from qkvquiz.render.text_layouts import _kept
+
+    pdf.font_config()  # installs it where this WeasyPrint is the one known
+    recorded = draw.draw_text
+    if not getattr(recorded, "draws_from_records", False):
+        pytest.skip("another WeasyPrint: its own text drawing is used")
+    # Beside the class's documents: an underline, a text in a font with a synthesised slant,
+    # a Chinese word (no glyph in the shipped faces) and text that only a Chinese font draws.
+    odd = markdown_to_html("A <u>line</u> and *slanted* `code`, 注意力 and $S_{11} = 1$.", title="Odd")
+    documents = [*class_documents, odd]
+    _kept(pdf.font_config()).drawn.clear()
+    first = [pdf.render_pdf(html, tmp_path / f"first-{i}.pdf").path.read_bytes() for i, html in enumerate(documents)]
+    assert _kept(pdf.font_config()).drawn, "texts drawn are recorded"
+    # Drawn again, each document is drawn from the records of the first round.
+    again = [pdf.render_pdf(html, tmp_path / f"again-{i}.pdf").path.read_bytes() for i, html in enumerate(documents)]
+    draw.draw_text = text.draw_text = recorded.__wrapped__
+    try:
+        own = [pdf.render_pdf(html, tmp_path / f"own-{i}.pdf").path.read_bytes() for i, html in enumerate(documents)]
+    finally:
+        draw.draw_text = text.draw_text = recorded
+    assert first == own
+    assert again == own
 
 
 def test_deferred_documents_are_built_once_each_and_written_in_job_order(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from qkvquiz.render.drawn_text import draw_text_from_records
 from qkvquiz.render.fonts import warn_if_no_cjk_font
 from qkvquiz.render.html import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
 from qkvquiz.render.html_tree import simple_html_tree
@@ -215,6 +216,7 @@ def font_config() -> Any:
     _prefill_subset_arrays()
     _reuse_font_subsets()
     share_text_layouts()
+    draw_text_from_records()
     return weasyprint_module().text.fonts.FontConfiguration()
 
 

@@ -77,6 +77,7 @@ class _PerFonts:
     def __init__(self) -> None:
         self.setups: dict[tuple[Any, ...], _Shared | None] = {}  # None: set up as WeasyPrint does
         self.lines: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self.drawn: dict[tuple[Any, ...], Any] = {}  # texts drawn (qkvquiz.render.drawn_text)
 
 
 _KEPT: weakref.WeakKeyDictionary[Any, _PerFonts] = weakref.WeakKeyDictionary()
