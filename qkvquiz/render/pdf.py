@@ -35,6 +35,7 @@ from qkvquiz.render.drawn_text import draw_text_from_records
 from qkvquiz.render.fonts import warn_if_no_cjk_font
 from qkvquiz.render.html import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
 from qkvquiz.render.html_tree import simple_html_tree
+from qkvquiz.render.system_libraries import linux_names_first
 from qkvquiz.render.text_layouts import share_text_layouts
 from qkvquiz.workers import kill_pool, start_worker
 
@@ -78,12 +79,15 @@ def _install_hint(detail: str) -> str:
 def weasyprint_module() -> ModuleType:
     """Import WeasyPrint, or raise :class:`PdfUnavailable` saying what to install."""
     try:
-        import weasyprint
+        with linux_names_first():
+            import weasyprint
+
+            subset_found = ctypes.util.find_library("harfbuzz-subset") is not None
     except ImportError as exc:  # the Python package itself
         raise PdfUnavailable(_install_hint(f"cannot import weasyprint: {exc}")) from exc
     except OSError as exc:  # cffi could not dlopen Pango / GObject / HarfBuzz
         raise PdfUnavailable(_install_hint(f"missing system library: {exc}")) from exc
-    if ctypes.util.find_library("harfbuzz-subset") is None:
+    if not subset_found:
         # WeasyPrint still works, but warns on every document and embeds fonts slowly.
         _log.warning(
             "libharfbuzz-subset was not found: PDFs render more slowly and WeasyPrint "

@@ -59,6 +59,10 @@ _NO_WRAP = ("nowrap", "pre")
 #: Lines measured and kept per font configuration (about 1 kB each); past this many they are
 #: forgotten (a class of 100 meets about 6,000 different lines).
 _LINES_KEPT = 20_000
+#: The attribute a computed style keeps its font key in (:func:`_font_key`).
+_FONT_KEY_ATTRIBUTE = "qkvquiz_font_key"
+#: The style classes that may keep it (filled by :func:`share_text_layouts`).
+_KEEPS_KEYS: set[type] = set()
 _MISSING = object()
 
 
@@ -113,6 +117,9 @@ def share_text_layouts() -> bool:
             or preferred.split_first_line is not line_break.split_first_line:
         _log.debug("WeasyPrint's text layout is not the one known: left as it is")
         return False
+    from weasyprint.css import AnonymousStyle, ComputedStyle
+
+    _KEEPS_KEYS.update((AnonymousStyle, ComputedStyle))
     layout_class.setup = _shared_setup(layout_class.setup, line_break)
     measured = _measured_once(line_break.split_first_line)
     # Each module that took the function by name calls it by that name.
@@ -121,7 +128,19 @@ def share_text_layouts() -> bool:
 
 
 def _font_key(style: Any) -> tuple[Any, ...]:
-    return (tuple(style["font_family"]), *(style[name] for name in _FONT_KEYS))
+    """What a style's text is set in: its font family and the entries of :data:`_FONT_KEYS`.
+
+    Kept on the style itself (a computed style's values do not change once computed), for a
+    page asks for it of the same style for each text measured, laid out and drawn. Only on
+    WeasyPrint's computed styles: other style objects (an SVG text's) may change as they go."""
+    try:
+        return style.__dict__[_FONT_KEY_ATTRIBUTE]
+    except (KeyError, AttributeError):
+        pass
+    key = (tuple(style["font_family"]), *(style[name] for name in _FONT_KEYS))
+    if type(style) in _KEEPS_KEYS:
+        style.__dict__[_FONT_KEY_ATTRIBUTE] = key
+    return key
 
 
 def _shared_setup(original: Any, line_break: Any) -> Any:
