@@ -56,21 +56,62 @@ def test_shared_text_layouts_make_the_same_pdf(class_documents: list[str], tmp_p
     from weasyprint.layout import inline, preferred
     from weasyprint.text import line_break
 
+    from weasyprint.css import computed_values, units
+
+    from qkvquiz.render import text_layouts
+
     pdf.font_config()  # installs them where this WeasyPrint is the one known
-    setup, split = line_break.Layout.setup, line_break.split_first_line
+    setup, split, strut = line_break.Layout.setup, line_break.split_first_line, line_break.strut
     if not getattr(setup, "shares_setup", False):
         pytest.skip("another WeasyPrint: its own text layouts are used")
+    keeping = set(text_layouts._KEEPS_KEYS)
     # Each document meets lines that the ones before it measured.
     shared = [pdf.render_pdf(html, tmp_path / f"shared-{i}.pdf").path.read_bytes()
               for i, html in enumerate(class_documents)]
     line_break.Layout.setup = setup.__wrapped__
     line_break.split_first_line = inline.split_first_line = preferred.split_first_line = split.__wrapped__
+    line_break.strut = inline.strut = computed_values.strut = units.strut = strut.__wrapped__
+    text_layouts._KEEPS_KEYS.clear()  # no style keeps its font key or strut
     try:
         own = [pdf.render_pdf(html, tmp_path / f"own-{i}.pdf").path.read_bytes() for i, html in enumerate(class_documents)]
     finally:
         line_break.Layout.setup = setup
         line_break.split_first_line = inline.split_first_line = preferred.split_first_line = split
+        line_break.strut = inline.strut = computed_values.strut = units.strut = strut
+        text_layouts._KEEPS_KEYS.update(keeping)
     assert shared == own
+
+
+def test_computed_styles_keep_their_font_key_and_strut_and_other_styles_do_not(tmp_path: Path) -> None:
+    from weasyprint.css import ComputedStyle, Style
+    from weasyprint.css.properties import INITIAL_VALUES
+    from weasyprint.text import line_break
+
+    from qkvquiz.render import text_layouts
+
+    pdf.font_config()
+    if not getattr(line_break.strut, "__wrapped__", None):
+        pytest.skip("another WeasyPrint: its own text layouts are used")
+    weasy = pdf.weasyprint_module()
+    page = weasy.HTML(string=document("S1")).render(font_config=pdf.font_config()).pages[0]._page_box
+    styles = []
+    stack = [page]
+    while stack:
+        box = stack.pop()
+        styles.append(box.style)
+        stack.extend(getattr(box, "children", ()))
+    kept = [style for style in styles if type(style) is ComputedStyle and text_layouts._STRUT_ATTRIBUTE in vars(style)]
+    assert kept, "the laid-out boxes' computed styles keep their struts"
+    for style in kept[:5]:
+        assert line_break.strut(style) == line_break.strut.__wrapped__(style)
+    # A style of another kind (as WeasyPrint makes for an SVG text, and changes as it goes).
+    plain = Style()
+    plain.update(INITIAL_VALUES)
+    plain.font_config = pdf.font_config()
+    before = text_layouts._font_key(plain)
+    plain["font_size"] = 30
+    assert text_layouts._font_key(plain) != before
+    assert text_layouts._FONT_KEY_ATTRIBUTE not in vars(plain)
 
 
 def test_texts_drawn_from_records_make_the_same_pdf(class_documents: list[str], tmp_path: Path) -> None:

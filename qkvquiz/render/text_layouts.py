@@ -13,12 +13,15 @@ the key: about a thousand), and
   on its text, its font and the room it has (for a text that may not wrap, as our math and
   matrices: text and font alone), so it is measured once and handed out again (a copy of
   WeasyPrint's result, each time).
+* asks each box's style for its strut (the height and baseline of an empty line) under a
+  key built anew each time; a computed style keeps its strut, and the font key used above,
+  once worked out (its values do not change once computed).
 
-Both keep to what WeasyPrint itself computes: the layouts drawn are new each time, the
-measures are those Pango gave, and the PDF bytes are the same. Both are kept per font
-configuration (a weak reference: they go with it). They are installed only where the
+All keep to what WeasyPrint itself computes: the layouts drawn are new each time, the
+measures are those Pango gave, and the PDF bytes are the same. What is shared is kept per
+font configuration (a weak reference: it goes with it). They are installed only where the
 replaced functions' source is the one this was written against (WeasyPrint 70); any other
-WeasyPrint is left as it is.
+WeasyPrint is left as it is. (Drawing the text is :mod:`qkvquiz.render.drawn_text`'s.)
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ _KNOWN_SOURCES = {
     "create_layout": "6587192cc0ab3ffa",
     "Layout.set_text": "fe23ca9937dbf520",
     "Layout.deactivate": "bfec3ec8406e1c82",
+    "strut": "b57885b70dd08efe",
 }
 #: What makes a layout's setup: the style entries ``Layout.setup`` reads.
 _FONT_KEYS = (
@@ -59,8 +63,10 @@ _NO_WRAP = ("nowrap", "pre")
 #: Lines measured and kept per font configuration (about 1 kB each); past this many they are
 #: forgotten (a class of 100 meets about 6,000 different lines).
 _LINES_KEPT = 20_000
-#: The attribute a computed style keeps its font key in (:func:`_font_key`).
+#: The attributes a computed style keeps its font key (:func:`_font_key`) and its strut
+#: (:func:`_kept_strut`) in.
 _FONT_KEY_ATTRIBUTE = "qkvquiz_font_key"
+_STRUT_ATTRIBUTE = "qkvquiz_strut"
 #: The style classes that may keep it (filled by :func:`share_text_layouts`).
 _KEEPS_KEYS: set[type] = set()
 _MISSING = object()
@@ -108,13 +114,17 @@ def share_text_layouts() -> bool:
         "Layout.setup": layout_class.setup, "split_first_line": line_break.split_first_line,
         "first_line_metrics": line_break.first_line_metrics, "create_layout": line_break.create_layout,
         "Layout.set_text": layout_class.set_text, "Layout.deactivate": layout_class.deactivate,
+        "strut": line_break.strut,
     }
     try:
         digests = {name: hashlib.sha256(inspect.getsource(f).encode()).hexdigest()[:16] for name, f in functions.items()}
     except (OSError, TypeError):  # pragma: no cover - no source to check against
         return False
+    from weasyprint.css import computed_values, units
+
     if digests != _KNOWN_SOURCES or inline.split_first_line is not line_break.split_first_line \
-            or preferred.split_first_line is not line_break.split_first_line:
+            or preferred.split_first_line is not line_break.split_first_line \
+            or not all(module.strut is line_break.strut for module in (inline, computed_values, units)):
         _log.debug("WeasyPrint's text layout is not the one known: left as it is")
         return False
     from weasyprint.css import AnonymousStyle, ComputedStyle
@@ -124,6 +134,8 @@ def share_text_layouts() -> bool:
     measured = _measured_once(line_break.split_first_line)
     # Each module that took the function by name calls it by that name.
     line_break.split_first_line = inline.split_first_line = preferred.split_first_line = measured
+    kept_strut = _kept_strut(line_break.strut)
+    line_break.strut = inline.strut = computed_values.strut = units.strut = kept_strut
     return True
 
 
@@ -141,6 +153,28 @@ def _font_key(style: Any) -> tuple[Any, ...]:
     if type(style) in _KEEPS_KEYS:
         style.__dict__[_FONT_KEY_ATTRIBUTE] = key
     return key
+
+
+def _kept_strut(original: Any) -> Any:
+    """``strut``, the height and baseline of a style's empty line, kept on the style.
+
+    WeasyPrint looks it up in a table per font configuration, under a key it builds anew each
+    time: a string of fourteen of the style's entries; a page asks for it thousands of times,
+    of a few hundred styles. Only WeasyPrint's computed styles keep it (see :func:`_font_key`).
+    """
+
+    def strut(style: Any) -> Any:
+        try:
+            return style.__dict__[_STRUT_ATTRIBUTE]
+        except (KeyError, AttributeError):
+            pass
+        result = original(style)
+        if type(style) in _KEEPS_KEYS:
+            style.__dict__[_STRUT_ATTRIBUTE] = result
+        return result
+
+    strut.__wrapped__ = original  # type: ignore[attr-defined]
+    return strut
 
 
 def _shared_setup(original: Any, line_break: Any) -> Any:
