@@ -19,12 +19,10 @@ against (the sources relied on are checked, as in :mod:`qkvquiz.render.text_layo
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import logging
 from typing import Any
 
-from qkvquiz.render.text_layouts import _font_key, _kept
+from qkvquiz.render.text_layouts import _font_key, _kept, sources_are
 
 _log = logging.getLogger(__name__)
 
@@ -74,11 +72,7 @@ def draw_text_from_records() -> bool:
         "draw_text": original, "draw_first_line": draw_text_module.draw_first_line,
         "Layout.reactivate": line_break.Layout.reactivate, "Stream.add_font": Stream.add_font,
     }
-    try:
-        digests = {name: hashlib.sha256(inspect.getsource(f).encode()).hexdigest()[:16] for name, f in functions.items()}
-    except (OSError, TypeError):  # pragma: no cover - no source to check against
-        return False
-    if digests != _KNOWN_SOURCES or draw.draw_text is not original:
+    if not sources_are(functions, _KNOWN_SOURCES) or draw.draw_text is not original:
         _log.debug("WeasyPrint's text drawing is not the one known: left as it is")
         return False
     replacement = _recorded(original, draw_text_module, line_break)

@@ -100,8 +100,17 @@ def _kept(font_config: Any) -> _PerFonts:
     return found
 
 
+def sources_are(functions: dict[str, Any], known: dict[str, str]) -> bool:
+    """Whether each function's source is the one known (SHA-256, its first 16 hex digits)."""
+    try:
+        digests = {name: hashlib.sha256(inspect.getsource(f).encode()).hexdigest()[:16] for name, f in functions.items()}
+    except (OSError, TypeError):  # pragma: no cover - no source to check against
+        return False
+    return digests == known
+
+
 def share_text_layouts() -> bool:
-    """Install both (once per process); whether they are in place."""
+    """Install them (once per process); whether they are in place."""
     try:
         from weasyprint.layout import inline, preferred
         from weasyprint.text import line_break
@@ -116,13 +125,9 @@ def share_text_layouts() -> bool:
         "Layout.set_text": layout_class.set_text, "Layout.deactivate": layout_class.deactivate,
         "strut": line_break.strut,
     }
-    try:
-        digests = {name: hashlib.sha256(inspect.getsource(f).encode()).hexdigest()[:16] for name, f in functions.items()}
-    except (OSError, TypeError):  # pragma: no cover - no source to check against
-        return False
     from weasyprint.css import computed_values, units
 
-    if digests != _KNOWN_SOURCES or inline.split_first_line is not line_break.split_first_line \
+    if not sources_are(functions, _KNOWN_SOURCES) or inline.split_first_line is not line_break.split_first_line \
             or preferred.split_first_line is not line_break.split_first_line \
             or not all(module.strut is line_break.strut for module in (inline, computed_values, units)):
         _log.debug("WeasyPrint's text layout is not the one known: left as it is")
