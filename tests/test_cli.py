@@ -119,3 +119,30 @@ def test_a_large_class_gets_a_summary_line_not_a_table_row_per_student(tmp_path)
     assert result.exit_code == 0, result.output
     assert f"{n} graded; score of 13: mean 13.00, median 13.00" in result.output
     assert "s001 " not in result.output and "┃ student" not in result.output
+
+
+def test_the_progress_bar_draws_on_a_terminal_and_is_not_even_imported_elsewhere(tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from qkvquiz import cli
+
+    screen = io.StringIO()
+    monkeypatch.setattr(cli, "err", Console(file=screen, force_terminal=True, width=100))
+    result = runner.invoke(app, ["generate", "attention-basics", "-n", "3", "--out", str(tmp_path / "tty")])
+    assert result.exit_code == 0, result.output
+    assert "writing worksheets" in screen.getvalue()
+
+    # Not a terminal (a script, a log, CI): nothing drawn, and rich.progress never imported.
+    code = (
+        "import sys\n"
+        "from qkvquiz.cli import app\n"
+        f"sys.argv = ['qkvquiz', 'generate', 'attention-basics', '-n', '3', '--out', {str(tmp_path / 'pipe')!r}]\n"
+        "try:\n    app()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        "print('rich.progress' in sys.modules)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().splitlines()[-1] == "False"
+    assert "writing worksheets" not in run.stderr
