@@ -142,6 +142,56 @@ def test_texts_drawn_from_records_make_the_same_pdf(class_documents: list[str], 
     assert again == own
 
 
+def test_box_questions_answered_at_once_make_the_same_pdf(class_documents: list[str], tmp_path: Path) -> None:
+    from weasyprint.formatting_structure import boxes
+    from weasyprint.layout import background
+
+    pdf.font_config()  # installs them where this WeasyPrint is the one known
+    in_flow, backgrounds = boxes.Box.is_in_normal_flow, background.layout_box_backgrounds
+    if not getattr(in_flow, "answers_at_once", False):
+        pytest.skip("another WeasyPrint: its own box questions are asked")
+    # Beside the class's documents (pictures as backgrounds, borders): floats, a positioned box,
+    # a coloured and a shadowed box, a hidden paragraph.
+    odd = markdown_to_html(
+        '<div style="float: right; background: #eee">floated</div>\n\n'
+        '<p>Before <span style="position: absolute; top: 2cm">placed</span> after.</p>\n\n'
+        '<p style="box-shadow: 2px 2px #999">shadow</p>\n\n<p style="visibility: hidden">hidden</p>\n\n'
+        "$$S = \\begin{bmatrix} 1 & 2 \\end{bmatrix}$$",
+        title="Odd",
+    )
+    documents = [*class_documents, odd]
+    answered = [pdf.render_pdf(html, tmp_path / f"a-{i}.pdf").path.read_bytes() for i, html in enumerate(documents)]
+    boxes.Box.is_in_normal_flow, background.layout_box_backgrounds = in_flow.__wrapped__, backgrounds.__wrapped__
+    try:
+        own = [pdf.render_pdf(html, tmp_path / f"own-{i}.pdf").path.read_bytes() for i, html in enumerate(documents)]
+    finally:
+        boxes.Box.is_in_normal_flow, background.layout_box_backgrounds = in_flow, backgrounds
+    assert answered == own
+
+
+def test_the_flow_question_reads_the_style_each_time() -> None:
+    """WeasyPrint changes a style's float and position in place (a marker, a footnote): the
+    answer follows."""
+    from weasyprint.formatting_structure import boxes
+
+    pdf.font_config()
+    if not getattr(boxes.Box.is_in_normal_flow, "answers_at_once", False):
+        pytest.skip("another WeasyPrint: its own box questions are asked")
+
+    class Styled(boxes.Box):
+        def __init__(self, style: dict) -> None:
+            self.style = style
+
+    box = Styled({"float": "none", "position": "static"})
+    asked = boxes.Box.is_in_normal_flow.__wrapped__
+    for style in ({"float": "none", "position": "static"}, {"float": "left", "position": "static"},
+                  {"float": "footnote", "position": "static"}, {"float": "none", "position": "absolute"},
+                  {"float": "none", "position": ("running()", "header")}, {"float": "none", "position": ("note()", "n")},
+                  {"float": "none", "position": "relative"}):
+        box.style.update(style)
+        assert box.is_in_normal_flow() == asked(box), style
+
+
 def test_deferred_documents_are_built_once_each_and_written_in_job_order(tmp_path: Path) -> None:
     built: list[int] = []
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from qkvquiz.render.box_questions import answer_box_questions
 from qkvquiz.render.drawn_text import draw_text_from_records
 from qkvquiz.render.fonts import warn_if_no_cjk_font
 from qkvquiz.render.html import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
@@ -221,6 +222,7 @@ def font_config() -> Any:
     _reuse_font_subsets()
     share_text_layouts()
     draw_text_from_records()
+    answer_box_questions()
     return weasyprint_module().text.fonts.FontConfiguration()
 
 
