@@ -143,8 +143,10 @@ def test_texts_drawn_from_records_make_the_same_pdf(class_documents: list[str], 
 
 
 def test_box_questions_answered_at_once_make_the_same_pdf(class_documents: list[str], tmp_path: Path) -> None:
+    import sys
+
     from weasyprint.formatting_structure import boxes
-    from weasyprint.layout import background
+    from weasyprint.layout import background, percent
 
     pdf.font_config()  # installs them where this WeasyPrint is the one known
     in_flow, backgrounds = boxes.Box.is_in_normal_flow, background.layout_box_backgrounds
@@ -161,12 +163,43 @@ def test_box_questions_answered_at_once_make_the_same_pdf(class_documents: list[
     )
     documents = [*class_documents, odd]
     answered = [pdf.render_pdf(html, tmp_path / f"a-{i}.pdf").path.read_bytes() for i, html in enumerate(documents)]
+    resolve = percent.resolve_percentages
+    taking_it = [m for m in list(sys.modules.values())
+                 if getattr(m, "__name__", "").startswith("weasyprint.") and getattr(m, "resolve_percentages", None) is resolve]
     boxes.Box.is_in_normal_flow, background.layout_box_backgrounds = in_flow.__wrapped__, backgrounds.__wrapped__
+    for module in taking_it:
+        module.resolve_percentages = resolve.__wrapped__
     try:
         own = [pdf.render_pdf(html, tmp_path / f"own-{i}.pdf").path.read_bytes() for i, html in enumerate(documents)]
     finally:
         boxes.Box.is_in_normal_flow, background.layout_box_backgrounds = in_flow, backgrounds
+        for module in taking_it:
+            module.resolve_percentages = resolve
     assert answered == own
+
+
+def test_used_lengths_follow_a_style_changed_in_place() -> None:
+    """WeasyPrint sets a flex or grid item's width in place: the lengths are worked out anew."""
+    from weasyprint.css.properties import Dimension
+    from weasyprint.formatting_structure import boxes
+    from weasyprint.layout import percent
+
+    pdf.font_config()
+    resolve = percent.resolve_percentages
+    if not hasattr(resolve, "__wrapped__"):
+        pytest.skip("another WeasyPrint: its own percentages are resolved")
+    weasy = pdf.weasyprint_module()
+    page = weasy.HTML(string=document("S1")).render(font_config=pdf.font_config()).pages[0]._page_box
+    block = next(child for child in page.descendants() if isinstance(child, boxes.BlockBox))
+    style = block.style.copy()
+    twin = block.copy()
+    twin.style = style
+    for width in (Dimension(120, "px"), Dimension(50, "%"), "auto", Dimension(80, "px")):
+        style["width"] = width
+        resolve(twin, (400, "auto"))
+        mine = {name: getattr(twin, name) for name in ("width", "min_width", "margin_left", "padding_top")}
+        resolve.__wrapped__(twin, (400, "auto"))
+        assert mine == {name: getattr(twin, name) for name in mine}, width
 
 
 def test_the_flow_question_reads_the_style_each_time() -> None:

@@ -1,4 +1,4 @@
-"""Two questions WeasyPrint asks of every box, answered in fewer steps.
+"""Three questions WeasyPrint asks of every box, answered in fewer steps.
 
 * Is the box in the normal flow? Layout asks it of each child of each block, again at each
   line and page (about 5,000 times for a key): five method calls and six style lookups each
@@ -11,6 +11,13 @@
   background, border image, mask, shadow or visibility), and such a box goes straight to its
   children, with what WeasyPrint would have done for it: its corners' radii resolved, no
   background.
+* What are its margins, paddings, sizes and borders in points (``resolve_percentages``, about
+  1,100 times for a key: seventeen style lookups and as many function calls each time)? For a
+  style whose lengths are all absolute (no percentage, no ``calc()``) the answers do not depend
+  on the containing block: they are kept by the style's lengths (read in one call each time,
+  so a style changed in place is answered anew), and each box gets them in one step. Any other
+  style (a percentage, a formula, collapsed table borders, a ``box-sizing`` other than
+  ``content-box``) is resolved by WeasyPrint every time.
 
 The PDF bytes are the same (tested against WeasyPrint's own). Installed only where the
 functions' source is the one this was written against (WeasyPrint 70), as in
@@ -19,6 +26,8 @@ functions' source is the one this was written against (WeasyPrint 70), as in
 
 from __future__ import annotations
 
+import operator
+import sys
 from typing import Any
 
 from qkvquiz.render.text_layouts import _KEEPS_KEYS, sources_are
@@ -31,6 +40,10 @@ _KNOWN_SOURCES = {
     "Box.is_absolutely_positioned": "397e0c33b3087681",
     "Box.is_running": "1c451d5c39f4a663",
     "layout_box_backgrounds": "617a870678c82755",
+    "resolve_percentages": "71673078096fcf87",
+    "resolve_one_percentage": "4cfaa9ad134e4f7b",
+    "percentage": "ebe404ccd9da50bf",
+    "adjust_box_sizing": "88f3351db0280d16",
 }
 #: The ``float`` and ``position`` values that take a box out of the normal flow (a float, a
 #: footnote; absolute or fixed positioning), besides ``running()`` and ``note()`` positions.
@@ -38,13 +51,21 @@ _OUT_OF_FLOW = frozenset({"left", "right", "inline-start", "inline-end", "footno
 _PLACED_ELSEWHERE = ("running()", "note()")
 #: The attribute a computed style keeps "no background to lay out" in.
 _PLAIN_ATTRIBUTE = "qkvquiz_no_background"
+#: Answers kept (one per different set of lengths: a few hundred in a class); past this
+#: many they are forgotten.
+_ANSWERS_KEPT = 10_000
+#: The lengths ``resolve_percentages`` resolves, and the border widths it copies.
+_LENGTHS = ("margin_top", "margin_right", "margin_bottom", "margin_left", "padding_top", "padding_right",
+            "padding_bottom", "padding_left", "width", "min_width", "max_width", "height", "min_height",
+            "max_height")
+_BORDERS = ("border_top_width", "border_right_width", "border_bottom_width", "border_left_width")
 
 
 def answer_box_questions() -> bool:
     """Install both (once per process); whether they are in place."""
     try:
         from weasyprint.formatting_structure import boxes
-        from weasyprint.layout import background
+        from weasyprint.layout import background, percent
     except ImportError:  # pragma: no cover - WeasyPrint missing: nothing to change
         return False
     box = boxes.Box
@@ -55,6 +76,8 @@ def answer_box_questions() -> bool:
         "Box.is_footnote": box.is_footnote, "Box.is_note": box.is_note,
         "Box.is_absolutely_positioned": box.is_absolutely_positioned, "Box.is_running": box.is_running,
         "layout_box_backgrounds": background.layout_box_backgrounds,
+        "resolve_percentages": percent.resolve_percentages, "resolve_one_percentage": percent.resolve_one_percentage,
+        "percentage": percent.percentage, "adjust_box_sizing": percent.adjust_box_sizing,
     }
     # No box class may answer these questions its own way.
     overridden = any(
@@ -68,6 +91,12 @@ def answer_box_questions() -> bool:
     box.is_in_normal_flow = _in_normal_flow
     # layout_backgrounds, and the function itself for the children, call it by this name.
     background.layout_box_backgrounds = _backgrounds_skipping_plain_boxes(background)
+    # Each layout module took resolve_percentages by name, and calls it by that name.
+    original = percent.resolve_percentages
+    kept = _lengths_kept(original)
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("weasyprint.") and getattr(module, "resolve_percentages", None) is original:
+            module.resolve_percentages = kept
     return True
 
 
@@ -126,3 +155,36 @@ def _backgrounds_skipping_plain_boxes(background: Any) -> Any:
 
     layout_box_backgrounds.__wrapped__ = original  # type: ignore[attr-defined]
     return layout_box_backgrounds
+
+
+def _absolute(value: Any) -> bool:
+    """Whether ``percentage`` turns this computed length into the same number whatever the
+    containing block: none, auto, or points (no percentage, no formula)."""
+    return value is None or value == "auto" or getattr(value, "unit", None) == "px"
+
+
+def _lengths_kept(original: Any) -> Any:
+    # The style entries the answer depends on, read in one call: the lengths, the border
+    # widths, border-collapse and box-sizing.
+    entries = operator.itemgetter(*_LENGTHS, *_BORDERS, "border_collapse", "box_sizing")
+    answers: dict[tuple[Any, ...], dict[str, Any] | None] = {}
+
+    def resolve_percentages(box: Any, containing_block: Any) -> None:
+        try:
+            key = entries(box.style)
+            kept = answers.get(key, False)
+        except (TypeError, KeyError, AttributeError):  # a value that does not hash, a style without one
+            return original(box, containing_block)
+        if kept:
+            box.__dict__.update(kept)
+            return None
+        original(box, containing_block)
+        if kept is False:
+            if len(answers) >= _ANSWERS_KEPT:
+                answers.clear()
+            absolute = key[-2] != "collapse" and key[-1] == "content-box" and all(map(_absolute, key[:len(_LENGTHS)]))
+            answers[key] = {name: getattr(box, name) for name in (*_LENGTHS, *_BORDERS)} if absolute else None
+        return None
+
+    resolve_percentages.__wrapped__ = original  # type: ignore[attr-defined]
+    return resolve_percentages
