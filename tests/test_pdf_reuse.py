@@ -62,6 +62,7 @@ def test_shared_text_layouts_make_the_same_pdf(class_documents: list[str], tmp_p
 
     pdf.font_config()  # installs them where this WeasyPrint is the one known
     setup, split, strut = line_break.Layout.setup, line_break.split_first_line, line_break.strut
+    breaks = line_break.can_break_text
     if not getattr(setup, "shares_setup", False):
         pytest.skip("another WeasyPrint: its own text layouts are used")
     keeping = set(text_layouts._KEEPS_KEYS)
@@ -71,6 +72,7 @@ def test_shared_text_layouts_make_the_same_pdf(class_documents: list[str], tmp_p
     line_break.Layout.setup = setup.__wrapped__
     line_break.split_first_line = inline.split_first_line = preferred.split_first_line = split.__wrapped__
     line_break.strut = inline.strut = computed_values.strut = units.strut = strut.__wrapped__
+    line_break.can_break_text = inline.can_break_text = preferred.can_break_text = breaks.__wrapped__
     text_layouts._KEEPS_KEYS.clear()  # no style keeps its font key or strut
     try:
         own = [pdf.render_pdf(html, tmp_path / f"own-{i}.pdf").path.read_bytes() for i, html in enumerate(class_documents)]
@@ -78,6 +80,7 @@ def test_shared_text_layouts_make_the_same_pdf(class_documents: list[str], tmp_p
         line_break.Layout.setup = setup
         line_break.split_first_line = inline.split_first_line = preferred.split_first_line = split
         line_break.strut = inline.strut = computed_values.strut = units.strut = strut
+        line_break.can_break_text = inline.can_break_text = preferred.can_break_text = breaks
         text_layouts._KEEPS_KEYS.update(keeping)
     assert shared == own
 

@@ -16,6 +16,8 @@ the key: about a thousand), and
 * asks each box's style for its strut (the height and baseline of an empty line) under a
   key built anew each time; a computed style keeps its strut, and the font key used above,
   once worked out (its values do not change once computed).
+* asks Pango whether a text may break inside (its line-break rules over the whole text) each
+  time it meets the text; the answer, a function of the text and its language, is kept.
 
 All keep to what WeasyPrint itself computes: the layouts drawn are new each time, the
 measures are those Pango gave, and the PDF bytes are the same. What is shared is kept per
@@ -26,6 +28,7 @@ WeasyPrint is left as it is. (Drawing the text is :mod:`qkvquiz.render.drawn_tex
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import logging
@@ -43,6 +46,10 @@ _KNOWN_SOURCES = {
     "Layout.set_text": "fe23ca9937dbf520",
     "Layout.deactivate": "bfec3ec8406e1c82",
     "strut": "b57885b70dd08efe",
+    "can_break_text": "4f3fb5ef1c239df9",
+    "get_next_break_point_from_text": "39b162a79080e236",
+    "get_log_attrs": "65c1a1c4fa75ee95",
+    "get_next_break_point": "329fd215c7eb5323",
 }
 #: What makes a layout's setup: the style entries ``Layout.setup`` reads.
 _FONT_KEYS = (
@@ -123,13 +130,16 @@ def share_text_layouts() -> bool:
         "Layout.setup": layout_class.setup, "split_first_line": line_break.split_first_line,
         "first_line_metrics": line_break.first_line_metrics, "create_layout": line_break.create_layout,
         "Layout.set_text": layout_class.set_text, "Layout.deactivate": layout_class.deactivate,
-        "strut": line_break.strut,
+        "strut": line_break.strut, "can_break_text": line_break.can_break_text,
+        "get_next_break_point_from_text": line_break.get_next_break_point_from_text,
+        "get_log_attrs": line_break.get_log_attrs, "get_next_break_point": line_break.get_next_break_point,
     }
     from weasyprint.css import computed_values, units
 
     if not sources_are(functions, _KNOWN_SOURCES) or inline.split_first_line is not line_break.split_first_line \
             or preferred.split_first_line is not line_break.split_first_line \
-            or not all(module.strut is line_break.strut for module in (inline, computed_values, units)):
+            or not all(module.strut is line_break.strut for module in (inline, computed_values, units)) \
+            or not all(module.can_break_text is line_break.can_break_text for module in (inline, preferred)):
         _log.debug("WeasyPrint's text layout is not the one known: left as it is")
         return False
     from weasyprint.css import AnonymousStyle, ComputedStyle
@@ -141,6 +151,10 @@ def share_text_layouts() -> bool:
     line_break.split_first_line = inline.split_first_line = preferred.split_first_line = measured
     kept_strut = _kept_strut(line_break.strut)
     line_break.strut = inline.strut = computed_values.strut = units.strut = kept_strut
+    # Whether a text may break inside: a function of the text and its language alone (Pango's
+    # line-break rules), asked of the same short texts again and again.
+    breaks = functools.lru_cache(maxsize=_LINES_KEPT)(line_break.can_break_text)
+    line_break.can_break_text = inline.can_break_text = preferred.can_break_text = breaks
     return True
 
 
