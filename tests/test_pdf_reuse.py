@@ -3,6 +3,8 @@ makes the same PDF bytes as making it anew; documents built as the pool takes th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -226,6 +228,89 @@ def test_the_flow_question_reads_the_style_each_time() -> None:
                   {"float": "none", "position": "relative"}):
         box.style.update(style)
         assert box.is_in_normal_flow() == asked(box), style
+
+
+@contextmanager
+def weasyprint_as_it_is() -> Iterator[None]:
+    """Every shortcut of qkvquiz.render (text layouts, drawing, box questions) taken out for the
+    ``with`` block, and put back after it."""
+    import sys
+
+    from weasyprint import draw
+    from weasyprint.css import computed_values, units
+    from weasyprint.draw import text
+    from weasyprint.formatting_structure import boxes
+    from weasyprint.layout import background, inline, percent, preferred
+    from weasyprint.text import line_break
+
+    from qkvquiz.render import text_layouts
+
+    pdf.font_config()
+    resolve = percent.resolve_percentages
+    places = [
+        (line_break.Layout, "setup"), (boxes.Box, "is_in_normal_flow"), (background, "layout_box_backgrounds"),
+        *((module, "split_first_line") for module in (line_break, inline, preferred)),
+        *((module, "strut") for module in (line_break, inline, computed_values, units)),
+        *((module, "can_break_text") for module in (line_break, inline, preferred)),
+        (draw, "draw_text"), (text, "draw_text"),
+        *((module, "resolve_percentages") for module in list(sys.modules.values())
+          if getattr(module, "__name__", "").startswith("weasyprint.")
+          and getattr(module, "resolve_percentages", None) is resolve),
+    ]
+    ours = [(owner, name, getattr(owner, name)) for owner, name in places]
+    if not all(hasattr(value, "__wrapped__") for _, _, value in ours):
+        pytest.skip("another WeasyPrint: its own ways are used")
+    keeping = set(text_layouts._KEEPS_KEYS)
+    for owner, name, value in ours:
+        setattr(owner, name, value.__wrapped__)
+    text_layouts._KEEPS_KEYS.clear()
+    try:
+        yield
+    finally:
+        for owner, name, value in ours:
+            setattr(owner, name, value)
+        text_layouts._KEEPS_KEYS.update(keeping)
+
+
+#: Text and boxes of every kind the shortcuts treat apart: justified and spaced text, small
+#: caps, right-to-left scripts, tabs, a link and decorations, scripts, lengths in percent and
+#: calc() (the same percentages in blocks of two widths), collapsed table borders, an ellipsis.
+UNUSUAL = """
+<p style="text-align: justify">Justified text that runs over several lines so that the spaces between its
+words are stretched to fill every line but the last one, which is set ragged as usual, and more words.</p>
+
+<p style="letter-spacing: 0.1em; word-spacing: 0.3em">Spaced letters and words.</p>
+
+<p style="font-variant: small-caps">Small caps</p> <p style="text-transform: uppercase">upper case</p>
+
+שלום עולם and مرحبا بالعالم mixed with English.
+
+<pre>a\tb\tc
+tabbed</pre>
+
+<p><a href="https://example.org">a link</a>, <s>struck</s>, <u>under</u>, <sup>sup</sup> and <sub>sub</sub>.</p>
+
+<div style="width: 50%; padding: 5%; margin: 2% auto; border: 1px solid #000">percent box</div>
+
+<div style="width: calc(100% - 4em); box-sizing: border-box; padding: 1em">calc box</div>
+
+<div style="width: 40%; margin: 0 10%"><div style="width: 50%; border: 1px solid">half of a part</div></div>
+<div style="width: 50%; border: 1px solid">half of the page</div>
+
+<table style="border-collapse: collapse"><tr><td style="border: 1px solid">a</td><td style="border: 2px solid">b</td></tr></table>
+
+<p style="text-overflow: ellipsis; overflow: hidden; white-space: nowrap; width: 5em">A long line cut short</p>
+"""
+
+
+def test_every_shortcut_together_makes_the_pdf_weasyprint_makes(class_documents: list[str], tmp_path: Path) -> None:
+    documents = [*class_documents, markdown_to_html(UNUSUAL, title="Unusual")]
+    # Twice: the second round meets every text, line and style answer the first one kept.
+    ours = [pdf.render_pdf(html, tmp_path / f"ours-{i}.pdf").path.read_bytes()
+            for i, html in enumerate(documents + documents)]
+    with weasyprint_as_it_is():
+        own = [pdf.render_pdf(html, tmp_path / f"own-{i}.pdf").path.read_bytes() for i, html in enumerate(documents)]
+    assert ours == own + own
 
 
 def test_deferred_documents_are_built_once_each_and_written_in_job_order(tmp_path: Path) -> None:
