@@ -313,6 +313,59 @@ def test_every_shortcut_together_makes_the_pdf_weasyprint_makes(class_documents:
     assert ours == own + own
 
 
+def test_a_font_face_added_later_is_used_where_its_family_was_drawn_before(tmp_path: Path) -> None:
+    """A template's @font-face adds a face to the configuration the documents share: a family
+    drawn (and measured) before in the fallback face is set in the new face from then on."""
+    import base64
+
+    from weasyprint.text.fonts import FontConfiguration
+
+    from qkvquiz.resources import templates_dir
+
+    face = base64.b64encode((templates_dir() / "fonts" / "DejaVuSansMono.ttf").read_bytes()).decode()
+    body = '<p style="font-family: Later">Hello world, a text 0.71</p>'
+    before = f"<html><body>{body}</body></html>"
+    after = (f"<html><head><style>@font-face {{ font-family: Later; src: url(data:font/ttf;base64,{face}) }}"
+             f"</style></head><body>{body}</body></html>")
+    weasy = pdf.weasyprint_module()
+
+    def both(config: object) -> list[bytes]:
+        return [weasy.HTML(string=html).render(font_config=config).write_pdf() for html in (before, after)]
+
+    pdf.font_config()  # the shortcuts installed
+    ours = both(FontConfiguration())
+    with weasyprint_as_it_is():
+        own = both(FontConfiguration())
+    assert ours == own
+
+
+def test_a_record_holds_only_where_the_documents_widths_are_the_ones_it_kerned_with() -> None:
+    from qkvquiz.render import drawn_text
+
+    class Font:
+        hash = "F"
+
+        def __init__(self, widths: dict[int, int]) -> None:
+            self.widths = widths
+
+    class Stream:
+        def __init__(self, widths: dict[int, int]) -> None:
+            self.font = Font(widths)
+
+        def add_font(self, pango_font: object) -> tuple[Font, float]:
+            return self.font, 11.0
+
+    # Glyph 7 kerned with 600, its own width in this font at this size.
+    plain = drawn_text._Record(["font"], [{7: ("a", 600, 600)}], [(0, ""), (-1, "<0007>")])
+    assert drawn_text._fonts_for(Stream({}), plain) is not None  # the document will set 600
+    assert drawn_text._fonts_for(Stream({7: 600}), plain) is not None
+    assert drawn_text._fonts_for(Stream({7: 601}), plain) is None  # another size drew it first
+    # Kerned with 601 (another size had drawn it first where it was recorded).
+    inherited = drawn_text._Record(["font"], [{7: ("a", 601, 600)}], [(0, ""), (-1, "<0007>-1")])
+    assert drawn_text._fonts_for(Stream({}), inherited) is None
+    assert drawn_text._fonts_for(Stream({7: 601}), inherited) is not None
+
+
 def test_deferred_documents_are_built_once_each_and_written_in_job_order(tmp_path: Path) -> None:
     built: list[int] = []
 

@@ -9,12 +9,18 @@ replaces ``draw_text`` with one that keeps, per text and font, what the glyph lo
 operators (the glyph strings, with their kerning), the Pango font of each run (a reference kept,
 so that it stays the same font), and each glyph's width and text (what the font's subset and
 its ToUnicode map need). Drawing it again replays them into the page: the same operators, in the
-same order, and the same entries in the document's font tables, as WeasyPrint would make.
+same order, and the same entries in the document's font tables, as WeasyPrint would make. A
+record holds for a document only where each of its glyphs has, in the document's font, the
+width its kerning was worked out with (a font shared by several sizes keeps the width of the
+size that drew the glyph first, and a hinted face's widths change with the size); else the
+text is drawn by WeasyPrint. The records go when a font face is added to the configuration
+(:mod:`qkvquiz.render.text_layouts`): the same family may then be set in another face.
 
-Only plain text is recorded: no underline or other decoration, no ellipsis, no emoji or
-bitmap font, no raised glyph, no glyph missing from the font. Anything else is drawn by
-WeasyPrint as before, as is everything where WeasyPrint is not the version this was written
-against (the sources relied on are checked, as in :mod:`qkvquiz.render.text_layouts`).
+Only plain text is recorded: no underline or other decoration, no ellipsis, no justified line
+(its spacing almost never comes again), no emoji or bitmap font, no raised glyph, no glyph
+missing from the font. Anything else is drawn by WeasyPrint as before, as is everything where
+WeasyPrint is not the version this was written against (the sources relied on are checked, as
+in :mod:`qkvquiz.render.text_layouts`).
 """
 
 from __future__ import annotations
@@ -36,24 +42,41 @@ _KNOWN_SOURCES = {
 #: What besides the text and the font decides the glyphs drawn: the style entries that
 #: ``Layout.set_text`` reads (with ``justify=True``, as drawing calls it).
 _SPACING_KEYS = ("word_spacing", "letter_spacing", "overflow_wrap", "tab_size")
-#: Texts kept per font configuration (a record is a few hundred bytes); past this many they
-#: are forgotten.
-_TEXTS_KEPT = 20_000
+#: Texts kept per font configuration (a record is about 2 kB; a class of 100 draws about 1,100
+#: different texts); past this many they are forgotten.
+_TEXTS_KEPT = 5_000
 
 
 class _Record:
     """One text's drawing: ``ops`` is a list of ``(run, glyph string)``, where ``run`` indexes
     ``fonts`` (the run's Pango font, a reference kept) or is -1 for "the same font goes on";
-    ``glyphs`` holds, per font, each glyph met first: ``(glyph id, its text, its width)``."""
+    ``glyphs`` holds, per run, each of its glyphs by id, in the order first met: its text, the
+    width the glyph string's kerning was worked out with, and its own width in this font."""
 
     __slots__ = ("fonts", "glyphs", "ops")
 
-    def __init__(self, fonts: list[Any], glyphs: list[list[tuple[int, str, int]]], ops: list[tuple[int, str]]) -> None:
+    def __init__(self, fonts: list[Any], glyphs: list[dict[int, tuple[str, int, int]]], ops: list[tuple[int, str]]) -> None:
         self.fonts, self.glyphs, self.ops = fonts, glyphs, ops
 
 
 #: A text of only blanks: WeasyPrint draws an empty text object for it.
 _BLANK = _Record([], [], [])
+
+
+def _fonts_for(stream: Any, kept: _Record) -> list[tuple[Any, float]] | None:
+    """The document's fonts for the record's runs (added to it as WeasyPrint adds them), or
+    None where the record does not hold for this document: a glyph whose width in the
+    document's font (set by the size that drew it first, or to be set now to its own width)
+    is not the one the record's kerning was worked out with."""
+    found = []
+    for pango_font, met in zip(kept.fonts, kept.glyphs):
+        font, font_size = stream.add_font(pango_font)
+        widths = font.widths
+        for glyph_id, (_, used, natural) in met.items():
+            if widths.get(glyph_id, natural) != used:
+                return None
+        found.append((font, font_size))
+    return found
 
 
 def draw_text_from_records() -> bool:
@@ -103,7 +126,7 @@ def _recorded(original: Any, module: Any, line_break: Any) -> Any:
             pango.pango_layout_set_single_paragraph_mode(layout.layout, True)
             first_line, _ = layout.get_first_line()
             fonts: list[Any] = []
-            glyphs: list[list[tuple[int, str, int]]] = []
+            glyphs: list[dict[int, tuple[str, int, int]]] = []
             ops: list[tuple[int, str]] = []
             previous_pango_font = None
             string = ""
@@ -127,7 +150,7 @@ def _recorded(original: Any, module: Any, line_break: Any) -> Any:
                     string = ""
                     # A reference of our own: the font stays alive, and the same, while recorded.
                     fonts.append(ffi.gc(ffi.cast("PangoFont *", keep(pango_font)), gobject.g_object_unref))
-                    glyphs.append([])
+                    glyphs.append({})
                     ops.append((len(fonts) - 1, ""))
                 met = glyphs[-1]
                 string += "<"
@@ -151,14 +174,15 @@ def _recorded(original: Any, module: Any, line_break: Any) -> Any:
                     if offset:
                         string += f">{-offset}<"
                     string += f"{glyph_id:04x}"
-                    if glyph_id in font.widths:
-                        logical_width = font.widths[glyph_id]
-                    else:
+                    if glyph_id not in met:
+                        # The glyph's own width in this font, and the one the document's font has
+                        # for it (set by the first size that drew it), which the kerning uses.
                         pango.pango_font_get_glyph_extents(pango_font, glyph_id, stream.ink_rect, stream.logical_rect)
-                        logical_width = font.widths[glyph_id] = round(
-                            stream.logical_rect.width * 1000 * from_units / font_size)
-                    met.append((glyph_id, utf8_text[glyph_item.item.offset + t1:glyph_item.item.offset + t2].decode(),
-                                logical_width))
+                        natural = round(stream.logical_rect.width * 1000 * from_units / font_size)
+                        used = font.widths.setdefault(glyph_id, natural)
+                        met[glyph_id] = (
+                            utf8_text[glyph_item.item.offset + t1:glyph_item.item.offset + t2].decode(), used, natural)
+                    logical_width = met[glyph_id][1]
                     kerning = logical_width + offset - width * 1000 * from_units / font_size
                     if kerning:
                         string += f">{int(kerning)}<"
@@ -171,25 +195,24 @@ def _recorded(original: Any, module: Any, line_break: Any) -> Any:
         finally:
             layout.deactivate()
 
-    def replay(stream: Any, kept: _Record, x: float, y: float) -> None:
+    def replay(stream: Any, kept: _Record, fonts: list[tuple[Any, float]], x: float, y: float) -> None:
         if not kept.ops:
             return
         stream.set_text_matrix(*matrix_class(d=-1, e=x, f=y).values)
-        font = None
         pending = ""
         for run, string in kept.ops:
             if run >= 0:
-                font, font_size = stream.add_font(kept.fonts[run])
+                font, font_size = fonts[run]
                 if pending:
                     stream.show_text(pending)
                 pending = ""
                 stream.set_font_size(font.hash, font_size)
                 widths, to_unicode = font.widths, font.to_unicode
-                for glyph_id, text, width in kept.glyphs[run]:
+                for glyph_id, (text, _, natural) in kept.glyphs[run].items():
                     if glyph_id not in to_unicode:
                         to_unicode[glyph_id] = text
                     if glyph_id not in widths:
-                        widths[glyph_id] = width
+                        widths[glyph_id] = natural
             else:
                 pending += string
         stream.show_text(pending)
@@ -197,10 +220,12 @@ def _recorded(original: Any, module: Any, line_break: Any) -> Any:
     def draw_text(stream: Any, textbox: Any, offset_x: float, text_overflow: str, block_ellipsis: str = "none") -> None:
         style = textbox.style
         try:
-            if (text_overflow != "clip" or block_ellipsis != "none" or style["text_decoration_line"] != "none"
-                    or style["visibility"] != "visible" or not style["font_size"] >= 1e-6):
-                return original(stream, textbox, offset_x, text_overflow, block_ellipsis)
             layout = textbox.pango_layout
+            # A justified line (its spacing is part of the key) almost never comes again.
+            if (text_overflow != "clip" or block_ellipsis != "none" or style["text_decoration_line"] != "none"
+                    or style["visibility"] != "visible" or not style["font_size"] >= 1e-6
+                    or layout.justification_spacing):
+                return original(stream, textbox, offset_x, text_overflow, block_ellipsis)
             texts = _kept(style.font_config).drawn
             key = (layout.text, bool(textbox.text.strip()), layout.justification_spacing, *_font_key(style),
                    *(style[name] for name in _SPACING_KEYS))
@@ -214,9 +239,12 @@ def _recorded(original: Any, module: Any, line_break: Any) -> Any:
             if len(texts) >= _TEXTS_KEPT:
                 texts.clear()
             texts[key] = kept
+        fonts = _fonts_for(stream, kept)
+        if fonts is None:
+            return original(stream, textbox, offset_x, text_overflow, block_ellipsis)
         stream.set_color(style["color"])
         stream.begin_text()
-        replay(stream, kept, textbox.position_x, textbox.position_y + textbox.baseline)
+        replay(stream, kept, fonts, textbox.position_x, textbox.position_y + textbox.baseline)
         stream.end_text()
         return None
 

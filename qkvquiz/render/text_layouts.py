@@ -17,7 +17,11 @@ the key: about a thousand), and
   key built anew each time; a computed style keeps its strut, and the font key used above,
   once worked out (its values do not change once computed).
 * asks Pango whether a text may break inside (its line-break rules over the whole text) each
-  time it meets the text; the answer, a function of the text and its language, is kept.
+  time it meets the text; the answer, a function of the text and its language, is kept for
+  short texts.
+
+What is kept for a font configuration is forgotten when a font face is added to it (a
+template's ``@font-face``): a family may then be set in another face.
 
 All keep to what WeasyPrint itself computes: the layouts drawn are new each time, the
 measures are those Pango gave, and the PDF bytes are the same. What is shared is kept per
@@ -70,6 +74,10 @@ _NO_WRAP = ("nowrap", "pre")
 #: Lines measured and kept per font configuration (about 1 kB each); past this many they are
 #: forgotten (a class of 100 meets about 6,000 different lines).
 _LINES_KEPT = 20_000
+#: Whether a text may break inside is kept for texts of at most this many characters, this many
+#: of them.
+_SHORT_TEXT = 64
+_BREAKS_KEPT = 8192
 #: The attributes a computed style keeps its font key (:func:`_font_key`) and its strut
 #: (:func:`_kept_strut`) in.
 _FONT_KEY_ATTRIBUTE = "qkvquiz_font_key"
@@ -96,6 +104,12 @@ class _PerFonts:
         self.lines: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.drawn: dict[tuple[Any, ...], Any] = {}  # texts drawn (qkvquiz.render.drawn_text)
 
+    def forget(self) -> None:
+        """All of it: a font face was added, and a family may now be set in another face."""
+        self.setups.clear()
+        self.lines.clear()
+        self.drawn.clear()
+
 
 _KEPT: weakref.WeakKeyDictionary[Any, _PerFonts] = weakref.WeakKeyDictionary()
 
@@ -120,7 +134,7 @@ def share_text_layouts() -> bool:
     """Install them (once per process); whether they are in place."""
     try:
         from weasyprint.layout import inline, preferred
-        from weasyprint.text import line_break
+        from weasyprint.text import fonts, line_break
     except ImportError:  # pragma: no cover - WeasyPrint missing: nothing to change
         return False
     layout_class = line_break.Layout
@@ -151,11 +165,42 @@ def share_text_layouts() -> bool:
     line_break.split_first_line = inline.split_first_line = preferred.split_first_line = measured
     kept_strut = _kept_strut(line_break.strut)
     line_break.strut = inline.strut = computed_values.strut = units.strut = kept_strut
-    # Whether a text may break inside: a function of the text and its language alone (Pango's
-    # line-break rules), asked of the same short texts again and again.
-    breaks = functools.lru_cache(maxsize=_LINES_KEPT)(line_break.can_break_text)
+    breaks = _short_texts_kept(line_break.can_break_text)
     line_break.can_break_text = inline.can_break_text = preferred.can_break_text = breaks
+    fonts.FontConfiguration.add_font_face = _forgetting(fonts.FontConfiguration.add_font_face)
     return True
+
+
+def _forgetting(original: Any) -> Any:
+    """``FontConfiguration.add_font_face``, after which what is kept for the configuration is
+    forgotten. (A document's own ``@font-face`` rules add faces to the one configuration the
+    documents share; the shipped faces are added once, before the first document.)"""
+
+    def add_font_face(self: Any, rule_descriptors: Any, url_fetcher: Any) -> Any:
+        try:
+            return original(self, rule_descriptors, url_fetcher)
+        finally:
+            found = _KEPT.get(self)
+            if found is not None:
+                found.forget()
+
+    add_font_face.__wrapped__ = original  # type: ignore[attr-defined]
+    return add_font_face
+
+
+def _short_texts_kept(original: Any) -> Any:
+    """``can_break_text``, whose answer (a function of the text and its language: Pango's
+    line-break rules) is kept for short texts, the ones met again and again (a number, an
+    operator, a variable); a longer text is asked anew."""
+    kept = functools.lru_cache(maxsize=_BREAKS_KEPT)(original)
+
+    def can_break_text(text: str, lang: Any) -> Any:
+        if len(text) <= _SHORT_TEXT:
+            return kept(text, lang)
+        return original(text, lang)
+
+    can_break_text.__wrapped__ = original  # type: ignore[attr-defined]
+    return can_break_text
 
 
 def _font_key(style: Any) -> tuple[Any, ...]:
