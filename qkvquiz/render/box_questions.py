@@ -62,7 +62,7 @@ _BORDERS = ("border_top_width", "border_right_width", "border_bottom_width", "bo
 
 
 def answer_box_questions() -> bool:
-    """Install both (once per process); whether they are in place."""
+    """Install the three answers (once per process); whether they are in place."""
     try:
         from weasyprint.formatting_structure import boxes
         from weasyprint.layout import background, percent

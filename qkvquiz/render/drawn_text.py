@@ -162,7 +162,6 @@ def _recorded(original: Any, module: Any, line_break: Any) -> Any:
                         continue
                     if glyph_id & glyph_unknown:
                         return None  # a .notdef glyph: WeasyPrint warns, and draws it its way
-                    offset = glyph_item.item.offset
                     t1 = clusters[i]
                     if glyph_item.item.analysis.level % 2:  # rtl
                         t2 = glyph_item.item.length if i == 0 else clusters[i - 1]
@@ -180,8 +179,8 @@ def _recorded(original: Any, module: Any, line_break: Any) -> Any:
                         pango.pango_font_get_glyph_extents(pango_font, glyph_id, stream.ink_rect, stream.logical_rect)
                         natural = round(stream.logical_rect.width * 1000 * from_units / font_size)
                         used = font.widths.setdefault(glyph_id, natural)
-                        met[glyph_id] = (
-                            utf8_text[glyph_item.item.offset + t1:glyph_item.item.offset + t2].decode(), used, natural)
+                        start = glyph_item.item.offset
+                        met[glyph_id] = (utf8_text[start + t1:start + t2].decode(), used, natural)
                     logical_width = met[glyph_id][1]
                     kerning = logical_width + offset - width * 1000 * from_units / font_size
                     if kerning:
