@@ -691,7 +691,16 @@ def test_an_error_while_generating_leaves_no_key_and_no_temp_file(tmp_path, monk
     assert not (tmp_path / "key.json").exists() and no_temp_files(tmp_path)
 
 
-def test_signals_during_the_switch_wait_until_the_whole_set_is_in_place(tmp_path, monkeypatch):
+@pytest.fixture
+def ctrl_c_interrupts():
+    """SIGINT raises KeyboardInterrupt, as in an interactive shell, whatever disposition the test run
+    inherited (started with `cmd &` in a script, or by a CI runner, SIGINT is ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_signals_during_the_switch_wait_until_the_whole_set_is_in_place(tmp_path, monkeypatch, ctrl_c_interrupts):
     with write_set(tmp_path, {"a": False, "b": False}, anchor="a") as files:
         files.write("a", "old a")
         files.write("b", "old b")

@@ -117,7 +117,7 @@ def _collect(paths: Sequence[str | Path], roster: Roster | None, lms: str) -> Co
                 continue
             out.handins.append(Handin(shown_path(path), data, _mtime(path)))
             continue
-        kind = detect([rel for rel, _, _ in entries], metadata is not None) if lms == "auto" else \
+        kind = detect([entry[0] for entry in entries], metadata is not None) if lms == "auto" else \
             (None if lms == "none" else lms)
         out.lms[shown_path(path)] = kind
         submitters = _gradescope_submitters(metadata, path, out) if kind == GRADESCOPE else {}

@@ -81,7 +81,7 @@ def select_submissions(key: Key, submissions: Iterable[Submission], duplicates: 
             selection.problems.append(FileProblem(sub.source, unknown_student_message(key, sub.student)))
         else:
             claims.setdefault(sub.student, []).append(sub)
-    part_ids = [part.id for _, part in key.parts]
+    part_ids = [part.id for _problem, part in key.parts]
     for student, subs in claims.items():
         index = position[student]
         ranked = [_rank(sub, key.variants[index], key.set_id, part_ids) for sub in subs]

@@ -133,7 +133,7 @@ def _candidate_pairs(telling_parts, suspects: np.ndarray, misses: np.ndarray, an
     for c, (index, g, given) in enumerate(indexes):
         found = index.windows(g)
         windows.append(found)
-        sizes[:, c] = np.where(given, sum(hi - lo for _, lo, hi in found), sizes[:, c])
+        sizes[:, c] = np.where(given, sum(hi - lo for _place, lo, hi in found), sizes[:, c])
     k = np.minimum(PROBE_MATCHES, answered - misses)  # at least 1: a suspect needs a match
     rank = np.argsort(np.argsort(sizes, axis=1, kind="stable"), axis=1, kind="stable")
     chosen = rank < (misses + k)[:, None]  # the entries of each suspect with the fewest candidates
@@ -173,7 +173,7 @@ class _EntryIndex:
         x0 = np.where(finite, x, 0.0)
         band = tol.band(x)
         reach = np.where(finite, band + SLACK * np.maximum(np.abs(x0), band), 0.0)
-        _, power = np.frexp(reach)  # reach < 2**power (power 0 for reach 0)
+        power = np.frexp(reach)[1]  # reach < 2**power (power 0 for reach 0)
         power = np.where(reach > 0, power, np.iinfo(np.int32).min)
         self.groups = []
         for p in np.unique(power).tolist():

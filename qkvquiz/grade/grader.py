@@ -191,7 +191,7 @@ class Submission:
 
 
 def display_path(path: str | Path) -> str:
-    """A path as text that can always be written as UTF-8 (odd bytes in a name become ``\udcff``)."""
+    """A path as text that can always be written as UTF-8 (odd bytes in a name become ``\\udcff``)."""
     return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
@@ -499,7 +499,7 @@ def read_submissions(
                 submissions += subs
                 problems += probs
                 if progress is not None:
-                    for _ in range(hi - lo):
+                    for _entry in range(hi - lo):
                         progress()
         return submissions, problems
 
@@ -570,7 +570,7 @@ def _read_in_workers(key: Key, paths: list[str | Path], progress: Callable[[], N
             submissions += subs
             problems += probs
             if progress is not None:
-                for _ in range(hi - lo):
+                for _entry in range(hi - lo):
                     progress()
     return submissions, problems, (rows, chunks)
 
@@ -618,7 +618,7 @@ def _grade(key: Key, submissions: Iterable[Submission], *, xp: Any, duplicates: 
 
     chosen = select_submissions(key, submissions, duplicates)
     if read is None:
-        columns = read_columns(key, [sub.answers for _, sub in chosen.accepted])
+        columns = read_columns(key, [sub.answers for _index, sub in chosen.accepted])
     else:
         columns = _gathered(key, chosen.accepted, read)
     report = grade_columns(key, chosen.accepted, columns, chosen.problems, xp=xp)
@@ -661,7 +661,7 @@ def _grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns
     from .copies import COPY_NOTE, detect_copies
 
     results = [StudentResult(sub.student, sub.source, key.variants[index], []) for index, sub in accepted]
-    rows = np.array([index for index, _ in accepted], dtype=np.int64)
+    rows = np.array([index for index, _sub in accepted], dtype=np.int64)
     # Copies first: answers of another student's variant earn no carried credit.
     copies = detect_copies(key, rows, columns)
     no_carry = np.zeros(len(rows), dtype=bool)
@@ -1131,8 +1131,8 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
     entry_ok = check.ok.reshape(column.values.shape).tolist()
     correct_entries = ok.sum(axis=1).tolist()
     entries = int(ok.shape[1])
-    findings = [np.flatnonzero(hit).tolist() for _, _, hit in mistakes]
-    broken = [np.flatnonzero(hit & pending).tolist() for _, _, hit in check.broken]
+    findings = [np.flatnonzero(hit).tolist() for *_about, hit in mistakes]
+    broken = [np.flatnonzero(hit & pending).tolist() for *_about, hit in check.broken]
 
     out = []
     for j in range(n):

@@ -171,7 +171,7 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
     bundled template writes it; areas follow one another in the order of the parts. An
     area whose part is not named anywhere goes at the end of the problem.
     """
-    points = answer_points(problem_html, [part_id for part_id, _ in areas])
+    points = answer_points(problem_html, [part_id for part_id, _area in areas])
     # Areas that go to the end of one list item: that item becomes a row, its text on the
     # left and its boxes beside it (below it where they leave the text too little room).
     by_item: dict[int, list[str]] = {}
@@ -411,7 +411,7 @@ def worksheet_body_html(
     problems = _rendered(ws, student, "problem", templates, rendered)
     for item, markdown, areas in zip(ws.spec.items, problems, problem_areas(ws, student, work_space)):
         body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas)
-        body = drop_answer_sentences(body, [part_id for part_id, _ in areas])
+        body = drop_answer_sentences(body, [part_id for part_id, _area in areas])
         space = item.work_space or work_space
         if space is not None and space.per == "problem":
             body += work_space_html(space)

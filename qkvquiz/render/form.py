@@ -216,7 +216,7 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
         last = 0
         from .documents import drop_answer_sentences
 
-        placed_ids = [parts[k].id for _, k in placed]
+        placed_ids = [parts[k].id for _place, k in placed]
         for at, k in placed:
             # The legend of the boxes gives the part's shape, id and points.
             segments.append((Markup(drop_answer_sentences(body[last:at], placed_ids)), parts[k]))

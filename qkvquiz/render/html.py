@@ -471,9 +471,9 @@ def _merge_paths(svg: str) -> str:
     the nonzero fill rule keeps overlapping pieces of a stretched bracket solid).
     """
     found = _SVG_PATH.findall(svg)
-    if len(found) < 2 or len({attrs for _, attrs in found}) != 1:
+    if len(found) < 2 or len({attrs for _text, attrs in found}) != 1:
         return svg
-    merged = "".join(d for d, _ in found)
+    merged = "".join(d for d, _attrs in found)
     body = _SVG_PATH.sub("", svg)
     return body.replace("</svg>", f'<path d="{merged}"{found[0][1]} /></svg>')
 
