@@ -7,16 +7,14 @@
 The documents are those ``generate --format pdf`` hands its pool (built by ``generate_set``,
 untimed); they are rendered here, in this process, as a pool worker renders them (its
 stylesheets, fonts and picture cache, warmed up by one worksheet and one key first). Each
-phase is timed in CPU seconds (``time.process_time``), per document, the best round of
-``--rounds`` (other work on the machine inflates CPU time too):
+phase is one call of WeasyPrint's public API, timed in CPU seconds (``time.process_time``), per
+document, the best round of ``--rounds`` (other work on the machine inflates CPU time too):
 
 - parse: WeasyPrint's HTML parser (``HTML(string=…)``, with our own changes to the source);
-- style: the cascade, every element's computed style;
-- boxes: the box tree;
-- layout: line breaking, pages;
-- draw: painting the pages into PDF streams;
-- fonts: subsetting and embedding the fonts;
-- pdf write: the rest of ``write_pdf`` (objects, compression, the file).
+- layout: ``render()``: the cascade, the box tree, line breaking, pages;
+- pdf write: ``write_pdf()``: drawing the pages, subsetting and embedding fonts, the file.
+
+``--profile`` splits them further (cProfile, which changes nothing in WeasyPrint).
 
 Prints one line per kind of document, then the load average (a busy machine: compare shares,
 or count instructions with ``valgrind --tool=callgrind``, which load does not change).
@@ -39,7 +37,7 @@ sys.path.insert(0, str(HERE))
 
 from render import ONE_PAGE_SPEC
 
-PHASES = ("parse", "style", "boxes", "layout", "draw", "fonts", "pdf write")
+PHASES = ("parse", "layout", "pdf write")
 
 
 def class_documents(students: int) -> tuple[list[str], list[str]]:
@@ -68,55 +66,22 @@ def class_documents(students: int) -> tuple[list[str], list[str]]:
     return sheets, keys
 
 
-class Clock:
-    """CPU seconds per phase, from wrappers around WeasyPrint's steps."""
-
-    def __init__(self) -> None:
-        self.spent: dict[str, float] = defaultdict(float)
-
-    def wrap(self, owner: object, name: str, phase: str, *, generator: bool = False) -> None:
-        inner = getattr(owner, name)
-        spent = self.spent
-
-        def timed(*args, **kwargs):
-            start = time.process_time()
-            try:
-                result = inner(*args, **kwargs)
-                return list(result) if generator else result
-            finally:
-                spent[phase] += time.process_time() - start
-
-        setattr(owner, name, timed)
-
-
-def instrument() -> Clock:
-    import weasyprint.pdf as pdf_module
-    from weasyprint import document
-
-    clock = Clock()
-    clock.wrap(document, "get_all_computed_styles", "style")
-    clock.wrap(document, "build_formatting_structure", "boxes")
-    clock.wrap(document, "layout_document", "layout", generator=True)
-    clock.wrap(document.Page, "paint", "draw")
-    clock.wrap(pdf_module, "build_fonts_dictionary", "fonts")
-    return clock
-
-
-def render_one(html: str, target: Path, clock: Clock) -> float:
-    """Render one document as a worker does; return its CPU seconds (phases into ``clock``)."""
+def render_one(html: str, target: Path, spent: dict[str, float]) -> float:
+    """Render one document as a worker does; return its CPU seconds (phases into ``spent``)."""
     from qkvquiz.render import pdf
 
+    weasyprint = pdf.weasyprint_module()
     start = time.process_time()
     source, sheets = pdf._stylesheets(html, "A4")
-    parsed = pdf._html(source)
-    clock.spent["parse"] += time.process_time() - start
-    before = dict(clock.spent)
+    parsed = weasyprint.HTML(string=source, url_fetcher=pdf.url_fetcher())
+    parsing = time.process_time()
     document = parsed.render(stylesheets=sheets, font_config=pdf.font_config(), cache=pdf._worker_image_cache)
     writing = time.process_time()
     document.write_pdf(target)
     done = time.process_time()
-    inside_write = sum(clock.spent[p] - before.get(p, 0.0) for p in ("draw", "fonts"))
-    clock.spent["pdf write"] += (done - writing) - inside_write
+    spent["parse"] += parsing - start
+    spent["layout"] += writing - parsing
+    spent["pdf write"] += done - writing
     return done - start
 
 
@@ -131,27 +96,27 @@ def main() -> None:
 
     sheets, keys = class_documents(args.students + 1)
     pdf._init_worker("A4")
-    clock = instrument()
+    spent: dict[str, float] = defaultdict(float)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        render_one(sheets.pop(0), out / "warm-sheet.pdf", clock)  # pictures and fonts loaded
-        render_one(keys.pop(0), out / "warm-key.pdf", clock)
+        render_one(sheets.pop(0), out / "warm-sheet.pdf", spent)  # pictures and fonts loaded
+        render_one(keys.pop(0), out / "warm-key.pdf", spent)
         for kind, documents in (("worksheet", sheets), ("key", keys)):
             best: tuple[float, dict[str, float]] | None = None
             for _ in range(args.rounds):
-                clock.spent.clear()
-                total = sum(render_one(html, out / f"{kind}-{i}.pdf", clock) for i, html in enumerate(documents))
+                spent.clear()
+                total = sum(render_one(html, out / f"{kind}-{i}.pdf", spent) for i, html in enumerate(documents))
                 if best is None or total < best[0]:
-                    best = (total, dict(clock.spent))
-            total, spent = best
+                    best = (total, dict(spent))
+            total, phases = best
             n = len(documents)
-            split = ", ".join(f"{p} {spent.get(p, 0.0) / n * 1000:.0f}" for p in PHASES)
+            split = ", ".join(f"{p} {phases.get(p, 0.0) / n * 1000:.0f}" for p in PHASES)
             print(f"{kind}: {total / n * 1000:.0f} ms CPU per document ({split} ms)")
         if args.profile:
             profile = cProfile.Profile()
             profile.enable()
             for i, html in enumerate(sheets + keys):
-                render_one(html, out / f"profiled-{i}.pdf", clock)
+                render_one(html, out / f"profiled-{i}.pdf", spent)
             profile.disable()
             stats = pstats.Stats(profile)
             stats.strip_dirs().sort_stats("cumulative").print_stats(30)

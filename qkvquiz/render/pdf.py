@@ -31,13 +31,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from qkvquiz.render.box_questions import answer_box_questions
-from qkvquiz.render.drawn_text import draw_text_from_records
 from qkvquiz.render.fonts import warn_if_no_cjk_font
 from qkvquiz.render.html import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
-from qkvquiz.render.html_tree import simple_html_tree
-from qkvquiz.render.system_libraries import linux_names_first
-from qkvquiz.render.text_layouts import share_text_layouts
 from qkvquiz.workers import kill_pool, start_worker
 
 #: Debian/Ubuntu packages WeasyPrint loads at run time.
@@ -80,10 +75,9 @@ def _install_hint(detail: str) -> str:
 def weasyprint_module() -> ModuleType:
     """Import WeasyPrint, or raise :class:`PdfUnavailable` saying what to install."""
     try:
-        with linux_names_first():
-            import weasyprint
+        import weasyprint
 
-            subset_found = ctypes.util.find_library("harfbuzz-subset") is not None
+        subset_found = ctypes.util.find_library("harfbuzz-subset") is not None
     except ImportError as exc:  # the Python package itself
         raise PdfUnavailable(_install_hint(f"cannot import weasyprint: {exc}")) from exc
     except OSError as exc:  # cffi could not dlopen Pango / GObject / HarfBuzz
@@ -218,11 +212,6 @@ def font_config() -> Any:
     """One font configuration per process, holding the faces shipped in
     ``templates/fonts/`` (see :mod:`qkvquiz.render.fonts`): every document is set in them,
     whatever fonts this machine has, and a face is loaded once, not once per document."""
-    _prefill_subset_arrays()
-    _reuse_font_subsets()
-    share_text_layouts()
-    draw_text_from_records()
-    answer_box_questions()
     return weasyprint_module().text.fonts.FontConfiguration()
 
 
@@ -313,298 +302,11 @@ def _replace_atomically(target: Path, write: Any) -> None:
         raise
 
 
-# --------------------------------------------------------------------------- WeasyPrint's own costs
-
-#: What in a document (or in the stylesheet beside it) calls for a rule that the lean HTML
-#: stylesheet leaves out: a ``dir`` attribute, a footnote or note (``float: footnote``), an
-#: element other than ``<li>`` shown as a list item. Any of these, and the document gets
-#: WeasyPrint's stylesheet unchanged.
-_NEEDS_FULL_UA = re.compile(r"\bdir\s*=|float\s*:|footnote|list-item", re.IGNORECASE)
-
-
-def _lean_ua_text(ua: str) -> str:
-    """WeasyPrint's HTML stylesheet without the rules it matches against every element in
-    vain for our documents.
-
-    ``::marker`` and the five footnote and note pseudo-elements (``::footnote-call`` …) have
-    no element in their selectors, so every element of a page matched them and got six
-    pseudo-element styles computed that nothing used: 60% of the time spent on styles, 6%
-    of a page. Here a marker is an ``<li>``'s, the footnote rules are gone, and so are the
-    ``[dir]`` rules (tested against every element, for documents that have no ``dir``).
-    The ``@counter-style`` rules are left out as WeasyPrint has registered them already.
-    """
-    ua = re.sub(r"@counter-style[^{]*\{[^}]*\}", "", ua)
-    ua = re.sub(r"(?m)^::marker\b", "li::marker", ua)
-    return "\n".join(
-        line for line in ua.splitlines() if not line.startswith(("::footnote-", "::note-")) and "[dir" not in line
-    )
-
-
-@lru_cache(maxsize=1)
-def _html_classes() -> tuple[Any, Any]:
-    """(WeasyPrint's ``HTML``, the same with the lean HTML stylesheet), parsed once per process.
-
-    Where this WeasyPrint does not name its stylesheet as expected, both are ``HTML``.
-    """
-    weasyprint = weasyprint_module()
-    html_module = getattr(weasyprint, "html", None)
-    ua_text, ua_sheet = getattr(html_module, "UA", None), getattr(html_module, "UA_STYLESHEET", None)
-    if not isinstance(ua_text, str) or ua_sheet is None or not hasattr(weasyprint.HTML, "_ua_stylesheets"):
-        return weasyprint.HTML, weasyprint.HTML
-    from weasyprint.css.counters import CounterStyle
-
-    lean = weasyprint.CSS(string=_lean_ua_text(ua_text), counter_style=CounterStyle())
-
-    class LeanHTML(weasyprint.HTML):  # type: ignore[misc, name-defined]
-        def _ua_stylesheets(self, *args: Any, **kwargs: Any) -> list[Any]:
-            return [lean if sheet is ua_sheet else sheet for sheet in super()._ua_stylesheets(*args, **kwargs)]
-
-    return weasyprint.HTML, LeanHTML
-
-
-def _html(source: str) -> Any:
-    """WeasyPrint's ``HTML`` of one of our documents, with the lean stylesheet where it can, and
-    its tree read by :mod:`qkvquiz.render.html_tree` where that reads it (else by WeasyPrint)."""
-    full, lean = _html_classes()
-    needs_full = _base_needs_full_ua() or _NEEDS_FULL_UA.search(source)
-    kind = full if needs_full else lean
-    tree = simple_html_tree(source) if _html_takes_a_tree() else None
-    if tree is None:
-        return kind(string=source, url_fetcher=url_fetcher())
-    # What HTML.__init__ sets after parsing, for a document without <base> read from a string.
-    import cssselect2
-
-    document = kind.__new__(kind)
-    document.base_url = None
-    document.url_fetcher = url_fetcher()
-    document.media_type = "print"
-    document.wrapper_element = cssselect2.ElementWrapper.from_html_root(tree, content_language=None)
-    document.etree_element = document.wrapper_element.etree_element
-    return document
-
-
-#: SHA-256 (first 16 hex digits) of the source of WeasyPrint's ``HTML.__init__`` that :func:`_html`
-#: stands in for (WeasyPrint 70); with any other, WeasyPrint parses every document itself.
-_HTML_INIT_SOURCE = "5f19f40b81837f87"
-
-
-@lru_cache(maxsize=1)
-def _html_takes_a_tree() -> bool:
-    import hashlib
-    import inspect
-
-    try:
-        source = inspect.getsource(weasyprint_module().HTML.__init__)
-    except (OSError, TypeError):  # pragma: no cover - no source to check against
-        return False
-    return hashlib.sha256(source.encode()).hexdigest()[:16] == _HTML_INIT_SOURCE
-
-
-@lru_cache(maxsize=1)
-def _base_needs_full_ua() -> bool:
-    return _NEEDS_FULL_UA.search(base_stylesheet_text()) is not None
-
-
-def _prefill_subset_arrays(largest: int = 8192) -> None:
-    """Declare to cffi, once, the array types WeasyPrint asks for when it embeds a font.
-
-    WeasyPrint allocates its glyph lists as ``ffi.new(f"hb_codepoint_t[{n}]")``, and cffi
-    runs its C parser (5 ms) for every length it has not met before: about one new length
-    per document, 2% of a page. Lengths past ``largest`` (CJK fonts) still work, parsed then.
-    """
-    try:
-        from cffi import CDefError, FFIError
-    except ImportError:  # pragma: no cover - WeasyPrint runs on cffi
-        return
-    try:
-        from weasyprint.text.ffi import ffi
-
-        parsed, backend = ffi._parsed_types, ffi._backend
-        pointer = ffi.typeof("hb_codepoint_t *")
-        for n in range(1, largest + 1):
-            parsed.setdefault(f"hb_codepoint_t[{n}]", (backend.new_array_type(pointer, n), False))
-    except (ImportError, AttributeError, TypeError, ValueError, CDefError, FFIError) as exc:  # pragma: no cover
-        # Another cffi or WeasyPrint: each length is parsed when first met, as before.
-        _log.debug("cffi array types not declared ahead: %s", exc)
-
-
-#: Font subsets already made in this process: (face, glyphs, options) -> the subset font file.
-_SUBSETS: dict[tuple[Any, ...], bytes] = {}
-#: Forgotten past this many (a subset is a few kilobytes to a few dozen).
-_SUBSETS_KEPT = 512
-
-
-def _reuse_font_subsets() -> None:
-    """Make WeasyPrint cut each font down to the glyphs a document uses once per set of glyphs,
-    not once per document.
-
-    Every PDF embeds each face it uses, cut down to its glyphs by HarfBuzz: 6% of a
-    worksheet's instructions. The documents of a class use the same glyphs of a face more
-    often than not (the same sentences, the digits), and the same face cut to the same glyphs
-    with the same options is the same file, so it is kept and handed out again. Where this
-    WeasyPrint's font class is not as expected, fonts are cut as before.
-    """
-    try:
-        from weasyprint.pdf.fonts import Font
-    except ImportError:  # pragma: no cover - an older WeasyPrint
-        return
-    subset = getattr(Font, "subset", None)
-    if subset is None or getattr(subset, "reuses_subsets", False):
-        return
-
-    def reusing_subset(self: Any, to_unicode: Any, hinting: Any) -> None:
-        try:
-            content = self.file_content
-            # The face is named by WeasyPrint's digest of its description (family, style,
-            # weight, size) and by its file (index, size, and its table directory).
-            key = (self.hash, self.index, len(content), content[:1024], frozenset(to_unicode), bool(hinting),
-                   bool(self.missing))
-        except (AttributeError, TypeError):
-            return subset(self, to_unicode, hinting)
-        known = _SUBSETS.get(key)
-        if known is not None:
-            self.file_content = known
-            return None
-        subset(self, to_unicode, hinting)
-        if isinstance(self.file_content, bytes) and self.file_content is not content:
-            if len(_SUBSETS) >= _SUBSETS_KEPT:
-                _SUBSETS.clear()
-            _SUBSETS[key] = self.file_content
-        return None
-
-    reusing_subset.reuses_subsets = True  # type: ignore[attr-defined]
-    Font.subset = reusing_subset
-
-
-#: What a picture drawn once and replayed may hold: plain shapes, filled or stroked. A
-#: picture with text, a gradient, a pattern, a clip, a mask or a filter is drawn each time.
-_REPLAYABLE_SVG_TAGS = frozenset({"svg", "g", "path", "rect", "line", "polyline", "polygon", "circle", "ellipse"})
-_UNREPLAYABLE_SVG_ATTRIBUTES = frozenset({"clip-path", "mask", "filter", "style", "class", "href", "id"})
-
-
-def _simple_svg(url: str) -> bool:
-    """Whether ``url`` is a ``data:`` SVG of plain shapes (see :data:`_REPLAYABLE_SVG_TAGS`)."""
-    import base64
-    import binascii
-    from xml.etree import ElementTree
-
-    head, _, data = url.partition(",")
-    picture = _PICTURES.get(url)
-    if picture is None and not head.startswith("data:image/svg+xml"):
-        return False
-    try:
-        if picture is not None:
-            text = picture[0]
-        else:
-            text = base64.b64decode(data, validate=True) if head.endswith(";base64") else data.encode()
-        root = ElementTree.fromstring(text)
-    except (binascii.Error, ValueError, ElementTree.ParseError):
-        return False
-    for element in root.iter():
-        tag = element.tag.rpartition("}")[2]
-        attributes = {name.rpartition("}")[2] for name in element.attrib}
-        if tag not in _REPLAYABLE_SVG_TAGS or attributes & _UNREPLAYABLE_SVG_ATTRIBUTES:
-            return False
-    return True
-
-
-#: A recorded drawing: its operators, and the graphics states (name → entries) they name.
-_Recipe = tuple[list[Any], dict[str, dict[str, Any]]]
-
-
-class _Replay:
-    """An SVG picture's ``draw``, done once per size and then replayed.
-
-    WeasyPrint draws a picture by parsing its paths again for every document (a formula of
-    25 glyphs: 35 ms, a tenth of a page), though the picture, at one size, always makes the
-    same drawing operators. They are recorded the first time, in the fresh group WeasyPrint
-    draws a background picture into, and appended as they were the next times, with the
-    graphics states (alpha) they name. Where the drawing made anything else (an image, a
-    font, a nested group, a pattern, a shading, a colour space) or the stream is not a fresh
-    group, the picture is simply drawn.
-    """
-
-    def __init__(self, draw: Callable[..., Any]) -> None:
-        self.draw = draw
-        self.recorded: dict[tuple[float, float], _Recipe | None] = {}
-
-    @staticmethod
-    def _fresh(stream: Any) -> bool:
-        resources = getattr(stream, "_resources", None)
-        try:
-            return (
-                isinstance(getattr(stream, "stream", None), list)
-                and all(not resources[name] for name in ("ExtGState", "XObject", "Pattern", "Shading"))
-                and stream._current_color is None
-                and stream._current_color_stroke is None
-                and stream._current_alpha is None
-                and stream._current_alpha_stroke is None
-            )
-        except (KeyError, TypeError, AttributeError):
-            return False
-
-    @staticmethod
-    def _shared(stream: Any) -> tuple[int, ...]:
-        return (len(stream._fonts), len(stream._images), len(stream._resources["ColorSpace"] or ()),
-                len(stream._ctm_stack))
-
-    def __call__(self, stream: Any, width: float, height: float, *args: Any, **kwargs: Any) -> Any:
-        key = (width, height)
-        if not self._fresh(stream):
-            return self.draw(stream, width, height, *args, **kwargs)
-        if key in self.recorded and self.recorded[key] is not None:
-            operators, states = self.recorded[key]  # type: ignore[misc]
-            stream.stream.extend(operators)
-            extgstate = stream._resources["ExtGState"]
-            for name, state in states.items():
-                extgstate[name] = type(extgstate)(state)
-            return None
-        start, shared = len(stream.stream), self._shared(stream)
-        result = self.draw(stream, width, height, *args, **kwargs)
-        if key not in self.recorded:
-            self.recorded[key] = self._recipe(stream, start, shared)
-        return result
-
-    def _recipe(self, stream: Any, start: int, shared: tuple[int, ...]) -> _Recipe | None:
-        resources = stream._resources
-        operators = stream.stream[start:]
-        states = resources["ExtGState"]
-        if (
-            self._shared(stream) != shared
-            or any(resources[name] for name in ("XObject", "Pattern", "Shading"))
-            or not all(isinstance(op, (bytes, str)) for op in operators)
-            or not all(
-                isinstance(state, dict) and all(isinstance(v, (int, float, str)) for v in state.values())
-                for state in states.values()
-            )
-        ):
-            return None
-        return list(operators), {name: dict(state) for name, state in states.items()}
-
-
-class ImageCache(dict):  # type: ignore[type-arg]
-    """WeasyPrint's ``cache`` for one batch of documents: each picture is loaded once, and a
-    picture of plain shapes (a formula, the answer boxes' tile) is drawn once per size and
-    then replayed (:class:`_Replay`)."""
-
-    def __setitem__(self, url: str, image: Any) -> None:
-        draw = getattr(image, "draw", None)
-        if (
-            type(image).__name__ == "SVGImage"
-            and callable(draw)
-            and "draw" not in vars(image)
-            and isinstance(url, str)
-            and _simple_svg(url)
-        ):
-            image.draw = _Replay(draw)
-        super().__setitem__(url, image)
-
-
 def layout(html: str, *, page_size: str = "A4", **options: Any) -> Any:
     """One HTML document laid out by WeasyPrint (a ``Document``), in the shipped fonts."""
     source, sheets = _stylesheets(html, page_size)
     options.setdefault("font_config", font_config())
-    return _html(source).render(stylesheets=sheets, **options)
+    return weasyprint_module().HTML(string=source, url_fetcher=url_fetcher()).render(stylesheets=sheets, **options)
 
 
 #: What one PDF is made of: an HTML document, or several laid out one by one and joined.
@@ -675,7 +377,7 @@ def render_pdf(
 
 
 #: A pool worker's image cache: one per worker, for the worker's one batch.
-_worker_image_cache: dict[str, Any] = ImageCache()
+_worker_image_cache: dict[str, Any] = {}
 
 
 #: Young-generation threshold while rendering: a page allocates hundreds of thousands of
@@ -690,7 +392,6 @@ def _init_worker(page_size: str, parent: int | None = None) -> None:
     _page_size_css(page_size)
     _fonts_css()
     _base_css()
-    _html_classes()
     # Everything imported so far lives as long as the worker: move it out of the garbage
     # collector's sight (no collection first: a full pass over the inherited heap and WeasyPrint
     # cost each worker more than it would ever free), and collect young objects less often.
@@ -854,7 +555,6 @@ def render_pdfs(
     # Parsed here, so that forked workers start with them.
     _fonts_css()
     _base_css()
-    _html_classes()
     _page_size_css(page_size)
     jobs_ = [(html, Path(target)) for html, target in jobs]
     targets = [t.resolve() for _, t in jobs_]
@@ -871,7 +571,7 @@ def render_pdfs(
     results: list[PdfResult | None] = [None] * len(jobs_)
 
     if n_workers <= 1 or total < POOL_MIN_JOBS:
-        image_cache: dict[str, Any] = ImageCache()
+        image_cache: dict[str, Any] = {}
         with _batch_gc(), _progress_bar(progress, total) as advance:
             for i, (job, target) in enumerate(jobs_):
                 html = _built(job, watch)
