@@ -12,6 +12,7 @@ import gc
 import hashlib
 import io
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +33,11 @@ from .inputs import (
     shown_path,
 )
 from .outputs import settle, write_file
+from .seals import is_sealed, seal
 from .spec import Credit, Part, graded_tolerance
 from .worksheet import Worksheet
+
+_log = logging.getLogger(__name__)
 
 KEY_FORMAT = "qkvquiz-key"
 KEY_VERSION = 1
@@ -453,8 +457,25 @@ def _cache_path(path: Path) -> Path:
     only for a key file with that very hash, and written (private, like the key, and renamed
     into place whole) when a large key is read from its JSON. NumPy's format without pickles:
     loading it runs no code. A folder that cannot be written just has no cache.
+
+    The cache decides grades (it holds the expected values and the tolerances), and a course
+    folder may be shared: it is sealed (:mod:`qkvquiz.seals`) over everything it holds, so a
+    cache that this user's qkvquiz did not write is not read (the JSON is, and a new cache is
+    written).
     """
     return path.with_name(f".{path.name}.cache.npz")
+
+
+_CACHE_SEAL = "key cache"
+
+
+def _cache_parts(meta: bytes, arrays: Mapping[str, np.ndarray]) -> tuple[bytes, ...]:
+    """What a cache's seal covers: its metadata (with the key file's hash) and every array, by name."""
+    parts = [meta]
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        parts += [name.encode("ascii"), f"{array.dtype.str}{array.shape}".encode("ascii"), array.tobytes()]
+    return tuple(parts)
 
 
 def _from_cache(path: Path, digest: str, raw: bytes, source: str) -> Key | None:
@@ -464,14 +485,22 @@ def _from_cache(path: Path, digest: str, raw: bytes, source: str) -> Key | None:
         return None
     try:
         with np.load(cache, allow_pickle=False) as stored:
-            meta = json.loads(stored["meta"].tobytes().decode("utf-8"))
+            meta_bytes = stored["meta"].tobytes()
+            meta = json.loads(meta_bytes.decode("utf-8"))
             if meta.get("cache") != CACHE_VERSION or meta.get("sha256") != digest:
                 return None
             doc, students, names = meta["doc"], meta["students"], meta["env"]
+            stored_arrays = {f"env_{k}_{j}": stored[f"env_{k}_{j}"]
+                             for k, item_names in enumerate(names) for j in range(len(item_names))}
+            mark = stored["seal"].tobytes().decode("ascii") if "seal" in stored.files else None
+            if not is_sealed(mark, _CACHE_SEAL,
+                             *_cache_parts(meta_bytes, stored_arrays)):
+                _log.warning("%s: ignored (not written by this user's qkvquiz); %s is read instead", cache, source)
+                return None
             arrays = {}
             for k, item_names in enumerate(names):
                 for j, name in enumerate(item_names):
-                    array = stored[f"env_{k}_{j}"]
+                    array = stored_arrays[f"env_{k}_{j}"]
                     if array.dtype != np.float64 or array.shape[:1] != (len(students),):
                         return None
                     arrays[(doc["items"][k]["id"], name)] = array
@@ -498,8 +527,13 @@ def _store_cache(path: Path, digest: str, doc: Mapping[str, Any], key: Key) -> N
             "students": list(key.students), "variants": list(key.variants), "env": names}
     arrays = {f"env_{k}_{j}": np.ascontiguousarray(item.env[name])
               for k, item in enumerate(key.items) for j, name in enumerate(names[k])}
+    meta_bytes = json.dumps(meta).encode("utf-8")
+    mark = seal(_CACHE_SEAL, *_cache_parts(meta_bytes, arrays))
+    if mark is None:  # no state key for this user: an unsealed cache would never be read
+        return
     buf = io.BytesIO()
-    np.savez(buf, meta=np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8), **arrays)
+    np.savez(buf, meta=np.frombuffer(meta_bytes, dtype=np.uint8),
+             seal=np.frombuffer(mark.encode("ascii"), dtype=np.uint8), **arrays)
     try:  # one file written whole and renamed, as private as the key
         write_file(cache, buf.getvalue(), private=True)
     except Exception:  # noqa: BLE001 - a cache that cannot be written is no cache

@@ -20,6 +20,13 @@ A command's *set* is the top-level entries of its output folder that it owns (``
    the journal is removed (the commit point is the journal: once it exists, the switch only
    ever goes forward), then the old set is deleted.
 
+The journal is obeyed only when this user's qkvquiz wrote it for this folder and this staging
+folder: it carries a seal (:mod:`qkvquiz.seals`) over its fields, the folder's path and a random
+identity written into the staging folder when it was made (0600 inside 0700: a staging folder
+planted under the same name lacks it, even where a journal was copied). A journal planted in a
+shared or unpacked course folder, or copied from another one, is ignored with a warning: nothing
+it names is moved or deleted.
+
 Renaming several entries cannot be one atomic step, so the journal makes it one logically:
 a run killed (even by SIGKILL) at any point leaves either no journal, and the old set
 complete beside a hidden staging folder that the next run deletes, or a journal, and the
@@ -37,7 +44,9 @@ from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -48,6 +57,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from .seals import is_sealed, seal
+
 try:  # POSIX; elsewhere runs into one folder are not serialised
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -57,6 +68,10 @@ STAGING_PREFIX = ".qkvquiz-staging-"
 OLD_PREFIX = ".qkvquiz-old-"
 JOURNAL = ".qkvquiz-switch.json"
 _JOURNAL_TMP = JOURNAL + ".tmp"
+_JOURNAL_SEAL = "switch journal"
+#: In every staging folder, from the moment it is made: its random identity, which the journal's seal covers.
+STAGE_ID = ".qkvquiz-stage-id"
+_log = logging.getLogger(__name__)
 #: How long :func:`settle` waits for a run that is switching a set (a few renames) to finish.
 SETTLE_TIMEOUT_S = 30.0
 
@@ -245,24 +260,56 @@ def _plain_name(name: object) -> bool:
         and "\0" not in name
 
 
+def _journal_parts(out: Path, journal: Mapping[str, object]) -> tuple[bytes, ...] | None:
+    """What a journal's seal covers: its fields, the folder, and the staging folder's identity
+    (None where the staging folder it names has none: no switch of ours to finish)."""
+    fields = {name: journal.get(name) for name in ("stage", "old", "owned", "entries")}
+    try:
+        fd = os.open(out / str(fields["stage"]) / STAGE_ID, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as fh:
+            identity = fh.read(64)
+    except OSError:
+        return None
+    return (json.dumps(fields, sort_keys=True).encode("utf-8"), os.fsencode(os.path.realpath(out)), identity)
+
+
+def _sealed(out: Path, journal: dict) -> dict:
+    """``journal`` with its seal (unsealed where this user has no state key: it will be ignored)."""
+    parts = _journal_parts(out, journal)
+    mark = None if parts is None else seal(_JOURNAL_SEAL, *parts)
+    return journal if mark is None else {**journal, "seal": mark}
+
+
 def _read_journal(out: Path) -> dict | None:
+    """The switch journal in ``out`` when there is one that this user's qkvquiz wrote there;
+    None when there is none. Any other (unreadable, malformed, unsealed, sealed for another folder
+    or staging folder) is ignored with a warning, and left where it is."""
     path = out / JOURNAL
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise OutputError(f"{path}: an unreadable switch journal ({exc}); remove it to go on") from exc
-    # The journal is ours, written atomically; still, a file in the folder decides what is
-    # renamed, so only plain names inside the folder are followed.
+        return _ignored(path, f"unreadable: {exc}")
+    # Only plain names inside the folder are followed, whatever the seal says.
     ok = (isinstance(doc, dict) and isinstance(doc.get("stage"), str) and doc["stage"].startswith(STAGING_PREFIX)
           and isinstance(doc.get("old"), str) and doc["old"].startswith(OLD_PREFIX)
           and all(_plain_name(n) for n in (doc["stage"], doc["old"]))
           and isinstance(doc.get("owned"), list) and isinstance(doc.get("entries"), list)
           and all(_plain_name(n) for n in doc["owned"]) and set(doc["entries"]) <= set(doc["owned"]))
     if not ok:
-        raise OutputError(f"{path}: not a qkvquiz switch journal; remove it to go on")
+        return _ignored(path, "not a qkvquiz switch journal")
+    parts = _journal_parts(out, doc)
+    if parts is None or not is_sealed(doc.get("seal"), _JOURNAL_SEAL, *parts):
+        return _ignored(path, "not written by this user's qkvquiz for this folder")
     return doc
+
+
+def _ignored(path: Path, why: str) -> None:
+    _log.warning("%s: ignored (%s); nothing it names was moved or deleted. If a qkvquiz run was "
+                 "killed while writing here on another account or machine, run it again there, or "
+                 "remove this file.", path, why)
+    return None
 
 
 def _roll_forward(out: Path, journal: dict) -> None:
@@ -304,8 +351,10 @@ def _recover_locked(out: Path) -> None:
     try:
         if journal is not None:
             _roll_forward(out, journal)
-        else:
+        elif not os.path.lexists(out / JOURNAL):
             _remove_leftovers(out)
+        # else: a journal we did not write; its staging and old folders may be another account's
+        # half-done switch, so they are left as they are.
     except OSError as exc:
         if isinstance(exc, OutputError):
             raise
@@ -361,6 +410,8 @@ class OutputSet:
         self._outside: set[str] = set()  # private entries that other writers wrote into (see path)
         try:
             self.stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))  # mode 0700
+            _create(self.stage / STAGE_ID, _file_mode(True), [secrets.token_hex(16).encode("ascii")],
+                    self.stage / STAGE_ID)
         except OSError as exc:
             raise OutputError(_cannot(out, exc)) from exc
         self._stage_text = str(self.stage)
@@ -516,8 +567,9 @@ class OutputSet:
             raise OutputError(_cannot(self.out, exc)) from exc
         anchor_last = [n for n in entries if n != self._anchor] + [n for n in entries if n == self._anchor]
         owned = [self._anchor] + [n for n in self._owned if n != self._anchor]
-        journal = {"stage": self.stage.name, "old": OLD_PREFIX + self.stage.name[len(STAGING_PREFIX):],
-                   "owned": owned, "entries": anchor_last}
+        journal = _sealed(self.out, {"stage": self.stage.name,
+                                     "old": OLD_PREFIX + self.stage.name[len(STAGING_PREFIX):],
+                                     "owned": owned, "entries": anchor_last})
         with signals_held():
             started = False
             try:

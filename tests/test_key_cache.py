@@ -116,3 +116,47 @@ def test_a_key_saved_with_a_byte_order_mark_is_cached_and_its_answers_read(key_f
     second = load_key(key_file)
     assert isinstance(second.answers, keys._Answers)
     same_key(first, second)
+
+
+def forge(cache, change) -> None:
+    """Rewrite the cache as someone who can write into the course folder could: same key.json hash,
+    ``change`` applied to its metadata, the arrays as they were (and its seal as it was, if any)."""
+    import json
+
+    with np.load(cache, allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    meta = json.loads(arrays["meta"].tobytes().decode("utf-8"))
+    change(meta)
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    with open(cache, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+@pytest.mark.parametrize("keep_seal", [True, False])
+def test_a_forged_cache_beside_an_unchanged_key_gives_no_marks_and_is_replaced(key_file, keep_seal, caplog):
+    from qkvquiz.grade.grader import Submission, grade
+
+    honest = load_key(key_file)
+    cache = keys._cache_path(key_file)
+    key_bytes = key_file.read_bytes()
+
+    def lenient(meta):  # every tolerance: anything within 1000 passes
+        for item in meta["doc"]["items"]:
+            item["tolerance"] = {"abs": 1000}
+            for part in item["parts"]:
+                part["tolerance"] = {"abs": 1000}
+
+    forge(cache, lenient)
+    if not keep_seal:
+        with np.load(cache, allow_pickle=False) as stored:
+            arrays = {name: stored[name] for name in stored.files if name != "seal"}
+        with open(cache, "wb") as fh:
+            np.savez(fh, **arrays)
+    read = load_key(key_file)
+    assert key_file.read_bytes() == key_bytes
+    assert "ignored (not written by this user's qkvquiz)" in caplog.text
+    same_key(honest, read)
+    wrong = {part.id: 999 for _problem, part in read.parts}
+    report = grade(read, [Submission("ada.json", "ada", wrong, variant=read.variants[0], set_id=read.set_id)])
+    assert report.results[0].score == 0
+    same_key(honest, load_key(key_file))  # the cache written anew is the honest one, and is read

@@ -37,7 +37,6 @@ from qkvquiz.resources import bank_dir
 from .helpers import stop_while_workers_run
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 SPEC = load_spec(bank_dir() / "attention-basics.yaml")
 IDS = [f"s{i:02d}" for i in range(1, 31)]
 runner = CliRunner()
@@ -89,10 +88,16 @@ def sets(tmp_path_factory) -> dict[str, Path]:
             "subs": files, "grades-old": base / "grades-old", "grades-new": base / "grades-new"}
 
 
+def child_env() -> dict[str, str]:
+    """This process's environment as it is now: the session's private config and cache homes
+    (set by conftest after this module was imported), and the package on the path."""
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
 def spawn(args: list[str], **kw) -> subprocess.Popen:
     # cwd: `python -m`/`-c` put the working folder first on sys.path, before PYTHONPATH.
     return subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV, cwd=ROOT, **kw)
+                            text=True, env=child_env(), cwd=ROOT, **kw)
 
 
 def kill_after_staging_starts(proc: subprocess.Popen, out: Path, sig: int, delay: float) -> None:
@@ -339,9 +344,89 @@ def test_an_error_in_the_body_discards_the_staged_set(tmp_path):
     with pytest.raises(ValueError, match="not an entry"):
         with write_set(tmp_path, {"a": False}, anchor="a") as files:
             files.write("../b", "x")
-    with pytest.raises(OutputError, match="not a qkvquiz switch journal"):
-        (tmp_path / outputs.JOURNAL).write_text(json.dumps({"stage": "/etc", "old": "x", "owned": [], "entries": []}))
-        recover(tmp_path)
+
+
+
+# --------------------------------------------------------------------------- journals qkvquiz did not write
+
+
+def test_a_malformed_journal_is_ignored_with_a_warning(tmp_path, caplog):
+    with write_set(tmp_path, {"a": False}, anchor="a") as files:
+        files.write("a", "old")
+    (tmp_path / outputs.JOURNAL).write_text(json.dumps({"stage": "/etc", "old": "x", "owned": [], "entries": []}))
+    recover(tmp_path)
+    assert "not a qkvquiz switch journal" in caplog.text and "nothing it names was moved" in caplog.text
+    assert (tmp_path / "a").read_text() == "old"
+
+
+def plant_journal(out: Path, owned: list[str], entries: dict[str, str], stage: str = "x", seal: str | None = None):
+    """What someone who can write into a course folder plants: a journal and a staging folder."""
+    staging = out / f"{outputs.STAGING_PREFIX}{stage}"
+    staging.mkdir()
+    for name, text in entries.items():
+        (staging / name).write_text(text)
+    doc = {"stage": staging.name, "old": f"{outputs.OLD_PREFIX}{stage}", "owned": owned, "entries": list(entries)}
+    if seal is not None:
+        doc["seal"] = seal
+    (out / outputs.JOURNAL).write_text(json.dumps(doc))
+
+
+def test_a_planted_journal_moves_and_deletes_nothing_and_the_run_goes_on(sets, tmp_path, caplog):
+    course = tmp_path / "course"
+    shutil.copytree(sets["old"], course)
+    (course / "submissions").mkdir(exist_ok=True)
+    (course / "submissions" / "ada.json").write_text("{}")
+    (course / "notes.md").write_text("mine")
+    before = snapshot(course)
+    plant_journal(course, ["submissions", "students", "notes.md", "key.json"], {"key.json": '{"forged": true}'},
+                  seal="0" * 64)
+    settle(course)  # what reading the key does first
+    assert load_key(course / "key.json").students == load_key(sets["old"] / "key.json").students
+    assert {k: v for k, v in snapshot(course).items() if not k.startswith(".")} == before
+    assert "not written by this user's qkvquiz" in caplog.text
+    # A run into the folder writes its set; the planted journal is replaced by its own and gone after.
+    result = runner.invoke(app, ["generate", "attention-basics", "-n", "3", "--public", "--force", "--out", str(course)])
+    assert result.exit_code == 0, result.output
+    assert (course / "submissions" / "ada.json").read_text() == "{}" and (course / "notes.md").read_text() == "mine"
+    assert not (course / outputs.JOURNAL).exists()
+
+
+def test_a_journal_sealed_for_another_folder_or_staging_folder_is_ignored(tmp_path, caplog, monkeypatch):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out in (a, b):
+        with write_set(out, {"key.json": False, "keys": False}, anchor="key.json") as files:
+            files.write("key.json", f"{out.name} key")
+    real = os.replace
+    kept: dict[str, str] = {}
+
+    def stop_after_the_journal(src, dst):  # killed right after the journal is in place
+        if "journal" in kept:
+            raise Killed
+        real(src, dst)
+        if str(dst).endswith(outputs.JOURNAL):
+            kept["journal"] = Path(dst).read_text()
+
+    monkeypatch.setattr(os, "replace", stop_after_the_journal)
+    with pytest.raises(Killed):
+        with write_set(a, {"key.json": False, "keys": False}, anchor="key.json") as files:
+            files.write("key.json", "new a key")
+    monkeypatch.setattr(os, "replace", real)
+    journal = json.loads(kept["journal"])
+    assert journal["seal"]
+    # The same journal and a staging folder of the same name, planted in b: not ours there.
+    plant_journal(b, journal["owned"], {"key.json": "forged"}, stage=journal["stage"][len(outputs.STAGING_PREFIX):],
+                  seal=journal["seal"])
+    recover(b)
+    assert (b / "key.json").read_text() == "b key" and "not written by this user's qkvquiz" in caplog.text
+    # In a, the journal is ours and finishes the switch; replayed there afterwards with a new staging
+    # folder of the same name, it is not (the staging folder is another one).
+    recover(a)
+    assert (a / "key.json").read_text() == "new a key"
+    caplog.clear()
+    plant_journal(a, journal["owned"], {"key.json": "forged"}, stage=journal["stage"][len(outputs.STAGING_PREFIX):],
+                  seal=journal["seal"])
+    recover(a)
+    assert (a / "key.json").read_text() == "new a key" and "not written by this user's qkvquiz" in caplog.text
 
 
 def test_files_in_folders_already_made_get_every_check_of_the_first(tmp_path):
