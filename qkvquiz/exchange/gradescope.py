@@ -143,8 +143,8 @@ def requirements() -> str:
         except importlib_metadata.PackageNotFoundError:
             here.append(f"{name} (not installed)")
     python = ".".join(str(n) for n in sys.version_info[:3])
-    lines = [f"# What the bundled qkvquiz imports while grading, on Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]}+ "
-             "(setup.sh checks it first).",
+    minimum = f"{MIN_PYTHON[0]}.{MIN_PYTHON[1]}"
+    lines = [f"# What the bundled qkvquiz imports while grading, on Python {minimum}+ (setup.sh checks it).",
              f"# Exported with Python {python}: {', '.join(here)}."]
     for name, ranges in RUNTIME_REQUIREMENTS.items():
         lines += [f"{name}{spec}; {marker}" if marker else f"{name}{spec}" for spec, marker in ranges]
