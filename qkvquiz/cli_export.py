@@ -271,8 +271,9 @@ def gradescope(
     Upload the zip as a Programming Assignment's autograder ("Zip file upload"); students
     upload their submission.json. Each asked part is one test (score, max score, feedback);
     a visible "Summary" test lists each part's verdict without expected values. The bundle
-    carries this exact qkvquiz (vendored source) and pins its few dependencies
-    (requirements.txt); Gradescope installs those while building the image.
+    carries this exact qkvquiz (vendored source) and the ranges of its few dependencies
+    (requirements.txt), which Gradescope installs while building the image: choose the
+    Ubuntu 22.04 base image or a newer one (Python 3.10+; setup.sh stops on an older one).
 
     Test it locally: unzip into `ag/source`, put the hand-in in `ag/submission/`, run
     `QKVQUIZ_AUTOGRADER_ROOT=ag bash ag/source/run_autograder`, read `ag/results/results.json`.

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
+from importlib import metadata as importlib_metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from typer.testing import CliRunner
 
 from qkvquiz.cli import app
-from qkvquiz.exchange.gradescope import RUNTIME_PACKAGES, VISIBILITIES
+from qkvquiz.exchange.gradescope import MIN_PYTHON, VISIBILITIES
 
 from .helpers import make_key
 
@@ -77,10 +81,7 @@ def test_bundle_grades_a_submission(tmp_path):
 
 def test_bundle_wrong_answers_show_expected_only_in_hidden_tests(tmp_path):
     root, doc = autograder(tmp_path, roster=False)
-    entry = doc["students"][0]
-    answers = {k: (0 if not isinstance(v, list) else json.loads(json.dumps(v).replace("1", "7")))
-               for k, v in entry["answers"].items()}
-    (root / "submission" / "a.json").write_text(json.dumps({"student": "ada", "answers": answers}), encoding="utf-8")
+    (root / "submission" / "a.json").write_text(json.dumps(wrong_hand_in(doc["students"][0])), encoding="utf-8")
     result = run_bundle(root)
     check_format(result)
     summary = next(t for t in result["tests"] if t["name"] == "Summary")
@@ -96,14 +97,188 @@ def test_bundle_without_a_json_file(tmp_path):
     assert result["score"] == 0 and "No .json file" in result["output"]
 
 
-def test_runtime_packages_are_all_grading_needs():
-    code = ("import sys; import qkvquiz.exchange.gradescope as g, qkvquiz.grade.grader, qkvquiz.grade.choose, "
-            "qkvquiz.roster, qkvquiz.key; "
-            "print(sorted({m.split('.')[0] for m in sys.modules}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parent.parent).stdout
-    imported = set(eval(out))
-    third_party = {"numpy", "jinja2", "markupsafe", "yaml"}
-    assert {"yaml" if p == "pyyaml" else p for p in RUNTIME_PACKAGES} == third_party
-    heavy = {"weasyprint", "ziamath", "typer", "rich", "markdown_it", "jsonschema"} & imported
-    assert not heavy, heavy
+def wrong_hand_in(entry: dict) -> dict:
+    """``entry``'s answers with every 1 made a 7 (and every scalar 0): wrong in most entries."""
+    answers = {k: (0 if not isinstance(v, list) else json.loads(json.dumps(v).replace("1", "7")))
+               for k, v in entry["answers"].items()}
+    return {"student": entry["student"], "answers": answers}
+
+
+def required(root: Path, python_version: str | None = None) -> dict[str, list[Requirement]]:
+    """The bundle's requirements.txt by package, only the lines whose marker holds on ``python_version``
+    (all lines where None)."""
+    by_name: dict[str, list[Requirement]] = {}
+    for line in (root / "source" / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            req = Requirement(line)
+            if python_version is None or req.marker is None or req.marker.evaluate(
+                    {"python_version": python_version, "python_full_version": python_version + ".0"}):
+                by_name.setdefault(canonicalize_name(req.name), []).append(req)
+    return by_name
+
+
+# Runs the entry point as `python -m` does (run_autograder's way) and writes, as it exits, every
+# top-level module it loaded that was not already there when the interpreter started.
+IMPORT_PROBE = """
+import atexit, json, runpy, sys
+before, out_path = set(sys.modules), sys.argv[1]
+def dump():
+    loaded = {}
+    for name in set(sys.modules) - before:
+        top = name.split(".")[0]
+        module = sys.modules.get(top)
+        loaded[top] = getattr(module, "__file__", None)
+    with open(out_path, "w", encoding="utf-8") as out:
+        json.dump(loaded, out)
+atexit.register(dump)
+sys.argv = [sys.argv[0], sys.argv[2]]
+runpy.run_module("qkvquiz.exchange.gradescope", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_requirements_name_every_package_grading_imports_and_no_other(tmp_path):
+    root, doc = autograder(tmp_path, roster=True)
+    # Wrong answers and a roster: the feedback, the expected values and the roster's matching all run.
+    (root / "submission" / "a.json").write_text(json.dumps(wrong_hand_in(doc["students"][0])), encoding="utf-8")
+    (root / "submission_metadata.json").write_text(json.dumps(
+        {"id": 1, "users": [{"email": "ada@example.edu", "id": 7, "name": "Ada Lovelace"}]}), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update({"QKVQUIZ_AUTOGRADER_ROOT": str(root), "PYTHONPATH": str(root / "source" / "vendor")})
+    loaded_path = tmp_path / "loaded.json"
+    subprocess.run([sys.executable, "-c", IMPORT_PROBE, str(loaded_path), str(root / "source")], env=env,
+                   cwd=root, check=True, timeout=300)
+    loaded: dict[str, str | None] = json.loads(loaded_path.read_text(encoding="utf-8"))
+    assert loaded["qkvquiz"].startswith(str(root / "source" / "vendor"))  # the bundle's copy, not this one
+    assert json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))["tests"]  # it graded
+
+    owners = importlib_metadata.packages_distributions()
+    imported, unowned = set(), []
+    for name, file in loaded.items():
+        if name == "qkvquiz" or name in sys.stdlib_module_names:
+            continue
+        if name in owners:
+            imported |= {canonicalize_name(d) for d in owners[name]}
+        elif file is not None:  # a module from a file no installed distribution claims
+            unowned.append(f"{name} ({file})")
+    assert not unowned, unowned
+    assert "numpy" in imported  # the probe saw the grading run's imports
+    named = set(required(root))
+    assert not imported - named, f"grading imports packages requirements.txt does not name: {imported - named}"
+    assert not named - imported, f"requirements.txt names packages grading never imports: {named - imported}"
+
+
+@pytest.mark.parametrize("python_version", ["3.10", "3.11", "3.12", "3.13"])
+def test_requirements_are_ranges_one_line_per_package_on_each_python(tmp_path, python_version):
+    root, _ = autograder(tmp_path, roster=False)
+    text = (root / "source" / "requirements.txt").read_text(encoding="utf-8")
+    assert "==" not in text.replace('python_version == "', "")  # no pin: the image's Python chooses
+    assert re.search(r"^# Exported with Python \d+\.\d+\.\d+: numpy \S+", text, re.MULTILINE)  # the versions used here
+    by_name = required(root, python_version)
+    assert set(by_name) == set(required(root))  # every package on every supported Python
+    for name, reqs in by_name.items():
+        assert len(reqs) == 1, (python_version, name, [str(r) for r in reqs])  # the markers partition the Pythons
+        ops = {spec.operator for spec in reqs[0].specifier}
+        assert ops == {">=", "<"}, str(reqs[0])  # a floor and a cap
+
+
+def test_setup_sh_names_the_image_to_choose_on_an_old_python(tmp_path):
+    """The base images' own Pythons (18.04: 3.6, 20.04: 3.8) where pyenv has them, else any
+    older than MIN_PYTHON; setup.sh must stop before pip with the image to choose."""
+    olds = [p for minor in ("3.6", "3.8") if (p := pyenv_python(minor))] or \
+        [p for minor in range(6, MIN_PYTHON[1]) if (p := pyenv_python(f"3.{minor}"))][:1]
+    if not olds:
+        pytest.skip(f"no Python older than {MIN_PYTHON[0]}.{MIN_PYTHON[1]} under {pyenv_versions()}")
+    root, _ = autograder(tmp_path, roster=False)
+    for python in olds:
+        bin_dir = guarded_bin(tmp_path / f"bin-{python.name}")
+        (bin_dir / "python3").symlink_to(python)
+        env = bare_env(bin_dir)
+        env.update({"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": ""})  # were the check broken, pip installs nothing
+        minor = subprocess.run(["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], env=env,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        done = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode != 0
+        needs = f"Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer"
+        assert f"python3 is {minor}; the bundled qkvquiz needs {needs}" in done.stderr, done.stderr
+        assert "Ubuntu 22.04" in done.stderr and "Configure Autograder" in done.stderr
+        assert "apt-get" not in done.stderr and "pip" not in done.stdout + done.stderr  # stopped before both
+
+
+def pyenv_versions() -> Path:
+    return Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+
+
+def pyenv_python(minor: str) -> Path | None:
+    """The newest release of Python ``minor`` ("3.10") installed by pyenv, or None."""
+    found = [p for p in pyenv_versions().glob(f"{minor}.*/bin/python{minor}")
+             if re.fullmatch(rf"{re.escape(minor)}\.\d+", p.parent.parent.name)]  # no 3.10-dev or 3.10.0rc1
+    return max(found, key=lambda p: int(p.parent.parent.name.rsplit(".", 1)[1]), default=None)
+
+
+def guarded_bin(bin_dir: Path) -> Path:
+    """A folder for the front of PATH whose apt-get fails: setup.sh must never install system
+    packages from a test (it would, were python3 or its pip missing)."""
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "apt-get").write_text("#!/bin/sh\necho 'apt-get called by setup.sh in a test' >&2\nexit 97\n")
+    (bin_dir / "apt-get").chmod(0o755)
+    return bin_dir
+
+
+def bare_env(*bin_dirs: Path) -> dict[str, str]:
+    """This environment with ``bin_dirs`` first on PATH and nothing that would choose another Python
+    or another qkvquiz."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "QKVQUIZ_PYTHON", "QKVQUIZ_AUTOGRADER_ROOT")}
+    env["PATH"] = os.pathsep.join([*map(str, bin_dirs), env.get("PATH", "")])
+    return env
+
+
+@pytest.mark.slow
+def test_bundle_installs_and_grades_on_python_3_10(tmp_path):
+    """Gradescope's default image (Ubuntu 22.04) in small: a Python 3.10 whose python3 and pip
+    are those setup.sh finds, the bundle's setup.sh run as Gradescope runs it, then
+    run_autograder on a right and a wrong upload in a folder laid out as /autograder."""
+    python = pyenv_python("3.10")
+    if python is None:
+        pytest.skip(f"no Python 3.10 under {pyenv_versions()}")
+    root, doc = autograder(tmp_path, roster=False)
+    venv = tmp_path / "py310"
+    subprocess.run([str(python), "-m", "venv", str(venv)], check=True, timeout=120)
+    env = bare_env(guarded_bin(tmp_path / "bin"), venv / "bin")  # python3 is the venv's, as if the image's
+    # Without a network, fail in seconds rather than after pip's minutes of retries.
+    env.update({"PIP_RETRIES": "1", "PIP_TIMEOUT": "20", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+
+    setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True, text=True,
+                           timeout=600, cwd=tmp_path, check=False)
+    if setup.returncode != 0:
+        # Our ranges failed, or no package registry answers: ask it for numpy with no range at all.
+        probe = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "download", "--no-deps", "--dest",
+                                str(tmp_path / "probe"), "numpy"], env=env, capture_output=True, text=True,
+                               timeout=300, check=False)
+        if probe.returncode != 0:
+            pytest.skip(f"no package registry reachable from pip: {probe.stderr.strip()[-300:]}")
+        pytest.fail(f"setup.sh failed on Python 3.10, though pip can fetch numpy:\n{setup.stdout}\n{setup.stderr}")
+    versions = "import sys, numpy; print('%d.%d' % sys.version_info[:2], numpy.__version__)"
+    found = subprocess.run(["python3", "-c", versions], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert found[0] == "3.10", found
+    print(f"Python 3.10 resolved numpy {found[1]}")  # shown with -rP
+
+    total = sum(p["points"] for i in doc["items"] for p in i["parts"])
+    entry = doc["students"][0]
+    right = {"student": entry["student"], "variant": entry["variant"], "answers": entry["answers"]}
+    for hand_in, full_marks in ((right, True), (wrong_hand_in(entry), False)):
+        for old in (root / "submission").iterdir():
+            old.unlink()
+        (root / "results" / "results.json").unlink(missing_ok=True)
+        (root / "submission" / "submission.json").write_text(json.dumps(hand_in), encoding="utf-8")
+        graded = subprocess.run(["bash", str(root / "source" / "run_autograder")],
+                                env={**env, "QKVQUIZ_AUTOGRADER_ROOT": str(root)}, capture_output=True, text=True,
+                                timeout=300, cwd=tmp_path, check=False)
+        assert graded.returncode == 0, graded.stderr
+        result = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
+        check_format(result)
+        if full_marks:
+            assert result["score"] == pytest.approx(total), result["output"]
+        else:
+            assert result["score"] < total and any("Expected" in t["output"] for t in result["tests"])

@@ -16,10 +16,24 @@ included, and is shown ``after_due_date`` by default; one visible test, "Summary
 part's verdict and score without any expected value, so a student sees at once what counts.
 
 The bundle carries the key, the exact qkvquiz that made it (the package's own source under
-``vendor/``, so nothing is fetched but its few dependencies, pinned to the versions installed
-here in ``requirements.txt``), and optionally a roster: then the student is the one Gradescope
-says submitted (by email, student id or name), whatever the file claims. ``QKVQUIZ_AUTOGRADER_ROOT``
-replaces ``/autograder`` so that the bundle can be run locally on a folder laid out the same way.
+``vendor/``, so nothing is fetched but the few packages grading imports: numpy, Jinja2, MarkupSafe
+and PyYAML), and optionally a roster: then the student is the one Gradescope says submitted (by
+email, student id or name), whatever the file claims. ``QKVQUIZ_AUTOGRADER_ROOT`` replaces
+``/autograder`` so that the bundle can be run locally on a folder laid out the same way.
+
+Which Python: the image's own ``python3``, 3.10 or newer (the vendored code builds ``X | None``
+unions at run time, in type aliases, which 3.9 and older refuse), so Gradescope's base image must be
+Ubuntu 22.04 (its default; python3 is 3.10) or newer. On 18.04 (3.6) or 20.04 (3.8) ``setup.sh``
+stops before pip runs, with a message naming the image to choose. It does not install a newer
+Python there: neither release has 3.10 in Ubuntu's own archives, so that would take a third-party
+archive or a build from source at every image build, where choosing the image is one setting of
+the assignment.
+
+``requirements.txt`` holds ranges, not the exporting machine's versions (those are only a comment
+in it): the newest numpy here may need a newer Python than the image has. Each floor is the oldest
+release checked to grade the same (numpy 1.26, Jinja2 3.1, MarkupSafe 2.0, PyYAML 6.0 on Python
+3.10) or, by an environment marker, the oldest with wheels for the image's Python if that is
+later; each cap is the next major release, which the vendored code has never met.
 """
 
 from __future__ import annotations
@@ -40,20 +54,46 @@ ROOT_ENV = "QKVQUIZ_AUTOGRADER_ROOT"
 PYTHON_ENV = "QKVQUIZ_PYTHON"
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 VISIBILITY_DEFAULT = "after_due_date"
-RUNTIME_PACKAGES = ("numpy", "jinja2", "markupsafe", "pyyaml")  # what grading imports (checked by the tests)
 MAX_METADATA_BYTES = 1_000_000
+MIN_PYTHON = (3, 10)  # of the image's python3 (see the module's docstring)
+
+# What grading imports at run time, by distribution name (the tests derive the set from a real
+# run), each with its range per Python: a marker where the oldest release with wheels for that
+# Python is later than the oldest checked to grade the same, so that pip never has to build one.
+RUNTIME_REQUIREMENTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "numpy": ((">=1.26,<3", 'python_version < "3.13"'), (">=2.1,<3", 'python_version >= "3.13"')),
+    "jinja2": ((">=3.1,<4", ""),),
+    "markupsafe": ((">=2.0,<4", ""),),
+    "pyyaml": ((">=6.0,<7", 'python_version < "3.12"'), (">=6.0.1,<7", 'python_version == "3.12"'),
+               (">=6.0.2,<7", 'python_version >= "3.13"')),
+}
+RUNTIME_PACKAGES = tuple(RUNTIME_REQUIREMENTS)
 
 SETUP_SH = """#!/usr/bin/env bash
-# Runs once while Gradescope builds the autograder image.
+# Runs once while Gradescope builds the autograder image, from /autograder/source where it lies.
 set -euo pipefail
-cd /autograder/source
-if ! command -v python3 >/dev/null || ! python3 -m pip --version >/dev/null 2>&1; then
+cd "$(dirname "${BASH_SOURCE[0]}")"
+if ! command -v python3 >/dev/null; then
   apt-get update && apt-get install -y python3 python3-pip
 fi
-# The versions qkvquiz was exported with (requirements.txt); qkvquiz itself is vendor/qkvquiz.
-python3 -m pip install --no-cache-dir -r requirements.txt || \\
-  python3 -m pip install --no-cache-dir --break-system-packages -r requirements.txt
-"""
+# Checked before pip: on an older python3, pip would only say that no numpy fits.
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (@MAJOR@, @MINOR@))' 2>/dev/null; then
+  found="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo unknown)"
+  cat >&2 <<EOF
+qkvquiz autograder: this image's python3 is $found; the bundled qkvquiz needs Python @MAJOR@.@MINOR@ or newer.
+In Gradescope, open the assignment's "Configure Autograder" page, choose the base image
+Ubuntu 22.04 (or a newer Ubuntu), and update the autograder so that it is built again.
+EOF
+  exit 1
+fi
+if ! python3 -m pip --version >/dev/null 2>&1; then
+  apt-get update && apt-get install -y python3-pip
+fi
+# What grading imports, in ranges for this Python (requirements.txt); qkvquiz itself is vendor/qkvquiz.
+# Ubuntu 24.04's pip refuses to install into the system's Python without PIP_BREAK_SYSTEM_PACKAGES;
+# older pips ignore a setting they do not know.
+PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir --prefer-binary -r requirements.txt
+""".replace("@MAJOR@", str(MIN_PYTHON[0])).replace("@MINOR@", str(MIN_PYTHON[1]))
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Runs once per submission. QKVQUIZ_AUTOGRADER_ROOT replaces /autograder (for a local test run).
@@ -94,13 +134,20 @@ def _package_files() -> dict[str, bytes]:
 
 
 def requirements() -> str:
-    """The runtime dependencies pinned to the versions installed here."""
-    lines = []
+    """requirements.txt: ranges of what grading imports, for whichever Python the image has (3.10
+    or newer); the versions installed here are only a comment, for reproducing a run exactly."""
+    here = []
     for name in RUNTIME_PACKAGES:
         try:
-            lines.append(f"{name}=={importlib_metadata.version(name)}")
+            here.append(f"{name} {importlib_metadata.version(name)}")
         except importlib_metadata.PackageNotFoundError:
-            lines.append(name)
+            here.append(f"{name} (not installed)")
+    python = ".".join(str(n) for n in sys.version_info[:3])
+    minimum = f"{MIN_PYTHON[0]}.{MIN_PYTHON[1]}"
+    lines = [f"# What the bundled qkvquiz imports while grading, on Python {minimum}+ (setup.sh checks it).",
+             f"# Exported with Python {python}: {', '.join(here)}."]
+    for name, ranges in RUNTIME_REQUIREMENTS.items():
+        lines += [f"{name}{spec}; {marker}" if marker else f"{name}{spec}" for spec, marker in ranges]
     return "\n".join(lines) + "\n"
 
 
@@ -113,7 +160,7 @@ def _entry(name: str, mode: int) -> zipfile.ZipInfo:
 
 def build_bundle(key_text: str, *, roster_csv: str | None = None, opts: BundleOptions = BundleOptions()) -> bytes:
     """The autograder zip: setup.sh and run_autograder at its top (Gradescope's rule), the key,
-    the config, the pinned requirements and the vendored qkvquiz."""
+    the config, the requirements and the vendored qkvquiz."""
     from .. import __version__
 
     if opts.visibility not in VISIBILITIES or opts.summary_visibility not in VISIBILITIES:
