@@ -457,7 +457,7 @@ def test_public_makes_the_old_rebuildable_set_and_says_so(tmp_path, monkeypatch)
     result = generate("attention-basics", "-n", "2", "--seed", "fall26", "--public", "--out", str(tmp_path / "p"))
     assert result.exit_code == 0, result.output
     assert "No secret (--public)" in " ".join(result.output.split())
-    assert not (tmp_path / "config").exists()  # --public creates no secret
+    assert not (tmp_path / "config" / "qkvquiz" / "secret").exists()  # --public creates no secret
     doc = json.loads((tmp_path / "p" / "key.json").read_text(encoding="utf-8"))
     rebuilt = key_to_json(build_worksheet(load_spec(ROOT / "problem_bank" / "attention-basics.yaml"),
                                           ["s01", "s02"], "fall26"))

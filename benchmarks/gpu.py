@@ -1,0 +1,151 @@
+"""The GPU table: CuPy tests, the engine on the device, and whole commands with --backend numpy vs cupy.
+
+    python benchmarks/gpu.py                 # every part (on a CUDA machine with CuPy)
+    python benchmarks/gpu.py --quick         # tiny sizes: checks the script (seconds; runs without a GPU)
+    python benchmarks/gpu.py --parts cli     # one part: tests, engine, cli
+
+One short script for any CUDA machine, to be run after any change to the engine, the families or
+how a command places its work, and quoted in the README with the card's name. It prints:
+
+1. **tests**: ``pytest -m gpu`` (every CuPy test; they skip where CuPy or a device is missing),
+   with its pass/skip/fail counts;
+2. **engine**: ``benchmarks/engine.py``'s instances-per-second tables on the device
+   (``--backend cupy``), beside the NumPy rows;
+3. **cli**: ``generate`` (Markdown) for 300 and 10,000 students of ``attention-basics`` and 300 of
+   ``all-families``, and ``grade`` of 10,000 submissions, each with ``--backend numpy`` and
+   ``--backend cupy`` on the same machine in the same run, best of ``--repeat``, wall seconds.
+
+Where CuPy or a device is missing the CuPy rows say so and the NumPy rows still run, so the script
+can be checked anywhere. On a lent machine without a package registry, the package's dependencies
+travel as wheels (``pip download --only-binary=:all: --python-version 3.12 … -d .whl``, installed
+there with ``pip install --no-index --target``); the device tool's README gives the steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+
+def device_name() -> str | None:
+    """The CUDA card CuPy sees, or None (with why, printed) where there is none."""
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise RuntimeError("no CUDA device is visible")
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception as exc:  # noqa: BLE001 - any reason is reported, and the CPU rows still run
+        print(f"no GPU rows: {type(exc).__name__}: {exc}")
+        return None
+
+
+def run_tests() -> None:
+    print("## CuPy tests (pytest -m gpu)\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider"],
+                          cwd=ROOT, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    print(lines[-1] if lines else done.stderr.strip()[-500:])
+    print(f"(exit {done.returncode})\n")
+
+
+def run_engine(quick: bool, gpu: bool) -> None:
+    print("## Engine: instances per second\n")
+    args = [sys.executable, str(HERE / "engine.py"), "--students", "0", "--submissions", "0",
+            "--backend", "all" if gpu else "numpy"]
+    args += ["--sizes", "1e3", "--repeat", "1"] if quick else ["--sizes", "1e4,1e6,1e7", "--repeat", "3"]
+    subprocess.run(args, cwd=ROOT, check=False)
+    print()
+
+
+def _env(config_home: Path) -> dict[str, str]:
+    return {**os.environ, "XDG_CONFIG_HOME": str(config_home), "PYTHONPATH": str(ROOT)}
+
+
+def _best(command: list[str], env: dict[str, str], repeat: int) -> tuple[float | None, str]:
+    """The best wall time of ``command`` over ``repeat`` runs, or None and why it failed."""
+    best = None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        if done.returncode != 0:
+            return None, (done.stderr or done.stdout).strip().splitlines()[-1][:120]
+        best = seconds if best is None else min(best, seconds)
+    return best, ""
+
+
+def run_cli(quick: bool, gpu: bool, repeat: int) -> None:
+    print("## Whole commands: wall seconds, --backend numpy vs cupy\n")
+    small, large = (20, 200) if quick else (300, 10_000)
+    backends = ["numpy", "cupy"] if gpu else ["numpy"]
+    cli = [sys.executable, "-m", "qkvquiz"]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        env = _env(tmp_path / "config")
+        subprocess.run([*cli, "init"], cwd=ROOT, env=env, capture_output=True, check=True)
+        jobs = [(f"generate attention-basics, {n} students", ["attention-basics", n]) for n in (small, large)]
+        jobs.append((f"generate all-families, {small} students", ["all-families", small]))
+        for label, (spec, n) in jobs:
+            times = {}
+            for backend in backends:
+                out = tmp_path / f"{spec}-{n}-{backend}"
+                times[backend] = _best([*cli, "generate", spec, "--students", str(n), "--format", "md", "--force",
+                                        "--backend", backend, "--out", str(out)], env, repeat)
+            rows.append((label, times))
+        # grade: the key's own answers for every student of the large class
+        key_dir = tmp_path / f"attention-basics-{large}-numpy"
+        submissions = tmp_path / "submissions"
+        submissions.mkdir()
+        doc = json.loads((key_dir / "key.json").read_text(encoding="utf-8"))
+        for student in doc["students"]:
+            answer = {"student": student["student"], "variant": student["variant"], "set": doc["set"],
+                      "answers": student["answers"]}
+            (submissions / f"{student['student']}.json").write_text(json.dumps(answer), encoding="utf-8")
+        times = {backend: _best([*cli, "grade", str(key_dir / "key.json"), str(submissions), "--backend", backend,
+                                 "--out", str(tmp_path / f"grades-{backend}")], env, repeat) for backend in backends}
+        rows.append((f"grade {large} submissions", times))
+    print("| command | numpy | cupy | cupy ÷ numpy |")
+    print("|---|---:|---:|---:|")
+    for label, times in rows:
+        cells = []
+        for backend in ("numpy", "cupy"):
+            seconds, why = times.get(backend, (None, "no GPU"))
+            cells.append(f"{seconds:.2f}" if seconds is not None else f"— ({why})")
+        ratio = (f"{times['cupy'][0] / times['numpy'][0]:.2f}"
+                 if "cupy" in times and times["cupy"][0] and times["numpy"][0] else "—")
+        print(f"| {label} | {cells[0]} | {cells[1]} | {ratio} |")
+    print()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, to check that the script works")
+    ap.add_argument("--parts", default="tests,engine,cli", help="comma-separated, of: tests, engine, cli")
+    ap.add_argument("--repeat", type=int, default=3, help="best of this many runs per command (default 3)")
+    args = ap.parse_args()
+    parts = set(args.parts.split(","))
+    name = device_name()
+    print(f"# GPU table: {name or 'no CUDA device'}; Python {sys.version.split()[0]}\n")
+    if "tests" in parts:
+        run_tests()
+    if "engine" in parts:
+        run_engine(args.quick, name is not None)
+    if "cli" in parts:
+        run_cli(args.quick, name is not None, 1 if args.quick else args.repeat)
+
+
+if __name__ == "__main__":
+    main()
