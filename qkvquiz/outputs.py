@@ -408,13 +408,25 @@ class OutputSet:
         # again (pathlib) cost more than creating the file.
         self._folders: dict[str, str] = {}
         self._outside: set[str] = set()  # private entries that other writers wrote into (see path)
-        try:
-            self.stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))  # mode 0700
-            _create(self.stage / STAGE_ID, _file_mode(True), [secrets.token_hex(16).encode("ascii")],
-                    self.stage / STAGE_ID)
-        except OSError as exc:
-            raise OutputError(_cannot(out, exc)) from exc
+        self.stage = self._new_stage(out)
         self._stage_text = str(self.stage)
+
+    @staticmethod
+    def _new_stage(out: Path) -> Path:
+        """A new staging folder (mode 0700) holding its random identity; made whole or not at all:
+        a signal that comes meanwhile is held back until the folder is complete, or removed with it."""
+        stage: Path | None = None
+        try:
+            with signals_held():
+                stage = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))
+                _create(stage / STAGE_ID, _file_mode(True), [secrets.token_hex(16).encode("ascii")], stage / STAGE_ID)
+        except BaseException as exc:
+            if stage is not None:
+                shutil.rmtree(stage, ignore_errors=True)
+            if isinstance(exc, OSError) and not isinstance(exc, OutputError):
+                raise OutputError(_cannot(out, exc)) from exc
+            raise
+        return stage
 
     # ---- paths
 
