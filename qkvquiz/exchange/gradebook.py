@@ -8,8 +8,9 @@ Every target is one function from rows to CSV text; each follows its importer's 
   instructor's rule (``half-up`` by default, ``half-even``, ``up``, ``down``);
 - a student of the key without a graded submission gets 0 (``missing="zero"``, as in
   ``results.csv``) or an empty cell (``missing="blank"``: importers leave the grade alone);
-- every text cell from the roster goes through :func:`qkvquiz.untrusted.csv_cell`, so a name
-  such as ``=HYPERLINK(…)`` is never run by a spreadsheet.
+- every cell of every target, whatever its source (roster, results, the worksheet Moodle gave),
+  is written by :func:`.csvsafe.csv_text`, so a name such as ``=HYPERLINK(…)`` is never run by
+  a spreadsheet, while grades stay numbers that the importers read.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from typing import Any
 
 from ..inputs import MAX_ROSTER_BYTES, InputError, read_text, shown_path
 from ..roster import Roster, RosterEntry
-from ..untrusted import csv_cell, terminal_text
+from ..untrusted import terminal_text
+from .csvsafe import csv_text
 from .results import Results, StudentScore
 
 TARGETS = ("canvas", "moodle-worksheet", "moodle-gradebook", "blackboard", "plain")
@@ -155,15 +157,10 @@ def rows_for(results: Results, roster: Roster | None, opts: GradeOptions) -> lis
     return rows
 
 
-def _csv(rows: Sequence[Sequence[str]], *, quote_all: bool = False) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\r\n", quoting=csv.QUOTE_ALL if quote_all else csv.QUOTE_MINIMAL)
-    writer.writerows(rows)
-    return buf.getvalue()
-
-
 def _t(text: str) -> str:
-    return csv_cell(terminal_text(text))
+    # Roster text with invisible characters (a right-to-left override in a name) shown as escapes;
+    # formulas are neutralised by the writer, for every cell.
+    return terminal_text(text)
 
 
 def canvas_csv(results: Results, rows: Sequence[Row], opts: GradeOptions) -> str:
@@ -185,7 +182,7 @@ def canvas_csv(results: Results, rows: Sequence[Row], opts: GradeOptions) -> str
     for r in rows:
         e = r.entry
         out.append([_t(e.sortable), _t(e.canvas_id), _t(e.sis_id), _t(e.sis_login), _t(e.section), r.grade])
-    return _csv(out)
+    return csv_text(out)
 
 
 def moodle_worksheet_csv(results: Results, rows: Sequence[Row], opts: GradeOptions,
@@ -208,8 +205,8 @@ def moodle_worksheet_csv(results: Results, rows: Sequence[Row], opts: GradeOptio
         if not e.moodle_id:
             continue
         out.append([f"{MOODLE_PARTICIPANT}{e.moodle_id}", _t(e.display_name), _t(e.email), r.grade,
-                    possible(results, opts), stamp, csv_cell(r.comment_html)])
-    return _csv(out)
+                    possible(results, opts), stamp, r.comment_html])
+    return csv_text(out)
 
 
 def fill_moodle_worksheet(template: str, source: str, rows: Sequence[Row]) -> tuple[str, list[str]]:
@@ -238,9 +235,11 @@ def fill_moodle_worksheet(template: str, source: str, rows: Sequence[Row]) -> tu
         used.add(participant)
         line[grade_col] = row.grade
         if feedback_col is not None and feedback_col < len(line):
-            line[feedback_col] = csv_cell(row.comment_html)
+            line[feedback_col] = row.comment_html
     missing = [r.entry.student for r in rows if r.entry.moodle_id not in used]
-    return _csv(table), missing
+    # Every cell of the instructor's file goes through the writer too: a cell Moodle wrote from a
+    # student's own profile (a name, an email) may hold a formula.
+    return csv_text(table), missing
 
 
 def moodle_gradebook_csv(results: Results, rows: Sequence[Row], opts: GradeOptions) -> str:
@@ -256,8 +255,8 @@ def moodle_gradebook_csv(results: Results, rows: Sequence[Row], opts: GradeOptio
     for r in rows:
         first, last = r.entry.split_name
         out.append([_t(first), _t(last or r.entry.student), _t(r.entry.sis_id), _t(r.entry.email), r.grade,
-                    csv_cell(r.comment_html)])
-    return _csv(out)
+                    r.comment_html])
+    return csv_text(out)
 
 
 def blackboard_csv(results: Results, rows: Sequence[Row], opts: GradeOptions) -> str:
@@ -273,7 +272,7 @@ def blackboard_csv(results: Results, rows: Sequence[Row], opts: GradeOptions) ->
     for r in rows:
         first, last = r.entry.split_name
         out.append([_t(last), _t(first), _t(r.entry.sis_login or r.entry.student), _t(r.entry.sis_id), r.grade])
-    return _csv(out, quote_all=True)
+    return csv_text(out, quote_all=True)
 
 
 def plain_csv(results: Results, rows: Sequence[Row], opts: GradeOptions) -> str:
@@ -283,7 +282,7 @@ def plain_csv(results: Results, rows: Sequence[Row], opts: GradeOptions) -> str:
         e = r.entry
         out.append([_t(e.student), _t(e.name), _t(e.email), _t(e.sis_id), r.grade, possible(results, opts),
                     _t("; ".join(r.result.flags))])
-    return _csv(out)
+    return csv_text(out)
 
 
 WRITERS: dict[str, Any] = {

@@ -3,7 +3,7 @@
 Each variant of an item becomes one question holding every asked part, one answer box per
 entry, whose right value is the key's exact value and whose tolerance is the spec's, written
 per entry as an absolute band (:meth:`Tolerance.band`: ``2 decimals`` is ±0.01, ``3 sigfigs``
-and ``rel`` depend on the entry). Two formats:
+and ``rel`` depend on the entry). Three formats:
 
 - **Moodle XML** (Question bank → Import → Moodle XML): one *Embedded answers (Cloze)* question
   per variant, each entry a ``{w:NUMERICAL:=value:tolerance}`` field. Cloze weights are whole
@@ -23,7 +23,11 @@ and ``rel`` depend on the entry). Two formats:
   entry's share of its part's points; ``MAXSCORE`` is the item's points.
 
 The problem text is the worksheet's own (the family's problem template) as HTML, with math
-left as ``\\(…\\)`` and ``\\[…\\]`` for the LMS's MathJax filter.
+left as ``\\(…\\)`` and ``\\[…\\]`` for the LMS's MathJax filter. What each format would read
+as its own syntax in that text (a spec title holding ``{1:NUMERICAL:=42}`` would be a live cloze
+field) is escaped by one function per format (:func:`cloze_html`, :func:`canvas_html`), applied
+where the question text is put together (:func:`question_html`); every XML file is written by
+:func:`xml_document`.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import math
 import re
 import xml.etree.ElementTree as ET
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -159,6 +163,69 @@ def _problems(ws: Worksheet, student: int) -> list[str]:
     return [re.sub(r"\n\s*Answer: [^\n]*", "", t) for t in texts]
 
 
+# --------------------------------------------------------------------------- escaping per format
+
+# Characters XML 1.0 cannot hold: C0 controls but tab and line breaks, lone surrogates, U+FFFE and
+# U+FFFF. ElementTree writes them as they are, so one in a spec's title (YAML's "\x01") would make
+# the whole bank a file that no LMS can read.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+# Moodle's cloze parser (question/type/multianswer/questiontype.php) finds each field with
+# ANSWER_REGEX, "{" weight ":" TYPE ":" answers "}", run with /s on the question text as stored;
+# a question then shows subquestion N wherever the stored text holds "{#N}". Inside a field, "~"
+# separates answers, "#" starts feedback, "=" / "%n%" give the credit and ":" the tolerance. None of
+# it can begin without a raw "{", so "{" and "}" become character references, which the regex
+# never sees as braces while the browser (and MathJax, reading the page's text) shows them as
+# written; "~" too, so no text of ours reads as an answer list even if a field were opened. "#"
+# stays: every character reference is spelt with one, and outside a field it means nothing.
+# (Import parses the file as written; a question later edited and saved in Moodle may have its
+# references written back as braces by the HTML editor, and the save parses them again.)
+_CLOZE = str.maketrans({"{": "&#123;", "}": "&#125;", "~": "&#126;"})
+
+# Canvas turns the first "[name]" of a fill-in-multiple-blanks question's text into blank "name"'s
+# input box, after cleaning the HTML (which turns a character reference back into the character),
+# so a "[b1_1]" in a title would take the box from the grid. A word joiner (U+2060, invisible and
+# never removed by HTML cleaning) after each "[" keeps the text as it reads and matches no blank.
+_CANVAS = str.maketrans({"[": "[\u2060"})
+
+
+def xml_chars(text: str) -> str:
+    """``text`` with every character XML 1.0 cannot hold replaced by U+FFFD."""
+    return _NOT_XML.sub("\ufffd", text)
+
+
+def xml_document(root: ET.Element) -> str:
+    """``root`` as an XML file's text (declaration, indented), holding only characters XML allows."""
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + xml_chars(ET.tostring(root, encoding="unicode")) + "\n"
+
+
+def cloze_html(fragment: str) -> str:
+    """HTML (text and attribute values alike) in which Moodle's cloze parser finds no field and
+    no "{#N}" placeholder, and that a browser shows exactly as ``fragment``."""
+    return fragment.translate(_CLOZE)
+
+
+def canvas_html(fragment: str) -> str:
+    """HTML in which Canvas finds no "[blank]" of a fill-in question, reading as ``fragment``."""
+    return fragment.translate(_CANVAS)
+
+
+def question_html(problem: str, parts: Sequence[PartBoxes], cells: Sequence[Sequence[str]],
+                  escape: Callable[[str], str]) -> str:
+    """A question's text: the problem (Markdown), then each part's label and its grid of ``cells``.
+
+    Every piece of text goes through the format's ``escape``: the problem holds the spec's title
+    and intro as well as the family's text, and none of it may be read as the format's syntax.
+    The cells (Moodle's fields, Canvas's blanks) do not: they are the only syntax of the format
+    the text is meant to hold. The grid's own markup holds none of the escaped characters.
+    """
+    body = [escape(problem_html(problem))]
+    for part, part_cells in zip(parts, cells):
+        body.append(f"<p><strong>{escape(html.escape(part.label))}</strong></p>{_grid_html(part, part_cells)}")
+    return "\n".join(body)
+
+
 # --------------------------------------------------------------------------- Moodle XML
 
 
@@ -198,30 +265,24 @@ def moodle_xml(ws: Worksheet) -> str:
         for s, variant in enumerate(ws.students):
             parts = part_boxes(ws, i, s)
             weights = entry_weights(parts)
-            body = [problem_html(problems[s][i])]
-            for part, w in zip(parts, weights):
-                fields = [_cloze_field(wi, e) for wi, e in zip(w, part.entries)]
-                body.append(f"<p><strong>{html.escape(part.label)}</strong></p>{_grid_html(part, fields)}")
+            fields = [[_cloze_field(wi, e) for wi, e in zip(w, part.entries)] for part, w in zip(parts, weights)]
             q = ET.SubElement(quiz, "question", type="cloze")
             ET.SubElement(ET.SubElement(q, "name"), "text").text = f"{i + 1} {item.family.name} {variant}"
             text = ET.SubElement(q, "questiontext", format="html")
-            ET.SubElement(text, "text").text = "\n".join(body)
+            ET.SubElement(text, "text").text = question_html(problems[s][i], parts, fields, cloze_html)
             ET.SubElement(ET.SubElement(q, "generalfeedback", format="html"), "text").text = ""
             ET.SubElement(q, "penalty").text = "0"
             ET.SubElement(q, "hidden").text = "0"
             ET.SubElement(q, "idnumber").text = f"{ws.set_id or 'bank'}-{item.id}-{variant}"
-    ET.indent(quiz)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(quiz, encoding="unicode") + "\n"
+    return xml_document(quiz)
 
 
 def _package(manifest: ET.Element, files: Mapping[str, str]) -> bytes:
     """A content package: ``imsmanifest.xml`` and the files it lists, zipped (fixed times, so the
     same bank gives the same bytes)."""
-    ET.indent(manifest)
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr(_fixed("imsmanifest.xml"), '<?xml version="1.0" encoding="UTF-8"?>\n'
-                    + ET.tostring(manifest, encoding="unicode") + "\n")
+        zf.writestr(_fixed("imsmanifest.xml"), xml_document(manifest))
         for href, xml in files.items():
             zf.writestr(_fixed(href), xml)
     return buf.getvalue()
@@ -247,9 +308,9 @@ def _q(tag: str) -> str:
 def _html_into(parent: ET.Element, fragment: str) -> None:
     """Copy ``fragment`` (XHTML) into ``parent`` in the QTI namespace; plain text if it is not XML."""
     try:
-        root = ET.fromstring(f"<div>{fragment}</div>")
+        root = ET.fromstring(f"<div>{xml_chars(fragment)}</div>")
     except ET.ParseError:
-        ET.SubElement(parent, _q("p")).text = re.sub(r"<[^>]*>", "", fragment)
+        ET.SubElement(parent, _q("p")).text = html.unescape(re.sub(r"<[^>]*>", "", fragment))
         return
 
     def copy(src: ET.Element, dst: ET.Element) -> None:
@@ -339,8 +400,7 @@ def qti_item(ws: Worksheet, item_index: int, student: int, problem: str | None =
         total = ET.SubElement(add, _q("sum"))
         ET.SubElement(total, _q("variable"), identifier="SCORE")
         ET.SubElement(total, _q("baseValue"), baseType="float").text = number_text(share)
-    ET.indent(root)
-    return identifier, '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return identifier, xml_document(root)
 
 
 def qti_package(ws: Worksheet) -> bytes:
@@ -433,20 +493,19 @@ def canvas_item(ws: Worksheet, item_index: int, student: int, problem: str) -> E
     _meta(node, {"question_type": "numerical_question" if single else "fill_in_multiple_blanks_question",
                  "points_possible": points})
     presentation = ET.SubElement(node, _q12("presentation"))
-    body = [problem_html(problem)]
     blanks: list[tuple[str, Entry]] = []
+    cells: list[list[str]] = []
     it = iter(entries)
     for k, part in enumerate(parts):
-        cells = []
+        cells.append([])
         for _ in part.entries:
             _k, e = next(it)
             name = f"b{k + 1}" + "".join(f"_{i + 1}" for i in e.index)
             blanks.append((name, e))
-            cells.append("" if single else f"[{name}]")
-        if not single:
-            body.append(f"<p><strong>{html.escape(part.label)}</strong></p>{_grid_html(part, cells)}")
+            cells[-1].append(f"[{name}]")
     mat = ET.SubElement(ET.SubElement(presentation, _q12("material")), _q12("mattext"), texttype="text/html")
-    mat.text = "\n".join(body)
+    # A numerical question has its one box below the text: no grid.
+    mat.text = question_html(problem, [] if single else parts, cells, canvas_html)
     processing = ET.SubElement(node, _q12("resprocessing"))
     ET.SubElement(ET.SubElement(processing, _q12("outcomes")), _q12("decvar"), maxvalue="100", minvalue="0",
                   varname="SCORE", vartype="Decimal")
@@ -500,8 +559,7 @@ def canvas_package(ws: Worksheet) -> bytes:
         ET.SubElement(ext, _q12("points_per_item")).text = number_text(item.points)
         for s in range(len(ws.students)):
             group.append(canvas_item(ws, i, s, problems[s][i]))
-    ET.indent(root)
-    xml = '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    xml = xml_document(root)
     ET.register_namespace("", CANVAS_CP_NS)
     manifest = ET.Element(f"{{{CANVAS_CP_NS}}}manifest", identifier=f"{ident}-manifest")
     meta = ET.SubElement(manifest, f"{{{CANVAS_CP_NS}}}metadata")
