@@ -99,11 +99,3 @@ def md_code(text: object) -> str:
     return f"{fence}{body}{fence}"
 
 
-def csv_cell(text: str) -> str:
-    """``text`` for a CSV cell that a spreadsheet will not run as a formula.
-
-    Spreadsheets evaluate a cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
-    return (``=HYPERLINK(…)`` in a file name could fetch a URL); such a cell gets a leading
-    apostrophe, which spreadsheets show as text and do not display.
-    """
-    return "'" + text if text.startswith(("=", "+", "-", "@", "\t", "\r")) else text

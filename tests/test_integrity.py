@@ -61,7 +61,8 @@ from qkvquiz.render.sandbox import TemplateSandbox
 from qkvquiz.secret import SECRET_ENV, SecretError, create_secret, load_secret
 from qkvquiz.seeding import variant_code, variant_key
 from qkvquiz.spec import SpecError, load_spec, parse_spec
-from qkvquiz.untrusted import csv_cell, md_code
+from qkvquiz.csvsafe import safe_cell
+from qkvquiz.untrusted import md_code
 from qkvquiz.worksheet import build_worksheet, solve_item
 
 from .helpers import BASIC_ITEMS
@@ -400,8 +401,9 @@ def test_md_code_keeps_any_text_literal():
 
 
 def test_csv_cells_are_never_formulas():
-    assert csv_cell("=HYPERLINK(\"http://x\")") == "'=HYPERLINK(\"http://x\")"
-    assert [csv_cell(s) for s in ("+1", "-2", "@a", "ada")] == ["'+1", "'-2", "'@a", "ada"]
+    assert safe_cell("=HYPERLINK(\"http://x\")") == "'=HYPERLINK(\"http://x\")"
+    # A number stays a number (a spreadsheet reads it as one, and runs nothing).
+    assert [safe_cell(s) for s in ("+1", "-2", "@a", "ada", "-cmd")] == ["+1", "-2", "'@a", "ada", "'-cmd"]
 
 
 def test_yaml_is_read_with_the_safe_loader(tmp_path):

@@ -26,7 +26,7 @@ from typing import Any
 from ..inputs import MAX_ROSTER_BYTES, InputError, read_text, shown_path
 from ..roster import Roster, RosterEntry
 from ..untrusted import terminal_text
-from .csvsafe import csv_text
+from ..csvsafe import csv_text
 from .results import Results, StudentScore
 
 TARGETS = ("canvas", "moodle-worksheet", "moodle-gradebook", "blackboard", "plain")

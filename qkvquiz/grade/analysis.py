@@ -9,12 +9,11 @@ broken most often. Written as ``item-analysis.csv`` (one row per part) and
 
 from __future__ import annotations
 
-import csv
-import io
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from ..csvsafe import csv_text
 from ..i18n import using
 from ..render.markdown import environment
 from .feedback import points_text
@@ -93,15 +92,12 @@ def _summary(findings: tuple[Finding, ...], limit: int | None = None) -> str:
 
 def item_analysis_csv(stats: list[PartStats]) -> str:
     """One row per part: shares are fractions of the students graded (0 to 1)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["part", "item", "step", "points", "students", "mean_score", "mean_share",
-                     *(f"share_{v}" for v in VERDICT_ORDER), "top_mistakes", "broken_invariants"])
-    for s in stats:
-        writer.writerow([s.part, s.item, s.step, points_text(s.points), s.students, points_text(s.mean_score),
-                         _share(s.mean_share), *(_share(s.shares[v]) for v in VERDICT_ORDER),
-                         _summary(s.mistakes, TOP_MISTAKES), _summary(s.broken)])
-    return buf.getvalue()
+    header = ["part", "item", "step", "points", "students", "mean_score", "mean_share",
+              *(f"share_{v}" for v in VERDICT_ORDER), "top_mistakes", "broken_invariants"]
+    rows = ([s.part, s.item, s.step, points_text(s.points), s.students, points_text(s.mean_score),
+             _share(s.mean_share), *(_share(s.shares[v]) for v in VERDICT_ORDER),
+             _summary(s.mistakes, TOP_MISTAKES), _summary(s.broken)] for s in stats)
+    return csv_text([header, *rows], lineterminator="\n")
 
 
 def _percent(x: float) -> str:

@@ -16,8 +16,6 @@ earlier run), and an interrupted one leaves the previous set exactly as it was.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -28,7 +26,7 @@ from typing import Any
 from ..files import safe_name
 from ..i18n import using
 from ..outputs import write_set
-from ..untrusted import csv_cell
+from ..csvsafe import csv_text
 from .analysis import item_analysis, item_analysis_csv, item_analysis_markdown
 from .feedback import FeedbackWriter
 from .grader import GradeReport, PartResult, StudentResult, terminal_text
@@ -66,13 +64,10 @@ def results_csv(report: GradeReport) -> str:
     variants = dict(zip(report.key.students, report.key.variants))
     for student in report.absent:
         rows.append((student, variants[student], NO_SUBMISSION, "", ["0"] * len(parts), "0", _pts(report.key.points)))
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["student", "variant", "source", "flags", *parts, "score", "total"])
-    for student, variant, source, flags, scores, score, total in sorted(rows, key=lambda row: row[0]):
-        writer.writerow([csv_cell(student), csv_cell(variant), csv_cell(terminal_text(source)),
-                         csv_cell(terminal_text(flags)), *scores, score, total])
-    return buf.getvalue()
+    header = ["student", "variant", "source", "flags", *parts, "score", "total"]
+    body = ([student, variant, terminal_text(source), terminal_text(flags), *scores, score, total]
+            for student, variant, source, flags, scores, score, total in sorted(rows, key=lambda row: row[0]))
+    return csv_text([header, *body], lineterminator="\n")
 
 
 def _pts(x: float) -> str:

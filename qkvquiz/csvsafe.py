@@ -1,4 +1,4 @@
-"""The one CSV writer of every export: no cell of it can run as a spreadsheet formula.
+"""The one CSV writer of every CSV qkvquiz writes (exports, results, item analysis): no cell of it can run as a spreadsheet formula.
 
 An export's cells come from many places: the roster (names, ids, emails), results (flags,
 feedback) and, for Moodle's worksheet, every cell of a file an instructor downloaded. A
