@@ -260,8 +260,14 @@ def gradescope(
     key: Annotated[Path, typer.Argument(help="The key.json written by `generate`.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The autograder zip to upload to Gradescope.")] = Path("autograder.zip"),
     roster: Annotated[Path | None, typer.Option(
-        help="Roster CSV with `email` (or `sis_id`, `name`): the student is then whoever Gradescope says "
-             "submitted, whatever the file claims.")] = None,
+        help="Roster CSV with `email` (or `sis_id`, `name`): each upload is graded as whoever Gradescope says "
+             "submitted it, on that student's own variant; a file that names another student is flagged. "
+             "Required unless --trust-file-ids.")] = None,
+    trust_file_ids: Annotated[bool, typer.Option(
+        "--trust-file-ids",
+        help="Grade without a roster: the student id written in the uploaded file decides whose variant is "
+             "graded, so a classmate's file uploaded unchanged scores as its owner. Fine for practice, "
+             "not for marks.")] = False,
     visibility: Annotated[str, typer.Option(
         help="When students see each part's feedback with its expected values: after_due_date | "
              "after_published | hidden | visible.")] = "after_due_date",
@@ -269,8 +275,11 @@ def gradescope(
     """Write a Gradescope autograder bundle that grades each upload with this key.
 
     Upload the zip as a Programming Assignment's autograder ("Zip file upload"); students
-    upload their submission.json. Each asked part is one test (score, max score, feedback);
-    a visible "Summary" test lists each part's verdict without expected values. The bundle
+    upload their submission.json. With --roster, each upload is graded as the student
+    Gradescope says submitted it; without one the export is refused unless --trust-file-ids
+    (practice only: a copied file would score as its owner). Each asked part is one test
+    (score, max score, feedback); a visible "Summary" test lists each part's verdict without
+    expected values. The bundle
     carries this exact qkvquiz (vendored source) and the ranges of its few dependencies
     (requirements.txt), which Gradescope installs while building the image: choose the
     Ubuntu 22.04 base image or a newer one (Python 3.10+; setup.sh stops on an older one).
@@ -282,6 +291,12 @@ def gradescope(
     from .inputs import MAX_KEY_BYTES, MAX_ROSTER_BYTES, InputError, read_text
     from .key import KeyFileError, load_key
 
+    if roster is None and not trust_file_ids:
+        _fail("no --roster: the autograder could only grade each upload as the student id written in its file, "
+              "so a classmate's file uploaded unchanged would score as its owner, with nothing flagged.\n"
+              "Give --roster roster.csv (a `student` column and the `email` Gradescope knows each student by) "
+              "to grade each upload as the student Gradescope says submitted it, on their own variant; "
+              "or --trust-file-ids for practice that does not count toward marks.")
     try:
         load_key(key)  # refuse a file that is no key before bundling it
         key_text = read_text(key, MAX_KEY_BYTES, "key")
@@ -289,7 +304,8 @@ def gradescope(
         if roster is not None:
             _roster(roster)  # checked here, read again inside Gradescope
             roster_text = read_text(roster, MAX_ROSTER_BYTES, "roster")
-        data = build_bundle(key_text, roster_csv=roster_text, opts=BundleOptions(visibility=visibility))
+        data = build_bundle(key_text, roster_csv=roster_text,
+                            opts=BundleOptions(visibility=visibility, trust_file_ids=trust_file_ids))
     except (KeyFileError, InputError, ValueError) as exc:
         _fail(str(exc))
     try:
@@ -297,3 +313,6 @@ def gradescope(
     except OSError as exc:
         _fail(str(exc))  # OutputError: names the path
     console.print(f"Wrote {_shown(str(out))} ({len(data):,} bytes)", highlight=False)
+    if roster is None:
+        err.print("[yellow]note:[/] no roster: each upload is graded as the student id its file names; "
+                  "a copied file scores as its owner (practice only).", highlight=False)

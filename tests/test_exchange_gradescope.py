@@ -24,13 +24,14 @@ from .helpers import make_key
 ROSTER = "student,name,email,sis_id\nada,Ada Lovelace,ada@example.edu,S1\nalan,Alan Turing,alan@example.edu,S2\n"
 
 
-def autograder(tmp_path: Path, roster: bool) -> tuple[Path, dict]:
-    _key, doc = make_key(students=("ada", "alan"))
+def autograder(tmp_path: Path, roster: bool, *options: str, students: tuple[str, ...] = ("ada", "alan"),
+               roster_text: str = ROSTER) -> tuple[Path, dict]:
+    """An exported bundle unpacked as Gradescope lays it out (``roster=False``: one that trusts file ids)."""
+    _key, doc = make_key(students=students)
     (tmp_path / "key.json").write_text(json.dumps(doc), encoding="utf-8")
-    (tmp_path / "roster.csv").write_text(ROSTER, encoding="utf-8")
-    args = ["export", "gradescope", str(tmp_path / "key.json"), "--out", str(tmp_path / "ag.zip")]
-    if roster:
-        args += ["--roster", str(tmp_path / "roster.csv")]
+    (tmp_path / "roster.csv").write_text(roster_text, encoding="utf-8")
+    args = ["export", "gradescope", str(tmp_path / "key.json"), "--out", str(tmp_path / "ag.zip"), *options]
+    args += ["--roster", str(tmp_path / "roster.csv")] if roster else ["--trust-file-ids"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert os.stat(tmp_path / "ag.zip").st_mode & 0o077 == 0
@@ -77,6 +78,67 @@ def test_bundle_grades_a_submission(tmp_path):
     assert all(t["visibility"] == "after_due_date" and t["score"] == t["max_score"] for t in parts)
     summary = next(t for t in result["tests"] if t["name"] == "Summary")
     assert summary["visibility"] == "visible" and "'alan'" in summary["output"]
+
+
+def upload(root: Path, *hand_ins: dict, users: list[dict] | None = None) -> None:
+    """``hand_ins`` as the submission's files (a.json, b.json …), uploaded by ``users`` (Gradescope's
+    submission_metadata.json; none written where None)."""
+    for old in (root / "submission").iterdir():
+        old.unlink()
+    for name, hand_in in zip("abcdefgh", hand_ins):
+        (root / "submission" / f"{name}.json").write_text(json.dumps(hand_in), encoding="utf-8")
+    if users is not None:
+        (root / "submission_metadata.json").write_text(json.dumps({"id": 1, "users": users}), encoding="utf-8")
+
+
+def own_file(entry: dict) -> dict:
+    """The right answers of ``entry`` (a student of the key), as that student's file."""
+    return {"student": entry["student"], "variant": entry["variant"], "answers": entry["answers"]}
+
+
+ADA = {"email": "ada@example.edu", "id": 7, "name": "Ada Lovelace"}
+ALAN = {"email": "alan@example.edu", "id": 8, "name": "Alan Turing"}
+
+
+def test_export_without_a_roster_is_refused_unless_file_ids_are_trusted(tmp_path):
+    _key, doc = make_key(students=("ada", "alan"))
+    (tmp_path / "key.json").write_text(json.dumps(doc), encoding="utf-8")
+    args = ["export", "gradescope", str(tmp_path / "key.json"), "--out", str(tmp_path / "ag.zip")]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 2, refused.output
+    said = " ".join(refused.output.split())
+    assert "no --roster" in said and "would score as its owner" in said  # why
+    assert "--roster roster.csv" in said and "--trust-file-ids" in said  # what to do
+    assert not (tmp_path / "ag.zip").exists()
+    trusted = CliRunner().invoke(app, [*args, "--trust-file-ids"])
+    assert trusted.exit_code == 0, trusted.output
+    assert "copied file scores as its owner" in " ".join(trusted.output.split())
+
+
+def test_help_says_what_trusting_file_ids_means():
+    shown = CliRunner().invoke(app, ["export", "gradescope", "--help"], terminal_width=200)
+    said = " ".join(re.sub(r"[│╭╮╰╯─]", " ", shown.output).split())
+    assert "--trust-file-ids" in said
+    assert "the student id written in the uploaded file decides whose variant is graded" in said
+    assert "scores as its owner" in said and "not for marks" in said
+
+
+def test_a_trusting_bundle_grades_a_copied_file_as_its_owner_and_says_so(tmp_path):
+    root, doc = autograder(tmp_path, roster=False)
+    upload(root, own_file(doc["students"][0]), users=[ALAN])  # alan hands in ada's file
+    result = run_bundle(root)
+    check_format(result)
+    assert result["score"] == pytest.approx(sum(p["points"] for i in doc["items"] for p in i["parts"]))
+    assert "Graded as student 'ada', the id written in the file." in result["output"]
+
+
+def test_with_a_roster_a_classmates_file_is_graded_on_the_uploaders_variant(tmp_path):
+    root, doc = autograder(tmp_path, roster=True)
+    upload(root, own_file(doc["students"][0]), users=[ALAN])  # ada's file, unchanged, uploaded by alan
+    result = run_bundle(root)
+    total = sum(p["points"] for i in doc["items"] for p in i["parts"])
+    assert result["score"] < total / 2  # ada's answers, checked against alan's variant
+    assert "a.json names student 'ada'" in result["output"] and "'alan'" in result["output"]
 
 
 def test_bundle_wrong_answers_show_expected_only_in_hidden_tests(tmp_path):

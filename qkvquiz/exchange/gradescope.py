@@ -17,8 +17,11 @@ part's verdict and score without any expected value, so a student sees at once w
 
 The bundle carries the key, the exact qkvquiz that made it (the package's own source under
 ``vendor/``, so nothing is fetched but the few packages grading imports: numpy, Jinja2, MarkupSafe
-and PyYAML), and optionally a roster: then the student is the one Gradescope says submitted (by
-email, student id or name), whatever the file claims. ``QKVQUIZ_AUTOGRADER_ROOT`` replaces
+and PyYAML), and a roster: the student is the one Gradescope says submitted (by email, student id
+or name), whatever the file claims, and is graded on their own variant. Without a roster only
+the student id written in the uploaded file could say whose variant to grade, so a classmate's
+file uploaded unchanged would score as its owner: :func:`build_bundle` refuses that unless told
+``trust_file_ids`` (practice that does not count). ``QKVQUIZ_AUTOGRADER_ROOT`` replaces
 ``/autograder`` so that the bundle can be run locally on a folder laid out the same way.
 
 Which Python: the image's own ``python3``, 3.10 or newer (the vendored code builds ``X | None``
@@ -110,6 +113,14 @@ exec "${QKVQUIZ_PYTHON:-python3}" -m qkvquiz.exchange.gradescope "$SOURCE"
 class BundleOptions:
     visibility: str = VISIBILITY_DEFAULT  # of the per-part tests (they show expected values)
     summary_visibility: str = "visible"
+    # Without a roster, grade each upload as the student id its file names: a copied file then
+    # scores as its owner, so this must be asked for (practice only).
+    trust_file_ids: bool = False
+
+
+NO_ROSTER = ("without a roster the autograder could only grade each upload as the student id written in its "
+             "file, so a classmate's file uploaded unchanged would score as its owner; give a roster (with the "
+             "emails Gradescope knows the students by), or trust_file_ids=True for practice that does not count")
 
 
 def _package_files() -> dict[str, bytes]:
@@ -165,8 +176,11 @@ def build_bundle(key_text: str, *, roster_csv: str | None = None, opts: BundleOp
 
     if opts.visibility not in VISIBILITIES or opts.summary_visibility not in VISIBILITIES:
         raise ValueError(f"visibility must be one of {', '.join(VISIBILITIES)}")
+    if roster_csv is None and not opts.trust_file_ids:
+        raise ValueError(NO_ROSTER)
     config = {"visibility": opts.visibility, "summary_visibility": opts.summary_visibility,
-              "qkvquiz_version": __version__, "roster": roster_csv is not None}
+              "qkvquiz_version": __version__, "roster": roster_csv is not None,
+              "trust_file_ids": roster_csv is None}
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr(_entry("setup.sh", 0o755), SETUP_SH)
@@ -340,6 +354,9 @@ def _run(source: Path, root: Path, cfg: dict[str, Any], key: Any) -> dict[str, A
     if not files:
         problems.append(_("No .json file was found in the submission: upload your filled-in submission.json."))
     report = grade(key, subs)
+    if roster is None:  # the bundle trusts file ids: say whose variant that made it
+        problems += [_("Graded as student %(student)s, the id written in the file.") % {"student": repr(r.student)}
+                     for r in report.results[:1]]
     problems += [_("%(file)s: %(message)s") % {"file": Path(p.source).name, "message": p.message} for p in report.problems]
     doc = results_document(report, student, cfg, problems)
     _write_results(root, doc)
