@@ -141,6 +141,60 @@ def test_with_a_roster_a_classmates_file_is_graded_on_the_uploaders_variant(tmp_
     assert "a.json names student 'ada'" in result["output"] and "'alan'" in result["output"]
 
 
+def total_points(doc: dict) -> float:
+    return sum(p["points"] for i in doc["items"] for p in i["parts"])
+
+
+def part_tests(result: dict) -> list[dict]:
+    return [t for t in result["tests"] if "max_score" in t]
+
+
+def test_a_group_submission_credits_every_member_each_on_their_own_variant(tmp_path):
+    root, doc = autograder(tmp_path, roster=True)
+    ada, alan = doc["students"]
+    upload(root, own_file(ada), own_file(alan), users=[ADA, ALAN])
+    result = run_bundle(root)
+    check_format(result)
+    assert result["score"] == pytest.approx(total_points(doc))
+    tests = part_tests(result)
+    asked = sum(len(i["parts"]) for i in doc["items"])
+    assert len(tests) == 2 * asked  # each member's parts, each against their own variant
+    assert {t["name"].split(" — ")[0] for t in tests} == {"ada", "alan"}
+    assert all(t["score"] == t["max_score"] for t in tests)
+
+    upload(root, own_file(ada), wrong_hand_in(alan), users=[ADA, ALAN])  # alan's answers are wrong
+    result = run_bundle(root)
+    alans = sum(t["score"] for t in part_tests(result) if t["name"].startswith("alan — "))
+    adas = sum(t["score"] for t in part_tests(result) if t["name"].startswith("ada — "))
+    assert adas == pytest.approx(total_points(doc)) and alans < adas
+    assert result["score"] == pytest.approx(alans)  # the one score Gradescope holds: the lowest member's
+    assert "lowest of the members' scores" in result["output"]
+    assert f"ada: {total_points(doc):g} of {total_points(doc):g} points." in result["output"]
+    assert f"alan: {alans:g} of {total_points(doc):g} points." in result["output"]
+
+
+def test_a_group_submission_without_a_members_own_file_scores_zero_and_says_why(tmp_path):
+    root, doc = autograder(tmp_path, roster=True)
+    upload(root, own_file(doc["students"][0]), users=[ADA, ALAN])  # only ada's file: alan's variant is not answered
+    result = run_bundle(root)
+    assert result["score"] == 0
+    assert "No file names 'alan': in a group submission each member uploads the file of their own worksheet." \
+        in result["output"]
+    assert any(t["name"].startswith("ada — ") and t["score"] > 0 for t in part_tests(result))
+
+
+@pytest.mark.parametrize("stranger", [
+    {"email": "eve@example.edu", "id": 9, "name": "Eve"},  # not in the roster
+    {"email": "ada2@example.edu", "sid": "S1", "id": 9, "name": "Someone"},  # a second user matching ada
+])
+def test_a_group_with_a_member_the_roster_cannot_place_is_not_credited(tmp_path, stranger):
+    root, doc = autograder(tmp_path, roster=True)
+    upload(root, own_file(doc["students"][0]), users=[ADA, stranger])
+    result = run_bundle(root)
+    check_format(result)
+    assert result["score"] == 0 and "Not graded:" in result["output"]
+
+
 def test_bundle_wrong_answers_show_expected_only_in_hidden_tests(tmp_path):
     root, doc = autograder(tmp_path, roster=False)
     (root / "submission" / "a.json").write_text(json.dumps(wrong_hand_in(doc["students"][0])), encoding="utf-8")
