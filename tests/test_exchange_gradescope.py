@@ -195,6 +195,19 @@ def test_a_group_with_a_member_the_roster_cannot_place_is_not_credited(tmp_path,
     assert result["score"] == 0 and "Not graded:" in result["output"]
 
 
+def test_a_gradescope_name_never_places_a_user_on_a_roster_entry_whose_email_is_another(tmp_path):
+    root, doc = autograder(tmp_path, roster=True)
+    ada = doc["students"][0]
+    upload(root, own_file(ada), users=[{"email": "mallory@example.edu", "id": 9, "name": "Ada Lovelace"}])
+    result = run_bundle(root)
+    assert result["score"] == 0 and "mallory@example.edu is not in the roster" in result["output"]
+    # A roster without emails has only the name to go by.
+    (tmp_path / "names").mkdir()
+    root, doc = autograder(tmp_path / "names", roster=True, roster_text="student,name\nada,Ada Lovelace\nalan,Alan Turing\n")
+    upload(root, own_file(doc["students"][0]), users=[{"email": "ada.l@example.org", "id": 7, "name": "Ada Lovelace"}])
+    assert run_bundle(root)["score"] == pytest.approx(total_points(doc))
+
+
 def test_bundle_wrong_answers_show_expected_only_in_hidden_tests(tmp_path):
     root, doc = autograder(tmp_path, roster=False)
     (root / "submission" / "a.json").write_text(json.dumps(wrong_hand_in(doc["students"][0])), encoding="utf-8")

@@ -386,13 +386,16 @@ def _gradescope_users(root: Path) -> list[dict[str, Any]] | None:
 
 def _roster_student(user: dict[str, Any], roster: Any) -> str | None:
     """The roster's student for one Gradescope user: by email, then sid, then a name only one entry has."""
-    for column, field_name in (("email", "email"), ("sis_id", "sid")):
-        value = user.get(field_name)
+    given = {"email": user.get("email"), "sis_id": user.get("sid")}
+    for column, value in given.items():
         if value:
             entry = roster.by(column, str(value))
             if entry is not None:
                 return entry.student
-    found = roster.by_name(str(user.get("name") or ""))
+    # A name is typed by a person and two people may share one: it places a user only on an entry
+    # whose own email and sis_id (where both sides have one) did not already say it is someone else.
+    found = [e for e in roster.by_name(str(user.get("name") or ""))
+             if not any(value and getattr(e, column) for column, value in given.items())]
     return found[0].student if len(found) == 1 else None
 
 
