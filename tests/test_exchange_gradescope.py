@@ -73,7 +73,7 @@ def test_bundle_grades_a_submission(tmp_path):
     result = run_bundle(root)
     check_format(result)
     assert result["score"] == pytest.approx(sum(p["points"] for i in doc["items"] for p in i["parts"]))
-    parts = [t for t in result["tests"] if t["name"] != "Summary"]
+    parts = part_tests(result)
     assert len(parts) == sum(len(i["parts"]) for i in doc["items"])
     assert all(t["visibility"] == "after_due_date" and t["score"] == t["max_score"] for t in parts)
     summary = next(t for t in result["tests"] if t["name"] == "Summary")
@@ -93,7 +93,7 @@ def upload(root: Path, *hand_ins: dict, users: list[dict] | None = None) -> None
 
 def own_file(entry: dict) -> dict:
     """The right answers of ``entry`` (a student of the key), as that student's file."""
-    return {"student": entry["student"], "variant": entry["variant"], "answers": entry["answers"]}
+    return json.loads(json.dumps({"student": entry["student"], "variant": entry["variant"], "answers": entry["answers"]}))
 
 
 ADA = {"email": "ada@example.edu", "id": 7, "name": "Ada Lovelace"}
@@ -169,8 +169,9 @@ def test_a_group_submission_credits_every_member_each_on_their_own_variant(tmp_p
     assert adas == pytest.approx(total_points(doc)) and alans < adas
     assert result["score"] == pytest.approx(alans)  # the one score Gradescope holds: the lowest member's
     assert "lowest of the members' scores" in result["output"]
-    assert f"ada: {total_points(doc):g} of {total_points(doc):g} points." in result["output"]
-    assert f"alan: {alans:g} of {total_points(doc):g} points." in result["output"]
+    scores = next(t["output"] for t in result["tests"] if t["name"] == "Score by part")  # after the due date
+    assert f"ada: {total_points(doc):g} of {total_points(doc):g} points." in scores
+    assert f"alan: {alans:g} of {total_points(doc):g} points." in scores
 
 
 def test_a_group_submission_without_a_members_own_file_scores_zero_and_says_why(tmp_path):
@@ -206,6 +207,109 @@ def test_a_gradescope_name_never_places_a_user_on_a_roster_entry_whose_email_is_
     root, doc = autograder(tmp_path / "names", roster=True, roster_text="student,name\nada,Ada Lovelace\nalan,Alan Turing\n")
     upload(root, own_file(doc["students"][0]), users=[{"email": "ada.l@example.org", "id": 7, "name": "Ada Lovelace"}])
     assert run_bundle(root)["score"] == pytest.approx(total_points(doc))
+
+
+def seen_before_the_due_date(result: dict) -> list:
+    """All a student sees of results.json before the due date: the top-level output (where the top
+    level is visible; counted either way, to be safe), the tests shown at once, and Gradescope's
+    total where no scored test is held back (its rule: hidden tests hide the total)."""
+    seen: list = [result["output"]]
+    seen += [(t["name"], t["output"], t.get("score")) for t in result["tests"] if t["visibility"] == "visible"]
+    if all(t["visibility"] == "visible" for t in result["tests"] if "score" in t):
+        seen.append(result["score"])
+    return seen
+
+
+def one_entry_right(entry: dict) -> tuple[dict, dict]:
+    """``entry``'s answers with one entry of its first matrix part wrong, and the same with it right:
+    two uploads of a student searching entry by entry."""
+    part = next(k for k, v in entry["answers"].items() if isinstance(v, list) and isinstance(v[0], list))
+    wrong = json.loads(json.dumps(entry["answers"]))
+    wrong[part][0][0] = wrong[part][0][0] + 5
+    return ({"student": entry["student"], "answers": wrong}, own_file(entry))
+
+
+@pytest.mark.parametrize("show, leaks", [(None, False), ("after-due", False), ("total", True), ("per-part", True)])
+def test_what_shows_before_the_due_date_moves_with_one_entry_only_where_show_says_so(tmp_path, show, leaks):
+    root, doc = autograder(tmp_path, True, *(["--show", show] if show else []))
+    seen = []
+    for hand_in in one_entry_right(doc["students"][0]):
+        upload(root, hand_in, users=[ADA])
+        result = run_bundle(root)
+        check_format(result)
+        seen.append(seen_before_the_due_date(result))
+    assert (seen[0] != seen[1]) == leaks
+    if not leaks:  # after the due date everything shows: the total, each part's score and feedback
+        later = {t["name"]: t for t in result["tests"]}
+        assert later["Score by part"]["visibility"] == "after_due_date" and result["visibility"] == "after_due_date"
+        assert f"T: {total_points(doc):g} of {total_points(doc):g} points." in later["Score by part"]["output"]
+        assert all(t["visibility"] == "after_due_date" for t in part_tests(result))
+
+
+def test_show_total_gives_the_total_and_no_part_score(tmp_path):
+    root, doc = autograder(tmp_path, True, "--show", "total")
+    upload(root, wrong_hand_in(doc["students"][0]), users=[ADA])
+    result = run_bundle(root)
+    summary = result["tests"][0]
+    assert summary["name"] == "Summary" and summary["visibility"] == "visible"
+    assert re.match(r"T: [\d.]+ of 5 points\.", summary["output"]) and result["visibility"] == "visible"
+    assert not re.search(r"\d/\d", summary["output"])  # no "q1.scores: 0.4/1"
+    assert all(t["visibility"] == "after_due_date" for t in part_tests(result))
+
+
+def test_show_per_part_gives_each_parts_score_in_the_summary(tmp_path):
+    root, doc = autograder(tmp_path, True, "--show", "per-part")
+    upload(root, wrong_hand_in(doc["students"][0]), users=[ADA])
+    summary = run_bundle(root)["tests"][0]
+    assert re.search(r"^q1\.scores: [\d.]+/1 \(\w+\)$", summary["output"], re.MULTILINE)
+
+
+def test_after_due_says_which_parts_are_missing_or_unreadable_and_no_score(tmp_path):
+    root, doc = autograder(tmp_path, roster=True)
+    hand_in = own_file(doc["students"][0])
+    parts = list(hand_in["answers"])
+    del hand_in["answers"][parts[0]]
+    hand_in["answers"][parts[1]] = [["not", "numbers"]]
+    upload(root, hand_in, users=[ADA])
+    result = run_bundle(root)
+    said = result["tests"][0]["output"]
+    assert f"No answer: {parts[0]}." in said and f"{parts[1]} could not be read: " in said
+    assert "points" not in said and not re.search(r"\d/\d", said)
+    upload(root, own_file(doc["students"][0]), users=[ADA])
+    assert "Every part has a readable answer." in run_bundle(root)["tests"][0]["output"]
+
+
+def test_visibility_visible_implies_per_part_and_refuses_a_show_that_holds_back(tmp_path):
+    root, doc = autograder(tmp_path, True, "--visibility", "visible")
+    upload(root, own_file(doc["students"][0]), users=[ADA])
+    result = run_bundle(root)
+    assert all(t["visibility"] == "visible" for t in result["tests"]) and result["visibility"] == "visible"
+    assert re.search(r"^q1\.scores: 1/1 \(correct\)$", result["tests"][0]["output"], re.MULTILINE)
+    refused = CliRunner().invoke(app, ["export", "gradescope", str(tmp_path / "key.json"), "--roster",
+                                       str(tmp_path / "roster.csv"), "--visibility", "visible", "--show", "total",
+                                       "--out", str(tmp_path / "other.zip")])
+    assert refused.exit_code == 2 and "choose show 'per-part'" in " ".join(refused.output.split())
+    unknown = CliRunner().invoke(app, ["export", "gradescope", str(tmp_path / "key.json"), "--roster",
+                                       str(tmp_path / "roster.csv"), "--show", "scores", "--out", str(tmp_path / "o.zip")])
+    assert unknown.exit_code == 2 and "after-due, total, per-part" in unknown.output
+
+
+def test_the_summary_of_a_group_is_in_the_keys_language():
+    from qkvquiz.exchange.gradescope import Member, submission_document
+    from qkvquiz.grade.grader import Submission, grade
+    from qkvquiz.key import key_from_json, key_to_json
+    from qkvquiz.spec import parse_spec
+    from qkvquiz.worksheet import build_worksheet
+
+    spec = parse_spec({"title": "注意力", "lang": "zh", "items": [{"family": "attention.scores"}]})
+    key = key_from_json(json.loads(json.dumps(key_to_json(build_worksheet(spec, ["a", "b"], 1)))))
+    report = grade(key, [Submission("a.json", "a", {}), Submission("b.json", "b", key.answers[1])])
+    cfg = {"visibility": "after_due_date", "summary_visibility": "visible", "show": "after-due"}
+    said = submission_document(report, [Member("a", "a"), Member("b", "b")], cfg, [])["tests"][0]["output"]
+    assert said.splitlines()[1:] == [
+        "分数和各部分的反馈在截止日期之后显示。",
+        "小组提交：每位成员按自己的变体评分；这份提交的分数取各成员分数中最低的一个，因为 Gradescope 给每位成员同一个分数。",
+        "a — 没有答案：q1.scores。", "b — 每一部分都有可读取的答案。"]
 
 
 def test_bundle_wrong_answers_show_expected_only_in_hidden_tests(tmp_path):

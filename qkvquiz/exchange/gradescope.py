@@ -12,8 +12,14 @@ the zip) runs for every submission with the student's files in ``/autograder/sub
 
 ``visibility`` is one of ``hidden``, ``after_due_date``, ``after_published``, ``visible``.
 Here each asked part is one test whose output holds the part's feedback, expected values
-included, and is shown ``after_due_date`` by default; one visible test, "Summary", gives each
-part's verdict and score without any expected value, so a student sees at once what counts.
+included, and is shown ``after_due_date`` by default; one visible test, "Summary", never shows an
+expected value and tells what ``show`` allows before then: ``after-due`` (the default) no score,
+only whether the upload was read and which parts are missing or unreadable, with a "Score by
+part" test and the top level shown when the parts are; ``total`` that and the total;
+``per-part`` each part's score and verdict. A part's score is its share of entries within
+tolerance, so where resubmissions are unlimited a visible part score lets a student search entry
+by entry, and a visible total one entry per upload; ``after-due`` tells nothing that depends on
+an answer's value. (Gradescope shows no total of its own while a scored test is held back.)
 
 The bundle carries the key, the exact qkvquiz that made it (the package's own source under
 ``vendor/``, so nothing is fetched but the few packages grading imports: numpy, Jinja2, MarkupSafe
@@ -112,10 +118,27 @@ exec "${QKVQUIZ_PYTHON:-python3}" -m qkvquiz.exchange.gradescope "$SOURCE"
 """
 
 
+# What the always-visible Summary tells before the per-part tests show (see the module's docstring):
+# no score, only the total, or every part's score. A part's score moves with each entry within
+# tolerance, so where resubmissions are unlimited it lets a student search entry by entry; the
+# total moves too (one entry per upload); only after-due tells nothing that depends on a value.
+SHOWS = ("after-due", "total", "per-part")
+SHOW_DEFAULT = "after-due"
+
+
+def resolve_show(show: str | None, visibility: str) -> str:
+    """``show`` as asked; unasked, per-part where the per-part tests are ``visible`` (they show every
+    part's score at once, so the Summary has nothing to hold back), else :data:`SHOW_DEFAULT`."""
+    if show is not None:
+        return show
+    return "per-part" if visibility == "visible" else SHOW_DEFAULT
+
+
 @dataclass(frozen=True)
 class BundleOptions:
     visibility: str = VISIBILITY_DEFAULT  # of the per-part tests (they show expected values)
     summary_visibility: str = "visible"
+    show: str = SHOW_DEFAULT  # what the Summary tells before the per-part tests show
     # Without a roster, grade each upload as the student id its file names: a copied file then
     # scores as its owner, so this must be asked for (practice only).
     trust_file_ids: bool = False
@@ -179,9 +202,14 @@ def build_bundle(key_text: str, *, roster_csv: str | None = None, opts: BundleOp
 
     if opts.visibility not in VISIBILITIES or opts.summary_visibility not in VISIBILITIES:
         raise ValueError(f"visibility must be one of {', '.join(VISIBILITIES)}")
+    if opts.show not in SHOWS:
+        raise ValueError(f"show must be one of {', '.join(SHOWS)}")
+    if opts.show != "per-part" and opts.visibility == "visible":
+        raise ValueError(f"visibility 'visible' shows every part's score and expected values at once, which show "
+                         f"{opts.show!r} is meant to hold back: choose show 'per-part' with it, or another visibility")
     if roster_csv is None and not opts.trust_file_ids:
         raise ValueError(NO_ROSTER)
-    config = {"visibility": opts.visibility, "summary_visibility": opts.summary_visibility,
+    config = {"visibility": opts.visibility, "summary_visibility": opts.summary_visibility, "show": opts.show,
               "qkvquiz_version": __version__, "roster": roster_csv is not None,
               "trust_file_ids": roster_csv is None}
     buf = io.BytesIO()
@@ -293,30 +321,87 @@ def booked_score(scores: Sequence[float]) -> float:
 def _submission_document(report: Any, members: Sequence[Member], cfg: dict[str, Any],
                          problems: list[str]) -> dict[str, Any]:
     key = report.key
+    show = cfg.get("show", "per-part")  # what a config from before --show meant
+    parts_visibility = cfg["visibility"]
     by_student = {r.student: r for r in report.results}
     graded = [(m, by_student.get(m.student) if m.student is not None else None) for m in members]
     group = len(members) > 1
     tests: list[dict[str, Any]] = []
-    summary: list[str] = []
     for member, result in graded:
-        if member.student is None:
-            continue  # no variant to grade against; the problems say why
-        tests += _part_tests(key, result, cfg["visibility"], member.student if group else None)
-        summary += _mark(_part_lines(key, result), member.student if group else None)
+        if member.student is not None:  # else no variant to grade against; the problems say why
+            tests += _part_tests(key, result, parts_visibility, member.student if group else None)
     score = booked_score([r.score if r is not None else 0.0 for _m, r in graded])
-    head = [_("%(title)s: %(score)s of %(points)s points.") % {
-        "title": key.title, "score": f"{score:g}", "points": f"{key.points:g}"}]
+    head, details = _summary(key, graded, score, problems, show, parts_visibility)
+    front = [{"name": _("Summary"), "output": "\n".join(head + details), "visibility": cfg["summary_visibility"]}]
+    if show == "after-due":  # the scores the Summary holds back, shown when the parts' tests are
+        full_head, full_details = _summary(key, graded, score, problems, "per-part", parts_visibility)
+        front.append({"name": _("Score by part"), "output": "\n".join(full_head + full_details),
+                          "visibility": parts_visibility})
+    # Gradescope's own total stays hidden while any scored test is (its rule); the top level
+    # follows after-due too, so that nothing about the score shows before the parts' tests do.
+    top = parts_visibility if show == "after-due" else "visible"
+    return {"score": score, "output": "\n".join(head), "visibility": top, "stdout_visibility": "hidden",
+            "tests": front + tests}
+
+
+# What an after-due Summary says about when the scores show, by the per-part tests' visibility.
+SHOWN_WHEN = {
+    "after_due_date": N_("Scores and each part's feedback show after the due date."),
+    "after_published": N_("Scores and each part's feedback show once the grades are published."),
+    "hidden": N_("Scores are not shown here."),
+}
+
+
+def _summary(key: Any, graded: Sequence[tuple[Member, Any]], score: float, problems: list[str], show: str,
+             parts_visibility: str) -> tuple[list[str], list[str]]:
+    """The Summary's lines: a head (also the top-level output) and the details, with what ``show``
+    allows: every part's score (per-part), only the total (total), or no score (after-due); the
+    last two list what the upload holds instead (:func:`_check_lines`)."""
+    group = len(graded) > 1
+    scored = show != "after-due"
+    if scored:
+        head = [_("%(title)s: %(score)s of %(points)s points.") % {
+            "title": key.title, "score": f"{score:g}", "points": f"{key.points:g}"}]
+    else:
+        head = [key.title] + ([_(SHOWN_WHEN[parts_visibility])] if parts_visibility in SHOWN_WHEN else [])
     if group:
-        head += _group_lines(key, graded)
+        head += _group_lines(key, graded, scored)
     if not any(r is not None for _m, r in graded):
         head.append(_("No submission could be graded."))
     head += problems
+    details = []
     for member, result in graded:
+        if member.student is None:
+            continue
+        mark = member.student if group else None
         if result is not None:
-            head += _mark(result.notes, member.student if group else None)
-    tests.insert(0, {"name": _("Summary"), "output": "\n".join(head + summary), "visibility": cfg["summary_visibility"]})
-    return {"score": score, "output": "\n".join(head), "visibility": "visible", "stdout_visibility": "hidden",
-            "tests": tests}
+            head += _mark(_notes(result, scored), mark)
+        details += _mark(_part_lines(key, result) if show == "per-part" else _check_lines(result), mark)
+    return head, details
+
+
+def _notes(result: Any, scored: bool) -> list[str]:
+    """A result's notes on the file; without scores, not the one that compares its answers with
+    the classmates' right ones (it would say whether answers are right for some variant)."""
+    if scored:
+        return list(result.notes)
+    from ..grade.copies import COPY_NOTE
+
+    return [note for note in result.notes if note != _(COPY_NOTE)]
+
+
+def _check_lines(result: Any) -> list[str]:
+    """What the upload holds, told without anything that depends on an answer being right: which
+    parts have no answer and which could not be read (and why), so a student can fix the file."""
+    if result is None:
+        return [_("Not graded.")]
+    lines = []
+    missing = [p.part for p in result.parts if p.verdict == "missing"]
+    if missing:
+        lines.append(_("No answer: %(parts)s.") % {"parts": ", ".join(missing)})
+    lines += [_("%(part)s could not be read: %(message)s") % {"part": p.part, "message": p.message}
+              for p in result.parts if p.verdict == "format"]
+    return lines or [_("Every part has a readable answer.")]
 
 
 def _mark(lines: list[str], student: str | None) -> list[str]:
@@ -326,10 +411,13 @@ def _mark(lines: list[str], student: str | None) -> list[str]:
     return [_("%(student)s — %(what)s") % {"student": student, "what": line} for line in lines]
 
 
-def _group_lines(key: Any, graded: Sequence[tuple[Member, Any]]) -> list[str]:
-    """Why a group submission's score is what it is: the rule, then each member's own score."""
+def _group_lines(key: Any, graded: Sequence[tuple[Member, Any]], scored: bool) -> list[str]:
+    """Why a group submission's score is what it is: the rule, then (where scores show) each
+    member's own score."""
     lines = [_("Group submission: each member is graded on their own variant, and the submission's score is "
                "the lowest of the members' scores, since Gradescope gives every member the same score.")]
+    if not scored:
+        return lines
     for member, result in graded:
         if result is None:
             lines.append(_("%(student)s: not graded.") % {"student": member.student or member.shown})
