@@ -260,17 +260,35 @@ def gradescope(
     key: Annotated[Path, typer.Argument(help="The key.json written by `generate`.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The autograder zip to upload to Gradescope.")] = Path("autograder.zip"),
     roster: Annotated[Path | None, typer.Option(
-        help="Roster CSV with `email` (or `sis_id`, `name`): the student is then whoever Gradescope says "
-             "submitted, whatever the file claims.")] = None,
+        help="Roster CSV with `email` (or `sis_id`, `name`): each upload is graded as whoever Gradescope says "
+             "submitted it, on that student's own variant; a file that names another student is flagged. "
+             "Required unless --trust-file-ids.")] = None,
+    trust_file_ids: Annotated[bool, typer.Option(
+        "--trust-file-ids",
+        help="Grade without a roster: the student id written in the uploaded file decides whose variant is "
+             "graded, so a classmate's file uploaded unchanged scores as its owner. Fine for practice, "
+             "not for marks.")] = False,
+    show: Annotated[str | None, typer.Option(
+        "--show",
+        help="What the always-visible Summary tells a student before the per-part tests show (see "
+             "--visibility): after-due (the default) says whether the upload was read and which parts are "
+             "missing or unreadable, with no score; total adds the total; per-part gives each part's score and "
+             "verdict. Per-part feedback teaches, but a part's score moves with each entry within tolerance, so "
+             "with unlimited resubmissions a student can search entry by entry; the total moves too, one entry "
+             "per upload; after-due shows everything once the due date passes.")] = None,
     visibility: Annotated[str, typer.Option(
-        help="When students see each part's feedback with its expected values: after_due_date | "
-             "after_published | hidden | visible.")] = "after_due_date",
+        help="When students see each part's test (its score and feedback with the expected values), and "
+             "with --show after-due the scores: after_due_date | after_published | hidden | visible "
+             "(visible shows them at once, so it goes with --show per-part, which it implies).")] = "after_due_date",
 ) -> None:
     """Write a Gradescope autograder bundle that grades each upload with this key.
 
     Upload the zip as a Programming Assignment's autograder ("Zip file upload"); students
-    upload their submission.json. Each asked part is one test (score, max score, feedback);
-    a visible "Summary" test lists each part's verdict without expected values. The bundle
+    upload their submission.json. With --roster, each upload is graded as the student
+    Gradescope says submitted it; without one the export is refused unless --trust-file-ids
+    (practice only: a copied file would score as its owner). Each asked part is one test
+    (score, max score, feedback with the expected values), shown after the due date by default; a
+    visible "Summary" test says what --show allows before then. The bundle
     carries this exact qkvquiz (vendored source) and the ranges of its few dependencies
     (requirements.txt), which Gradescope installs while building the image: choose the
     Ubuntu 22.04 base image or a newer one (Python 3.10+; setup.sh stops on an older one).
@@ -278,10 +296,16 @@ def gradescope(
     Test it locally: unzip into `ag/source`, put the hand-in in `ag/submission/`, run
     `QKVQUIZ_AUTOGRADER_ROOT=ag bash ag/source/run_autograder`, read `ag/results/results.json`.
     """
-    from .exchange.gradescope import BundleOptions, build_bundle
+    from .exchange.gradescope import BundleOptions, build_bundle, resolve_show
     from .inputs import MAX_KEY_BYTES, MAX_ROSTER_BYTES, InputError, read_text
     from .key import KeyFileError, load_key
 
+    if roster is None and not trust_file_ids:
+        _fail("no --roster: the autograder could only grade each upload as the student id written in its file, "
+              "so a classmate's file uploaded unchanged would score as its owner, with nothing flagged.\n"
+              "Give --roster roster.csv (a `student` column and the `email` Gradescope knows each student by) "
+              "to grade each upload as the student Gradescope says submitted it, on their own variant; "
+              "or --trust-file-ids for practice that does not count toward marks.")
     try:
         load_key(key)  # refuse a file that is no key before bundling it
         key_text = read_text(key, MAX_KEY_BYTES, "key")
@@ -289,7 +313,9 @@ def gradescope(
         if roster is not None:
             _roster(roster)  # checked here, read again inside Gradescope
             roster_text = read_text(roster, MAX_ROSTER_BYTES, "roster")
-        data = build_bundle(key_text, roster_csv=roster_text, opts=BundleOptions(visibility=visibility))
+        data = build_bundle(key_text, roster_csv=roster_text,
+                            opts=BundleOptions(visibility=visibility, show=resolve_show(show, visibility),
+                                               trust_file_ids=trust_file_ids))
     except (KeyFileError, InputError, ValueError) as exc:
         _fail(str(exc))
     try:
@@ -297,3 +323,6 @@ def gradescope(
     except OSError as exc:
         _fail(str(exc))  # OutputError: names the path
     console.print(f"Wrote {_shown(str(out))} ({len(data):,} bytes)", highlight=False)
+    if roster is None:
+        err.print("[yellow]note:[/] no roster: each upload is graded as the student id its file names; "
+                  "a copied file scores as its owner (practice only).", highlight=False)

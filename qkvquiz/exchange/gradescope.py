@@ -12,13 +12,24 @@ the zip) runs for every submission with the student's files in ``/autograder/sub
 
 ``visibility`` is one of ``hidden``, ``after_due_date``, ``after_published``, ``visible``.
 Here each asked part is one test whose output holds the part's feedback, expected values
-included, and is shown ``after_due_date`` by default; one visible test, "Summary", gives each
-part's verdict and score without any expected value, so a student sees at once what counts.
+included, and is shown ``after_due_date`` by default; one visible test, "Summary", never shows an
+expected value and tells what ``show`` allows before then: ``after-due`` (the default) no score,
+only whether the upload was read and which parts are missing or unreadable, with a "Score by
+part" test and the top level shown when the parts are; ``total`` that and the total;
+``per-part`` each part's score and verdict. A part's score is its share of entries within
+tolerance, so where resubmissions are unlimited a visible part score lets a student search entry
+by entry, and a visible total one entry per upload; ``after-due`` tells nothing that depends on
+an answer's value. (Gradescope shows no total of its own while a scored test is held back.)
 
 The bundle carries the key, the exact qkvquiz that made it (the package's own source under
 ``vendor/``, so nothing is fetched but the few packages grading imports: numpy, Jinja2, MarkupSafe
-and PyYAML), and optionally a roster: then the student is the one Gradescope says submitted (by
-email, student id or name), whatever the file claims. ``QKVQUIZ_AUTOGRADER_ROOT`` replaces
+and PyYAML), and a roster: the student is the one Gradescope says submitted (by email, student id
+or name), whatever the file claims, and is graded on their own variant; in a group submission
+every member is, each on the file that names them, and the submission gets the lowest of their
+scores (:func:`booked_score`). Without a roster only
+the student id written in the uploaded file could say whose variant to grade, so a classmate's
+file uploaded unchanged would score as its owner: :func:`build_bundle` refuses that unless told
+``trust_file_ids`` (practice that does not count). ``QKVQUIZ_AUTOGRADER_ROOT`` replaces
 ``/autograder`` so that the bundle can be run locally on a folder laid out the same way.
 
 Which Python: the image's own ``python3``, 3.10 or newer (the vendored code builds ``X | None``
@@ -43,6 +54,7 @@ import json
 import os
 import sys
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -106,10 +118,35 @@ exec "${QKVQUIZ_PYTHON:-python3}" -m qkvquiz.exchange.gradescope "$SOURCE"
 """
 
 
+# What the always-visible Summary tells before the per-part tests show (see the module's docstring):
+# no score, only the total, or every part's score. A part's score moves with each entry within
+# tolerance, so where resubmissions are unlimited it lets a student search entry by entry; the
+# total moves too (one entry per upload); only after-due tells nothing that depends on a value.
+SHOWS = ("after-due", "total", "per-part")
+SHOW_DEFAULT = "after-due"
+
+
+def resolve_show(show: str | None, visibility: str) -> str:
+    """``show`` as asked; unasked, per-part where the per-part tests are ``visible`` (they show every
+    part's score at once, so the Summary has nothing to hold back), else :data:`SHOW_DEFAULT`."""
+    if show is not None:
+        return show
+    return "per-part" if visibility == "visible" else SHOW_DEFAULT
+
+
 @dataclass(frozen=True)
 class BundleOptions:
     visibility: str = VISIBILITY_DEFAULT  # of the per-part tests (they show expected values)
     summary_visibility: str = "visible"
+    show: str = SHOW_DEFAULT  # what the Summary tells before the per-part tests show
+    # Without a roster, grade each upload as the student id its file names: a copied file then
+    # scores as its owner, so this must be asked for (practice only).
+    trust_file_ids: bool = False
+
+
+NO_ROSTER = ("without a roster the autograder could only grade each upload as the student id written in its "
+             "file, so a classmate's file uploaded unchanged would score as its owner; give a roster (with the "
+             "emails Gradescope knows the students by), or trust_file_ids=True for practice that does not count")
 
 
 def _package_files() -> dict[str, bytes]:
@@ -165,8 +202,16 @@ def build_bundle(key_text: str, *, roster_csv: str | None = None, opts: BundleOp
 
     if opts.visibility not in VISIBILITIES or opts.summary_visibility not in VISIBILITIES:
         raise ValueError(f"visibility must be one of {', '.join(VISIBILITIES)}")
-    config = {"visibility": opts.visibility, "summary_visibility": opts.summary_visibility,
-              "qkvquiz_version": __version__, "roster": roster_csv is not None}
+    if opts.show not in SHOWS:
+        raise ValueError(f"show must be one of {', '.join(SHOWS)}")
+    if opts.show != "per-part" and opts.visibility == "visible":
+        raise ValueError(f"visibility 'visible' shows every part's score and expected values at once, which show "
+                         f"{opts.show!r} is meant to hold back: choose show 'per-part' with it, or another visibility")
+    if roster_csv is None and not opts.trust_file_ids:
+        raise ValueError(NO_ROSTER)
+    config = {"visibility": opts.visibility, "summary_visibility": opts.summary_visibility, "show": opts.show,
+              "qkvquiz_version": __version__, "roster": roster_csv is not None,
+              "trust_file_ids": roster_csv is None}
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr(_entry("setup.sh", 0o755), SETUP_SH)
@@ -240,66 +285,255 @@ SUMMARY_VERDICTS = {
 }
 
 
+@dataclass(frozen=True)
+class Member:
+    """A student this submission's score is booked to: as Gradescope (or the file) names them, and
+    their qkvquiz id, None where the roster cannot say which student they are."""
+
+    shown: str
+    student: str | None
+
+
 def results_document(report: Any, student: str | None, cfg: dict[str, Any], problems: list[str]) -> dict[str, Any]:
-    """Gradescope's results.json for the graded student (or a zero score and why nothing was
-    graded), in the language the report was graded in."""
+    """Gradescope's results.json for the graded ``student`` (the report's first where None), or a
+    zero score and why nothing was graded, in the language the report was graded in."""
+    if student is None and report.results:
+        student = report.results[0].student
+    return submission_document(report, [] if student is None else [Member(student, student)], cfg, problems)
+
+
+def submission_document(report: Any, members: Sequence[Member], cfg: dict[str, Any],
+                        problems: list[str]) -> dict[str, Any]:
+    """Gradescope's results.json for a submission booked to ``members`` (several in a group
+    submission), each graded on their own variant: per-part tests per member, and the lowest of
+    their scores as the submission's (see :func:`booked_score`)."""
     with using(report.lang):
-        return _results_document(report, student, cfg, problems)
+        return _submission_document(report, members, cfg, problems)
 
 
-def _results_document(report: Any, student: str | None, cfg: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+def booked_score(scores: Sequence[float]) -> float:
+    """The one score Gradescope holds for a submission, which it gives every member of a group:
+    the lowest member's, so that no one is credited above what their own variant earned (a member
+    the roster does not know, or who has no file, counts 0)."""
+    return round(min(scores), 6) if scores else 0
+
+
+def _submission_document(report: Any, members: Sequence[Member], cfg: dict[str, Any],
+                         problems: list[str]) -> dict[str, Any]:
+    key = report.key
+    show = cfg.get("show", "per-part")  # what a config from before --show meant
+    parts_visibility = cfg["visibility"]
+    by_student = {r.student: r for r in report.results}
+    graded = [(m, by_student.get(m.student) if m.student is not None else None) for m in members]
+    group = len(members) > 1
+    tests: list[dict[str, Any]] = []
+    for member, result in graded:
+        if member.student is not None:  # else no variant to grade against; the problems say why
+            tests += _part_tests(key, result, parts_visibility, member.student if group else None)
+    score = booked_score([r.score if r is not None else 0.0 for _m, r in graded])
+    head, details = _summary(key, graded, score, problems, show, parts_visibility)
+    front = [{"name": _("Summary"), "output": "\n".join(head + details), "visibility": cfg["summary_visibility"]}]
+    if show == "after-due":  # the scores the Summary holds back, shown when the parts' tests are
+        full_head, full_details = _summary(key, graded, score, problems, "per-part", parts_visibility)
+        front.append({"name": _("Score by part"), "output": "\n".join(full_head + full_details),
+                          "visibility": parts_visibility})
+    # Gradescope's own total stays hidden while any scored test is (its rule); the top level
+    # follows after-due too, so that nothing about the score shows before the parts' tests do.
+    top = parts_visibility if show == "after-due" else "visible"
+    return {"score": score, "output": "\n".join(head), "visibility": top, "stdout_visibility": "hidden",
+            "tests": front + tests}
+
+
+# What an after-due Summary says about when the scores show, by the per-part tests' visibility.
+SHOWN_WHEN = {
+    "after_due_date": N_("Scores and each part's feedback show after the due date."),
+    "after_published": N_("Scores and each part's feedback show once the grades are published."),
+    "hidden": N_("Scores are not shown here."),
+}
+
+
+def _summary(key: Any, graded: Sequence[tuple[Member, Any]], score: float, problems: list[str], show: str,
+             parts_visibility: str) -> tuple[list[str], list[str]]:
+    """The Summary's lines: a head (also the top-level output) and the details, with what ``show``
+    allows: every part's score (per-part), only the total (total), or no score (after-due); the
+    last two list what the upload holds instead (:func:`_check_lines`)."""
+    group = len(graded) > 1
+    scored = show != "after-due"
+    if scored:
+        head = [_("%(title)s: %(score)s of %(points)s points.") % {
+            "title": key.title, "score": f"{score:g}", "points": f"{key.points:g}"}]
+    else:
+        head = [key.title] + ([_(SHOWN_WHEN[parts_visibility])] if parts_visibility in SHOWN_WHEN else [])
+    if group:
+        head += _group_lines(key, graded, scored)
+    if not any(r is not None for _m, r in graded):
+        head.append(_("No submission could be graded."))
+    head += problems
+    details = []
+    for member, result in graded:
+        if member.student is None:
+            continue
+        mark = member.student if group else None
+        if result is not None:
+            head += _mark(_notes(result, scored), mark)
+        details += _mark(_part_lines(key, result) if show == "per-part" else _check_lines(result), mark)
+    return head, details
+
+
+def _notes(result: Any, scored: bool) -> list[str]:
+    """A result's notes on the file; without scores, not the one that compares its answers with
+    the classmates' right ones (it would say whether answers are right for some variant)."""
+    if scored:
+        return list(result.notes)
+    from ..grade.copies import COPY_NOTE
+
+    return [note for note in result.notes if note != _(COPY_NOTE)]
+
+
+def _check_lines(result: Any) -> list[str]:
+    """What the upload holds, told without anything that depends on an answer being right: which
+    parts have no answer and which could not be read (and why), so a student can fix the file."""
+    if result is None:
+        return [_("Not graded.")]
+    lines = []
+    missing = [p.part for p in result.parts if p.verdict == "missing"]
+    if missing:
+        lines.append(_("No answer: %(parts)s.") % {"parts": ", ".join(missing)})
+    lines += [_("%(part)s could not be read: %(message)s") % {"part": p.part, "message": p.message}
+              for p in result.parts if p.verdict == "format"]
+    return lines or [_("Every part has a readable answer.")]
+
+
+def _mark(lines: list[str], student: str | None) -> list[str]:
+    """``lines`` as they are, or each led by ``student`` (in a group submission, whose they are)."""
+    if student is None:
+        return list(lines)
+    return [_("%(student)s — %(what)s") % {"student": student, "what": line} for line in lines]
+
+
+def _group_lines(key: Any, graded: Sequence[tuple[Member, Any]], scored: bool) -> list[str]:
+    """Why a group submission's score is what it is: the rule, then (where scores show) each
+    member's own score."""
+    lines = [_("Group submission: each member is graded on their own variant, and the submission's score is "
+               "the lowest of the members' scores, since Gradescope gives every member the same score.")]
+    if not scored:
+        return lines
+    for member, result in graded:
+        if result is None:
+            lines.append(_("%(student)s: not graded.") % {"student": member.student or member.shown})
+        else:
+            lines.append(_("%(student)s: %(score)s of %(points)s points.") % {
+                "student": member.student, "score": f"{result.score:g}", "points": f"{key.points:g}"})
+    return lines
+
+
+def _part_tests(key: Any, result: Any, visibility: str, student: str | None) -> list[dict[str, Any]]:
+    """One Gradescope test per asked part of ``result`` (a member's, named in a group submission)."""
     from ..grade.feedback import item_title
 
-    key = report.key
-    result = next((r for r in report.results if r.student == student), None) if student else \
-        (report.results[0] if report.results else None)
-    tests, summary = [], []
     by_part = {p.part: p for p in result.parts} if result is not None else {}
+    tests = []
     for item in key.items:
         title = item_title(item)
         for part in item.parts:
             pr = by_part.get(part.id)
-            name = _("%(part)s (%(title)s)") % {"part": part.id, "title": title}
+            name = _mark([_("%(part)s (%(title)s)") % {"part": part.id, "title": title}], student)[0]
             if pr is None:
                 tests.append({"name": name, "score": 0, "max_score": part.points, "output": _("Not graded."),
-                              "visibility": cfg["visibility"]})
-                continue
-            tests.append({"name": name, "score": round(pr.score, 6), "max_score": pr.points,
-                          "output": _part_output(pr, title, item, part), "visibility": cfg["visibility"]})
-            verdict = _(SUMMARY_VERDICTS[pr.verdict]) if pr.verdict in SUMMARY_VERDICTS else pr.verdict
-            summary.append(_("%(part)s: %(score)s/%(points)s (%(verdict)s)") % {
-                "part": part.id, "score": f"{pr.score:g}", "points": f"{pr.points:g}", "verdict": verdict})
-    score = round(result.score, 6) if result is not None else 0
-    head = [_("%(title)s: %(score)s of %(points)s points.") % {
-        "title": key.title, "score": f"{score:g}", "points": f"{key.points:g}"}]
+                              "visibility": visibility})
+            else:
+                tests.append({"name": name, "score": round(pr.score, 6), "max_score": pr.points,
+                              "output": _part_output(pr, title, item, part), "visibility": visibility})
+    return tests
+
+
+def _part_lines(key: Any, result: Any) -> list[str]:
+    """Each graded part's score and verdict, one line each, with no expected value."""
     if result is None:
-        head.append(_("No submission could be graded."))
-    head += problems
-    if result is not None:
-        head += result.notes
-    tests.insert(0, {"name": _("Summary"), "output": "\n".join(head + summary), "visibility": cfg["summary_visibility"]})
-    return {"score": score, "output": "\n".join(head), "visibility": "visible", "stdout_visibility": "hidden",
-            "tests": tests}
+        return []
+    lines = []
+    for pr in result.parts:
+        verdict = _(SUMMARY_VERDICTS[pr.verdict]) if pr.verdict in SUMMARY_VERDICTS else pr.verdict
+        lines.append(_("%(part)s: %(score)s/%(points)s (%(verdict)s)") % {
+            "part": pr.part, "score": f"{pr.score:g}", "points": f"{pr.points:g}", "verdict": verdict})
+    return lines
 
 
-def _submitter(root: Path, roster: Any) -> tuple[str | None, str]:
-    """The qkvquiz id of the Gradescope user(s) who submitted (by email, sid, then name), and how."""
+def _gradescope_users(root: Path) -> list[dict[str, Any]] | None:
+    """The users Gradescope says submitted (several in a group submission), from
+    ``submission_metadata.json``; None without that file (a local run)."""
     from ..inputs import read_text
 
     path = root / "submission_metadata.json"
-    if roster is None or not path.is_file():
-        return None, ""
+    if not path.is_file():
+        return None
     doc = json.loads(read_text(path, MAX_METADATA_BYTES, "submission metadata"))
-    for user in doc.get("users") or []:
-        for column, value in (("email", user.get("email")), ("sis_id", user.get("sid"))):
-            if value:
-                entry = roster.by(column, str(value))
-                if entry is not None:
-                    return entry.student, _("Gradescope user %(user)s") % {"user": user.get("email") or user.get("name")}
-        found = roster.by_name(str(user.get("name") or ""))
-        if len(found) == 1:
-            return found[0].student, _("Gradescope user %(user)s") % {"user": user.get("name")}
-    return None, _("the submitter is not in the roster")
+    users = doc.get("users") if isinstance(doc, dict) else None
+    return [u for u in users if isinstance(u, dict)] if isinstance(users, list) else []
+
+
+def _roster_student(user: dict[str, Any], roster: Any) -> str | None:
+    """The roster's student for one Gradescope user: by email, then sid, then a name only one entry has."""
+    given = {"email": user.get("email"), "sis_id": user.get("sid")}
+    for column, value in given.items():
+        if value:
+            entry = roster.by(column, str(value))
+            if entry is not None:
+                return entry.student
+    # A name is typed by a person and two people may share one: it places a user only on an entry
+    # whose own email and sis_id (where both sides have one) did not already say it is someone else.
+    found = [e for e in roster.by_name(str(user.get("name") or ""))
+             if not any(value and getattr(e, column) for column, value in given.items())]
+    return found[0].student if len(found) == 1 else None
+
+
+def _members(users: list[dict[str, Any]], roster: Any) -> tuple[list[Member], list[str]]:
+    """Every user of the submission as a roster student; one the roster does not know, or two users
+    that match the same student, are left ungraded (so the submission scores 0), with why."""
+    members = [Member(_("Gradescope user %(user)s") % {"user": u.get("email") or u.get("name") or u.get("id")},
+                      _roster_student(u, roster)) for u in users]
+    problems = [] if users else [_("Not graded: %(via)s; ask your instructor.") % {
+        "via": _("the submitter is not in the roster")}]
+    kept = []
+    for member in members:
+        twins = [m.shown for m in members if member.student is not None and m.student == member.student]
+        if member.student is None:
+            problems.append(_("Not graded: %(via)s; ask your instructor.") % {
+                "via": _("%(user)s is not in the roster") % {"user": member.shown}})
+        elif len(twins) > 1:
+            problems.append(_("Not graded: %(via)s; ask your instructor.") % {
+                "via": _("%(users)s all match %(student)s in the roster") % {
+                    "users": ", ".join(twins), "student": repr(member.student)}})
+            member = Member(member.shown, None)
+        kept.append(member)
+    return kept, problems
+
+
+def _assign(subs: list[Any], members: Sequence[Member]) -> tuple[list[Any], list[str]]:
+    """Each file to the member it names. The files that name no member go to the one member no
+    file names (a typo, or a classmate's file uploaded as one's own: graded on the uploader's own
+    variant, flagged); where several members lack a file nothing says whose they are, so they are
+    not graded."""
+    students = [m.student for m in members if m.student is not None]
+    lacking = [m for m in members if m.student is not None and m.student not in {s.student for s in subs}]
+    kept, problems = [], []
+    for sub in subs:
+        if sub.student in students:
+            kept.append(sub)
+        elif len(lacking) == 1:
+            problems.append(_("%(file)s names student %(named)s, but %(via)s submitted it: it is graded against "
+                              "the variant of %(student)s.") % {"file": Path(sub.source).name, "named": repr(sub.student),
+                                                              "via": lacking[0].shown, "student": repr(lacking[0].student)})
+            sub.student = lacking[0].student
+            kept.append(sub)
+        else:
+            problems.append(_("%(file)s names student %(named)s, who is not one of this submission's students; "
+                              "it was not graded.") % {"file": Path(sub.source).name, "named": repr(sub.student)})
+    if len(members) > 1:
+        problems += [_("No file names %(student)s: in a group submission each member uploads the file of their "
+                       "own worksheet.") % {"student": repr(m.student)}
+                     for m in members if m.student is not None and m.student not in {s.student for s in kept}]
+    return kept, problems
 
 
 def run(source: Path, root: Path) -> dict[str, Any]:
@@ -325,23 +559,24 @@ def _run(source: Path, root: Path, cfg: dict[str, Any], key: Any) -> dict[str, A
         files, problems = [], [str(exc)]
     subs, unreadable = read_submissions(files)
     problems += [_("%(file)s: %(message)s") % {"file": Path(p.source).name, "message": p.message} for p in unreadable]
-    student, via = _submitter(root, roster)
-    if roster is not None and student is None:
-        if via:  # Gradescope named a submitter the roster does not know
-            problems.append(_("Not graded: %(via)s; ask your instructor.") % {"via": via})
-            subs = []
-        else:  # no submission_metadata.json: a local run; the file's own id decides
-            problems.append(_("No submission_metadata.json: graded as the student the file names."))
-    for sub in subs:
-        if student is not None and sub.student != student:
-            problems.append(_("%(file)s names student %(named)s; it is graded as %(student)s (%(via)s).") % {
-                "file": Path(sub.source).name, "named": repr(sub.student), "student": repr(student), "via": via})
-            sub.student = student
+    users = _gradescope_users(root) if roster is not None else None
+    members: list[Member] | None = None  # None: the files' own ids decide
+    if users is not None:  # the students are whom Gradescope names, whatever the files claim
+        members, found = _members(users, roster)
+        subs, more = _assign(subs, members)
+        problems += found + more
+    elif roster is not None:  # no submission_metadata.json: a local run
+        problems.append(_("No submission_metadata.json: graded as the student the file names."))
     if not files:
         problems.append(_("No .json file was found in the submission: upload your filled-in submission.json."))
     report = grade(key, subs)
     problems += [_("%(file)s: %(message)s") % {"file": Path(p.source).name, "message": p.message} for p in report.problems]
-    doc = results_document(report, student, cfg, problems)
+    if members is None:
+        members = [Member(r.student, r.student) for r in report.results]
+        if roster is None:  # the bundle trusts file ids: say whose variant that made it
+            problems += [_("Graded as student %(student)s, the id written in the file.") % {"student": repr(m.student)}
+                         for m in members]
+    doc = submission_document(report, members, cfg, problems)
     _write_results(root, doc)
     return doc
 
