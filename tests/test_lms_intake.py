@@ -85,3 +85,20 @@ def test_a_member_whose_name_is_not_utf8_is_refused_by_itself(tmp_path, class_ke
     report = grade_download(key, [dl], _roster(tmp_path))
     assert [r.student for r in report.results] == ["ada"]
     assert len(report.problems) == 1 and "UTF-8" in report.problems[0].message
+
+
+# ----------------------------------------------------------------------------- names in any script
+
+
+@pytest.mark.parametrize("name", ["李 小龙", "李小龙", "小龙 李", "李\u3000小龙"])
+def test_chinese_names_match_with_or_without_a_space_in_either_order(tmp_path, name):
+    roster = _roster(tmp_path, NAMES_ONLY)
+    assert [e.student for e in roster.by_name(name)] == ["li"]
+
+
+def test_names_fold_case_width_and_accents_but_stay_apart(tmp_path):
+    roster = _roster(tmp_path, "student,name\nzoe,Zoë Ōtake\nli,李小龙\nming,李小明\n")
+    assert [e.student for e in roster.by_name("ZOE OTAKE")] == ["zoe"]
+    assert [e.student for e in roster.by_name("Ｏｔａｋｅ，Ｚｏë")] == ["zoe"]
+    assert [e.student for e in roster.by_name("小明 李")] == ["ming"]
+    assert roster.by_name("李") == [] and roster.by_name("") == []
