@@ -11,12 +11,22 @@ from pathlib import Path
 
 import pytest
 
-from qkvquiz.exchange.collect import grade_download
+from qkvquiz.exchange.collect import LATE_FLAG, collect, grade_download
 from qkvquiz.inputs import read_zip
 from qkvquiz.roster import read_roster_entries
 
 from .helpers import make_key
-from .lms_corpus import answers_of, canvas_name, write_zip
+from .lms_corpus import (
+    answers_of,
+    canvas_download,
+    canvas_name,
+    gradescope_export,
+    gradescope_metadata,
+    moodle_download,
+    moodle_path,
+    write_folder,
+    write_zip,
+)
 
 STUDENTS = ("ada", "alan", "grace", "li")
 ROSTER = (
@@ -54,6 +64,76 @@ def _full(result) -> bool:
     return result.score == result.total
 
 
+# ----------------------------------------------------------------------------- steering files
+
+
+@pytest.mark.parametrize("layout", ["folders", "folders-old"])
+def test_a_moodle_students_file_named_like_gradescopes_metadata_is_refused_and_the_download_stays_moodle(
+        tmp_path, class_key, layout):
+    key, doc = class_key
+    members = moodle_download([
+        ("Ada Lovelace", 5001, "answers.json", _hand_in(doc, "ada")),
+        ("Alan Turing", 5002, "answers.json", _hand_in(doc, "alan")),
+        ("Grace Hopper", 5003, "answers.json", _hand_in(doc, "grace")),
+        ("Grace Hopper", 5003, "submission_metadata.yml", gradescope_metadata({"1": [ADA]})),
+    ], layout=layout)
+    dl = write_zip(tmp_path / "moodle.zip", members)
+    roster = _roster(tmp_path)
+    assert collect([dl], roster).lms == {str(dl): "moodle"}
+    report = grade_download(key, [dl], roster)
+    by = _by_student(report)
+    assert set(by) == {"ada", "alan", "grace"} and all(_full(r) for r in by.values())
+    [refused] = report.problems
+    assert refused.source == f"{dl}/{moodle_path('Grace Hopper', 5003, 'submission_metadata.yml', layout=layout)}"
+    assert "root" in refused.message
+
+
+@pytest.mark.parametrize("unpacked", [False, True])
+def test_one_moodle_student_cannot_make_their_folder_pass_for_a_gradescope_export(tmp_path, class_key, unpacked):
+    key, doc = class_key
+    # Grace alone in the download, her upload laid out like an export that credits it to Ada.
+    members = moodle_download([
+        ("Grace Hopper", 5003, "submission_metadata.yml", gradescope_metadata({"1": [ADA]})),
+        ("Grace Hopper", 5003, "submission_1/answers.json", _hand_in(doc, "grace")),
+    ])
+    dl = write_folder(tmp_path / "dl", members) if unpacked else write_zip(tmp_path / "moodle.zip", members)
+    report = grade_download(key, [dl], _roster(tmp_path))
+    assert [r.student for r in report.results] == ["grace"]
+    assert not report.results[0].flags
+    assert [p.source.rsplit("/", 1)[-1] for p in report.problems] == ["submission_metadata.yml"]
+
+
+@pytest.mark.parametrize("wrapper", ["assignment_4411_export", None])
+def test_gradescope_metadata_is_read_only_at_the_exports_root(tmp_path, class_key, wrapper):
+    key, doc = class_key
+    members = gradescope_export({
+        "111": ([ADA], {"answers.json": _hand_in(doc, "ada")}),
+        "222": ([ALAN], {"answers.json": _hand_in(doc, "alan")}),
+    }, wrapper=wrapper)
+    # Alan's own upload holds a metadata file that swaps the two; it comes last in the zip.
+    planted = f"{wrapper + '/' if wrapper else ''}submission_222/submission_metadata.yml"
+    members[planted] = gradescope_metadata({"111": [ALAN], "222": [ADA]})
+    dl = write_zip(tmp_path / "gs.zip", members)
+    report = grade_download(key, [dl], _roster(tmp_path))
+    by = _by_student(report)
+    assert by["ada"].source.endswith("submission_111/answers.json")
+    assert by["alan"].source.endswith("submission_222/answers.json")
+    assert not by["ada"].flags and not by["alan"].flags
+    assert [p.source for p in report.problems] == [f"{dl}/{planted}"]
+
+
+def test_an_unpacked_gradescope_export_reads_its_root_metadata_and_refuses_a_students(tmp_path, class_key):
+    key, doc = class_key
+    members = gradescope_export({"111": ([ADA], {"answers.json": _hand_in(doc, "ada")}),
+                                 "222": ([ALAN], {"answers.json": _hand_in(doc, "alan")})})
+    members["assignment_4411_export/submission_222/submission_metadata.yml"] = gradescope_metadata({"111": [ALAN]})
+    folder = write_folder(tmp_path / "export", members)
+    report = grade_download(key, [folder], _roster(tmp_path))
+    assert {r.student: r.source.split("/")[-2] for r in report.results} == {"ada": "submission_111",
+                                                                           "alan": "submission_222"}
+    assert [p.source.split("/")[-2:] for p in report.problems] == [["submission_222", "submission_metadata.yml"]]
+
+
 # ----------------------------------------------------------------------------- zip member names
 
 
@@ -87,6 +167,88 @@ def test_a_member_whose_name_is_not_utf8_is_refused_by_itself(tmp_path, class_ke
     assert len(report.problems) == 1 and "UTF-8" in report.problems[0].message
 
 
+# ----------------------------------------------------------------------------- Canvas names
+
+
+def test_canvas_names_that_keep_underscores_are_read(tmp_path, class_key):
+    key, doc = class_key
+    dl = write_zip(tmp_path / "canvas.zip", canvas_download([
+        ("ada_l", 101, 9011, "x.json", _hand_in(doc, "ada")),
+        ("Turing, Alan", 102, 9012, "my_answers_2.json", _hand_in(doc, "alan")),
+        ("Hopper_, Grace", 103, 9013, "a.json", _hand_in(doc, "grace")),
+    ]))
+    assert "ada_l_101_9011_x.json" in zipfile.ZipFile(dl).namelist()
+    report = grade_download(key, [dl], _roster(tmp_path))
+    assert not report.problems
+    assert set(_by_student(report)) == {"ada", "alan", "grace"}
+
+
+def test_a_canvas_name_that_reads_as_a_classmates_id_is_not_credited_to_them(tmp_path, class_key):
+    key, doc = class_key
+    # Ada (user 101) named herself "x_102": her file's name starts like Alan's (user 102).
+    dl = write_zip(tmp_path / "canvas.zip", canvas_download([
+        ("x_102", 101, 9001, "answers.json", _hand_in(doc, "ada", wrong=True)),
+    ]))
+    report = grade_download(key, [dl], _roster(tmp_path))
+    assert not report.results
+    assert any("x_102_101_9001" in p.source and "101" in p.message and "102" in p.message for p in report.problems)
+    # A name ending in digits that are nobody's id is read the one way that fits the roster.
+    dl2 = write_zip(tmp_path / "canvas2.zip", canvas_download([("x_77", 101, 9003, "a.json", _hand_in(doc, "ada"))]))
+    assert [r.student for r in grade_download(key, [dl2], _roster(tmp_path)).results] == ["ada"]
+
+
+def test_canvas_anonymous_grading_is_read_as_canvas(tmp_path, class_key):
+    key, doc = class_key
+    dl = write_zip(tmp_path / "anon.zip", canvas_download([
+        (None, None, 9001, "answers.json", _hand_in(doc, "ada")),
+        (None, None, 9002, "answers.json", _hand_in(doc, "alan")),
+    ], late=[1], anonymous={0: "Xy7Qz", 1: "Ab3cD"}))
+    assert sorted(zipfile.ZipFile(dl).namelist()) == ["LATE_anon_Ab3cD_9002_answers.json",
+                                                     "anon_Xy7Qz_9001_answers.json"]
+    roster = _roster(tmp_path)
+    assert collect([dl], roster).lms == {str(dl): "canvas"}
+    report = grade_download(key, [dl], roster)
+    by = _by_student(report)
+    assert set(by) == {"ada", "alan"} and not report.problems
+    assert LATE_FLAG in by["alan"].flags and LATE_FLAG not in by["ada"].flags
+    assert any("anonymous" in n for n in by["ada"].notes)
+
+
+def test_anonymous_canvas_files_that_disagree_on_who_they_are_are_not_graded(tmp_path, class_key):
+    key, doc = class_key
+    dl = write_zip(tmp_path / "anon.zip", canvas_download([
+        (None, None, 9001, "answers.json", _hand_in(doc, "ada")),
+        (None, None, 9002, "other.json", _hand_in(doc, "alan")),  # one submission, two students named
+        (None, None, 9003, "answers.json", _hand_in(doc, "grace")),
+        (None, None, 9004, "answers.json", _hand_in(doc, "grace", wrong=True)),  # another submission claims grace
+    ], anonymous={0: "Xy7Qz", 1: "Xy7Qz", 2: "Ab3cD", 3: "Zz9Kq"}))
+    report = grade_download(key, [dl], _roster(tmp_path))
+    assert not report.results
+    assert len(report.problems) == 4 and all("anon_" in p.message for p in report.problems)
+
+
+def test_with_a_roster_a_download_without_lms_names_says_the_roster_was_not_used(tmp_path, class_key):
+    key, doc = class_key
+    dl = write_zip(tmp_path / "plain.zip", {"answers-ada.json": _hand_in(doc, "ada")})
+    report = grade_download(key, [dl], _roster(tmp_path))
+    [result] = report.results
+    assert any("roster" in n for n in result.notes)
+
+
+@pytest.mark.parametrize("ids", [(9004, 9005), (999, 1000)])
+def test_a_canvas_resubmission_is_ordered_by_attachment_id(tmp_path, class_key, ids):
+    key, doc = class_key
+    older, newer = ids
+    dl = write_zip(tmp_path / "canvas.zip", canvas_download([
+        ("Turing, Alan", 102, older, "submission.json", _hand_in(doc, "alan", wrong=True)),
+        ("Turing, Alan", 102, newer, "submission.json".replace(".json", "-1.json"), _hand_in(doc, "alan")),
+    ]))
+    report = grade_download(key, [dl], _roster(tmp_path))
+    [alan] = report.results
+    assert f"_{newer}_" in alan.source and _full(alan)
+    assert any(str(newer) in n for n in alan.notes)
+
+
 # ----------------------------------------------------------------------------- names in any script
 
 
@@ -102,3 +264,17 @@ def test_names_fold_case_width_and_accents_but_stay_apart(tmp_path):
     assert [e.student for e in roster.by_name("Ｏｔａｋｅ，Ｚｏë")] == ["zoe"]
     assert [e.student for e in roster.by_name("小明 李")] == ["ming"]
     assert roster.by_name("李") == [] and roster.by_name("") == []
+
+
+def test_a_chinese_name_is_matched_in_moodle_canvas_and_gradescope_downloads(tmp_path, class_key):
+    key, doc = class_key
+    roster = _roster(tmp_path, NAMES_ONLY)
+    moodle = write_zip(tmp_path / "moodle.zip", moodle_download([("李 小龙", 7004, "answers.json", _hand_in(doc, "li"))]))
+    canvas = write_zip(tmp_path / "canvas.zip", canvas_download([("李, 小龙", 704, 9001, "a.json", _hand_in(doc, "li"))]))
+    gs = write_zip(tmp_path / "gs.zip", gradescope_export(
+        {"333": ([{"name": "小龙 李", "sid": "X4", "email": "x@example.edu"}], {"a.json": _hand_in(doc, "li")})}))
+    assert "李小龙_704_9001_a.json" in zipfile.ZipFile(canvas).namelist()
+    for dl in (moodle, canvas, gs):
+        report = grade_download(key, [dl], roster)
+        assert [r.student for r in report.results] == ["li"], (dl.name, report.problems)
+        assert not report.problems
