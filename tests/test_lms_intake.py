@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from qkvquiz.exchange.collect import LATE_FLAG, collect, grade_download
+from qkvquiz.exchange.collect import LATE_FLAG, MISMATCH_FLAG, collect, grade_download
 from qkvquiz.inputs import read_zip
 from qkvquiz.roster import read_roster_entries
 
@@ -278,3 +278,23 @@ def test_a_chinese_name_is_matched_in_moodle_canvas_and_gradescope_downloads(tmp
         report = grade_download(key, [dl], roster)
         assert [r.student for r in report.results] == ["li"], (dl.name, report.problems)
         assert not report.problems
+
+
+# ----------------------------------------------------------------------------- Gradescope groups
+
+
+def test_every_submitter_of_a_gradescope_group_submission_is_graded(tmp_path, class_key):
+    key, doc = class_key
+    stranger = {"name": "Somebody Else", "sid": "X9", "email": "x9@example.edu"}
+    dl = write_zip(tmp_path / "gs.zip", gradescope_export({
+        "111": ([ALAN, ADA, stranger], {"answers.json": _hand_in(doc, "ada")}),
+        "222": ([{"name": "Grace Hopper", "sid": "S3"}], {"answers.json": _hand_in(doc, "grace")}),
+    }))
+    report = grade_download(key, [dl], _roster(tmp_path))
+    by = _by_student(report)
+    assert set(by) == {"ada", "alan", "grace"} and "alan" not in report.absent
+    assert by["alan"].score == by["ada"].score == by["ada"].total
+    assert not by["ada"].flags and MISMATCH_FLAG not in by["alan"].flags
+    assert any("group" in n and "ada" in n for n in by["alan"].notes)
+    [problem] = report.problems
+    assert "X9" in problem.message and problem.source.endswith("submission_111/answers.json")

@@ -21,6 +21,7 @@ listed.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from ..grade.grader import FileProblem, GradeReport, Submission, grade, submission_from_bytes
+from ..grade.grader import (
+    Candidate,
+    FileProblem,
+    GradeReport,
+    Submission,
+    grade,
+    submission_from_bytes,
+    unknown_student_message,
+)
 from ..i18n import N_, _, using
 from ..inputs import (
     InputError,
@@ -80,6 +89,7 @@ class Handin:
     named: LmsName | None = None  # what the LMS's name for the file says
     notes: list[str] = field(default_factory=list)  # said on the student's result when this file is graded
     anonymous: str = ""  # Canvas' anonymous id ("anon_Xy7Qz"): the LMS hides who uploaded it
+    group: tuple[str, ...] = ()  # a Gradescope group submission: every submitter's roster id
 
 
 @dataclass
@@ -106,7 +116,7 @@ class _Who:
     """Whom an LMS name points to in the roster."""
 
     named: LmsName  # the reading of the name that was used
-    entries: list[tuple[RosterEntry, str]] = field(default_factory=list)  # the uploader, how matched ("": LMS id)
+    entries: list[tuple[RosterEntry, str]] = field(default_factory=list)  # uploader(s), how matched ("": LMS id)
     problems: list[str] = field(default_factory=list)  # why someone, or no one, was not matched
 
 
@@ -217,6 +227,8 @@ def _identify(handin: Handin, kind: str | None, rel: str, roster: Roster | None,
     if how:
         # Translators: who uploaded a file, then how the roster matched them.
         handin.via = _("%(uploader)s, %(how)s") % {"uploader": handin.via, "how": how}
+    if len(who.entries) > 1:
+        handin.group = tuple(e.student for e, _how in who.entries)
     return True
 
 
@@ -277,18 +289,24 @@ def _match_moodle(named: LmsName, roster: Roster) -> _Who:
 
 
 def _match_submitters(named: LmsName, submitters: list[dict[str, str]] | None, roster: Roster) -> _Who:
-    """The first submitter of a Gradescope submission that matches a roster row by ``sid``
-    (``sis_id``), email, then name."""
+    """Every submitter of a Gradescope submission (several for a group), each by ``sid``
+    (``sis_id``), email, then name; those that match no one are one problem."""
     if not submitters:
         return _Who(named, problems=[_("submission %(id)s is not in %(file)s, so its student is not known") % {
             "id": named.lms_id, "file": GRADESCOPE_METADATA}])
+    who = _Who(named)
+    unmatched = []
     for person in submitters:
         found = _submitter(person, roster)
-        if found is not None:
-            return _Who(named, [found])
-    people = "; ".join(f"{p.get('name', '')} <{p.get('email', '')}> sid {p.get('sid', '')}" for p in submitters)
-    return _Who(named, problems=[_("no roster row matches the submitter(s) %(who)s by sis_id, email or name")
-                                 % {"who": people}])
+        if found is None:
+            unmatched.append(person)
+        elif all(found[0] is not e for e, _how in who.entries):
+            who.entries.append(found)
+    if unmatched:
+        people = "; ".join(f"{p.get('name', '')} <{p.get('email', '')}> sid {p.get('sid', '')}" for p in unmatched)
+        who.problems.append(_("no roster row matches the submitter(s) %(who)s by sis_id, email or name")
+                            % {"who": people})
+    return who
 
 
 def _submitter(person: dict[str, str], roster: Roster) -> tuple[RosterEntry, str] | None:
@@ -489,6 +507,16 @@ def grade_collected(key: Key, collected: Collected, *, xp=np, duplicates: str = 
         return _grade_collected(key, collected, xp=xp, duplicates=duplicates, lang=lang)
 
 
+@dataclass
+class _Group:
+    """A Gradescope group submission's file, graded as one of its members, for the others too."""
+
+    source: str
+    graded_as: str
+    others: list[str]
+    via: str
+
+
 def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str, lang: str | None) -> GradeReport:
     problems = list(collected.problems)
     read = []
@@ -501,11 +529,12 @@ def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str, lan
         sub.mtime = h.mtime
         read.append((h, sub))
     read = _anonymous_agree(read, problems)
-    notes: dict[tuple[str, str], list[str]] = {}  # by (file, student)
+    notes: dict[tuple[str, str], list[str]] = {}  # by (file, student): one file may be graded for several
     flags: dict[tuple[str, str], list[str]] = {}
+    groups = []
     for h, sub in read:
         said, marks = list(h.notes), []
-        if h.student is not None and sub.student != h.student:
+        if h.student is not None and sub.student != h.student and sub.student not in h.group:
             said.append(_("the file says student %(named)s, but it was uploaded by %(via)s, who is %(student)s "
                           "in the roster: graded as %(student)s")
                         % {"named": repr(sub.student), "via": h.via, "student": repr(h.student)})
@@ -513,6 +542,8 @@ def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str, lan
             sub.student = h.student
         if h.late:
             marks.append(LATE_FLAG)
+        if h.group:  # graded as the member it names (else as the first), then given to the others
+            groups.append(_Group(h.source, sub.student, [m for m in h.group if m != sub.student], h.via))
         notes.setdefault((h.source, sub.student), []).extend(said)
         flags.setdefault((h.source, sub.student), []).extend(marks)
     report = grade(key, [sub for _h, sub in read], xp=xp, duplicates=duplicates, lang=lang)
@@ -521,6 +552,7 @@ def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str, lan
     for r in report.results:
         r.notes[:0] = notes.get((r.source, r.student), [])
         r.flags += [f for f in flags.get((r.source, r.student), []) if f not in r.flags]
+    _credit_groups(key, report, groups)
     return report
 
 
@@ -553,6 +585,36 @@ def _anonymous_agree(read: list[tuple[Handin, Submission]], problems: list[FileP
         else:
             kept.append((h, sub))
     return kept
+
+
+def _credit_groups(key: Key, report: GradeReport, groups: list[_Group]) -> None:
+    """Give each other member of a Gradescope group submission the result of its graded file.
+
+    Gradescope grades a group's submission once for all its members. The file answers the
+    variant of the member it names, so it is graded once, as theirs, and each other member
+    gets a copy of that result with a note (not a grading of the file against their own
+    variant, which it does not answer). A member with a graded file of their own keeps it.
+    """
+    position = {s: i for i, s in enumerate(key.students)}
+    by_student = {r.student: r for r in report.results}
+    for g in groups:
+        graded = by_student.get(g.graded_as)
+        if graded is None or graded.source != g.source:
+            continue  # the group's file was not what was graded for this member
+        note = _("a group submission (%(via)s): its file names %(student)s and is graded once, against their "
+                 "variant; every member of the group gets that result") % {"via": g.via, "student": repr(g.graded_as)}
+        for member in g.others:
+            if member in by_student:
+                continue
+            if member not in position:
+                report.problems.append(FileProblem(g.source, unknown_student_message(key, member)))
+                continue
+            result = copy.deepcopy(graded)
+            result.student, result.notes = member, [note, *graded.notes]
+            result.candidates = [Candidate(g.source, True, note)]
+            by_student[member] = result
+            report.results.append(result)
+    report.results.sort(key=lambda r: position.get(r.student, len(position)))
 
 
 def grade_download(key: Key, paths: Iterable[str | Path], roster: Roster | None = None, *, lms: str = "auto",
