@@ -543,7 +543,8 @@ def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str, lan
         if h.late:
             marks.append(LATE_FLAG)
         if h.group:  # graded as the member it names (else as the first), then given to the others
-            groups.append(_Group(h.source, sub.student, [m for m in h.group if m != sub.student], h.via))
+            submission = h.named.describe() if h.named is not None else h.via
+            groups.append(_Group(h.source, sub.student, [m for m in h.group if m != sub.student], submission))
         notes.setdefault((h.source, sub.student), []).extend(said)
         flags.setdefault((h.source, sub.student), []).extend(marks)
     report = grade(key, [sub for _h, sub in read], xp=xp, duplicates=duplicates, lang=lang)
