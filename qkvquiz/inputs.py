@@ -514,8 +514,9 @@ def read_zip(path: str | os.PathLike[str], want: Any = None) -> tuple[list[ZipMe
     it is parsed). A member is refused, and listed, when its path is absolute or climbs out with
     ``..``, when it is a link, encrypted, larger than ``MAX_ZIP_MEMBER_BYTES`` or compressed more
     than ``MAX_ZIP_RATIO`` to 1; a member whose data turns out larger than it declared is cut at
-    the limit and refused. Folders, hidden files and ``__MACOSX`` are left out silently. An
-    archive that cannot be used at all raises InputError naming it.
+    the limit and refused. A member whose name is marked UTF-8 but is not is refused by itself
+    (its name shown with ``\\xff`` escapes). Folders, hidden files and ``__MACOSX`` are left out
+    silently. An archive that cannot be used at all raises InputError naming it.
     """
     import zipfile
 
@@ -524,21 +525,23 @@ def read_zip(path: str | os.PathLike[str], want: Any = None) -> tuple[list[ZipMe
     skipped: list[Skipped] = []
     with open_regular(path, MAX_ZIP_BYTES, "zip") as fh:
         _check_zip_directory(fh, source)
-        try:
-            archive = zipfile.ZipFile(fh)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-            raise InputError(source, f"not a readable zip archive ({exc})") from None
+        archive, bad_names = _open_zip(fh, source)
         with archive:
             infos = archive.infolist()
             if len(infos) > MAX_ZIP_MEMBERS:
                 raise InputError(source, f"the archive lists {len(infos):,} members; at most {MAX_ZIP_MEMBERS:,} are read")
             total = 0
-            for info in infos:
+            for index, info in enumerate(infos):
                 name = info.filename
                 parts = [p for p in name.replace("\\", "/").split("/") if p]
                 if info.is_dir() or not parts:
                     continue
                 if any((p.startswith(".") and p != "..") or p == "__MACOSX" for p in parts):
+                    continue
+                if index in bad_names:
+                    shown = bad_names[index].decode("utf-8", "backslashreplace")
+                    skipped.append(Skipped(Path(f"{source}/{shown}"), "its name is not valid UTF-8, though the "
+                                                                      "archive marks it as UTF-8; never read"))
                     continue
                 member_path = Path(f"{source}/{name}")  # never joined as a path: "/abs" must not replace it
                 problem = zip_member_problem(info)
@@ -562,6 +565,109 @@ def read_zip(path: str | os.PathLike[str], want: Any = None) -> tuple[list[ZipMe
                     raise InputError(source, f"more than {MAX_ZIP_TOTAL_BYTES:,} bytes would be decompressed")
                 members.append(ZipMember("/".join(parts), data, _zip_time(info)))
     return members, skipped
+
+
+def _open_zip(fh: BinaryIO, source: str) -> tuple[Any, dict[int, bytes]]:
+    """``zipfile.ZipFile`` over ``fh``, and the raw names of the entries (by position) whose names
+    are marked UTF-8 but are not.
+
+    ``zipfile`` refuses the whole archive for one such name (it decodes every name while reading
+    the directory). Then the directory is read here, those entries are unmarked in a copy (so
+    ``zipfile`` reads their names as code page 437 and never fails) and ``zipfile`` reads the
+    file through that copy; the caller refuses those entries one by one, as any bad member.
+    """
+    import zipfile
+
+    errors = (zipfile.BadZipFile, OSError, ValueError, EOFError)
+    try:
+        return zipfile.ZipFile(fh), {}
+    except UnicodeDecodeError:
+        pass  # a member's name: refused by itself below
+    except errors as exc:
+        raise InputError(source, f"not a readable zip archive ({exc})") from None
+    start, directory = _zip_directory(fh, source)
+    patched, bad = _unmark_bad_utf8_names(directory)
+    try:
+        return zipfile.ZipFile(_Patched(fh, start, patched)), bad  # type: ignore[arg-type]
+    except errors as exc:
+        raise InputError(source, f"not a readable zip archive ({exc})") from None
+
+
+def _zip_directory(fh: BinaryIO, source: str) -> tuple[int, bytes]:
+    """Where the central directory starts and its bytes, found as ``zipfile`` finds them (the last
+    end record; the ZIP64 records just before it, when there)."""
+    import struct
+
+    fh.seek(0, os.SEEK_END)
+    size = fh.tell()
+    tail_len = min(size, 65_557)
+    fh.seek(size - tail_len)
+    tail = fh.read(tail_len)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + 22 > len(tail):
+        raise InputError(source, "not a zip archive (no end-of-archive record); give the .zip the LMS made")
+    end = size - tail_len + at
+    (length,) = struct.unpack("<I", tail[at + 12:at + 16])
+    start = end - length
+    if end >= 76:
+        fh.seek(end - 76)
+        zip64 = fh.read(76)
+        if zip64[56:60] == b"PK\x06\x07" and zip64[:4] == b"PK\x06\x06":
+            (length,) = struct.unpack("<Q", zip64[40:48])
+            start = end - 76 - length
+    if length > MAX_ZIP_DIRECTORY_BYTES:
+        raise InputError(source, f"the archive's directory is {length:,} bytes; at most {MAX_ZIP_DIRECTORY_BYTES:,}")
+    if start < 0:
+        raise InputError(source, "not a readable zip archive (bad offset for its directory)")
+    fh.seek(start)
+    return start, fh.read(length)
+
+
+def _unmark_bad_utf8_names(directory: bytes) -> tuple[bytes, dict[int, bytes]]:
+    """The directory with the UTF-8 mark (flag bit 11) taken off every entry whose name is not
+    UTF-8, and those names by the entry's position."""
+    import struct
+
+    data = bytearray(directory)
+    bad: dict[int, bytes] = {}
+    pos = index = 0
+    while pos + 46 <= len(data) and data[pos:pos + 4] == b"PK\x01\x02":
+        (flags,) = struct.unpack_from("<H", data, pos + 8)
+        name_len, extra_len, comment_len = struct.unpack_from("<HHH", data, pos + 28)
+        name = bytes(data[pos + 46:pos + 46 + name_len])
+        if flags & 0x800:
+            try:
+                name.decode("utf-8")
+            except UnicodeDecodeError:
+                bad[index] = name
+                struct.pack_into("<H", data, pos + 8, flags & ~0x800)
+        pos += 46 + name_len + extra_len + comment_len
+        index += 1
+    return bytes(data), bad
+
+
+class _Patched:
+    """A read-only file that reads as ``fh`` but with ``patch`` in place of the bytes at ``start``."""
+
+    def __init__(self, fh: BinaryIO, start: int, patch: bytes) -> None:
+        self._fh, self._start, self._patch = fh, start, patch
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return self._fh.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._fh.tell()
+
+    def read(self, n: int = -1) -> bytes:
+        pos = self._fh.tell()
+        data = self._fh.read(n)
+        lo, hi = max(pos, self._start), min(pos + len(data), self._start + len(self._patch))
+        if lo < hi:
+            data = data[:lo - pos] + self._patch[lo - self._start:hi - self._start] + data[hi - pos:]
+        return data
 
 
 def _check_zip_directory(fh: Any, source: str) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +52,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "section": ("section",),
 }
 MAX_FIELD = 500  # characters in one roster field
+MAX_NAME_WORDS = 8  # a longer name from an LMS is matched in the order written only
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,7 @@ class Roster:
     source: str = "<roster>"
     columns: tuple[str, ...] = ()  # the optional fields the file has
     _by: dict[str, dict[str, RosterEntry]] = field(default_factory=dict, repr=False)
+    _names: dict[str, list[int]] | None = field(default=None, repr=False)  # name key -> entries, when built
 
     def __post_init__(self) -> None:
         for name in ("student", "canvas_id", "moodle_id", "sis_id", "sis_login", "email"):
@@ -130,11 +133,16 @@ class Roster:
         return self._by[name].get(_folded(name, value))
 
     def by_name(self, name: str) -> list[RosterEntry]:
-        """Entries whose name matches ``name`` (case, accents, spaces and punctuation ignored; either order)."""
-        wanted = name_key(name)
-        if not wanted:
-            return []
-        return [e for e in self.entries if wanted in _name_keys(e)]
+        """Entries whose name matches ``name``, in roster order (see :func:`name_key`; family
+        name first or last, with or without spaces)."""
+        if self._names is None:  # built on first use: most rosters are never matched by name
+            self._names = {}
+            for i, e in enumerate(self.entries):
+                for key in _name_keys(e):
+                    self._names.setdefault(key, []).append(i)
+        names = self._names
+        found = sorted({i for key in _word_orders(name) for i in names.get(key, ())})
+        return [self.entries[i] for i in found]
 
 
 def _folded(name: str, value: str) -> str:
@@ -143,11 +151,27 @@ def _folded(name: str, value: str) -> str:
 
 
 def name_key(text: str) -> str:
-    """A name reduced to lower-case letters and digits: "Lovelace, Ada" and "lovelaceada" agree."""
-    import unicodedata
+    """A name reduced to what tells names apart, in any script: "Lovelace, Ada", "lovelaceada"
+    and "ＬＯＶＥＬＡＣＥ　Ａｄａ" agree, as do "Zoë" and "zoe", and "李 小龙" and "李小龙".
 
-    plain = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    return re.sub(r"[^a-z0-9]", "", plain.lower())
+    NFKC first (full-width letters and digits become plain ones), then case folding; then the
+    combining marks are dropped (from the decomposed form, so "ë" is "e"), and every character
+    that is not a letter or a digit (spaces, punctuation, '_'). An LMS writes a name its own
+    way (Canvas lower-cases the sortable name and drops spaces and commas; Moodle and
+    Gradescope keep the full name): these are the differences this key forgets.
+    """
+    folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
+    return "".join(c for c in folded if unicodedata.category(c)[0] in "LN")
+
+
+def _word_orders(name: str) -> set[str]:
+    """The keys of ``name`` read with its words in each turn: "小龙 李" also as "李小龙", "Ada
+    Lovelace" also as "Lovelace Ada" (a family name written last or first)."""
+    words = unicodedata.normalize("NFKC", name).split()
+    turns = range(len(words)) if len(words) <= MAX_NAME_WORDS else range(1)
+    keys = {name_key("".join(words[i:] + words[:i])) for i in turns}
+    keys.discard("")
+    return keys
 
 
 def _name_keys(e: RosterEntry) -> set[str]:

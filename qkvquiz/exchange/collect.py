@@ -5,15 +5,23 @@ hand-in with the student the LMS says uploaded it (through the roster's LMS ids,
 names), plus every file that could not be matched or read, by name. ``grade_collected`` then
 grades them exactly as ``qkvquiz grade`` grades a folder: one file per student chosen by
 :mod:`qkvquiz.grade.choose` (the zip member's time stands in for the file time, so of two
-files the later upload wins), with the LMS's "late" mark as a flag.
+files the later upload wins; in a Canvas zip, whose entries all carry the zip's time, the
+attachment id orders them), with the LMS's "late" mark as a flag.
 
 Who a file belongs to: with a roster, the LMS's identity decides (the LMS authenticated the
 upload); a file whose own ``"student"`` differs is graded as the uploader's, with a note.
-Without a roster, the file's ``"student"`` decides, as for any folder.
+Without a roster, or where the LMS hides the uploader (Canvas' anonymous grading), the file's
+own ``"student"`` decides, as for any folder.
+
+Nothing a student uploads steers the run: which LMS made a download is read from the names
+the LMS writes (:func:`.lms_names.detect`), and Gradescope's metadata only from the export's
+root (:func:`.lms_names.gradescope_roots`); a file named like it anywhere else is refused and
+listed.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,8 +31,16 @@ from typing import Any
 
 import numpy as np
 
+from ..grade.grader import (
+    Candidate,
+    FileProblem,
+    GradeReport,
+    Submission,
+    grade,
+    submission_from_bytes,
+    unknown_student_message,
+)
 from ..i18n import N_, _, using
-from ..grade.grader import FileProblem, GradeReport, grade, submission_from_bytes
 from ..inputs import (
     InputError,
     decode_text,
@@ -42,9 +58,12 @@ from .lms_names import (
     GRADESCOPE_METADATA,
     LMS_NAMES,
     MOODLE,
-    PARSERS,
     LmsName,
+    canvas_readings,
     detect,
+    gradescope_roots,
+    parse_gradescope,
+    parse_moodle,
 )
 
 MAX_METADATA_BYTES = 20_000_000  # Gradescope's submission_metadata.yml: about 300 bytes per submission
@@ -52,6 +71,9 @@ MAX_SUBMISSION_BYTES = 1_000_000  # as grade.grader's limit
 LMS_CHOICES = ("auto", *LMS_NAMES, "none")
 LATE_FLAG = "late"
 MISMATCH_FLAG = "id-differs-from-lms"
+CANVAS_ORDER_STEP = 0.001  # seconds between Canvas uploads in attachment order (see _order_canvas_uploads)
+
+Submitters = dict[str, list[dict[str, str]]]  # Gradescope submission id -> its submitters (name, sid, email)
 
 
 @dataclass
@@ -64,6 +86,10 @@ class Handin:
     student: str | None = None  # the roster's id of the uploader; None: the file's own "student" decides
     via: str = ""  # how the uploader was identified ("Canvas user 340934 ('lovelaceada')")
     late: bool = False
+    named: LmsName | None = None  # what the LMS's name for the file says
+    notes: list[str] = field(default_factory=list)  # said on the student's result when this file is graded
+    anonymous: str = ""  # Canvas' anonymous id ("anon_Xy7Qz"): the LMS hides who uploaded it
+    group: tuple[str, ...] = ()  # a Gradescope group submission: every submitter's roster id
 
 
 @dataclass
@@ -72,6 +98,26 @@ class Collected:
     problems: list[FileProblem] = field(default_factory=list)  # not matched or not readable, by file
     skipped: list[FileProblem] = field(default_factory=list)  # left out on purpose (not JSON, links)
     lms: dict[str, str | None] = field(default_factory=dict)  # each path given -> the LMS it came from
+
+
+@dataclass
+class _Download:
+    """One zip or folder as read: what tells its LMS, and the files to grade."""
+
+    shown: str  # the path given, printable
+    top: str  # a folder's own name ("" for a zip): a student's folder given by itself is one upload
+    names: list[str] = field(default_factory=list)  # every member path read or left out, "/"-separated
+    entries: list[tuple[str, bytes, float | None]] = field(default_factory=list)  # the JSON files
+    metadata: dict[str, bytes] = field(default_factory=dict)  # every file named submission_metadata.yml
+
+
+@dataclass
+class _Who:
+    """Whom an LMS name points to in the roster."""
+
+    named: LmsName  # the reading of the name that was used
+    entries: list[tuple[RosterEntry, str]] = field(default_factory=list)  # uploader(s), how matched ("": LMS id)
+    problems: list[str] = field(default_factory=list)  # why someone, or no one, was not matched
 
 
 def is_zip(path: Path) -> bool:
@@ -91,9 +137,10 @@ def collect(paths: Sequence[str | Path], roster: Roster | None = None, lms: str 
 
     ``lms`` is ``auto`` (read the names), ``canvas``, ``moodle``, ``gradescope``, or ``none``
     (names mean nothing; each file's ``"student"`` decides). InputError for a path that cannot
-    be used at all (no such file, not a zip, a zip over its bounds); a bad member or an
-    unmatched file is listed in ``problems`` and the others are still collected. ``lang``:
-    the language of the problems' sentences (default: the current one; grade in the key's).
+    be used at all (no such file, not a zip, a zip over its bounds); a bad member, an
+    unmatched file or a refused metadata file is listed in ``problems`` and the others are
+    still collected. ``lang``: the language of the problems' sentences (default: the current
+    one; grade in the key's).
     """
     if lms not in LMS_CHOICES:
         raise ValueError(f"unknown LMS {lms!r}; choose from {', '.join(LMS_CHOICES)}")
@@ -106,9 +153,9 @@ def _collect(paths: Sequence[str | Path], roster: Roster | None, lms: str) -> Co
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            entries, metadata = _folder_entries(path, out)
+            download = _folder_download(path, out)
         elif path.is_file() and is_zip(path):
-            entries, metadata = _zip_entries(path, out)
+            download = _zip_download(path, out)
         else:
             try:
                 data = read_bytes(path, MAX_SUBMISSION_BYTES, "submission")
@@ -117,72 +164,162 @@ def _collect(paths: Sequence[str | Path], roster: Roster | None, lms: str) -> Co
                 continue
             out.handins.append(Handin(shown_path(path), data, _mtime(path)))
             continue
-        kind = detect([entry[0] for entry in entries], metadata is not None) if lms == "auto" else \
-            (None if lms == "none" else lms)
-        out.lms[shown_path(path)] = kind
-        submitters = _gradescope_submitters(metadata, path, out) if kind == GRADESCOPE else {}
-        for rel, data, mtime in entries:
-            source = f"{shown_path(path)}/{rel}"
-            handin = Handin(source, data, mtime)
-            if kind is not None:
-                named = PARSERS[kind](rel)
-                if named is None:
-                    out.problems.append(FileProblem(source, _(
-                        "the name does not follow %(lms)s's naming of a bulk download, so its student is not known")
-                        % {"lms": kind.title()}))
-                    continue
-                handin.late = named.late
-                handin.via = named.describe()
-                if roster is not None:
-                    entry, why = match(named, roster, submitters.get(named.lms_id))
-                    if entry is None:
-                        out.problems.append(FileProblem(source, why))
-                        continue
-                    handin.student = entry.student
-                    if why:
-                        # Translators: who uploaded a file, then how the roster matched them.
-                        handin.via = _("%(uploader)s, %(how)s") % {"uploader": handin.via, "how": why}
-            out.handins.append(handin)
+        _collect_download(download, roster, lms, out)
     return out
 
 
-def match(named: LmsName, roster: Roster, submitters: list[dict[str, str]] | None = None
-          ) -> tuple[RosterEntry | None, str]:
-    """The roster entry an LMS name points to, and a note on how (or why none does).
+def _collect_download(download: _Download, roster: Roster | None, lms: str, out: Collected) -> None:
+    kind = detect(download.names, download.top) if lms == "auto" else (None if lms == "none" else lms)
+    out.lms[download.shown] = kind
+    roots = gradescope_roots(download.names, download.top) if kind == GRADESCOPE else []
+    submitters = _gradescope_metadata(download, roots, out)
+    handins = []
+    for rel, data, mtime in download.entries:
+        handin = Handin(f"{download.shown}/{rel}", data, mtime)
+        if _identify(handin, kind, rel, roster, submitters, out):
+            handins.append(handin)
+    if kind == CANVAS:
+        _order_canvas_uploads(handins)
+    out.handins += handins
 
-    Canvas: the user id in the ``canvas_id`` column, else a unique name match. Moodle: the
-    participant id in ``moodle_id``, else a unique full-name match (never "Participant", the
-    blind-marking name). Gradescope: a submitter's ``sid`` (``sis_id``), email, then name.
+
+def _identify(handin: Handin, kind: str | None, rel: str, roster: Roster | None,
+              submitters: dict[str, Submitters], out: Collected) -> bool:
+    """Fill in who uploaded ``handin`` (the member ``rel`` of a download by ``kind``); False when
+    it is not to be graded (each reason is added to ``out.problems``)."""
+    if kind is None:
+        if roster is not None:
+            handin.notes.append(_("no Canvas, Moodle or Gradescope naming in this download, so the roster cannot "
+                                  "say who uploaded the file: graded as the student it names"))
+        return True
+    # Gradescope: below the export root that holds the member; with no metadata at all (--lms
+    # gradescope on a folder without it), below the download, and every submission is unknown.
+    root = (_root_of(rel, submitters) if submitters else "") if kind == GRADESCOPE else ""
+    readings = _readings(kind, rel, root)
+    if not readings:
+        out.problems.append(FileProblem(handin.source, _(
+            "the name does not follow %(lms)s's naming of a bulk download, so its student is not known")
+            % {"lms": kind.title()}))
+        return False
+    if roster is None:
+        who = _Who(readings[0])
+    elif kind == CANVAS:
+        who = _match_canvas(readings, roster)
+    elif kind == MOODLE:
+        who = _match_moodle(readings[0], roster)
+    else:
+        who = _match_submitters(readings[0], submitters.get(root or "", {}).get(readings[0].lms_id), roster)
+    out.problems += [FileProblem(handin.source, why) for why in who.problems]
+    named = who.named
+    handin.named, handin.late, handin.via = named, named.late, named.describe()
+    if named.anonymous:
+        handin.anonymous = named.lms_id
+        if roster is not None:
+            handin.notes.append(_("Canvas' anonymous grading hides who uploaded this file: graded as the student "
+                                  "it names"))
+        return True
+    if roster is None:
+        return True
+    if not who.entries:
+        return False
+    entry, how = who.entries[0]
+    handin.student = entry.student
+    if how:
+        # Translators: who uploaded a file, then how the roster matched them.
+        handin.via = _("%(uploader)s, %(how)s") % {"uploader": handin.via, "how": how}
+    if len(who.entries) > 1:
+        handin.group = tuple(e.student for e, _how in who.entries)
+    return True
+
+
+def _readings(kind: str, rel: str, root: str | None) -> list[LmsName]:
+    """How the LMS's name for the member ``rel`` reads (Canvas: every way, likeliest first)."""
+    if kind == CANVAS:
+        return canvas_readings(rel)
+    if kind == MOODLE:
+        named = parse_moodle(rel)
+    else:  # Gradescope: only below a root that holds the export's own metadata
+        named = None if root is None else parse_gradescope(rel[len(root):])
+    return [] if named is None else [named]
+
+
+def _root_of(rel: str, submitters: dict[str, Submitters]) -> str | None:
+    """The deepest export root that holds ``rel``; None when none does."""
+    roots = [r for r in submitters if rel.startswith(r)]
+    return max(roots, key=len) if roots else None
+
+
+def _match_canvas(readings: list[LmsName], roster: Roster) -> _Who:
+    """The user id in the ``canvas_id`` column, else an anonymous submission, else a unique name.
+
+    A name that reads as two users both in the roster (``x_102_101_…``: user 102 named "x", or
+    user 101 named "x_102") is decided by which reading's name fits its row; when neither or
+    both do, by no one: a student who named themself after a classmate's id gets nothing.
     """
-    if named.lms == CANVAS:
-        entry = roster.by("canvas_id", named.lms_id)
-        if entry is not None:
-            return entry, ""
-        return _by_name(roster, named.name, _("no roster row has canvas_id %(id)s") % {"id": named.lms_id}, _SORTABLE)
-    if named.lms == MOODLE:
-        entry = roster.by("moodle_id", named.lms_id)
-        if entry is not None:
-            return entry, ""
-        if named.name.strip().lower() == "participant":  # blind marking hides the name
-            return None, _("no roster row has moodle_id %(id)s (blind marking hides the name: add the participant "
-                           "ids to the roster)") % {"id": named.lms_id}
-        return _by_name(roster, named.name, _("no roster row has moodle_id %(id)s") % {"id": named.lms_id}, _FULL)
-    # Gradescope
+    by_id = [(r, e) for r in readings if not r.anonymous
+             for e in [roster.by("canvas_id", r.lms_id)] if e is not None]
+    if len(by_id) > 1:
+        fits = [(r, e) for r, e in by_id if e in roster.by_name(r.name)]
+        if len(fits) != 1:
+            users = ", ".join(r.lms_id for r, _e in by_id)
+            return _Who(by_id[0][0], problems=[_(
+                "the name reads as several Canvas users in the roster (%(ids)s), and its name part fits none of "
+                "them alone: not graded, so that no one is credited with a classmate's file") % {"ids": users}])
+        by_id = fits
+    if by_id:
+        return _Who(by_id[0][0], [(by_id[0][1], "")])
+    anonymous = [r for r in readings if r.anonymous]
+    if anonymous:
+        return _Who(anonymous[0])
+    why = _("no roster row has canvas_id %(id)s") % {"id": readings[0].lms_id}
+    return _by_name(readings, roster, why, _SORTABLE)
+
+
+def _match_moodle(named: LmsName, roster: Roster) -> _Who:
+    """The participant id in ``moodle_id``, else a unique full-name match (never "Participant",
+    the blind-marking name)."""
+    entry = roster.by("moodle_id", named.lms_id)
+    if entry is not None:
+        return _Who(named, [(entry, "")])
+    if named.name.strip().lower() == "participant":  # blind marking hides the name
+        return _Who(named, problems=[_(
+            "no roster row has moodle_id %(id)s (blind marking hides the name: add the participant ids to the "
+            "roster)") % {"id": named.lms_id}])
+    return _by_name([named], roster, _("no roster row has moodle_id %(id)s") % {"id": named.lms_id}, _FULL)
+
+
+def _match_submitters(named: LmsName, submitters: list[dict[str, str]] | None, roster: Roster) -> _Who:
+    """Every submitter of a Gradescope submission (several for a group), each by ``sid``
+    (``sis_id``), email, then name; those that match no one are one problem."""
     if not submitters:
-        return None, _("submission %(id)s is not in %(file)s, so its student is not known") % {
-            "id": named.lms_id, "file": GRADESCOPE_METADATA}
+        return _Who(named, problems=[_("submission %(id)s is not in %(file)s, so its student is not known") % {
+            "id": named.lms_id, "file": GRADESCOPE_METADATA}])
+    who = _Who(named)
+    unmatched = []
     for person in submitters:
-        for column, value in (("sis_id", person.get("sid", "")), ("email", person.get("email", ""))):
-            if value:
-                entry = roster.by(column, value)
-                if entry is not None:
-                    return entry, _("matched by %(column)s") % {"column": column}
-        if person.get("name"):
-            found = roster.by_name(person["name"])
-            if len(found) == 1:
-                return found[0], _("matched by name")
-    who = "; ".join(f"{p.get('name', '')} <{p.get('email', '')}> sid {p.get('sid', '')}" for p in submitters)
-    return None, _("no roster row matches the submitter(s) %(who)s by sis_id, email or name") % {"who": who}
+        found = _submitter(person, roster)
+        if found is None:
+            unmatched.append(person)
+        elif all(found[0] is not e for e, _how in who.entries):
+            who.entries.append(found)
+    if unmatched:
+        people = "; ".join(f"{p.get('name', '')} <{p.get('email', '')}> sid {p.get('sid', '')}" for p in unmatched)
+        who.problems.append(_("no roster row matches the submitter(s) %(who)s by sis_id, email or name")
+                            % {"who": people})
+    return who
+
+
+def _submitter(person: dict[str, str], roster: Roster) -> tuple[RosterEntry, str] | None:
+    for column, value in (("sis_id", person.get("sid", "")), ("email", person.get("email", ""))):
+        if value:
+            entry = roster.by(column, value)
+            if entry is not None:
+                return entry, _("matched by %(column)s") % {"column": column}
+    if person.get("name"):
+        found = roster.by_name(person["name"])
+        if len(found) == 1:
+            return found[0], _("matched by name")
+    return None
 
 
 # How a name from an LMS was matched to the roster, or why it was not: Canvas's sortable name
@@ -197,16 +334,54 @@ _FULL = (
 )
 
 
-def _by_name(roster: Roster, name: str, why: str, what: tuple[str, str]) -> tuple[RosterEntry | None, str]:
+def _by_name(readings: list[LmsName], roster: Roster, why: str, what: tuple[str, str]) -> _Who:
+    """The one roster row whose name fits the name in any reading of the file's name."""
     matched, several = what
-    found = roster.by_name(name)
+    found: dict[str, tuple[LmsName, RosterEntry]] = {}
+    for r in readings:
+        for e in roster.by_name(r.name):
+            found.setdefault(e.student, (r, e))
+    first = readings[0]
     if len(found) == 1:
-        return found[0], _(matched) % {"name": repr(name)}
-    if len(found) > 1:
-        ids = ", ".join(e.student for e in found[:5])
-        return None, _(several) % {"why": why, "name": repr(name), "ids": ids}
-    return None, _("%(why)s, nor a name that fits %(name)s; add the LMS ids (or names) to the roster") % {
-        "why": why, "name": repr(name)}
+        r, e = next(iter(found.values()))
+        return _Who(r, [(e, _(matched) % {"name": repr(r.name)})])
+    if found:
+        ids = ", ".join(list(found)[:5])
+        return _Who(first, problems=[_(several) % {"why": why, "name": repr(first.name), "ids": ids}])
+    return _Who(first, problems=[_("%(why)s, nor a name that fits %(name)s; add the LMS ids (or names) to the "
+                                   "roster") % {"why": why, "name": repr(first.name)}])
+
+
+def _order_canvas_uploads(handins: list[Handin]) -> None:
+    """Give Canvas hand-ins times in the order of their attachment ids.
+
+    Canvas writes every entry of its zip with the zip's own time, so the file time cannot tell
+    a resubmission from the first upload, and the tie would fall to path order. The attachment
+    id can: it is Canvas' database id, higher for a later upload. Each hand-in gets the
+    download's latest time plus ``CANVAS_ORDER_STEP`` per place in that order; an uploader's
+    files also get a note saying so.
+    """
+    canvas = [(h, h.named) for h in handins if h.named is not None and h.named.attachment]
+    if not canvas:
+        return
+    base = max((h.mtime for h, _named in canvas if h.mtime is not None), default=0.0)
+    for rank, (h, _named) in enumerate(sorted(canvas, key=lambda pair: _as_number(pair[1].attachment))):
+        h.mtime = base + rank * CANVAS_ORDER_STEP
+    by_uploader: dict[str, list[tuple[Handin, LmsName]]] = {}
+    for h, named in canvas:
+        by_uploader.setdefault(named.lms_id, []).append((h, named))
+    for files in by_uploader.values():
+        if len(files) > 1:
+            for h, named in files:
+                h.notes.append(_("Canvas gives every file of its zip the same time, so uploads are ordered by "
+                                 "attachment id (a higher one is newer): this file is attachment %(id)s")
+                               % {"id": named.attachment})
+
+
+def _as_number(digits: str) -> tuple[int, str]:
+    """A digit string's order as a number, without ``int`` (a name may hold thousands of digits)."""
+    digits = digits.lstrip("0")
+    return len(digits), digits
 
 
 def _mtime(path: Path) -> float | None:
@@ -216,71 +391,94 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-def _wanted(name: str) -> bool:
-    return name.lower().endswith(".json") or name.rsplit("/", 1)[-1] == GRADESCOPE_METADATA
+def _is_metadata(name: str) -> bool:
+    return name.rsplit("/", 1)[-1] == GRADESCOPE_METADATA
 
 
-def _zip_entries(path: Path, out: Collected) -> tuple[list[tuple[str, bytes, float | None]], bytes | None]:
+def _zip_download(path: Path, out: Collected) -> _Download:
+    download = _Download(shown_path(path), "")
     left_out: list[str] = []
 
     def want(name: str) -> bool:
-        ok = _wanted(name)
+        download.names.append("/".join(p for p in name.replace("\\", "/").split("/") if p))
+        ok = name.lower().endswith(".json") or _is_metadata(name)
         if not ok:
             left_out.append(name)
         return ok
 
     members, skipped = read_zip(path, want)
-    shown = shown_path(path)
     for s in skipped:
         out.problems.append(FileProblem(str(s.path), s.reason))
     for name in left_out:
-        out.skipped.append(FileProblem(f"{shown}/{name}", _("not a .json file; only JSON hand-ins are graded")))
-    metadata = None
-    entries = []
+        out.skipped.append(FileProblem(f"{download.shown}/{name}", _("not a .json file; only JSON hand-ins are graded")))
     for m in members:
-        if m.name.rsplit("/", 1)[-1] == GRADESCOPE_METADATA:
-            metadata = m.data
+        if _is_metadata(m.name):
+            download.metadata[m.name] = m.data
         else:
-            entries.append((m.name, m.data, m.mtime))
-    return entries, metadata
+            download.entries.append((m.name, m.data, m.mtime))
+    return download
 
 
-def _folder_entries(path: Path, out: Collected) -> tuple[list[tuple[str, bytes, float | None]], bytes | None]:
+def _folder_download(path: Path, out: Collected) -> _Download:
     if path.is_symlink():
         raise InputError(shown_path(path), "is a link to a folder; links to folders are not followed: name the folder itself")
+    download = _Download(shown_path(path), path.name)
     found, skipped = walk_json_files(path, frozenset({"key.json", "results.json"}))
     for s in skipped:
         out.skipped.append(FileProblem(shown_path(s.path), s.reason))
-    entries = []
+    folders = {""}  # every folder that holds a hand-in, and those above it, as "" or "a/b/"
     for file in found:
         rel = file.relative_to(path).as_posix()
+        download.names.append(rel)
+        parts = rel.split("/")[:-1]
+        folders.update("".join(q + "/" for q in parts[:i]) for i in range(1, len(parts) + 1))
         try:
             data = read_bytes(file, MAX_SUBMISSION_BYTES, "submission", follow=False)
         except InputError as exc:
             out.problems.append(FileProblem(shown_path(file), exc.message))
             continue
-        entries.append((rel, data, _mtime(file)))
-    metadata = None
-    for candidate in [path / GRADESCOPE_METADATA, *sorted(path.glob(f"*/{GRADESCOPE_METADATA}"))]:
-        if candidate.is_file() and not candidate.is_symlink():
-            metadata = read_bytes(candidate, MAX_METADATA_BYTES, "Gradescope metadata", follow=False)
-            break
-    return entries, metadata
+        download.entries.append((rel, data, _mtime(file)))
+    # Gradescope's metadata lies beside the submission folders, so in a folder that holds hand-ins
+    # or above one; wherever it is, it is read here and then used only at an export's root.
+    for folder in sorted(folders):
+        rel = folder + GRADESCOPE_METADATA
+        candidate = path / rel
+        if not candidate.is_file() or candidate.is_symlink():
+            continue
+        download.names.append(rel)
+        try:
+            download.metadata[rel] = read_bytes(candidate, MAX_METADATA_BYTES, "Gradescope metadata", follow=False)
+        except InputError as exc:
+            out.problems.append(FileProblem(shown_path(candidate), exc.message))
+    return download
 
 
-def _gradescope_submitters(metadata: bytes | None, path: Path, out: Collected) -> dict[str, list[dict[str, str]]]:
+def _gradescope_metadata(download: _Download, roots: list[str], out: Collected) -> dict[str, Submitters]:
+    """Each export root's submitters; every other file named like the metadata is refused and listed
+    (a student's upload may hold one, saying whose file is whose)."""
+    result: dict[str, Submitters] = {}
+    for rel, data in download.metadata.items():
+        folder = rel[: len(rel) - len(GRADESCOPE_METADATA)]
+        source = f"{download.shown}/{rel}"
+        if folder in roots:
+            result[folder] = _gradescope_submitters(data, source)
+        else:
+            out.problems.append(FileProblem(source, _(
+                "not read: Gradescope's %(file)s counts only at the root of its export, beside the submission "
+                "folders, where no student can put a file") % {"file": GRADESCOPE_METADATA}))
+    return result
+
+
+def _gradescope_submitters(metadata: bytes, source: str) -> Submitters:
     """Submission id -> its submitters (name, sid, email as text) from ``submission_metadata.yml``.
 
     Gradescope writes it from Ruby: keys are symbols (``:submitters:``), read here with or
     without the colon. It is read like any untrusted YAML (bounded, safe loader).
     """
-    if metadata is None:
-        return {}
-    source = f"{shown_path(path)}/{GRADESCOPE_METADATA}"
     doc = load_yaml(decode_text(metadata, source, "Gradescope metadata"), source)
     if not isinstance(doc, dict):
         raise InputError(source, "not a mapping of submission_<id> to its submitters")
-    result: dict[str, list[dict[str, str]]] = {}
+    result: Submitters = {}
     for key, value in doc.items():
         m = str(key).removeprefix(":")
         if not m.startswith("submission_") or not isinstance(value, dict):
@@ -309,11 +507,19 @@ def grade_collected(key: Key, collected: Collected, *, xp=np, duplicates: str = 
         return _grade_collected(key, collected, xp=xp, duplicates=duplicates, lang=lang)
 
 
+@dataclass
+class _Group:
+    """A Gradescope group submission's file, graded as one of its members, for the others too."""
+
+    source: str
+    graded_as: str
+    others: list[str]
+    via: str
+
+
 def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str, lang: str | None) -> GradeReport:
-    submissions = []
     problems = list(collected.problems)
-    notes: dict[str, list[str]] = {}
-    flags: dict[str, list[str]] = {}
+    read = []
     for h in collected.handins:
         try:
             sub = submission_from_bytes(h.data, h.source)
@@ -321,23 +527,95 @@ def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str, lan
             problems.append(FileProblem(h.source, str(exc)))
             continue
         sub.mtime = h.mtime
-        if h.student is not None and sub.student != h.student:
-            notes.setdefault(h.source, []).append(
-                _("the file says student %(named)s, but it was uploaded by %(via)s, who is %(student)s "
-                  "in the roster: graded as %(student)s")
-                % {"named": repr(sub.student), "via": h.via, "student": repr(h.student)})
-            flags.setdefault(h.source, []).append(MISMATCH_FLAG)
+        read.append((h, sub))
+    read = _anonymous_agree(read, problems)
+    notes: dict[tuple[str, str], list[str]] = {}  # by (file, student): one file may be graded for several
+    flags: dict[tuple[str, str], list[str]] = {}
+    groups = []
+    for h, sub in read:
+        said, marks = list(h.notes), []
+        if h.student is not None and sub.student != h.student and sub.student not in h.group:
+            said.append(_("the file says student %(named)s, but it was uploaded by %(via)s, who is %(student)s "
+                          "in the roster: graded as %(student)s")
+                        % {"named": repr(sub.student), "via": h.via, "student": repr(h.student)})
+            marks.append(MISMATCH_FLAG)
             sub.student = h.student
         if h.late:
-            flags.setdefault(h.source, []).append(LATE_FLAG)
-        submissions.append(sub)
-    report = grade(key, submissions, xp=xp, duplicates=duplicates, lang=lang)
+            marks.append(LATE_FLAG)
+        if h.group:  # graded as the member it names (else as the first), then given to the others
+            submission = h.named.describe() if h.named is not None else h.via
+            groups.append(_Group(h.source, sub.student, [m for m in h.group if m != sub.student], submission))
+        notes.setdefault((h.source, sub.student), []).extend(said)
+        flags.setdefault((h.source, sub.student), []).extend(marks)
+    report = grade(key, [sub for _h, sub in read], xp=xp, duplicates=duplicates, lang=lang)
     report.problems[:0] = problems
     report.skipped[:0] = collected.skipped
     for r in report.results:
-        r.notes[:0] = notes.get(r.source, [])
-        r.flags += [f for f in flags.get(r.source, []) if f not in r.flags]
+        r.notes[:0] = notes.get((r.source, r.student), [])
+        r.flags += [f for f in flags.get((r.source, r.student), []) if f not in r.flags]
+    _credit_groups(key, report, groups)
     return report
+
+
+def _anonymous_agree(read: list[tuple[Handin, Submission]], problems: list[FileProblem]
+                     ) -> list[tuple[Handin, Submission]]:
+    """The hand-ins left once anonymous Canvas files that disagree on who they are are refused.
+
+    Canvas does not say who uploaded an anonymous file, but one anonymous id is one student's
+    submission: its files must all name one student, and one student is named by one id only.
+    Otherwise a student could hand in a file in a classmate's name; all files involved are
+    listed instead of guessing which is whose.
+    """
+    students: dict[str, set[str]] = {}  # anonymous id -> students its files name
+    ids: dict[str, set[str]] = {}  # student -> anonymous ids whose files name them
+    for h, sub in read:
+        if h.anonymous:
+            students.setdefault(h.anonymous, set()).add(sub.student)
+            ids.setdefault(sub.student, set()).add(h.anonymous)
+    kept = []
+    for h, sub in read:
+        if h.anonymous and len(students[h.anonymous]) > 1:
+            problems.append(FileProblem(h.source, _(
+                "the files of Canvas' anonymous submission %(id)s name different students (%(students)s): none "
+                "of them is graded") % {"id": h.anonymous, "students": ", ".join(sorted(students[h.anonymous]))}))
+        elif h.anonymous and len(ids[sub.student]) > 1:
+            problems.append(FileProblem(h.source, _(
+                "files of several anonymous Canvas submissions (%(ids)s) name student %(student)s: none of them "
+                "is graded, as the LMS does not say which is theirs")
+                % {"ids": ", ".join(sorted(ids[sub.student])), "student": repr(sub.student)}))
+        else:
+            kept.append((h, sub))
+    return kept
+
+
+def _credit_groups(key: Key, report: GradeReport, groups: list[_Group]) -> None:
+    """Give each other member of a Gradescope group submission the result of its graded file.
+
+    Gradescope grades a group's submission once for all its members. The file answers the
+    variant of the member it names, so it is graded once, as theirs, and each other member
+    gets a copy of that result with a note (not a grading of the file against their own
+    variant, which it does not answer). A member with a graded file of their own keeps it.
+    """
+    position = {s: i for i, s in enumerate(key.students)}
+    by_student = {r.student: r for r in report.results}
+    for g in groups:
+        graded = by_student.get(g.graded_as)
+        if graded is None or graded.source != g.source:
+            continue  # the group's file was not what was graded for this member
+        note = _("a group submission (%(via)s): its file names %(student)s and is graded once, against their "
+                 "variant; every member of the group gets that result") % {"via": g.via, "student": repr(g.graded_as)}
+        for member in g.others:
+            if member in by_student:
+                continue
+            if member not in position:
+                report.problems.append(FileProblem(g.source, unknown_student_message(key, member)))
+                continue
+            result = copy.deepcopy(graded)
+            result.student, result.notes = member, [note, *graded.notes]
+            result.candidates = [Candidate(g.source, True, note)]
+            by_student[member] = result
+            report.results.append(result)
+    report.results.sort(key=lambda r: position.get(r.student, len(position)))
 
 
 def grade_download(key: Key, paths: Iterable[str | Path], roster: Roster | None = None, *, lms: str = "auto",
