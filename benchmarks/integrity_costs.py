@@ -16,12 +16,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-
 import qkvquiz.grade.grader as grader
 import qkvquiz.render.markdown as markdown
 from qkvquiz import build_worksheet, generate_set, load_spec
+from qkvquiz.core.resources import bank_dir
 from qkvquiz.key import key_from_json, key_to_json
-from qkvquiz.resources import bank_dir
 
 
 def best(fn: Callable[[], object], repeats: int = 3) -> float:

@@ -1,7 +1,7 @@
 """How large a generated set may be, and what it will cost, known before solving it.
 
 ``generate`` keeps every student's givens and steps in memory while it writes the key, so
-memory grows with the class. The class is capped at :data:`qkvquiz.inputs.MAX_STUDENTS`, and
+memory grows with the class. The class is capped at :data:`qkvquiz.core.inputs.MAX_STUDENTS`, and
 :func:`estimate` measures two probe students of the spec to say what the real class needs.
 Measured on delta-rule (the heaviest bundled spec), 3,000 students: about 690 MB of memory at
 peak and 210 MB of files, i.e. about 40 times (memory) and 13 times (files) the key's JSON per
@@ -14,7 +14,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from .inputs import MAX_STUDENTS
+from .core.inputs import MAX_STUDENTS
 from .spec import WorksheetSpec
 
 MEMORY_PER_KEY_BYTE = 45  # peak memory per byte of a student's share of key.json

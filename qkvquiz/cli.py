@@ -19,11 +19,11 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand
 
-from .resources import bank_dir, schemas_dir
-from .untrusted import terminal_text
+from .core.resources import bank_dir, schemas_dir
+from .core.untrusted import terminal_text
 
 if TYPE_CHECKING:
-    from .secret import Secret
+    from .core.secret import Secret
     from .spec import WorksheetSpec
 
 # What a command needs is imported inside it: `qkvquiz --help` loads neither NumPy nor a family
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 #: The backends of qkvquiz.engine.backend.BACKENDS, named in the help of --backend.
 BACKEND_NAMES = ("numpy", "cupy")
-#: qkvquiz.secret.SECRET_ENV, named in the help of --secret-file.
+#: qkvquiz.core.secret.SECRET_ENV, named in the help of --secret-file.
 SECRET_ENV = "QKVQUIZ_SECRET"
 
 app = typer.Typer(
@@ -56,7 +56,7 @@ SUMMARY_TABLE_MAX = 200
 
 def tolerance_help() -> str:
     """The epilog of `grade --help`: the default tolerance, in words (imports the grader's tolerance)."""
-    from .grade.tolerance import TOLERANCE_DEFAULT
+    from .core.tolerance import TOLERANCE_DEFAULT
 
     return (
         f"Default tolerance (when a spec sets none): {TOLERANCE_DEFAULT.to_json()['value']} decimals, i.e. an entry "
@@ -98,7 +98,7 @@ def _exit_on_terminate() -> Iterator[None]:
     """SIGTERM and SIGHUP exit the way Ctrl-C does, through ``finally`` blocks.
 
     Python's default for SIGTERM ends the process on the spot; raising SystemExit instead lets
-    :mod:`qkvquiz.outputs` remove its staging folder and the PDF pool kill its workers, so an
+    :mod:`qkvquiz.core.outputs` remove its staging folder and the PDF pool kill its workers, so an
     interrupted run leaves the previous set as it was and nothing half-written beside it.
     """
     if threading.current_thread() is not threading.main_thread():
@@ -205,7 +205,7 @@ LangOpt = Annotated[Optional[str], typer.Option(
 
 def _lang(lang: str | None) -> str | None:
     """``--lang`` checked (None when not given), or exit 2 naming the choices."""
-    from .i18n import UnknownLanguage, check_lang
+    from .core.i18n import UnknownLanguage, check_lang
 
     if lang is None:
         return None
@@ -263,10 +263,10 @@ def generate(
     import jinja2
 
     from .capacity import class_size_problem
+    from .core.outputs import OutputError
+    from .core.secret import readable_by_others
     from .generate import generate_set, parse_formats
-    from .outputs import OutputError
     from .render.sandbox import TemplateFailed
-    from .secret import readable_by_others
     from .spec import SpecError, load_spec, parse_work_space
     from .worksheet import GenerationError
 
@@ -402,7 +402,12 @@ def _generate_secret(secret_file: Path | None, public: bool) -> tuple[Secret | N
     secret at the default path, created there (as `qkvquiz init` does) on the first run, so
     that a set is never rebuildable by students unless asked for.
     """
-    from .secret import SecretError, create_secret, default_secret_path, load_secret
+    from .core.secret import (
+        SecretError,
+        create_secret,
+        default_secret_path,
+        load_secret,
+    )
 
     try:
         if secret_file is not None:
@@ -466,7 +471,7 @@ def init(
     $QKVQUIZ_SECRET). No one without it can rebuild your keys, not even with qkvquiz, the spec
     and the seed. An existing file is never replaced: keys made with it could not be rebuilt.
     """
-    from .secret import SecretError, create_secret, default_secret_path
+    from .core.secret import SecretError, create_secret, default_secret_path
 
     target = path if path is not None else default_secret_path()
     try:
@@ -487,11 +492,11 @@ def _submission_files(paths: list[Path]) -> list[Path]:
 
     Skipped in folders: the key and reports, hidden files and folders (``.DS_Store``,
     ``__MACOSX/._x.json`` from unpacked archives); a file named twice is graded once. Folders
-    are walked by :func:`qkvquiz.inputs.walk_json_files`: links to folders and links out of
+    are walked by :func:`qkvquiz.core.inputs.walk_json_files`: links to folders and links out of
     the folder are not followed (each is noted), and a folder named on the command line must
     not itself be a link (it could lead anywhere, ``/`` included).
     """
-    from .inputs import InputError, walk_json_files
+    from .core.inputs import InputError, walk_json_files
 
     files: list[Path] = []
     for p in paths:
@@ -561,7 +566,7 @@ def grade(
     by name and the rest are still graded; the exit status is then 1. Tolerance and credit come
     from the spec (stored in the key).
     """
-    from .grade.pause import collector_paused
+    from .core.pause import collector_paused
 
     with collector_paused():  # no cycles among a class's answers and results: nothing to collect
         _grade_command(key, submissions, out, feedback, backend, duplicates, roster, lms, lang)
@@ -569,11 +574,11 @@ def grade(
 
 def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool, backend: str, duplicates: str,
                    roster: Path | None, lms: str, lang: str | None) -> None:
+    from .core.outputs import OutputError
     from .grade.choose import DUPLICATES
     from .grade.grader import grade_files
     from .grade.report import write_reports
     from .key import KeyFileError, load_key
-    from .outputs import OutputError
 
     lang = _lang(lang)
     if duplicates not in DUPLICATES:
@@ -656,8 +661,8 @@ def _collect_download(submissions: list[Path], roster: Path | None, lms: str, la
     """An LMS download's hand-ins (``exchange.collect``) when a zip, ``--roster`` or ``--lms`` asks for
     it; None for plain files and folders, which are graded as before. ``lang``: the language of
     the problems it finds (the grading's)."""
+    from .core.inputs import InputError
     from .exchange.collect import LMS_CHOICES, collect, is_zip
-    from .inputs import InputError
 
     if lms not in LMS_CHOICES:
         _fail(f"--lms must be one of {', '.join(LMS_CHOICES)}, not {_shown(lms)}")
@@ -718,8 +723,8 @@ def audit(
     """
     from rich.markdown import Markdown
 
+    from .core.outputs import OutputError, write_file
     from .grade.audit import audit_file, audit_markdown
-    from .outputs import OutputError, write_file
     from .spec import SpecError
     from .worksheet import GenerationError
 
@@ -772,9 +777,9 @@ def show(
     lang: LangOpt = None,
 ) -> None:
     """Print one sample problem of a family with its worked solution."""
+    from .core.i18n import using
+    from .core.inputs import InputError, load_yaml
     from .families import get_family
-    from .i18n import using
-    from .inputs import InputError, load_yaml
     from .render.markdown import render_items
     from .spec import SpecError, parse_spec
     from .worksheet import GenerationError, build_worksheet

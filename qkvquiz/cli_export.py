@@ -44,8 +44,8 @@ def _roster(path: Path | None):
 
 
 def _results(path: Path):
+    from .core.inputs import InputError
     from .exchange.results import load_results
-    from .inputs import InputError
 
     try:
         return load_results(path)
@@ -97,8 +97,8 @@ def grades(
 
     Students the importer cannot match (no LMS id of the kind it reads in the roster) are listed.
     """
+    from .core.inputs import InputError
     from .exchange.gradebook import GradeOptions, export_grades
-    from .inputs import InputError
 
     opts = GradeOptions(to, scale, decimals, rounding, out_of, missing, title, assignment_id, points_possible)
     try:
@@ -123,8 +123,8 @@ def grades(
 
 def _write_bank(out: Path, files: dict[str, bytes | str]) -> list[Path]:
     # A bank holds every answer: readable by the instructor only, like key.json. Its files are
-    # one output set (all new or all old, see qkvquiz.outputs).
-    from .outputs import write_set
+    # one output set (all new or all old, see qkvquiz.core.outputs).
+    from .core.outputs import write_set
 
     with write_set(out, dict.fromkeys(files, True), anchor=next(iter(files))) as staged:
         return [staged.write(name, data) for name, data in files.items()]
@@ -153,8 +153,8 @@ def questions(
 
     Example: `qkvquiz export questions masking --variants 30 --seed fall26 --out bank`
     """
+    from .core.inputs import InputError
     from .exchange.questions import export_questions
-    from .inputs import InputError
     from .spec import SpecError, load_spec
     from .worksheet import GenerationError
 
@@ -178,9 +178,9 @@ FEEDBACK_OWNED = {"html": True, "pdf": True, "moodle-feedback.zip": True}
 
 def _write_feedback(out: Path, files: dict[str, bytes | str], pdf_pages: list | None) -> list[Path]:
     """The pages (and the zip, and with ``pdf_pages`` their PDFs) as one output set: an error or
-    an interruption midway leaves the previous export as it was (see qkvquiz.outputs)."""
+    an interruption midway leaves the previous export as it was (see qkvquiz.core.outputs)."""
+    from .core.outputs import write_set
     from .exchange.feedback_export import render_pdfs
-    from .outputs import write_set
 
     with write_set(out, FEEDBACK_OWNED, anchor="html") as staged:
         written = [staged.write(name, data) for name, data in files.items()]
@@ -207,13 +207,13 @@ def feedback(
     feedback files in a zip" (the feedback-files plugin must be on). Each student's page lands
     as their feedback file.
     """
+    from .core.i18n import using
+    from .core.inputs import InputError
     from .exchange.feedback_export import (
         check_results_folder,
         feedback_pages,
         moodle_feedback_zip,
     )
-    from .i18n import using
-    from .inputs import InputError
 
     loaded = _results(results)
     entries = _roster(roster)
@@ -296,8 +296,8 @@ def gradescope(
     Test it locally: unzip into `ag/source`, put the hand-in in `ag/submission/`, run
     `QKVQUIZ_AUTOGRADER_ROOT=ag bash ag/source/run_autograder`, read `ag/results/results.json`.
     """
+    from .core.inputs import MAX_KEY_BYTES, MAX_ROSTER_BYTES, InputError, read_text
     from .exchange.gradescope import BundleOptions, build_bundle, resolve_show
-    from .inputs import MAX_KEY_BYTES, MAX_ROSTER_BYTES, InputError, read_text
     from .key import KeyFileError, load_key
 
     if roster is None and not trust_file_ids:

@@ -1,6 +1,6 @@
 """File names made from student ids, and the roster.
 
-Outputs are written by :mod:`qkvquiz.outputs` (a set staged and switched into place as one unit);
+Outputs are written by :mod:`qkvquiz.core.outputs` (a set staged and switched into place as one unit);
 ``write_atomic`` is kept here as a name for its one-file case.
 """
 
@@ -11,7 +11,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from .outputs import write_file as write_atomic  # noqa: F401  (one file, written atomically)
+from .core.outputs import write_file as write_atomic  # noqa: F401  (one file, written atomically)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NAME = 48  # characters of the readable part of a folder name; a hash follows when cut

@@ -16,7 +16,7 @@ Layout of the output folder::
 
 The formats name the students' files; ``key.json`` and ``key.md`` are always written. These
 entries are the *set* ``generate`` owns (:data:`OWNED`): it is written as one unit by
-:mod:`qkvquiz.outputs` (staged, then switched into place), so the folder holds exactly the
+:mod:`qkvquiz.core.outputs` (staged, then switched into place), so the folder holds exactly the
 previous set or exactly the new one; anything else in the folder is left alone.
 """
 
@@ -38,13 +38,18 @@ from typing import Any
 
 import numpy as np
 
+from .core.i18n import check_lang, using
+from .core.outputs import OutputSet, owned_present, write_set
+from .core.workers import start_worker
 from .files import safe_name
-from .i18n import check_lang, using
-from .workers import start_worker
 from .key import Dumped, dumped, dumps, key_text
-from .outputs import OutputSet, owned_present, write_set
-from .render.markdown import key_markdown, key_markdown_pieces, render_student, worksheet_markdown
-from .spec import WorkSpace, WorksheetSpec, parse_work_space
+from .render.markdown import (
+    key_markdown,
+    key_markdown_pieces,
+    render_student,
+    worksheet_markdown,
+)
+from .spec import WorksheetSpec, WorkSpace, parse_work_space
 from .worksheet import Worksheet, build_worksheet
 
 FORMATS = ("md", "html", "pdf")
@@ -154,14 +159,14 @@ def generate_set(
     :func:`~qkvquiz.spec.parse_work_space`) is room to work under each part on the printed
     worksheets, for items that set no ``work_space`` of their own. With ``html``, the key is
     also written as ``key.html``.
-    ``secret`` keys every variant with HMAC-SHA256 (see :mod:`qkvquiz.secret`); ``templates``
+    ``secret`` keys every variant with HMAC-SHA256 (see :mod:`qkvquiz.core.secret`); ``templates``
     is a folder of templates that replace bundled ones of the same name (rendered sandboxed).
-    The files are written as one set (:mod:`qkvquiz.outputs`): staged beside the target and
+    The files are written as one set (:mod:`qkvquiz.core.outputs`): staged beside the target and
     switched into place at the end, so a run that stops early (an error, Ctrl-C, SIGTERM,
     SIGKILL) leaves the previous set exactly as it was. Without ``force`` an existing set
     (any entry of :data:`OWNED`) is refused with FileExistsError; a second run into the same
-    folder at the same time with :class:`qkvquiz.outputs.SetBusy`; a folder that cannot be
-    written with :class:`qkvquiz.outputs.OutputError` naming the path.
+    folder at the same time with :class:`qkvquiz.core.outputs.SetBusy`; a folder that cannot be
+    written with :class:`qkvquiz.core.outputs.OutputError` naming the path.
     Where PDF output cannot run (WeasyPrint or its system libraries missing), a ValueError
     that names the packages to install is raised before anything is written.
     ``lang`` (``"en"``, ``"zh"``) is the language of every built-in word; it overrides the
@@ -450,7 +455,7 @@ def _fork_context() -> Any:
 
 
 def _init_worker(parent: int) -> None:
-    # Dies with the run, SIGTERM ends it, Ctrl-C is the parent's (qkvquiz.workers).
+    # Dies with the run, SIGTERM ends it, Ctrl-C is the parent's (qkvquiz.core.workers).
     start_worker(parent)
     # Everything made so far (the solved worksheet, the compiled templates) lives as long as the
     # worker: out of the garbage collector's sight, without a collection first (a full pass over
@@ -496,7 +501,11 @@ def _write_pdfs(
     key.pdf) is built once.
     """
     pdf = importlib.import_module(_PDF_MODULE)
-    from .render.documents import key_cover_document, key_student_document, worksheet_document
+    from .render.documents import (
+        key_cover_document,
+        key_student_document,
+        worksheet_document,
+    )
 
     names = names or {}
     students = range(len(ws.students))

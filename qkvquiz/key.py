@@ -20,11 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from .families import Env, Family, Params, get_family
-from .grade.pause import collector_paused
-from .grade.tolerance import Tolerance
-from .i18n import DEFAULT_LANG, UnknownLanguage, check_lang
-from .inputs import (
+from .core.i18n import DEFAULT_LANG, UnknownLanguage, check_lang
+from .core.inputs import (
     MAX_KEY_BYTES,
     InputError,
     decode_text,
@@ -32,8 +29,11 @@ from .inputs import (
     read_bytes,
     shown_path,
 )
-from .outputs import settle, write_file
-from .seals import is_sealed, seal
+from .core.outputs import settle, write_file
+from .core.pause import collector_paused
+from .core.seals import is_sealed, seal
+from .core.tolerance import Tolerance
+from .families import Env, Family, Params, get_family
 from .spec import Credit, Part, graded_tolerance
 from .worksheet import Worksheet
 
@@ -366,7 +366,7 @@ def load_key(path: str | Path) -> Key:
     """Read a key file written by ``qkvquiz generate``.
 
     A ``generate`` killed while switching its set into place is finished first
-    (:func:`qkvquiz.outputs.settle`, one stat when there is nothing to do), so the key read is
+    (:func:`qkvquiz.core.outputs.settle`, one stat when there is nothing to do), so the key read is
     the one of a complete set, never missing midway. A large class's key is read once as JSON;
     later reads of the very same file (by its SHA-256) come from a cache beside it (see
     :func:`_cache_path`), which holds the key's arrays as they were read.
@@ -459,7 +459,7 @@ def _cache_path(path: Path) -> Path:
     loading it runs no code. A folder that cannot be written just has no cache.
 
     The cache decides grades (it holds the expected values and the tolerances), and a course
-    folder may be shared: it is sealed (:mod:`qkvquiz.seals`) over everything it holds, so a
+    folder may be shared: it is sealed (:mod:`qkvquiz.core.seals`) over everything it holds, so a
     cache that this user's qkvquiz did not write is not read (the JSON is, and a new cache is
     written).
     """

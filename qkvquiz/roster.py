@@ -35,8 +35,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .inputs import MAX_ROSTER_BYTES, MAX_STUDENTS, read_text, shown_path
-from .untrusted import id_problem, invisible_characters
+from .core.inputs import MAX_ROSTER_BYTES, MAX_STUDENTS, read_text, shown_path
+from .core.untrusted import id_problem, invisible_characters
 
 # Header (lower case, spaces and dashes as underscores) -> field. The first name is the documented one.
 _ALIASES: dict[str, tuple[str, ...]] = {

@@ -8,8 +8,8 @@ names the file, the item and the field, and says what is allowed.
 from __future__ import annotations
 
 import hashlib
-import re
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from .core.i18n import DEFAULT_LANG, UnknownLanguage, check_lang
+from .core.inputs import MAX_SPEC_BYTES, InputError, read_yaml, shown_path
+from .core.ragged import pad_nested
+from .core.tolerance import TOLERANCE_DEFAULT, Tolerance
 from .families import REGISTRY, Family, Params, get_family
-from .grade.tolerance import TOLERANCE_DEFAULT, Tolerance
-from .i18n import DEFAULT_LANG, UnknownLanguage, check_lang
-from .inputs import MAX_SPEC_BYTES, InputError, read_yaml, shown_path
-from .ragged import pad_nested
 
 SPEC_KEYS = {"title", "instructions", "tolerance", "items", "credit", "lang"}
 MAX_GIVEN = 1e6  # largest magnitude of an entry of a fixed given
@@ -192,7 +192,7 @@ def graded_tolerance(item: Any, step: str) -> Tolerance:
 
 
 def load_spec(path: str | Path) -> WorksheetSpec:
-    """Read and validate a YAML spec file through :mod:`qkvquiz.inputs` (size, file kind,
+    """Read and validate a YAML spec file through :mod:`qkvquiz.core.inputs` (size, file kind,
     UTF-8, depth, aliases and duplicate keys bounded; errors name the file and the line)."""
     return parse_spec(read_spec_data(path, "spec"), source=shown_path(path))
 
@@ -455,7 +455,7 @@ def _raw_entries(chosen: Any) -> Any:
 
 def step_shapes(family: Family, params: Params, fixed: Mapping[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
     """The shape of every step for these params (one probe variant drawn and solved)."""
-    from .seeding import Draw
+    from .core.seeding import Draw
 
     draw = Draw.candidates([0], 0, 1)
     givens = family.sample(draw, params)
@@ -533,7 +533,7 @@ def _ragged_givens(raw: Any, family: Family, params: Params, source: str, where:
     """
     if not isinstance(raw, Mapping) or family.extra.get("present") is None:
         return raw
-    from .seeding import Draw
+    from .core.seeding import Draw
 
     probe = family.sample(Draw.candidates([0], 0, 1), params)
     out = dict(raw)

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from .core.seeding import Draw, set_code, variant_code, variant_key
 from .engine.backend import to_numpy
 from .families import Env
-from .seeding import Draw, set_code, variant_code, variant_key
 from .spec import ItemSpec, SpecError, WorksheetSpec
 
 MAX_CANDIDATES = 4096  # per student and item before giving up

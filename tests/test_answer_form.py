@@ -239,7 +239,7 @@ def test_the_forms_pictures_of_math_are_drawn_at_its_text_size(monkeypatch) -> N
     from qkvquiz import build_worksheet, load_spec
     from qkvquiz.render import html as render_html
     from qkvquiz.render.form import FORM_FONT_SIZE_PT, answer_form_html
-    from qkvquiz.resources import bank_dir
+    from qkvquiz.core.resources import bank_dir
 
     drawn: list[float] = []
     real = render_html._svg_math_html
@@ -259,7 +259,7 @@ def test_chinese_words_in_a_formula_are_never_drawn_as_a_picture() -> None:
     from qkvquiz import build_worksheet, load_spec
     from qkvquiz.render.documents import worksheet_document
     from qkvquiz.render.fonts import has_cjk
-    from qkvquiz.resources import bank_dir
+    from qkvquiz.core.resources import bank_dir
 
     spec = dataclasses.replace(load_spec(bank_dir() / "masking.yaml"), lang="zh")
     ws = build_worksheet(spec, ["ada"], seed=3)

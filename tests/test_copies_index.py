@@ -11,7 +11,7 @@ import pytest
 
 from qkvquiz.grade.copies import COPY_MIN_ENTRIES, COPY_SHARE, detect_copies
 from qkvquiz.grade.grader import Column
-from qkvquiz.grade.tolerance import Tolerance
+from qkvquiz.core.tolerance import Tolerance
 
 from .helpers import make_key
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from qkvquiz.grade.parse import AnswerFormatError, parse_entry
-from qkvquiz.resources import templates_dir
+from qkvquiz.core.resources import templates_dir
 
 CASES_PATH = Path(__file__).with_name("entry_cases.json")
 CASES = json.loads(CASES_PATH.read_text(encoding="utf-8"))["cases"]

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from qkvquiz.cli import app
-from qkvquiz.csvsafe import csv_text, safe_cell
+from qkvquiz.core.csvsafe import csv_text, safe_cell
 from qkvquiz.exchange.gradebook import TARGETS, GradeOptions, export_grades
 from qkvquiz.exchange.results import load_results
 from qkvquiz.roster import read_roster_entries

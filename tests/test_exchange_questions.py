@@ -20,7 +20,7 @@ from qkvquiz.exchange.questions import (
     export_questions,
     number_text,
 )
-from qkvquiz.resources import bank_dir
+from qkvquiz.core.resources import bank_dir
 
 Q = f"{{{QTI_NS}}}"
 

@@ -23,7 +23,7 @@ from qkvquiz.families import get_family
 from qkvquiz.grade.grader import Submission, grade
 from qkvquiz.key import key_from_json, key_to_json
 from qkvquiz.render.markdown import key_markdown, worksheet_markdown
-from qkvquiz.seeding import Draw
+from qkvquiz.core.seeding import Draw
 from qkvquiz.spec import parse_spec
 from qkvquiz.worksheet import build_worksheet
 

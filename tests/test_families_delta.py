@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from qkvquiz.cli import app
 from qkvquiz.families import Env, get_family
 from qkvquiz.render.markdown import key_markdown, worksheet_markdown
-from qkvquiz.seeding import Draw
+from qkvquiz.core.seeding import Draw
 from qkvquiz.spec import parse_spec
 from qkvquiz.worksheet import build_worksheet
 

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from qkvquiz.cli import app
 from qkvquiz.families import REGISTRY, get_family
 from qkvquiz.grade.grader import Submission, grade
-from qkvquiz.grade.tolerance import Tolerance
+from qkvquiz.core.tolerance import Tolerance
 from qkvquiz.key import key_from_json, key_to_json
 from qkvquiz.render.markdown import key_markdown
 from qkvquiz.spec import parse_spec

@@ -12,9 +12,9 @@ import yaml
 from qkvquiz.families import Env
 from qkvquiz.grade import feedback as fb
 from qkvquiz.grade.grader import Submission, carried_inputs, grade, rerun_on_own
-from qkvquiz.i18n import using
+from qkvquiz.core.i18n import using
 from qkvquiz.key import encode, key_from_json, key_to_json
-from qkvquiz.resources import bank_dir, templates_dir
+from qkvquiz.core.resources import bank_dir, templates_dir
 from qkvquiz.spec import parse_spec
 from qkvquiz.worksheet import build_worksheet
 

@@ -19,7 +19,7 @@ from qkvquiz.engine.fused import causal_attention_fwd_bwd
 from qkvquiz.engine.fused_delta import delta_chunk_fwd_bwd
 from qkvquiz.engine.masks import causal_allowed, padding_allowed
 from qkvquiz.families import REGISTRY
-from qkvquiz.seeding import Draw
+from qkvquiz.core.seeding import Draw
 
 pytestmark = pytest.mark.gpu
 

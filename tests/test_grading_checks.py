@@ -8,7 +8,7 @@ import pytest
 from qkvquiz.families import get_family
 from qkvquiz.families.base import Env, Params, rows_sum_to
 from qkvquiz.grade.grader import Submission, grade
-from qkvquiz.grade.tolerance import Tolerance
+from qkvquiz.core.tolerance import Tolerance
 from qkvquiz.key import key_from_json
 from qkvquiz.spec import SpecError, parse_spec
 

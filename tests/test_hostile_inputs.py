@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from qkvquiz.cli import app
 from qkvquiz.grade.grader import MAX_NESTING, MAX_SUBMISSION_BYTES, read_submission, submission_from_bytes
-from qkvquiz.inputs import (
+from qkvquiz.core.inputs import (
     MAX_STUDENTS,
     MAX_YAML_DEPTH,
     InputError,
@@ -29,7 +29,7 @@ from qkvquiz.inputs import (
     walk_json_files,
 )
 from qkvquiz.key import KeyFileError, load_key
-from qkvquiz.secret import SecretError, read_secret
+from qkvquiz.core.secret import SecretError, read_secret
 from qkvquiz.spec import SpecError, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -364,7 +364,7 @@ def test_a_link_loop_among_submissions_is_reported_not_a_crash(tmp_path):
 
 
 def test_a_walk_that_meets_too_many_entries_stops_with_a_message(tmp_path, monkeypatch):
-    import qkvquiz.inputs as inputs
+    import qkvquiz.core.inputs as inputs
 
     for i in range(30):
         (tmp_path / f"{i}.json").write_text("{}", encoding="utf-8")
@@ -374,7 +374,7 @@ def test_a_walk_that_meets_too_many_entries_stops_with_a_message(tmp_path, monke
 
 
 def test_a_walk_is_bounded_in_depth(tmp_path, monkeypatch):
-    import qkvquiz.inputs as inputs
+    import qkvquiz.core.inputs as inputs
 
     monkeypatch.setattr(inputs, "MAX_WALK_DEPTH", 3)
     deep = tmp_path.joinpath(*"abcde")

@@ -18,7 +18,7 @@ from babel.messages.mofile import read_mo, write_mo
 from babel.messages.pofile import read_po
 from typer.testing import CliRunner
 
-from qkvquiz import i18n
+from qkvquiz.core import i18n
 from qkvquiz.cli import app
 from qkvquiz.families import REGISTRY
 from qkvquiz.grade.analysis import item_analysis_markdown

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from qkvquiz import i18n
+from qkvquiz.core import i18n
 from qkvquiz.exchange.gradescope import results_document
 from qkvquiz.grade.grader import (
     Submission,

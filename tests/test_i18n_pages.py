@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from qkvquiz import i18n
+from qkvquiz.core import i18n
 from qkvquiz.families import REGISTRY
 from qkvquiz.render.documents import key_html_document, worksheet_document
 from qkvquiz.render.form import answer_form_html

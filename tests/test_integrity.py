@@ -47,22 +47,22 @@ import qkvquiz.generate as generate_module
 from qkvquiz.cli import app, secrecy_note
 from qkvquiz.families import REGISTRY, Env
 from qkvquiz.files import read_roster, safe_name, write_atomic
-from qkvquiz.outputs import write_set
+from qkvquiz.core.outputs import write_set
 from qkvquiz.generate import generate_set
 from qkvquiz.grade.grader import (
     MAX_NESTING, MAX_SUBMISSION_BYTES, Submission, grade, grade_files, submission_from_bytes, submission_from_json,
 )
 from qkvquiz.grade.report import results_csv, write_reports
-from qkvquiz.resources import templates_dir
+from qkvquiz.core.resources import templates_dir
 from qkvquiz.key import key_from_json, key_to_json, load_key
 from qkvquiz.render.latex import num
 from qkvquiz.render.markdown import environment
 from qkvquiz.render.sandbox import TemplateSandbox
-from qkvquiz.secret import SECRET_ENV, SecretError, create_secret, load_secret
-from qkvquiz.seeding import variant_code, variant_key
+from qkvquiz.core.secret import SECRET_ENV, SecretError, create_secret, load_secret
+from qkvquiz.core.seeding import variant_code, variant_key
 from qkvquiz.spec import SpecError, load_spec, parse_spec
-from qkvquiz.csvsafe import safe_cell
-from qkvquiz.untrusted import md_code
+from qkvquiz.core.csvsafe import safe_cell
+from qkvquiz.core.untrusted import md_code
 from qkvquiz.worksheet import build_worksheet, solve_item
 
 from .helpers import BASIC_ITEMS
@@ -615,7 +615,7 @@ def test_no_module_writes_a_file_except_through_the_atomic_writers():
         for path in (ROOT / "qkvquiz").rglob("*.py") if path.name not in ("outputs.py", "secret.py")
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if pattern.search(line)
     ]
-    assert not offenders, f"write outputs through qkvquiz.outputs (write_set, write_file): {offenders}"
+    assert not offenders, f"write outputs through qkvquiz.core.outputs (write_set, write_file): {offenders}"
 
 
 def test_generate_never_overwrites_a_key_without_force(tmp_path):
@@ -730,7 +730,7 @@ def test_signals_during_the_switch_wait_until_the_whole_set_is_in_place(tmp_path
 
 STALLING_DRIVER = """
 import sys, time
-from qkvquiz import outputs
+from qkvquiz.core import outputs
 real_write = outputs.OutputSet.write
 calls = []
 def stalling_write(self, rel, data):

@@ -11,7 +11,7 @@ import pytest
 
 from qkvquiz import key as keys
 from qkvquiz.key import dumps, key_to_json, load_key
-from qkvquiz.resources import bank_dir
+from qkvquiz.core.resources import bank_dir
 from qkvquiz.spec import load_spec
 from qkvquiz.worksheet import build_worksheet
 

@@ -24,15 +24,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from qkvquiz import outputs
+from qkvquiz.core import outputs
 from qkvquiz.cli import app
 from qkvquiz.generate import generate_set
 from qkvquiz.grade.grader import grade_files
 from qkvquiz.grade.report import write_reports
 from qkvquiz.key import load_key
-from qkvquiz.outputs import OutputError, SetBusy, recover, settle, write_set
+from qkvquiz.core.outputs import OutputError, SetBusy, recover, settle, write_set
 from qkvquiz.spec import load_spec
-from qkvquiz.resources import bank_dir
+from qkvquiz.core.resources import bank_dir
 
 from .helpers import stop_while_workers_run
 

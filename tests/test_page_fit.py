@@ -16,7 +16,7 @@ from qkvquiz import build_worksheet, load_spec
 from qkvquiz.families import REGISTRY
 from qkvquiz.render.documents import key_student_document, worksheet_document
 from qkvquiz.render.pdf import pdf_available
-from qkvquiz.resources import bank_dir
+from qkvquiz.core.resources import bank_dir
 from qkvquiz.spec import parse_spec
 
 from .test_i18n_pages import FORMS, asked_all

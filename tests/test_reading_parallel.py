@@ -116,7 +116,7 @@ def test_read_submissions_in_workers_gives_the_files_in_order(tmp_path, monkeypa
 HALF_A_RESULT = r"""
 import multiprocessing, os, struct, sys, time
 from concurrent.futures import ProcessPoolExecutor
-from qkvquiz.workers import kill_pool
+from qkvquiz.core.workers import kill_pool
 
 def slow(x):
     time.sleep(0.3)

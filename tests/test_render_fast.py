@@ -26,7 +26,7 @@ from qkvquiz.render.markdown import (
     worksheet_markdown,
 )
 from qkvquiz.render.sandbox import TemplateSandbox, TrustedEnvironment
-from qkvquiz.resources import bank_dir
+from qkvquiz.core.resources import bank_dir
 
 from .helpers import stop_while_workers_run
 
@@ -418,7 +418,7 @@ def test_rendering_workers_end_with_the_run_and_the_old_set_stays(sig, class_spe
     from pathlib import Path
 
     from qkvquiz.generate import generate_set
-    from qkvquiz.outputs import recover, settle
+    from qkvquiz.core.outputs import recover, settle
 
     out = tmp_path / "set"
     generate_set(class_spec, ["ada", "bo"], out, seed=1)

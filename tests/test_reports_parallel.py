@@ -12,7 +12,7 @@ import pytest
 from qkvquiz.grade import parallel
 from qkvquiz.grade.grader import Submission, grade
 from qkvquiz.grade.report import write_reports
-from qkvquiz.outputs import OutputError
+from qkvquiz.core.outputs import OutputError
 
 from .helpers import make_key
 

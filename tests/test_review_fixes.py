@@ -15,7 +15,7 @@ import pytest
 
 from qkvquiz.families import REGISTRY, Env, get_family
 from qkvquiz.render.markdown import render_items
-from qkvquiz.resources import bank_dir
+from qkvquiz.core.resources import bank_dir
 from qkvquiz.spec import SpecError, load_spec, parse_spec
 from qkvquiz.worksheet import GenerationError, build_worksheet
 

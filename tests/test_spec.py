@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qkvquiz.resources import bank_dir
+from qkvquiz.core.resources import bank_dir
 from qkvquiz.spec import SpecError, load_spec, parse_spec
 from qkvquiz.worksheet import build_worksheet
 

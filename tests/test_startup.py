@@ -43,7 +43,7 @@ def test_help_lists_every_command_without_loading_numpy_families_specs_or_the_gr
     for command in ("generate", "init", "grade", "audit", "families", "specs", "show", "schema", "export"):
         assert re.search(rf"\b{command}\b", text), command
     heavy = {"numpy", "jinja2", "yaml", "qkvquiz.families", "qkvquiz.spec", "qkvquiz.grade", "qkvquiz.engine",
-             "qkvquiz.render", "qkvquiz.capacity", "qkvquiz.inputs", "qkvquiz.key"}
+             "qkvquiz.render", "qkvquiz.capacity", "qkvquiz.core.inputs", "qkvquiz.key"}
     assert not heavy & modules, sorted(heavy & modules)
 
 
@@ -56,7 +56,7 @@ def test_the_help_of_every_command_and_of_export_still_builds():
 
 
 def test_grade_help_ends_with_the_default_tolerance_in_words():
-    from qkvquiz.grade.tolerance import TOLERANCE_DEFAULT
+    from qkvquiz.core.tolerance import TOLERANCE_DEFAULT
 
     result = runner.invoke(app, ["grade", "--help"], env={"COLUMNS": "100"})
     flat = " ".join(result.output.split())
@@ -68,7 +68,7 @@ def test_grade_help_ends_with_the_default_tolerance_in_words():
 def test_the_constants_named_in_the_help_are_those_of_their_modules():
     from qkvquiz.capacity import REPORT_FROM_STUDENTS
     from qkvquiz.engine.backend import BACKENDS
-    from qkvquiz.secret import SECRET_ENV
+    from qkvquiz.core.secret import SECRET_ENV
 
     assert cli.BACKEND_NAMES == BACKENDS
     assert cli.SECRET_ENV == SECRET_ENV

@@ -355,7 +355,7 @@ import subprocess  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from qkvquiz.grade.parse import AnswerFormatError, parse_shape_text  # noqa: E402
-from qkvquiz.resources import templates_dir  # noqa: E402
+from qkvquiz.core.resources import templates_dir  # noqa: E402
 
 SHAPE_TABLE = json.loads(Path(__file__).with_name("entry_cases.json").read_text(encoding="utf-8"))["shape_cases"]
 SHAPE_STEPS = ["d_k", "sqrt_dk", "q_shape", "wq_shape", "scores_shape", "concat_shape", "wo_shape", "params"]

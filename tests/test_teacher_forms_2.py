@@ -187,7 +187,7 @@ def test_backprop_attention_audits_a_hand_written_cross_problem():
 # --------------------------------------------------------------------------- only the givens an asked part needs
 
 from qkvquiz.families import REGISTRY  # noqa: E402
-from qkvquiz.seeding import Draw  # noqa: E402
+from qkvquiz.core.seeding import Draw  # noqa: E402
 
 # Params with which every given is used by some step (a mask, a drawn state, several chunks).
 RICH = {"attention.output": {"mask": "random"}, "attention.weights": {"mask": "random"},

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qkvquiz.grade.tolerance import TOLERANCE_DEFAULT, Tolerance
+from qkvquiz.core.tolerance import TOLERANCE_DEFAULT, Tolerance
 
 FAST = settings(max_examples=120, deadline=None)
 MODES = ("abs", "rel", "decimals", "sigfigs")

@@ -32,7 +32,7 @@ from qkvquiz.render.fonts import (
 )
 from qkvquiz.render.form import answer_form_html
 from qkvquiz.render.pdf import pdf_available
-from qkvquiz.resources import bank_dir
+from qkvquiz.core.resources import bank_dir
 
 SPECS = sorted(p.name for p in bank_dir().glob("*.yaml"))
 

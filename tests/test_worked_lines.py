@@ -10,7 +10,7 @@ import jinja2
 import numpy as np
 import pytest
 
-from qkvquiz import i18n
+from qkvquiz.core import i18n
 from qkvquiz.render import worked
 from qkvquiz.render.latex import bmatrix, num, shape_text
 from qkvquiz.render.markdown import environment

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from qkvquiz.families import REGISTRY
-from qkvquiz.grade.tolerance import Tolerance
-from qkvquiz.seeding import Draw
+from qkvquiz.core.tolerance import Tolerance
+from qkvquiz.core.seeding import Draw
 from qkvquiz.spec import parse_spec
 from qkvquiz.worksheet import acceptable, build_worksheet
 

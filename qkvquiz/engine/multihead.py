@@ -15,7 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from .attention import AttentionForward, AttentionGradients, attention, attention_backward
+from .attention import (
+    AttentionForward,
+    AttentionGradients,
+    attention,
+    attention_backward,
+)
 from .projection import linear, linear_backward
 
 Array = Any

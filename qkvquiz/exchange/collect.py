@@ -31,6 +31,16 @@ from typing import Any
 
 import numpy as np
 
+from ..core.i18n import N_, _, using
+from ..core.inputs import (
+    InputError,
+    decode_text,
+    load_yaml,
+    read_bytes,
+    read_zip,
+    shown_path,
+    walk_json_files,
+)
 from ..grade.grader import (
     Candidate,
     FileProblem,
@@ -39,16 +49,6 @@ from ..grade.grader import (
     grade,
     submission_from_bytes,
     unknown_student_message,
-)
-from ..i18n import N_, _, using
-from ..inputs import (
-    InputError,
-    decode_text,
-    load_yaml,
-    read_bytes,
-    read_zip,
-    shown_path,
-    walk_json_files,
 )
 from ..key import Key
 from ..roster import Roster, RosterEntry

@@ -21,8 +21,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.inputs import InputError, read_text, shown_path
 from ..files import safe_name
-from ..inputs import InputError, read_text, shown_path
 from ..roster import Roster, RosterEntry
 from .lms_names import moodle_prefix
 from .results import Results

@@ -23,10 +23,10 @@ from datetime import UTC, datetime
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 from typing import Any
 
-from ..inputs import MAX_ROSTER_BYTES, InputError, read_text, shown_path
+from ..core.csvsafe import csv_text
+from ..core.inputs import MAX_ROSTER_BYTES, InputError, read_text, shown_path
+from ..core.untrusted import terminal_text
 from ..roster import Roster, RosterEntry
-from ..untrusted import terminal_text
-from ..csvsafe import csv_text
 from .results import Results, StudentScore
 
 TARGETS = ("canvas", "moodle-worksheet", "moodle-gradebook", "blackboard", "plain")

@@ -60,7 +60,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-from ..i18n import N_, _, using
+from ..core.i18n import N_, _, using
 
 ROOT_ENV = "QKVQUIZ_AUTOGRADER_ROOT"
 PYTHON_ENV = "QKVQUIZ_PYTHON"
@@ -152,7 +152,7 @@ NO_ROSTER = ("without a roster the autograder could only grade each upload as th
 def _package_files() -> dict[str, bytes]:
     """The running qkvquiz's own files (sources, schemas, templates, compiled catalogs), by their
     path under vendor/."""
-    from ..resources import templates_dir
+    from ..core.resources import templates_dir
 
     package = Path(__file__).resolve().parent.parent
     files: dict[str, bytes] = {}
@@ -462,7 +462,7 @@ def _part_lines(key: Any, result: Any) -> list[str]:
 def _gradescope_users(root: Path) -> list[dict[str, Any]] | None:
     """The users Gradescope says submitted (several in a group submission), from
     ``submission_metadata.json``; None without that file (a local run)."""
-    from ..inputs import read_text
+    from ..core.inputs import read_text
 
     path = root / "submission_metadata.json"
     if not path.is_file():
@@ -547,8 +547,8 @@ def run(source: Path, root: Path) -> dict[str, Any]:
 
 
 def _run(source: Path, root: Path, cfg: dict[str, Any], key: Any) -> dict[str, Any]:
+    from ..core.inputs import InputError, walk_json_files
     from ..grade.grader import grade, read_submissions
-    from ..inputs import InputError, walk_json_files
     from ..roster import read_roster_entries
 
     roster = read_roster_entries(source / "roster.csv") if cfg.get("roster") else None

@@ -79,7 +79,7 @@ class LmsName:
 
     def describe(self) -> str:
         """Who uploaded the file, as the LMS names them, in the current language."""
-        from ..i18n import _
+        from ..core.i18n import _
 
         values = {"id": self.lms_id, "name": repr(self.name)}
         if self.lms == CANVAS and self.anonymous:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..i18n import DEFAULT_LANG, LANGUAGES
-from ..inputs import MAX_KEY_BYTES, InputError, json_nesting, read_text, shown_path
+from ..core.i18n import DEFAULT_LANG, LANGUAGES
+from ..core.inputs import MAX_KEY_BYTES, InputError, json_nesting, read_text, shown_path
 
 RESULTS_NAME = "results.json"
 MAX_RESULTS_NESTING = 64

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.i18n import N_
+from ..core.seeding import Draw
 from ..engine.attention import apply_mask, softmax
 from ..engine.backend import swap
-from ..engine.masks import MASK_KINDS, allowed_from_given, causal_allowed, padding_allowed
-from ..i18n import N_
-from ..seeding import Draw
+from ..engine.masks import (
+    MASK_KINDS,
+    allowed_from_given,
+    causal_allowed,
+    padding_allowed,
+)
 from .base import (
     DECIMALS,
     Env,

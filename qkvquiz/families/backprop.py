@@ -10,35 +10,47 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.i18n import N_
+from ..core.seeding import Draw
 from ..engine.attention import apply_mask, softmax, softmax_backward
 from ..engine.backend import swap
 from ..engine.masks import allowed_from_given
 from ..engine.projection import linear, linear_backward, matvec, matvec_backward
-from ..i18n import N_
-from ..seeding import Draw
 from .attention import (
     ATTENTION_EXTRA,
+    MASK_PARAMS,
+    QKV_GIVENS,
     SCALE_PARAMS,
     SIZE_PARAMS,
+    WEIGHTS_INVARIANTS,
+    _check_mask_params,
     n_keys,
     n_queries,
+    not_saturated,
+    qkv_params,
     raw_scores,
+    sample_mask,
+    sample_qkv,
     scale_shows,
     score_factor,
     scores_of,
     square,
     stated_d_k,
     unscaled_asked,
-    MASK_PARAMS,
-    QKV_GIVENS,
-    WEIGHTS_INVARIANTS,
-    _check_mask_params,
-    not_saturated,
-    qkv_params,
-    sample_mask,
-    sample_qkv,
 )
-from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, int_range, rows_sum_to, transposable
+from .base import (
+    DECIMALS,
+    Env,
+    Family,
+    Given,
+    Misconception,
+    Param,
+    Params,
+    Step,
+    int_range,
+    rows_sum_to,
+    transposable,
+)
 
 # Softmax's Jacobian has rows summing to 0 (adding a constant to a score row changes nothing),
 # so every row of ∇S sums to 0.

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..seeding import Draw
+from ..core.seeding import Draw
 
 Array = Any
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.i18n import N_
+from ..core.seeding import Draw
 from ..engine.backend import DTYPE, swap
 from ..engine.delta import (
     causal_mask,
@@ -27,8 +29,6 @@ from ..engine.delta import (
     solve_unit_lower_transposed,
     tril_strict_mask,
 )
-from ..i18n import N_
-from ..seeding import Draw
 from .base import (
     DECIMALS,
     Env,
@@ -38,8 +38,8 @@ from .base import (
     Param,
     Params,
     Step,
-    int_range,
     closed_interval,
+    int_range,
     transposable,
 )
 

@@ -16,10 +16,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.i18n import N_
+from ..core.seeding import Draw
 from ..engine.layernorm import EPS_DEFAULT, layer_norm
-from ..i18n import N_
-from ..seeding import Draw
-from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, int_range
+from .base import (
+    DECIMALS,
+    Env,
+    Family,
+    Given,
+    Misconception,
+    Param,
+    Params,
+    Step,
+    int_range,
+)
 
 VISIBLE_EPS = 0.1  # from here on, leaving ε out changes answers at a couple of decimals
 

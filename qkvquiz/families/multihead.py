@@ -16,12 +16,12 @@ the (h, n, d_k) stack without moving the head axis does), listed below as ``stac
 
 from __future__ import annotations
 
+from ..core.i18n import N_
+from ..core.seeding import Draw
 from ..engine.attention import softmax
 from ..engine.backend import swap
 from ..engine.multihead import merge_heads, split_heads
 from ..engine.projection import linear
-from ..i18n import N_
-from ..seeding import Draw
 from .attention import (
     LATER_PARAMS,
     SATURATED,
@@ -40,7 +40,17 @@ from .attention import (
     template_context,
     unscaled_asked,
 )
-from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, int_range
+from .base import (
+    DECIMALS,
+    Env,
+    Family,
+    Given,
+    Misconception,
+    Param,
+    Params,
+    Step,
+    int_range,
+)
 
 
 def _check(p: Params) -> None:

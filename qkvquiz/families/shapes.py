@@ -9,9 +9,19 @@ biases when counted). Shape answers are (rows, columns), written "2×4" or [2, 4
 
 from __future__ import annotations
 
-from ..i18n import N_
-from ..seeding import Draw
-from .base import Env, Family, Given, Misconception, Param, Params, Step, int_range, whole_at_least
+from ..core.i18n import N_
+from ..core.seeding import Draw
+from .base import (
+    Env,
+    Family,
+    Given,
+    Misconception,
+    Param,
+    Params,
+    Step,
+    int_range,
+    whole_at_least,
+)
 
 SHAPE = "shape"
 

@@ -16,11 +16,22 @@ import math
 
 import numpy as np
 
+from ..core.i18n import N_
+from ..core.seeding import Draw
 from ..engine.attention import softmax
-from ..i18n import N_
-from ..seeding import Draw
 from .attention import SATURATED
-from .base import DECIMALS, Env, Family, Given, Misconception, Param, Params, Step, int_range, whole_at_least
+from .base import (
+    DECIMALS,
+    Env,
+    Family,
+    Given,
+    Misconception,
+    Param,
+    Params,
+    Step,
+    int_range,
+    whole_at_least,
+)
 
 # --- theory.dot_variance ------------------------------------------------------------------
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.tolerance import TOLERANCE_DEFAULT, Tolerance
 from .parse import AnswerFormatError, parse_answer, parse_entry
-from .tolerance import TOLERANCE_DEFAULT, Tolerance
 
 _GRADER = {"FileProblem", "GradeReport", "PartResult", "StudentResult", "grade", "grade_files", "read_submission"}
 

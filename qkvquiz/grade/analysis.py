@@ -13,8 +13,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ..csvsafe import csv_text
-from ..i18n import using
+from ..core.csvsafe import csv_text
+from ..core.i18n import using
 from ..render.markdown import environment
 from .feedback import points_text
 from .grader import GradeReport

@@ -27,13 +27,13 @@ from typing import Any
 
 import numpy as np
 
+from ..core.i18n import DEFAULT_LANG, _, ngettext, using
+from ..core.inputs import shown_path
+from ..core.ragged import fill_absent
+from ..core.untrusted import terminal_text
 from ..families import Env
 from ..key import encode
-from ..inputs import shown_path
-from ..i18n import DEFAULT_LANG, _, ngettext, using
-from ..ragged import fill_absent
 from ..spec import ItemSpec, SpecError, WorksheetSpec, parse_spec, read_spec_data
-from ..untrusted import terminal_text
 from ..worksheet import solve_item
 from .feedback import entry_name, number_text, table
 from .grader import carried_inputs, entry_band, rerun_on_own
@@ -275,7 +275,7 @@ def _solve_stated(item: ItemSpec, claimed: list[str], source: str, where: str) -
     missing = [g for g in family.given_names if g not in item.fixed]
     if not missing:
         return solve_item(item, [0], source=source)
-    from ..seeding import Draw
+    from ..core.seeding import Draw
 
     def solved(changed: str | None) -> Env:
         # Every given left out drawn from candidate 0; ``changed`` from candidate 1 instead.

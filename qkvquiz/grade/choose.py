@@ -25,9 +25,15 @@ from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import PurePath
 
-from ..i18n import N_, Np_, _, ngettext
+from ..core.i18n import N_, Np_, _, ngettext
 from ..key import Key
-from .grader import Candidate, FileProblem, Submission, blank_answer, unknown_student_message
+from .grader import (
+    Candidate,
+    FileProblem,
+    Submission,
+    blank_answer,
+    unknown_student_message,
+)
 
 DUPLICATES = ("latest", "first", "error")
 DUPLICATES_DEFAULT = "latest"

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..i18n import N_, _
+from ..core.i18n import N_, _
+from ..core.tolerance import SLACK
 from ..key import Key
 from .grader import Column
-from .tolerance import SLACK
 
 COPY_SHARE = 0.5  # share of the answered, telling entries that must match the other variant
 COPY_MIN_ENTRIES = 4  # fewer telling entries answered: never flagged

@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from ..i18n import N_, _, current, ngettext, using
+from ..core.i18n import N_, _, current, ngettext, using
+from ..core.resources import templates_dir
+from ..core.tolerance import Tolerance
+from ..core.untrusted import md_code
 from ..key import KeyItem, decode
 from ..render.markdown import environment
-from ..resources import templates_dir
-from ..untrusted import md_code
 from .grader import NO_ANSWER, NO_ANSWER_BLANK, GradeReport, PartResult, StudentResult
 from .parse import entry_place
-from .tolerance import Tolerance
 
 MAX_LISTED = 12  # wrong entries listed one by one; the rest are counted
 

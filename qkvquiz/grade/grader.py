@@ -40,23 +40,34 @@ from typing import Any
 
 import numpy as np
 
+from ..core.i18n import DEFAULT_LANG, N_, _, current, ngettext, using
+from ..core.inputs import (
+    InputError,
+    decode_text,
+    json_nesting,
+    outside_json_strings,
+    read_bytes_and_stat,
+)
+from ..core.pause import collector_paused
+from ..core.ragged import fill_absent
+from ..core.tolerance import SLACK, Tolerance
+from ..core.untrusted import (
+    MAX_ID_LENGTH,
+    char_name,
+    invisible_characters,
+    lookalike_key,
+)
+from ..core.untrusted import terminal_text as _escaped
 from ..engine.backend import to_numpy
 from ..families import Env, Family
-from ..i18n import DEFAULT_LANG, N_, _, current, ngettext, using
-from ..inputs import InputError, decode_text, json_nesting, outside_json_strings, read_bytes_and_stat
 from ..key import Key, KeyItem
-from ..ragged import fill_absent
 from ..spec import Part
-from ..untrusted import MAX_ID_LENGTH, char_name, invisible_characters, lookalike_key
-from ..untrusted import terminal_text as _escaped
 from .parallel import chunks_in_workers, forking
 from .parse import AnswerFormatError, parse_answer, parse_shape_text
-from .pause import collector_paused
-from .tolerance import SLACK, Tolerance
 
 
 def terminal_text(text: str) -> str:
-    """:func:`qkvquiz.untrusted.terminal_text`, at once for printable ASCII (nothing to escape)."""
+    """:func:`qkvquiz.core.untrusted.terminal_text`, at once for printable ASCII (nothing to escape)."""
     return text if text.isascii() and text.isprintable() else _escaped(text)
 
 
@@ -197,7 +208,7 @@ def display_path(path: str | Path) -> str:
 
 def _read_limited(path: str | Path) -> tuple[bytes, os.stat_result]:
     """At most MAX_SUBMISSION_BYTES bytes of a regular file, and its ``fstat``
-    (:func:`qkvquiz.inputs.read_bytes`: never blocks on a pipe, never reads a device);
+    (:func:`qkvquiz.core.inputs.read_bytes`: never blocks on a pipe, never reads a device);
     ValueError says why not, without the name (the report names the file)."""
     try:
         return read_bytes_and_stat(path, MAX_SUBMISSION_BYTES, "submission")

@@ -23,7 +23,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from ..workers import kill_pool, start_worker
+from ..core.workers import kill_pool, start_worker
 
 FORK_FROM = 1_000  # students: below this one process is quicker than starting a pool
 

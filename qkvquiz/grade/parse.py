@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..i18n import N_, Np_, _, ngettext
+from ..core.i18n import N_, Np_, _, ngettext
 
 MAX_TEXT_LENGTH = 200
 MAX_NESTING = 20

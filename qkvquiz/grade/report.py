@@ -10,7 +10,7 @@ Into the output folder::
 
 Same key and submissions, same bytes: students are sorted by id and nothing records a time.
 These entries are the set ``grade`` owns (:data:`OWNED`), written as one unit by
-:mod:`qkvquiz.outputs`: a regrade replaces ``feedback/`` wholly (no feedback is left from an
+:mod:`qkvquiz.core.outputs`: a regrade replaces ``feedback/`` wholly (no feedback is left from an
 earlier run), and an interrupted one leaves the previous set exactly as it was.
 """
 
@@ -23,15 +23,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ..core.csvsafe import csv_text
+from ..core.i18n import using
+from ..core.outputs import write_set
+from ..core.pause import collector_paused
 from ..files import safe_name
-from ..i18n import using
-from ..outputs import write_set
-from ..csvsafe import csv_text
 from .analysis import item_analysis, item_analysis_csv, item_analysis_markdown
 from .feedback import FeedbackWriter
 from .grader import GradeReport, PartResult, StudentResult, terminal_text
 from .parallel import chunks_in_workers, forking
-from .pause import collector_paused
 
 FEEDBACK_DIR = "feedback"
 #: The entries ``grade`` owns in its folder, and whether each is private (0600 files, 0700
@@ -204,8 +204,8 @@ def write_reports(
     earlier feedback file is left behind. ``progress`` is called once per feedback file written.
     ``lang`` is the language of the item analysis and feedback (default: the report's, i.e. the
     one it was graded in, so that every sentence of a file is in one language).
-    Raises :class:`qkvquiz.outputs.SetBusy` when another run writes to ``out``, and
-    :class:`qkvquiz.outputs.OutputError` (naming the path) when it cannot be written.
+    Raises :class:`qkvquiz.core.outputs.SetBusy` when another run writes to ``out``, and
+    :class:`qkvquiz.core.outputs.OutputError` (naming the path) when it cannot be written.
     """
     out = Path(out)
     names = ["results.csv", "results.json", "item-analysis.csv", "item-analysis.md"]
@@ -265,7 +265,7 @@ _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0)  # b
 
 def _write_feedback(writer: FeedbackWriter, folder: str, jobs: Sequence[tuple[str | None, StudentResult]]) -> list[int]:
     """Write the feedback files of ``jobs`` (in the staging folder ``folder``, as
-    :meth:`qkvquiz.outputs.OutputSet.path` allows); the positions of those that failed."""
+    :meth:`qkvquiz.core.outputs.OutputSet.path` allows); the positions of those that failed."""
     failed = []
     for k, (rel, result) in enumerate(jobs):
         text = writer.markdown(result).encode("utf-8")
@@ -285,7 +285,7 @@ def _write_feedback(writer: FeedbackWriter, folder: str, jobs: Sequence[tuple[st
 def _done(files, writer: FeedbackWriter, jobs: Sequence[tuple[str, StudentResult]], lo: int, hi: int,
           failed: list[int], progress: Callable[[], None] | None) -> None:
     """Feedback files ``lo`` to ``hi`` are written: those that failed are written again the
-    ordinary way, which says why (:class:`qkvquiz.outputs.OutputError`, naming the file)."""
+    ordinary way, which says why (:class:`qkvquiz.core.outputs.OutputError`, naming the file)."""
     for k in failed:
         rel, result = jobs[lo + k]
         files.write(rel, writer.markdown(result))

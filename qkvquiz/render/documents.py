@@ -25,21 +25,27 @@ student starts on a new page, and page numbers and running headers count per stu
 from __future__ import annotations
 
 import html
-from html.parser import HTMLParser
 import itertools
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 from markdown_it.common.utils import escapeHtml
 
-from ..i18n import N_, _, ngettext
+from ..core.i18n import N_, _, ngettext
 from ..spec import WorkSpace
 from ..worksheet import Worksheet
 from .form import where
-from .html import answer_grid_html, header_html, html_document, markdown_body_html, tags_removed
+from .html import (
+    answer_grid_html,
+    header_html,
+    html_document,
+    markdown_body_html,
+    tags_removed,
+)
 from .latex import label_symbol, num
 from .markdown import in_spec_language, ragged_shape, render_items
 

@@ -29,7 +29,7 @@ from functools import lru_cache
 from html.parser import HTMLParser
 from pathlib import Path
 
-from qkvquiz.resources import templates_dir
+from qkvquiz.core.resources import templates_dir
 
 SERIF = "qkvquiz Serif"
 SANS = "qkvquiz Sans"

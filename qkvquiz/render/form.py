@@ -41,9 +41,9 @@ import jinja2.sandbox
 import numpy as np
 from markupsafe import Markup
 
+from ..core.i18n import HTML_LANG, _, current, install_jinja, script_messages
+from ..core.resources import templates_dir
 from ..grade.parse import entry_place
-from ..i18n import HTML_LANG, _, current, install_jinja, script_messages
-from ..resources import templates_dir
 from ..worksheet import Worksheet
 from .latex import label_symbol, num, shape_text
 from .markdown import in_spec_language, ragged_shape, render_items

@@ -39,9 +39,9 @@ from typing import Any
 from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
+from qkvquiz.core.resources import templates_dir
 from qkvquiz.render.fonts import has_cjk
 from qkvquiz.render.textmath import Unsupported, text_math_html
-from qkvquiz.resources import templates_dir
 
 #: Body text size; math is laid out at the same size.
 FONT_SIZE_PT_DEFAULT = 11.0
@@ -137,7 +137,7 @@ def css_content(message: str, values: dict[str, str]) -> str:
 def page_words_css() -> str:
     """The words of the stylesheet's running footers, headers and bookmarks in the current
     language (``templates/style.css`` has them in English)."""
-    from ..i18n import _
+    from ..core.i18n import _
 
     page = css_content(_("Page %(page)s of %(pages)s"), {"page": "counter(page)", "pages": "counter(pages)"})
     student = css_content(_("Student %(student)s"), {"student": "string(student-id) string(variant-code)"})
@@ -840,7 +840,7 @@ def header_html(
     is left for the student to write on. The student id and variant also run in the footer
     of every page (CSS ``string-set``), so a loose page can be matched to its student.
     """
-    from ..i18n import _
+    from ..core.i18n import _
 
     label = {"name": _("Name"), "student": _("Student ID"), "variant": _("Variant"), "set": _("Set")}
     name = (
@@ -1049,10 +1049,10 @@ def html_document(
 
     ``body_class`` names the kind of document (``"worksheet"``, ``"key"``) for the
     stylesheet's rules that apply to one kind only. ``lang`` (default: the current output
-    language, :mod:`qkvquiz.i18n`) is the page's language: it also makes the PDF renderer
+    language, :mod:`qkvquiz.core.i18n`) is the page's language: it also makes the PDF renderer
     choose a font's Chinese forms for Chinese text rather than its Japanese ones.
     """
-    from ..i18n import DEFAULT_LANG, HTML_LANG, current
+    from ..core.i18n import DEFAULT_LANG, HTML_LANG, current
 
     if lang is None:
         lang = HTML_LANG.get(current(), current())

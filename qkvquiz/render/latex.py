@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..i18n import _, ngettext
+from ..core.i18n import _, ngettext
 
 
 def _num(x: float, decimals: int) -> str:

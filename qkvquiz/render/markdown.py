@@ -21,11 +21,11 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from ..i18n import _, install_jinja, kept_per_language, ngettext, using
-from ..i18n import chosen as language_chosen
-from ..resources import templates_dir
+from ..core.i18n import _, install_jinja, kept_per_language, ngettext, using
+from ..core.i18n import chosen as language_chosen
+from ..core.resources import templates_dir
+from ..core.untrusted import md_code
 from ..spec import ItemSpec, WorksheetSpec
-from ..untrusted import md_code
 from ..worksheet import Worksheet
 from . import worked
 from .latex import and_list, bmatrix, mask_sentences, num, shape_text
@@ -154,7 +154,7 @@ def _spec_view(spec: WorksheetSpec) -> Record:
 
 def in_spec_language(render: Callable[..., Any]) -> Callable[..., Any]:
     """A renderer of a worksheet (its first argument) that writes in the language of the
-    worksheet's spec (``lang:``), unless its caller chose one (:func:`qkvquiz.i18n.using`,
+    worksheet's spec (``lang:``), unless its caller chose one (:func:`qkvquiz.core.i18n.using`,
     as ``generate`` does with ``--lang`` or the spec's language): from a notebook,
     ``worksheet_markdown(ws, 0)`` of a Chinese spec is Chinese."""
 

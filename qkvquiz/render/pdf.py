@@ -7,7 +7,7 @@ working.
 
 Every PDF is written to a temporary file beside its target and moved into place, so a
 target is either the old file or the complete new one, never half a PDF. ``generate`` gives
-targets inside its staging folder (:mod:`qkvquiz.outputs`), so the pool never writes into
+targets inside its staging folder (:mod:`qkvquiz.core.outputs`), so the pool never writes into
 the user's folder itself. Pool workers end with the run: on an error, Ctrl-C or SIGTERM the
 pool is killed and joined before :func:`render_pdfs` returns, and on Linux a worker also
 dies when its parent is killed outright (SIGKILL).
@@ -31,9 +31,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from qkvquiz.core.workers import kill_pool, start_worker
 from qkvquiz.render.fonts import warn_if_no_cjk_font
 from qkvquiz.render.html import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
-from qkvquiz.workers import kill_pool, start_worker
 
 #: Debian/Ubuntu packages WeasyPrint loads at run time.
 DEBIAN_PACKAGES: tuple[str, ...] = ("libpango-1.0-0", "libpangoft2-1.0-0", "libharfbuzz-subset0")
@@ -152,7 +152,7 @@ def _own_resource(url: str) -> bytes | None:
         raise FetchRefused(f"not fetched: {url[:80]} (a PDF loads only its own pictures and styles)")
     from urllib.parse import unquote, urlsplit
 
-    from qkvquiz.resources import templates_dir
+    from qkvquiz.core.resources import templates_dir
 
     folder = templates_dir().resolve()
     path = Path(unquote(urlsplit(url).path)).resolve()

@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PdfUnavailable as exc:
         print(exc, file=sys.stderr)
         return 2
-    from ..resources import bank_dir
+    from ..core.resources import bank_dir
 
     args.out.mkdir(parents=True, exist_ok=True)
     unknown = [f for f in args.family if f not in REGISTRY]

@@ -43,8 +43,8 @@ import numpy as np
 from jinja2.exceptions import SecurityError, TemplateError, TemplateNotFound
 from jinja2.filters import do_batch, do_center, do_format, do_indent, do_slice
 from jinja2.runtime import Context, Macro
-from jinja2.utils import _PassArg  # how Jinja marks a callable that takes its context
 from jinja2.sandbox import SandboxedEnvironment
+from jinja2.utils import _PassArg  # how Jinja marks a callable that takes its context
 
 # Pure functions of arrays: no I/O, no global state, no in-place writes to their inputs.
 _NUMPY_FUNCTIONS = (

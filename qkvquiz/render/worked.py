@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..i18n import _, kept_per_language
+from ..core.i18n import _, kept_per_language
 from .latex import bmatrix, num, nums, shape_text
 
 __all__ = ["score_rows", "softmax_rows", "output_rows", "row_sums", "dot_entries", "softmax_grad_rows",

@@ -35,7 +35,7 @@ from typing import Any
 
 import jinja2
 
-from ..i18n import current, using
+from ..core.i18n import current, using
 from .sandbox import TemplateFailed
 
 

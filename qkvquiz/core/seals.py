@@ -1,7 +1,7 @@
 """Seals on qkvquiz's own state files: a file beside a set is obeyed only if qkvquiz wrote it.
 
 qkvquiz leaves two kinds of state in a course folder: the switch journal of an output set
-(:mod:`qkvquiz.outputs`, which names folders to move and delete) and the cache of a large key
+(:mod:`qkvquiz.core.outputs`, which names folders to move and delete) and the cache of a large key
 (:mod:`qkvquiz.key`, which holds the expected values and tolerances). Course folders are shared,
 synced and unpacked from archives, so anyone who can put a file there could plant either: a
 journal that deletes ``submissions/``, a cache whose tolerances pass every answer. Each such file

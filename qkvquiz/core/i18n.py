@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 DOMAIN = "qkvquiz"
-LOCALE_DIR = Path(__file__).resolve().parent / "locale"
+LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
 DEFAULT_LANG = "en"
 #: Every language shipped; a new one is a ``.po`` file (and its ``.mo``) plus its code here.
 LANGUAGES: dict[str, str] = {"en": "English", "zh": "中文"}

@@ -3,7 +3,7 @@
 Without a secret, a student's variant follows from the spec, their id and the seed alone,
 and students have the tool, the spec (it is often shared) and perhaps the seed. With one,
 each variant is drawn from HMAC-SHA256(secret, spec item, student id, seed)
-(:func:`qkvquiz.seeding.variant_key`), which cannot be computed, or inverted from a
+(:func:`qkvquiz.core.seeding.variant_key`), which cannot be computed, or inverted from a
 worksheet, without the secret.
 
 The secret is text: a file made by ``qkvquiz init`` holds 64 hex digits (256 random bits);

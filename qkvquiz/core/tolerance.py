@@ -49,7 +49,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..i18n import _
+from .i18n import _
 
 Mode = Literal["abs", "rel", "decimals", "sigfigs"]
 MODES: tuple[str, ...] = ("abs", "rel", "decimals", "sigfigs")

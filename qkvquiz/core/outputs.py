@@ -21,7 +21,7 @@ A command's *set* is the top-level entries of its output folder that it owns (``
    ever goes forward), then the old set is deleted.
 
 The journal is obeyed only when this user's qkvquiz wrote it for this folder and this staging
-folder: it carries a seal (:mod:`qkvquiz.seals`) over its fields, the folder's path and a random
+folder: it carries a seal (:mod:`qkvquiz.core.seals`) over its fields, the folder's path and a random
 identity written into the staging folder when it was made (0600 inside 0700: a staging folder
 planted under the same name lacks it, even where a journal was copied). A journal planted in a
 shared or unpacked course folder, or copied from another one, is ignored with a warning: nothing
