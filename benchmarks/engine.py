@@ -277,7 +277,8 @@ def time_generate(students: int, xp, repeat: int) -> None:
 
 
 def time_grading(submissions: int, xp, repeat: int) -> None:
-    from qkvquiz.grade.grader import grade, grade_files, read_submission
+    from qkvquiz.core.submissions import read_submission
+    from qkvquiz.grade.grader import grade, grade_files
     from qkvquiz.key import encode, key_from_json, key_to_json
     from qkvquiz.spec import load_spec
     from qkvquiz.worksheet import build_worksheet

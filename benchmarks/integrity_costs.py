@@ -16,7 +16,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import qkvquiz.core.submissions as submissions
 import qkvquiz.grade.grader as grader
+import qkvquiz.render.environment as environment
 import qkvquiz.render.markdown as markdown
 from qkvquiz import build_worksheet, generate_set, load_spec
 from qkvquiz.core.resources import bank_dir
@@ -56,20 +58,20 @@ def main(students: int) -> None:
 
     # The bundled templates render without the sandbox (a user's keep it): what it would cost them.
     plain = best(render)
-    real_env, markdown.TrustedEnvironment = markdown.TrustedEnvironment, markdown.TemplateSandbox
-    markdown.environment.cache_clear()
+    real_env, environment.TrustedEnvironment = environment.TrustedEnvironment, environment.TemplateSandbox
+    environment.environment.cache_clear()
     try:
         sandboxed = best(render)
     finally:
-        markdown.TrustedEnvironment = real_env
-        markdown.environment.cache_clear()
+        environment.TrustedEnvironment = real_env
+        environment.environment.cache_clear()
     rows.append((f"render key.md + {students} worksheets (bundled)", plain, sandboxed, "sandboxed"))
 
     key_doc = json.loads(json.dumps(key_to_json(ws)))
     key = key_from_json(key_doc)
     raws = [json.dumps({"student": s["student"], "answers": s["answers"]}).encode() for s in key_doc["students"]]
-    checked = best(lambda: grader.grade(key, [grader.submission_from_bytes(r, "x") for r in raws]))
-    unchecked = best(lambda: grader.grade(key, [grader.Submission("x", d["student"], d["answers"])
+    checked = best(lambda: grader.grade(key, [submissions.submission_from_bytes(r, "x") for r in raws]))
+    unchecked = best(lambda: grader.grade(key, [submissions.Submission("x", d["student"], d["answers"])
                                                 for d in map(json.loads, raws)]))
     rows.append((f"read + grade {students} submissions", checked, unchecked, "plain json.loads"))
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from .core.version import __version__ as __version__
 
 # The library's names, imported when first used (PEP 562): `qkvquiz --help` and commands that
 # need little (families, schema) do not pay for NumPy, Jinja and every family at start-up.
 _LAZY = {
     "FAMILIES": ("families", "REGISTRY"), "get_family": ("families", "get_family"),
-    "generate_set": ("generate", "generate_set"), "Tolerance": ("grade", "Tolerance"),
+    "generate_set": ("generate", "generate_set"), "Tolerance": ("core.tolerance", "Tolerance"),
     "grade_files": ("grade.grader", "grade_files"), "load_key": ("key", "load_key"),
     "key_markdown": ("render.markdown", "key_markdown"), "worksheet_markdown": ("render.markdown", "worksheet_markdown"),
     "load_spec": ("spec", "load_spec"), "parse_spec": ("spec", "parse_spec"),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from qkvquiz.grade.copies import COPY_MIN_ENTRIES, COPY_SHARE, detect_copies
-from qkvquiz.grade.grader import Column
+from qkvquiz.grade.columns import Column
 from qkvquiz.core.tolerance import Tolerance
 
 from .helpers import make_key

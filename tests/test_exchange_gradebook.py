@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from qkvquiz.cli import app
 from qkvquiz.exchange.gradebook import GradeOptions, export_grades, grade_text
 from qkvquiz.exchange.results import Results, StudentScore, load_results
-from qkvquiz.grade.grader import grade, submission_from_json
+from qkvquiz.core.submissions import submission_from_json
+from qkvquiz.grade.grader import grade
 from qkvquiz.grade.report import write_reports
 from qkvquiz.roster import read_roster_entries
 

@@ -296,7 +296,8 @@ def test_visibility_visible_implies_per_part_and_refuses_a_show_that_holds_back(
 
 def test_the_summary_of_a_group_is_in_the_keys_language():
     from qkvquiz.exchange.gradescope import Member, submission_document
-    from qkvquiz.grade.grader import Submission, grade
+    from qkvquiz.core.submissions import Submission
+    from qkvquiz.grade.grader import grade
     from qkvquiz.key import key_from_json, key_to_json
     from qkvquiz.spec import parse_spec
     from qkvquiz.worksheet import build_worksheet

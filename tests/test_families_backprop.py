@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from qkvquiz.cli import app
 from qkvquiz.families import get_family
-from qkvquiz.grade.grader import Submission, grade
+from qkvquiz.core.submissions import Submission
+from qkvquiz.grade.grader import grade
 from qkvquiz.key import key_from_json, key_to_json
 from qkvquiz.render.markdown import key_markdown, worksheet_markdown
 from qkvquiz.core.seeding import Draw

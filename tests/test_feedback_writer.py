@@ -11,7 +11,9 @@ import yaml
 
 from qkvquiz.families import Env
 from qkvquiz.grade import feedback as fb
-from qkvquiz.grade.grader import Submission, carried_inputs, grade, rerun_on_own
+from qkvquiz.core.submissions import Submission
+from qkvquiz.grade.checks import carried_inputs, rerun_on_own
+from qkvquiz.grade.grader import grade
 from qkvquiz.core.i18n import using
 from qkvquiz.key import encode, key_from_json, key_to_json
 from qkvquiz.core.resources import bank_dir, templates_dir

@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qkvquiz.grade.grader import grade, submission_from_bytes, submission_from_json
+from qkvquiz.core.submissions import submission_from_bytes, submission_from_json
+from qkvquiz.grade.grader import grade
 from qkvquiz.grade.report import results_csv
 from qkvquiz.key import dumps, key_from_json
 

@@ -5,7 +5,8 @@ import copy
 import numpy as np
 import pytest
 
-from qkvquiz.grade.grader import Submission, grade, grade_files
+from qkvquiz.core.submissions import Submission
+from qkvquiz.grade.grader import grade, grade_files
 from qkvquiz.grade.report import results_csv
 
 from .helpers import make_key, write_json

@@ -7,7 +7,8 @@ import pytest
 
 from qkvquiz.families import get_family
 from qkvquiz.families.base import Env, Params, rows_sum_to
-from qkvquiz.grade.grader import Submission, grade
+from qkvquiz.core.submissions import Submission
+from qkvquiz.grade.grader import grade
 from qkvquiz.core.tolerance import Tolerance
 from qkvquiz.key import key_from_json
 from qkvquiz.spec import SpecError, parse_spec

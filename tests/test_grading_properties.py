@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from qkvquiz.grade.analysis import item_analysis_csv, item_analysis_markdown, item_analysis
 from qkvquiz.grade.feedback import feedback_markdown
-from qkvquiz.grade.grader import Submission, grade
+from qkvquiz.core.submissions import Submission
+from qkvquiz.grade.grader import grade
 from qkvquiz.grade.report import results_csv, results_json, write_reports
 from qkvquiz.worksheet import GenerationError
 

@@ -14,7 +14,8 @@ import yaml
 from qkvquiz.families import Env
 from qkvquiz.grade.audit import audit_spec
 from qkvquiz.grade.feedback import feedback_markdown
-from qkvquiz.grade.grader import Submission, grade
+from qkvquiz.core.submissions import Submission
+from qkvquiz.grade.grader import grade
 from qkvquiz.key import key_from_json, key_to_json
 from qkvquiz.spec import parse_spec
 from qkvquiz.worksheet import build_worksheet

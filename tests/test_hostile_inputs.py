@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from qkvquiz.cli import app
-from qkvquiz.grade.grader import MAX_NESTING, MAX_SUBMISSION_BYTES, read_submission, submission_from_bytes
+from qkvquiz.core.submissions import MAX_NESTING, MAX_SUBMISSION_BYTES, read_submission, submission_from_bytes
 from qkvquiz.core.inputs import (
     MAX_STUDENTS,
     MAX_YAML_DEPTH,

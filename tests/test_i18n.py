@@ -24,7 +24,8 @@ from qkvquiz.families import REGISTRY
 from qkvquiz.grade.analysis import item_analysis_markdown
 from qkvquiz.grade.audit import audit_markdown, audit_spec
 from qkvquiz.grade.feedback import feedback_markdown
-from qkvquiz.grade.grader import Submission, grade
+from qkvquiz.core.submissions import Submission
+from qkvquiz.grade.grader import grade
 from qkvquiz.grade.parse import AnswerFormatError, parse_answer, parse_entry
 from qkvquiz.key import key_from_json, key_to_json, load_key
 from qkvquiz.spec import SpecError, parse_spec

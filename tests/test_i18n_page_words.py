@@ -10,13 +10,10 @@ import numpy as np
 import pytest
 
 from qkvquiz.core import i18n
+from qkvquiz.core.submissions import Submission, submission_from_bytes
 from qkvquiz.exchange.gradescope import results_document
-from qkvquiz.grade.grader import (
-    Submission,
-    grade,
-    submission_from_bytes,
-    unknown_student_message,
-)
+from qkvquiz.grade.choose import unknown_student_message
+from qkvquiz.grade.grader import grade
 from qkvquiz.key import key_from_json, key_to_json
 from qkvquiz.render.documents import key_html_document, worksheet_document
 from qkvquiz.render.form import answer_form_html

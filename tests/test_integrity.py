@@ -49,14 +49,13 @@ from qkvquiz.families import REGISTRY, Env
 from qkvquiz.files import read_roster, safe_name, write_atomic
 from qkvquiz.core.outputs import write_set
 from qkvquiz.generate import generate_set
-from qkvquiz.grade.grader import (
-    MAX_NESTING, MAX_SUBMISSION_BYTES, Submission, grade, grade_files, submission_from_bytes, submission_from_json,
-)
+from qkvquiz.core.submissions import MAX_NESTING, MAX_SUBMISSION_BYTES, Submission, submission_from_bytes, submission_from_json
+from qkvquiz.grade.grader import grade, grade_files
 from qkvquiz.grade.report import results_csv, write_reports
 from qkvquiz.core.resources import templates_dir
 from qkvquiz.key import key_from_json, key_to_json, load_key
 from qkvquiz.render.latex import num
-from qkvquiz.render.markdown import environment
+from qkvquiz.render.environment import environment
 from qkvquiz.render.sandbox import TemplateSandbox
 from qkvquiz.core.secret import SECRET_ENV, SecretError, create_secret, load_secret
 from qkvquiz.core.seeding import variant_code, variant_key

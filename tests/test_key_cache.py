@@ -134,7 +134,8 @@ def forge(cache, change) -> None:
 
 @pytest.mark.parametrize("keep_seal", [True, False])
 def test_a_forged_cache_beside_an_unchanged_key_gives_no_marks_and_is_replaced(key_file, keep_seal, caplog):
-    from qkvquiz.grade.grader import Submission, grade
+    from qkvquiz.core.submissions import Submission
+    from qkvquiz.grade.grader import grade
 
     honest = load_key(key_file)
     cache = keys._cache_path(key_file)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from qkvquiz.grade import parallel
-from qkvquiz.grade.grader import Submission, grade
+from qkvquiz.core.submissions import Submission
+from qkvquiz.grade.grader import grade
 from qkvquiz.grade.report import write_reports
 from qkvquiz.core.outputs import OutputError
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import copy
 import json
 
-from qkvquiz.grade.grader import Submission, grade
+from qkvquiz.core.submissions import Submission
+from qkvquiz.grade.grader import grade
 from qkvquiz.grade.report import _ENCODE, _encode_each, results_json
 
 from .helpers import make_key

@@ -8,13 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from qkvquiz.grade import grader
-from qkvquiz.grade.grader import (
-    MAX_NUMBER_DIGITS,
-    MAX_TEXT,
-    MAX_VALUES,
-    submission_from_bytes,
-)
+from qkvquiz.core import submissions
+from qkvquiz.core.submissions import MAX_NUMBER_DIGITS, MAX_TEXT, MAX_VALUES, submission_from_bytes
 
 
 def outcome(raw: bytes):
@@ -89,7 +84,7 @@ def raws():
 
 def test_every_file_reads_as_with_every_check(raws, monkeypatch):
     quick = [outcome(raw) for raw in raws]
-    monkeypatch.setattr(grader, "_risky_numbers", lambda raw: True)  # every file the slow way: hooks and walk
+    monkeypatch.setattr(submissions, "_risky_numbers", lambda raw: True)  # every file the slow way: hooks and walk
     slow = [outcome(raw) for raw in raws]
     assert quick == slow
     kinds = {q[0] for q in quick}
@@ -98,7 +93,7 @@ def test_every_file_reads_as_with_every_check(raws, monkeypatch):
 
 def test_the_quick_way_is_taken_for_an_ordinary_submission(raws, monkeypatch):
     walked = []
-    monkeypatch.setattr(grader, "check_document", lambda doc: walked.append(doc))
+    monkeypatch.setattr(submissions, "check_document", lambda doc: walked.append(doc))
     submission_from_bytes(raws[0], "x.json")
     # Variant codes and set ids are hex: "3e456…" inside a text is no exponent of a number.
     coded = {"student": "s00001", "variant": "93e451c0e8", "set": "4e1234ffe00", "answers": {"q1.a": [1.25, -3e2]}}

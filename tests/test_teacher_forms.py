@@ -186,7 +186,8 @@ def test_scale_is_checked_and_a_fully_masked_row_needs_the_flag():
 # --------------------------------------------------------------------------- partial asks
 
 from qkvquiz.grade.audit import audit_spec  # noqa: E402
-from qkvquiz.grade.grader import Submission, grade  # noqa: E402
+from qkvquiz.core.submissions import Submission  # noqa: E402
+from qkvquiz.grade.grader import grade  # noqa: E402
 from qkvquiz.key import key_from_json, key_to_json  # noqa: E402
 from qkvquiz.render.form import form_problems  # noqa: E402
 from qkvquiz.render.markdown import worksheet_markdown  # noqa: E402

@@ -255,7 +255,8 @@ def test_the_generic_template_lists_only_the_needed_givens():
 
 from qkvquiz.engine.delta import chunked_backward, chunked_forward  # noqa: E402
 from qkvquiz.grade.audit import audit_spec  # noqa: E402
-from qkvquiz.grade.grader import Submission, grade  # noqa: E402
+from qkvquiz.core.submissions import Submission  # noqa: E402
+from qkvquiz.grade.grader import grade  # noqa: E402
 from qkvquiz.key import key_from_json, key_to_json  # noqa: E402
 from qkvquiz.render.form import form_problems  # noqa: E402
 from qkvquiz.spec import SpecError  # noqa: E402
@@ -503,7 +504,8 @@ def test_printed_worksheet_draws_each_chunk_of_a_ragged_sequence_at_its_own_leng
 
 def test_feedback_shows_only_the_asked_entries_of_the_right_value():
     from qkvquiz.grade.feedback import feedback_markdown
-    from qkvquiz.grade.grader import Submission, grade
+    from qkvquiz.core.submissions import Submission
+    from qkvquiz.grade.grader import grade
     from qkvquiz.key import key_from_json, key_to_json
 
     spec = parse_spec({"title": "T", "items": [

@@ -11,7 +11,7 @@ import jinja2
 import pytest
 
 from qkvquiz.render import template_cache
-from qkvquiz.render.markdown import environment
+from qkvquiz.render.environment import environment
 from qkvquiz.render.sandbox import FolderLoader, TrustedEnvironment
 
 

@@ -13,7 +13,7 @@ import pytest
 from qkvquiz.core import i18n
 from qkvquiz.render import worked
 from qkvquiz.render.latex import bmatrix, num, shape_text
-from qkvquiz.render.markdown import environment
+from qkvquiz.render.environment import environment
 
 # The macros as they were, one Jinja loop and filter call per entry.
 REFERENCE = r"""{% macro score_rows(Q, K, scaled, d_k, d, mask=None, name="S", sup="") -%}

@@ -41,15 +41,10 @@ from ..core.inputs import (
     shown_path,
     walk_json_files,
 )
-from ..grade.grader import (
-    Candidate,
-    FileProblem,
-    GradeReport,
-    Submission,
-    grade,
-    submission_from_bytes,
-    unknown_student_message,
-)
+from ..core.submissions import Submission, submission_from_bytes
+from ..grade.choose import unknown_student_message
+from ..grade.grader import grade
+from ..grade.results import Candidate, FileProblem, GradeReport
 from ..key import Key
 from ..roster import Roster, RosterEntry
 from .lms_names import (

@@ -198,7 +198,7 @@ def _entry(name: str, mode: int) -> zipfile.ZipInfo:
 def build_bundle(key_text: str, *, roster_csv: str | None = None, opts: BundleOptions = BundleOptions()) -> bytes:
     """The autograder zip: setup.sh and run_autograder at its top (Gradescope's rule), the key,
     the config, the requirements and the vendored qkvquiz."""
-    from .. import __version__
+    from ..core.version import __version__
 
     if opts.visibility not in VISIBILITIES or opts.summary_visibility not in VISIBILITIES:
         raise ValueError(f"visibility must be one of {', '.join(VISIBILITIES)}")

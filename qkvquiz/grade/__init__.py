@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from ..core.submissions import read_submission
 from ..core.tolerance import TOLERANCE_DEFAULT, Tolerance
+from .grader import grade, grade_files
 from .parse import AnswerFormatError, parse_answer, parse_entry
+from .results import FileProblem, GradeReport, PartResult, StudentResult
 
-_GRADER = {"FileProblem", "GradeReport", "PartResult", "StudentResult", "grade", "grade_files", "read_submission"}
-
-
-def __getattr__(name: str) -> Any:
-    # The grader needs the key module, which needs this package's tolerance: importing it
-    # lazily keeps ``spec -> grade.tolerance`` free of a cycle.
-    if name in _GRADER:
-        from . import grader
-
-        return getattr(grader, name)
-    raise AttributeError(name)
-
-
-__all__ = ["AnswerFormatError", "TOLERANCE_DEFAULT", "Tolerance", "parse_answer", "parse_entry", *sorted(_GRADER)]
+__all__ = ["AnswerFormatError", "FileProblem", "GradeReport", "PartResult", "StudentResult", "TOLERANCE_DEFAULT",
+           "Tolerance", "grade", "grade_files", "parse_answer", "parse_entry", "read_submission"]

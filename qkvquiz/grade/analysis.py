@@ -15,9 +15,9 @@ from typing import Any
 
 from ..core.csvsafe import csv_text
 from ..core.i18n import using
-from ..render.markdown import environment
+from ..render.environment import environment
 from .feedback import points_text
-from .grader import GradeReport
+from .results import GradeReport
 
 VERDICT_ORDER = ("correct", "carried", "partial", "wrong", "format", "missing")
 TOP_MISTAKES = 3  # in the CSV's summary column; the Markdown lists them all

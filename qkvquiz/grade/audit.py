@@ -35,8 +35,8 @@ from ..families import Env
 from ..key import encode
 from ..spec import ItemSpec, SpecError, WorksheetSpec, parse_spec, read_spec_data
 from ..worksheet import solve_item
+from .checks import carried_inputs, entry_band, rerun_on_own
 from .feedback import entry_name, number_text, table
-from .grader import carried_inputs, entry_band, rerun_on_own
 from .parse import AnswerFormatError, parse_answer, parse_shape_text
 
 CLAIMED = "claimed"

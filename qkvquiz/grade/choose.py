@@ -19,6 +19,8 @@ in which files were listed.
 
 from __future__ import annotations
 
+import difflib
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,19 +28,42 @@ from functools import cached_property
 from pathlib import PurePath
 
 from ..core.i18n import N_, Np_, _, ngettext
+from ..core.submissions import Submission, blank_answer
+from ..core.untrusted import char_name, invisible_characters, lookalike_key
 from ..key import Key
-from .grader import (
-    Candidate,
-    FileProblem,
-    Submission,
-    blank_answer,
-    unknown_student_message,
-)
+from .results import Candidate, FileProblem
 
 DUPLICATES = ("latest", "first", "error")
 DUPLICATES_DEFAULT = "latest"
 TEMPLATE_NAME = "submission.json"  # what generate writes under students/<id>/
 TEMPLATE_MESSAGE = N_("the blank submission that generate wrote (every part empty): not a hand-in, so not graded")
+
+
+def unknown_student_message(key: Key, student: str) -> str:
+    """Why ``student`` is not graded, with the id that was probably meant when there is one.
+
+    Ids that differ only by invisible characters (zero-width space, right-to-left override),
+    fullwidth or other compatibility forms, case or surrounding space are reported as such.
+    """
+    notes = []
+    bad = invisible_characters(student)
+    if bad:
+        notes.append(_("the id contains invisible or control characters (%(chars)s)")
+                     % {"chars": ", ".join(char_name(c) for c in bad[:3])})
+    target = lookalike_key(student)
+    meant = [s for s in key.students if lookalike_key(s) == target]
+    if len(meant) == 1:
+        notes.append(_("did you mean %(id)s? Write the id exactly as on the worksheet") % {"id": repr(meant[0])})
+    elif student != unicodedata.normalize("NFKC", student):
+        notes.append(_("it holds fullwidth or other compatibility characters: write the id exactly as on the worksheet"))
+    else:
+        close = difflib.get_close_matches(student, key.students, 1, 0.75)
+        if close:
+            notes.append(_("did you mean %(id)s? Write the id exactly as on the worksheet") % {"id": repr(close[0])})
+    message = _("student %(student)s is not in the key") % {"student": repr(student)}
+    for note in notes:
+        message = _("%(message)s; %(note)s") % {"message": message, "note": note}
+    return message
 
 
 @dataclass

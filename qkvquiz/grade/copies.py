@@ -31,7 +31,7 @@ import numpy as np
 from ..core.i18n import N_, _
 from ..core.tolerance import SLACK
 from ..key import Key
-from .grader import Column
+from .columns import Column
 
 COPY_SHARE = 0.5  # share of the answered, telling entries that must match the other variant
 COPY_MIN_ENTRIES = 4  # fewer telling entries answered: never flagged

@@ -18,13 +18,14 @@ from typing import Any
 import numpy as np
 
 from ..core.i18n import N_, _, current, ngettext, using
+from ..core.places import entry_place
 from ..core.resources import templates_dir
 from ..core.tolerance import Tolerance
 from ..core.untrusted import md_code
 from ..key import KeyItem, decode
-from ..render.markdown import environment
-from .grader import NO_ANSWER, NO_ANSWER_BLANK, GradeReport, PartResult, StudentResult
-from .parse import entry_place
+from ..render.environment import environment
+from .columns import NO_ANSWER, NO_ANSWER_BLANK
+from .results import GradeReport, PartResult, StudentResult
 
 MAX_LISTED = 12  # wrong entries listed one by one; the rest are counted
 

@@ -37,11 +37,12 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
-from ..core.i18n import N_, Np_, _, ngettext
+from ..core.i18n import Np_, _, ngettext
+from ..core.places import entry_place
 
 MAX_TEXT_LENGTH = 200
 MAX_NESTING = 20
@@ -402,23 +403,6 @@ def parse_entry(x: object) -> float:
 
 # The children of a level, named by how many dimensions remain below them.
 _UNITS = {0: "entries", 1: "rows", 2: "matrices", 3: "blocks"}
-_INDEX_NAMES = {1: "row", 2: "matrix", 3: "block"}
-
-# An entry's place, one whole message per list of coordinates (a language orders them its way).
-_PLACES: dict[tuple[str, ...], str] = {
-    ("entry",): N_("entry %(a)s"),
-    ("row",): N_("row %(a)s"),
-    ("row", "column"): N_("row %(a)s, column %(b)s"),
-    ("matrix",): N_("matrix %(a)s"),
-    ("matrix", "row"): N_("matrix %(a)s, row %(b)s"),
-    ("matrix", "row", "column"): N_("matrix %(a)s, row %(b)s, column %(c)s"),
-    ("block",): N_("block %(a)s"),
-    ("block", "matrix"): N_("block %(a)s, matrix %(b)s"),
-    ("block", "matrix", "row"): N_("block %(a)s, matrix %(b)s, row %(c)s"),
-    ("block", "matrix", "row", "column"): N_("block %(a)s, matrix %(b)s, row %(c)s, column %(d)s"),
-}
-
-
 def describe_shape(shape: tuple[int, ...]) -> str:
     """The expected shape in words: ``a 3×3 matrix (a list of 3 rows of 3 numbers)``."""
     if len(shape) == 0:
@@ -436,20 +420,6 @@ def describe_shape(shape: tuple[int, ...]) -> str:
             **words, "matrices": _count(shape[0], "matrices")}
     return _("a %(dims)s array (a list of %(lists)s of %(matrices)s, each %(rows)s of %(numbers)s)") % {
         **words, "lists": _count(shape[0], "lists"), "matrices": _count(shape[1], "matrices")}
-
-
-def entry_place(path: Sequence[int], ndim: int) -> str:
-    """Where an item sits, counting from 1: ``entry 3``, ``row 2, column 3``, ``matrix 1``.
-
-    The one wording of an entry's place, shared by the grader's messages and the answer form.
-    """
-    if not path:
-        return ""
-    names = []
-    for k in range(len(path)):
-        below = ndim - k - 1
-        names.append(("column" if ndim >= 2 else "entry") if below == 0 else _INDEX_NAMES[below])
-    return _(_PLACES[tuple(names)]) % dict(zip("abcd", path))
 
 
 def _check_shape(shape: object) -> tuple[int, ...]:

@@ -30,8 +30,8 @@ from ..core.pause import collector_paused
 from ..files import safe_name
 from .analysis import item_analysis, item_analysis_csv, item_analysis_markdown
 from .feedback import FeedbackWriter
-from .grader import GradeReport, PartResult, StudentResult, terminal_text
 from .parallel import chunks_in_workers, forking
+from .results import GradeReport, PartResult, StudentResult, terminal_text
 
 FEEDBACK_DIR = "feedback"
 #: The entries ``grade`` owns in its folder, and whether each is private (0600 files, 0700
@@ -122,7 +122,7 @@ class _PartLines:
     """``_ENCODE(part.to_json())`` of each of ``parts`` in turn (:meth:`line`), without encoding
     what parts share again: the fields before "given" are the same for most of a class's
     correct parts (encoded once per distinct value), and an answer equal to the exact one is
-    the very object of "expected" (:func:`qkvquiz.grade.grader.encode_rows_like`), encoded once.
+    the very object of "expected" (:func:`qkvquiz.grade.checks.encode_rows_like`), encoded once.
     The rest (answers, expected values, entry marks, carry sentences) is encoded by one call
     of the encoder for the class (:func:`_encode_values`)."""
 

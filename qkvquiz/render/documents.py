@@ -36,9 +36,9 @@ import numpy as np
 from markdown_it.common.utils import escapeHtml
 
 from ..core.i18n import N_, _, ngettext
+from ..core.places import where
 from ..spec import WorkSpace
 from ..worksheet import Worksheet
-from .form import where
 from .html import (
     answer_grid_html,
     header_html,

@@ -42,8 +42,8 @@ import numpy as np
 from markupsafe import Markup
 
 from ..core.i18n import HTML_LANG, _, current, install_jinja, script_messages
+from ..core.places import where
 from ..core.resources import templates_dir
-from ..grade.parse import entry_place
 from ..worksheet import Worksheet
 from .latex import label_symbol, num, shape_text
 from .markdown import in_spec_language, ragged_shape, render_items
@@ -108,11 +108,6 @@ class FormProblem:
     segments: tuple[tuple[Markup, FormPart | None], ...] = ()
     #: Parts the problem's text names nowhere: their boxes, with their prompt, follow it.
     unplaced: tuple[FormPart, ...] = ()
-
-
-def where(index: Sequence[int], ndim: int) -> str:
-    """An entry's place in words (``index`` counts from 0), exactly as the grader's messages say it."""
-    return entry_place([i + 1 for i in index], ndim)
 
 
 def grid_blocks(shape: Sequence[int], asked: np.ndarray | None = None,

@@ -14,56 +14,22 @@ import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import numpy as np
 
-from ..core.i18n import _, install_jinja, kept_per_language, ngettext, using
+from ..core.i18n import _, kept_per_language, ngettext, using
 from ..core.i18n import chosen as language_chosen
-from ..core.resources import templates_dir
-from ..core.untrusted import md_code
+from ..core.places import where
 from ..spec import ItemSpec, WorksheetSpec
 from ..worksheet import Worksheet
 from . import worked
-from .latex import and_list, bmatrix, mask_sentences, num, shape_text
-from .sandbox import FolderLoader, Record, TemplateSandbox, TrustedEnvironment
-from .template_cache import attach
-
-
-@lru_cache(maxsize=4)
-def environment(directory: str | None = None) -> jinja2.Environment:
-    """The Jinja environment: Markdown output (no HTML escaping), strict about undefined names.
-
-    Without ``directory`` it holds the bundled templates, which are our own code: a plain
-    environment (:class:`~qkvquiz.render.sandbox.TrustedEnvironment`), each template compiled
-    once per process. ``directory`` holds a user's templates: any template found there
-    (``worksheet.md.j2``, ``families/attention.output.problem.md.j2`` …) replaces the bundled
-    one of the same name, and every other name falls back to the bundled templates; with a
-    user's folder every template renders in :class:`~qkvquiz.render.sandbox.TemplateSandbox`
-    and loads (``include``, ``import``) only regular files inside those folders
-    (:class:`~qkvquiz.render.sandbox.FolderLoader`).
-    """
-    options: dict[str, Any] = dict(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                                   keep_trailing_newline=True)
-    if directory is None:
-        # The bundled files do not change while we run: no stat per render to see if they did.
-        env: jinja2.Environment = TrustedEnvironment(loader=FolderLoader([templates_dir()]), auto_reload=False,
-                                                     **options)
-    else:
-        env = TemplateSandbox(loader=FolderLoader([Path(directory), templates_dir()]), **options)
-    env.filters.update(bmatrix=bmatrix, num=num, shape=shape_text, mask_sentences=mask_sentences, md_code=md_code)
-    env.globals.update(zip=zip, len=len, enumerate=enumerate)  # np (and for users a bounded range) come with it
-    # The worked solutions' longest lines (score, softmax and output rows, gradient sums,
-    # substitutions), one call per matrix.
-    env.globals["worked"] = Record(**{name: getattr(worked, name) for name in worked.__all__})
-    # {% trans %}, _() and ngettext() in the current language, for bundled and custom templates alike.
-    install_jinja(env, trusted=directory is None)
-    # The bundled templates' compiled code is kept between runs (template_cache); a user's are not.
-    return attach(env) if directory is None else env
-
+from .environment import environment
+from .latex import and_list
+from .sandbox import Record
+from .worker import render_custom
 
 # The bundled template each list of names selects (the first that exists): found once per process.
 _SELECTED: dict[tuple[str, ...], jinja2.Template] = {}
@@ -87,8 +53,6 @@ def render_template(names: Sequence[str], context: dict[str, Any], templates: st
     """
     if templates is None:
         return bundled_template(names).render(context)
-    from .worker import render_custom
-
     return render_custom(templates, names, context)
 
 
@@ -221,7 +185,6 @@ def _entry_text(index: Sequence[int]) -> str:
 def _per_chunk_text(entries: Sequence[tuple[int, ...]], ndim: int) -> str:
     """The asked entries of a per-chunk step, chunk by chunk: ``(3, 1) of matrix 1; (1, 1)
     and (2, 2) of matrix 2``, each chunk named as its grid's caption names it."""
-    from .form import where
 
     groups = []
     for chunk in sorted({e[0] for e in entries}):

@@ -36,6 +36,7 @@ from typing import Any
 import jinja2
 
 from ..core.i18n import current, using
+from .environment import environment
 from .sandbox import TemplateFailed
 
 
@@ -114,8 +115,6 @@ def _render(env: jinja2.Environment, names: list[str], context: dict[str, Any], 
 def _serve(conn: Connection, directory: str, budget: Budget) -> None:
     """The worker: render each (names, context) it is sent, answer with JSON."""
     _limit_self(budget)
-    from .markdown import environment
-
     env = environment(directory)
     folders = env.loader.folders  # type: ignore[union-attr]
     while True:
@@ -177,8 +176,6 @@ class RenderWorker:
 
     def _named(self, names: Sequence[str]) -> str:
         """The file the first existing name resolves to (what an error message names)."""
-        from .markdown import environment
-
         loader = environment(self.directory).loader
         for name in names:
             try:

@@ -15,16 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand
 
-from .core.resources import bank_dir, schemas_dir
-from .core.untrusted import terminal_text
+from ..core.resources import bank_dir, schemas_dir
+from ._common import _fail, _shown, console, err, resolve_spec
 
 if TYPE_CHECKING:
-    from .core.secret import Secret
-    from .spec import WorksheetSpec
+    from ..core.secret import Secret
+    from ..spec import WorksheetSpec
 
 # What a command needs is imported inside it: `qkvquiz --help` loads neither NumPy nor a family
 # (the help text is built from the constants below, each checked against its source by a test).
@@ -46,17 +45,13 @@ app = typer.Typer(
     rich_markup_mode="markdown",
     pretty_exceptions_enable=False,
 )
-# soft_wrap: a message is one line however long its paths (the terminal may fold it; logs and
-# pipes keep it whole, so it can be searched), never cut at 80 columns where stdout is no terminal.
-console = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
 
 #: Largest class whose scores `grade` prints as a table; a larger one gets a one-line summary.
 SUMMARY_TABLE_MAX = 200
 
 def tolerance_help() -> str:
     """The epilog of `grade --help`: the default tolerance, in words (imports the grader's tolerance)."""
-    from .core.tolerance import TOLERANCE_DEFAULT
+    from ..core.tolerance import TOLERANCE_DEFAULT
 
     return (
         f"Default tolerance (when a spec sets none): {TOLERANCE_DEFAULT.to_json()['value']} decimals, i.e. an entry "
@@ -82,15 +77,10 @@ def __getattr__(name: str):
     if name == "TOLERANCE_HELP":
         return tolerance_help()
     if name == "REPORT_FROM_STUDENTS":
-        from .capacity import REPORT_FROM_STUDENTS
+        from ..capacity import REPORT_FROM_STUDENTS
 
         return REPORT_FROM_STUDENTS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _shown(text: str) -> str:
-    """Text from a file or a file name, safe to print: no Rich markup, no terminal escapes."""
-    return escape(terminal_text(text))
 
 
 @contextmanager
@@ -118,15 +108,6 @@ def _exit_on_terminate() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def _fail(message: str, code: int = 2) -> None:
-    # Escaped and stripped of terminal escapes: messages quote user text and commands such as
-    # pip install 'qkvquiz[gpu]', whose brackets Rich would otherwise take for markup and drop.
-    # Line by line: a YAML error's own line breaks stay line breaks, other controls are escaped.
-    shown = "\n".join(_shown(line) for line in message.split("\n"))
-    err.print(f"[bold red]error:[/] {shown}", highlight=False)
-    raise typer.Exit(code)
 
 
 class _NoBar:
@@ -171,21 +152,8 @@ def _progress(auto_refresh: bool = True):
     )
 
 
-def resolve_spec(spec: str) -> Path:
-    """A spec path, or the name of a bundled spec (``attention-basics``)."""
-    path = Path(spec)
-    if path.exists():
-        return path
-    bundled = bank_dir() / (spec if spec.endswith((".yaml", ".yml")) else f"{spec}.yaml")
-    if bundled.exists():
-        return bundled
-    names = ", ".join(sorted(p.stem for p in bank_dir().glob("*.yaml")))
-    _fail(f"no spec file {spec!r}, and no bundled spec of that name (bundled: {names})")
-    raise AssertionError  # unreachable
-
-
 def _xp(backend: str):
-    from .engine.backend import BackendUnavailable, get_xp
+    from ..engine.backend import BackendUnavailable, get_xp
 
     try:
         return get_xp(backend)
@@ -205,7 +173,7 @@ LangOpt = Annotated[Optional[str], typer.Option(
 
 def _lang(lang: str | None) -> str | None:
     """``--lang`` checked (None when not given), or exit 2 naming the choices."""
-    from .core.i18n import UnknownLanguage, check_lang
+    from ..core.i18n import UnknownLanguage, check_lang
 
     if lang is None:
         return None
@@ -262,13 +230,13 @@ def generate(
     """
     import jinja2
 
-    from .capacity import class_size_problem
-    from .core.outputs import OutputError
-    from .core.secret import readable_by_others
-    from .generate import generate_set, parse_formats
-    from .render.sandbox import TemplateFailed
-    from .spec import SpecError, load_spec, parse_work_space
-    from .worksheet import GenerationError
+    from ..capacity import class_size_problem
+    from ..core.outputs import OutputError
+    from ..core.secret import readable_by_others
+    from ..generate import generate_set, parse_formats
+    from ..render.sandbox import TemplateFailed
+    from ..spec import SpecError, load_spec, parse_work_space
+    from ..worksheet import GenerationError
 
     lang = _lang(lang)
     if (students is None) == (roster is None):
@@ -286,7 +254,7 @@ def generate(
     if class_pdf and "pdf" not in chosen:
         _fail("--class-pdf needs --format with pdf (for example --format md,pdf)")
     if "pdf" in chosen:
-        from .render.pdf import PdfUnavailable, weasyprint_module
+        from ..render.pdf import PdfUnavailable, weasyprint_module
 
         try:
             weasyprint_module()
@@ -298,7 +266,7 @@ def generate(
         _fail(str(exc))
     names: dict[str, str] = {}
     if roster is not None:
-        from .roster import read_roster_entries
+        from ..roster import read_roster_entries
 
         try:
             entries = read_roster_entries(roster)
@@ -322,7 +290,7 @@ def generate(
     fonts_warned = False  # the CJK-font warning is said once, here or after rendering
     font_warning: type[Warning] | None = None  # the warning that PDFs lack a CJK font (with PDFs only)
     if "pdf" in chosen:
-        from .render.fonts import MissingCjkFont, cjk_warning
+        from ..render.fonts import MissingCjkFont, cjk_warning
 
         font_warning = MissingCjkFont
 
@@ -366,7 +334,7 @@ def generate(
         _fail(f"a template could not be rendered{where}: {type(exc).__name__}: {exc}")
     except Exception as exc:
         if "pdf" in chosen:
-            from .render.pdf import PdfRenderError
+            from ..render.pdf import PdfRenderError
 
             if isinstance(exc, PdfRenderError):  # names the PDF it was writing (a full disk, say)
                 _fail(f"a PDF could not be written: {exc}")
@@ -402,7 +370,7 @@ def _generate_secret(secret_file: Path | None, public: bool) -> tuple[Secret | N
     secret at the default path, created there (as `qkvquiz init` does) on the first run, so
     that a set is never rebuildable by students unless asked for.
     """
-    from .core.secret import (
+    from ..core.secret import (
         SecretError,
         create_secret,
         default_secret_path,
@@ -433,8 +401,8 @@ def _generate_secret(secret_file: Path | None, public: bool) -> tuple[Secret | N
 
 def _check_memory(parsed: WorksheetSpec, students: int, seed: str) -> None:
     """Print what a large class will cost before solving it; refuse one this machine cannot hold."""
-    from .capacity import estimate, physical_memory
-    from .worksheet import GenerationError
+    from ..capacity import estimate, physical_memory
+    from ..worksheet import GenerationError
 
     try:
         guess = estimate(parsed, students, seed)
@@ -471,7 +439,7 @@ def init(
     $QKVQUIZ_SECRET). No one without it can rebuild your keys, not even with qkvquiz, the spec
     and the seed. An existing file is never replaced: keys made with it could not be rebuilt.
     """
-    from .core.secret import SecretError, create_secret, default_secret_path
+    from ..core.secret import SecretError, create_secret, default_secret_path
 
     target = path if path is not None else default_secret_path()
     try:
@@ -496,7 +464,7 @@ def _submission_files(paths: list[Path]) -> list[Path]:
     the folder are not followed (each is noted), and a folder named on the command line must
     not itself be a link (it could lead anywhere, ``/`` included).
     """
-    from .core.inputs import InputError, walk_json_files
+    from ..core.inputs import InputError, walk_json_files
 
     files: list[Path] = []
     for p in paths:
@@ -566,7 +534,7 @@ def grade(
     by name and the rest are still graded; the exit status is then 1. Tolerance and credit come
     from the spec (stored in the key).
     """
-    from .core.pause import collector_paused
+    from ..core.pause import collector_paused
 
     with collector_paused():  # no cycles among a class's answers and results: nothing to collect
         _grade_command(key, submissions, out, feedback, backend, duplicates, roster, lms, lang)
@@ -574,11 +542,11 @@ def grade(
 
 def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool, backend: str, duplicates: str,
                    roster: Path | None, lms: str, lang: str | None) -> None:
-    from .core.outputs import OutputError
-    from .grade.choose import DUPLICATES
-    from .grade.grader import grade_files
-    from .grade.report import write_reports
-    from .key import KeyFileError, load_key
+    from ..core.outputs import OutputError
+    from ..grade.choose import DUPLICATES
+    from ..grade.grader import grade_files
+    from ..grade.report import write_reports
+    from ..key import KeyFileError, load_key
 
     lang = _lang(lang)
     if duplicates not in DUPLICATES:
@@ -596,7 +564,7 @@ def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool
         # No refresh thread: the feedback files of a large class are written by a forked worker.
         with _progress(auto_refresh=False) as bar:
             if collected is not None:
-                from .exchange.collect import grade_collected
+                from ..exchange.collect import grade_collected
 
                 report = grade_collected(loaded, collected, xp=xp, duplicates=duplicates, lang=lang)
             else:
@@ -661,8 +629,8 @@ def _collect_download(submissions: list[Path], roster: Path | None, lms: str, la
     """An LMS download's hand-ins (``exchange.collect``) when a zip, ``--roster`` or ``--lms`` asks for
     it; None for plain files and folders, which are graded as before. ``lang``: the language of
     the problems it finds (the grading's)."""
-    from .core.inputs import InputError
-    from .exchange.collect import LMS_CHOICES, collect, is_zip
+    from ..core.inputs import InputError
+    from ..exchange.collect import LMS_CHOICES, collect, is_zip
 
     if lms not in LMS_CHOICES:
         _fail(f"--lms must be one of {', '.join(LMS_CHOICES)}, not {_shown(lms)}")
@@ -674,7 +642,7 @@ def _collect_download(submissions: list[Path], roster: Path | None, lms: str, la
             _fail(f"{p} does not exist (nothing was graded and no report was written)")
     entries = None
     if roster is not None:
-        from .roster import read_roster_entries
+        from ..roster import read_roster_entries
 
         try:
             entries = read_roster_entries(roster)
@@ -723,10 +691,10 @@ def audit(
     """
     from rich.markdown import Markdown
 
-    from .core.outputs import OutputError, write_file
-    from .grade.audit import audit_file, audit_markdown
-    from .spec import SpecError
-    from .worksheet import GenerationError
+    from ..core.outputs import OutputError, write_file
+    from ..grade.audit import audit_file, audit_markdown
+    from ..spec import SpecError
+    from ..worksheet import GenerationError
 
     lang = _lang(lang)
     try:
@@ -750,7 +718,7 @@ def families() -> None:
     """List every family (topic) with one line each; `qkvquiz show FAMILY` shows a sample."""
     from rich.table import Table
 
-    from .families import REGISTRY
+    from ..families import REGISTRY
 
     table = Table(show_header=True)
     table.add_column("family")
@@ -763,7 +731,7 @@ def families() -> None:
 @app.command()
 def specs() -> None:
     """List the bundled worksheet specs (usable by name in `generate`)."""
-    from .spec import load_spec
+    from ..spec import load_spec
 
     for path in sorted(bank_dir().glob("*.yaml")):
         console.print(f"{path.stem:24} {load_spec(path).title}", highlight=False)
@@ -777,12 +745,12 @@ def show(
     lang: LangOpt = None,
 ) -> None:
     """Print one sample problem of a family with its worked solution."""
-    from .core.i18n import using
-    from .core.inputs import InputError, load_yaml
-    from .families import get_family
-    from .render.markdown import render_items
-    from .spec import SpecError, parse_spec
-    from .worksheet import GenerationError, build_worksheet
+    from ..core.i18n import using
+    from ..core.inputs import InputError, load_yaml
+    from ..families import get_family
+    from ..render.markdown import render_items
+    from ..spec import SpecError, parse_spec
+    from ..worksheet import GenerationError, build_worksheet
 
     lang = _lang(lang)
     try:
@@ -830,6 +798,6 @@ def main() -> None:
 
 
 # `qkvquiz export …` lives in its own module; it is imported last because it uses the helpers above.
-from .cli_export import export_app  # noqa: E402
+from .export import export_app  # noqa: E402
 
 app.add_typer(export_app, name="export")

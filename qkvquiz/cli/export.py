@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from .cli import _fail, _shown, console, err, resolve_spec
+from ._common import _fail, _shown, console, err, resolve_spec
 
 # What a command needs is imported inside it, so that `qkvquiz --help` stays quick.
 
@@ -35,7 +35,7 @@ RosterOpt = Annotated[Path | None, typer.Option(
 def _roster(path: Path | None):
     if path is None:
         return None
-    from .roster import read_roster_entries
+    from ..roster import read_roster_entries
 
     try:
         return read_roster_entries(path)
@@ -44,8 +44,8 @@ def _roster(path: Path | None):
 
 
 def _results(path: Path):
-    from .core.inputs import InputError
-    from .exchange.results import load_results
+    from ..core.inputs import InputError
+    from ..exchange.results import load_results
 
     try:
         return load_results(path)
@@ -55,7 +55,7 @@ def _results(path: Path):
 
 def _write_grades(out: Path, text: str) -> None:
     # Grades and comments of named students: readable by the instructor only.
-    from .files import write_atomic
+    from ..files import write_atomic
 
     write_atomic(out, text, private=True)
 
@@ -97,8 +97,8 @@ def grades(
 
     Students the importer cannot match (no LMS id of the kind it reads in the roster) are listed.
     """
-    from .core.inputs import InputError
-    from .exchange.gradebook import GradeOptions, export_grades
+    from ..core.inputs import InputError
+    from ..exchange.gradebook import GradeOptions, export_grades
 
     opts = GradeOptions(to, scale, decimals, rounding, out_of, missing, title, assignment_id, points_possible)
     try:
@@ -124,7 +124,7 @@ def grades(
 def _write_bank(out: Path, files: dict[str, bytes | str]) -> list[Path]:
     # A bank holds every answer: readable by the instructor only, like key.json. Its files are
     # one output set (all new or all old, see qkvquiz.core.outputs).
-    from .core.outputs import write_set
+    from ..core.outputs import write_set
 
     with write_set(out, dict.fromkeys(files, True), anchor=next(iter(files))) as staged:
         return [staged.write(name, data) for name, data in files.items()]
@@ -153,10 +153,10 @@ def questions(
 
     Example: `qkvquiz export questions masking --variants 30 --seed fall26 --out bank`
     """
-    from .core.inputs import InputError
-    from .exchange.questions import export_questions
-    from .spec import SpecError, load_spec
-    from .worksheet import GenerationError
+    from ..core.inputs import InputError
+    from ..exchange.questions import export_questions
+    from ..spec import SpecError, load_spec
+    from ..worksheet import GenerationError
 
     try:
         parsed = load_spec(resolve_spec(spec))
@@ -179,8 +179,8 @@ FEEDBACK_OWNED = {"html": True, "pdf": True, "moodle-feedback.zip": True}
 def _write_feedback(out: Path, files: dict[str, bytes | str], pdf_pages: list | None) -> list[Path]:
     """The pages (and the zip, and with ``pdf_pages`` their PDFs) as one output set: an error or
     an interruption midway leaves the previous export as it was (see qkvquiz.core.outputs)."""
-    from .core.outputs import write_set
-    from .exchange.feedback_export import render_pdfs
+    from ..core.outputs import write_set
+    from ..exchange.feedback_export import render_pdfs
 
     with write_set(out, FEEDBACK_OWNED, anchor="html") as staged:
         written = [staged.write(name, data) for name, data in files.items()]
@@ -207,9 +207,9 @@ def feedback(
     feedback files in a zip" (the feedback-files plugin must be on). Each student's page lands
     as their feedback file.
     """
-    from .core.i18n import using
-    from .core.inputs import InputError
-    from .exchange.feedback_export import (
+    from ..core.i18n import using
+    from ..core.inputs import InputError
+    from ..exchange.feedback_export import (
         check_results_folder,
         feedback_pages,
         moodle_feedback_zip,
@@ -230,7 +230,7 @@ def feedback(
     if moodle_zip:
         data, left_out = moodle_feedback_zip(pages, entries)
         files["moodle-feedback.zip"] = data
-    from .render.pdf import PdfUnavailable
+    from ..render.pdf import PdfUnavailable
 
     try:
         with using(loaded.lang):
@@ -250,7 +250,7 @@ def feedback(
 
 def _write_bundle(out: Path, data: bytes) -> None:
     # The bundle holds the key: readable by the instructor only.
-    from .files import write_atomic
+    from ..files import write_atomic
 
     write_atomic(out, data, private=True)
 
@@ -296,9 +296,9 @@ def gradescope(
     Test it locally: unzip into `ag/source`, put the hand-in in `ag/submission/`, run
     `QKVQUIZ_AUTOGRADER_ROOT=ag bash ag/source/run_autograder`, read `ag/results/results.json`.
     """
-    from .core.inputs import MAX_KEY_BYTES, MAX_ROSTER_BYTES, InputError, read_text
-    from .exchange.gradescope import BundleOptions, build_bundle, resolve_show
-    from .key import KeyFileError, load_key
+    from ..core.inputs import MAX_KEY_BYTES, MAX_ROSTER_BYTES, InputError, read_text
+    from ..exchange.gradescope import BundleOptions, build_bundle, resolve_show
+    from ..key import KeyFileError, load_key
 
     if roster is None and not trust_file_ids:
         _fail("no --roster: the autograder could only grade each upload as the student id written in its file, "

@@ -1,0 +1,347 @@
+"""Checking a part for the whole class at once: entries within tolerance, known mistakes, broken
+invariants, and work carried correctly from the student's own earlier answers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.i18n import N_, _, ngettext
+from ..core.tolerance import SLACK, Tolerance
+from ..engine.backend import to_numpy
+from ..families import Env, Family
+from ..key import KeyItem
+from ..spec import Part
+from .columns import Column
+from .results import PartResult
+
+CARRIED_MESSAGE = N_("Right method: this follows correctly from your own earlier answers.")
+
+
+@dataclass
+class PartCheck:
+    """A part's answers against the key, for the whole class at once."""
+
+    ok: np.ndarray  # bool (students, entries): entry within tolerance
+    right: np.ndarray  # bool (students,): readable and every entry within tolerance
+    broken: list[tuple[str, str, np.ndarray]]  # (name, sentence, bool per student) per invariant
+    holds: np.ndarray  # bool (students,): readable and every invariant of the step holds
+    sound: np.ndarray  # bool (students,): usable as an earlier answer for carried credit
+    asked: np.ndarray | None = None  # bool (entries,): the entries a part asks, when only some
+
+
+def entry_band(tol: Tolerance, values: np.ndarray) -> np.ndarray:
+    """The error each entry of a student's ``values`` may carry, for invariant checks.
+
+    The tolerance's band around the student's own value, at least its band around 0 (so an
+    entry that should be 0 is judged like an exact 0), plus the float slack.
+    """
+    finite = np.where(np.isfinite(values), np.abs(values), 0.0)
+    band = np.maximum(tol.band(values), tol.band(np.zeros_like(values)))
+    return band + SLACK * np.maximum(finite, band)
+
+
+def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np) -> PartCheck:
+    """Entries within tolerance and invariants of every student's answer to ``part``.
+
+    ``env`` holds the key's values on ``xp``; the verdicts come back to the host.
+    """
+    n = len(column.readable)
+    tol = item.tolerance_for(part.step)
+    values = xp.asarray(column.values)
+    asked = part.asked(tuple(column.values.shape[1:]))
+    flat = None if asked is None else asked.reshape(-1)
+    with np.errstate(all="ignore"):
+        ok = to_numpy(tol.passes(values, env[part.step], xp=xp)).reshape(n, -1) & column.readable[:, None]
+        if flat is not None:
+            ok = ok | ~flat  # entries not asked never count against an answer
+        right = column.readable & ok.all(axis=1)
+        broken = []
+        holds_all = np.ones(n, dtype=bool)
+        invariants = item.family.invariants_for(part.step, item.params)
+        if invariants:
+            band = xp.asarray(entry_band(tol, column.values))
+            for inv in invariants:
+                holds = to_numpy(inv.holds(values, env, item.params, band, xp)).astype(bool)
+                holds_all &= holds
+                broken.append((inv.name, _(inv.feedback), column.readable & ~holds))
+    holds_all &= column.readable
+    return PartCheck(ok, right, broken, holds_all, right | holds_all, flat)
+
+
+def carried_inputs(family: Family, step: str, asked: Iterable[str]) -> tuple[list[str], list[str]]:
+    """For error carried forward: the asked steps that feed ``step``, and the unasked steps between.
+
+    Walks ``needs`` back from ``step``, stopping at asked steps (the student's own values are
+    used there) and at givens. Both lists are in the family's step order.
+    """
+    asked = set(asked)
+    inputs: set[str] = set()
+    between: set[str] = set()
+    stack = list(family.step(step).needs)
+    while stack:
+        name = stack.pop()
+        if name in asked:
+            inputs.add(name)
+        elif name in family.step_names and name not in between:
+            between.add(name)
+            stack.extend(family.step(name).needs)
+    order = family.step_names
+    return [s for s in order if s in inputs], [s for s in order if s in between]
+
+
+def rerun_on_own(family: Family, step: str, env: Env, own: Mapping[str, np.ndarray], between: Sequence[str], params,
+                 xp=np) -> Any:
+    """``step`` recomputed with the steps in ``own`` replaced, re-running ``between`` first (on ``xp``)."""
+    redo = Env(env)
+    redo.update({name: xp.asarray(value) for name, value in own.items()})
+    with np.errstate(all="ignore"):
+        for name in between:
+            redo[name] = family.rerun(name, redo, params, xp)
+        return family.rerun(step, redo, params, xp)
+
+
+def grade_item(item: KeyItem, rows: np.ndarray, columns: Mapping[str, Column], xp=np,
+               no_carry: np.ndarray | None = None) -> dict[str, list[PartResult]]:
+    """Every part of one item for the students at ``rows`` of the key (in submission order).
+
+    The comparisons, known mistakes and carried-forward re-runs run for the whole class on
+    ``xp`` (NumPy or CuPy); only booleans come back to the host. ``no_carry`` (bool per
+    student) marks submissions that earn no carried credit (answers of another variant).
+    """
+    if len(rows) == 0:
+        return {part.id: [] for part in item.parts}
+    host = Env({name: value[rows] for name, value in item.env.items()})
+    env = host if xp is np else Env({name: xp.asarray(value) for name, value in host.items()})
+    columns = _with_unasked_filled(item, columns, host)
+    checks = {part.id: check_part(item, part, columns[part.id], env, xp) for part in item.parts}
+    if no_carry is None:
+        no_carry = np.zeros(len(rows), dtype=bool)
+    chains = chain_checks(item, columns, checks, env, no_carry, xp)
+    return {part.id: _part_results(item, part, columns, checks, chains[part.id], env, host, xp) for part in item.parts}
+
+
+def _with_unasked_filled(item: KeyItem, columns: Mapping[str, Column], host: Env) -> dict[str, Column]:
+    """Columns whose entries a part does not ask hold the key's values there.
+
+    A later step re-run on a student's own partial answer then uses the right values for what
+    was not asked, and invariants see whole rows; verdicts count only the asked entries.
+    """
+    out = dict(columns)
+    for part in item.parts:
+        asked = part.asked(item.shapes[part.id])
+        if asked is None or part.id not in columns:
+            continue
+        column = columns[part.id]
+        values = column.values.copy()
+        values[:, ~asked] = host[part.step][:, ~asked]
+        out[part.id] = Column(values, column.readable, column.problems, column.notes, column.raw)
+    return out
+
+
+@dataclass
+class ChainCheck:
+    """How each student's answer to a part relates to their own earlier answers."""
+
+    accepted: np.ndarray  # bool (students,): right, or right for their own accepted earlier answers
+    from_own: np.ndarray  # bool (students,): accepted only because it follows from accepted rounded values
+    carried: np.ndarray  # bool (students,): wrong only because an earlier answer was wrong: carried credit
+    inputs: list[str]  # part ids of the earlier answers it is computed from
+    why_not: dict[int, str] = field(default_factory=dict)  # student position -> why no credit was carried
+
+
+def chain_checks(item: KeyItem, columns: Mapping[str, Column], checks: Mapping[str, PartCheck], env: Env,
+                 no_carry: np.ndarray, xp=np) -> dict[str, ChainCheck]:
+    """Every part's :class:`ChainCheck`, in the family's step order.
+
+    An earlier answer that is itself accepted (right, or right for the student's own accepted
+    values: rounding at each step) makes a later answer computed from it correct, not carried;
+    so parts are checked in step order and each one sees its inputs' verdicts.
+    """
+    order = sorted(item.parts, key=lambda p: item.family.step_names.index(p.step))
+    by_step = {p.step: p.id for p in item.parts}
+    chains: dict[str, ChainCheck] = {}
+    for part in order:
+        chains[part.id] = _chain(item, part, by_step, columns, checks, chains, env, no_carry, xp)
+    return chains
+
+
+def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mapping[str, Column],
+           checks: Mapping[str, PartCheck], chains: Mapping[str, ChainCheck], env: Env, no_carry: np.ndarray,
+           xp=np) -> ChainCheck:
+    column, check = columns[part.id], checks[part.id]
+    n = len(column.readable)
+    none = np.zeros(n, dtype=bool)
+    steps, between = carried_inputs(item.family, part.step, by_step)
+    inputs = [by_step[s] for s in steps]
+    if not inputs:
+        return ChainCheck(check.right.copy(), none, none.copy(), [])
+    readable = column.readable & np.logical_and.reduce([columns[i].readable for i in inputs])
+    redo = rerun_on_own(item.family, part.step, env, {s: columns[by_step[s]].values for s in steps}, between,
+                        item.params, xp)
+    with np.errstate(all="ignore"):
+        same = to_numpy(item.tolerance_for(part.step).passes(xp.asarray(column.values), redo, xp=xp))
+    if check.asked is not None:
+        same = same.reshape(n, -1) | ~check.asked
+    follows = readable & same.reshape(n, -1).all(axis=1)
+    inputs_accepted = np.logical_and.reduce([chains[i].accepted for i in inputs])
+    # No credit is carried from a missing or malformed earlier answer, or from one that is
+    # wrong and breaks its step's invariants (weights whose rows do not sum to 1).
+    inputs_sound = np.logical_and.reduce([checks[i].sound for i in inputs])
+    from_own = follows & inputs_accepted & check.holds & ~check.right
+    accepted = check.right | from_own
+    carried = follows & inputs_sound & check.holds & ~accepted & ~no_carry
+    if item.credit.carried_forward <= 0:
+        carried = none.copy()
+    chain = ChainCheck(accepted, from_own, carried, inputs)
+    if item.credit.carried_forward > 0:
+        for j in np.flatnonzero(column.readable & ~accepted & ~carried).tolist():
+            chain.why_not[j] = _why_not_carried(j, inputs, columns, checks, follows, check, no_carry)
+    return chain
+
+
+def _why_not_carried(j: int, inputs: Sequence[str], columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
+                     follows: np.ndarray, check: PartCheck, no_carry: np.ndarray) -> str:
+    """Why student ``j``'s wrong answer earns no carried credit, naming the earlier part and the rule."""
+    if no_carry[j]:
+        return _("no credit is carried forward: the answers in this file match another student's worksheet")
+    for part in inputs:
+        if not columns[part].readable[j]:
+            kind = columns[part].problems.get(j, ("missing", ""))[0]
+            if kind == "missing":
+                return _("no credit is carried forward: it is computed from your answer to %(part)s, "
+                         "which is not answered") % {"part": part}
+            return _("no credit is carried forward: it is computed from your answer to %(part)s, "
+                     "which could not be read") % {"part": part}
+    for part in inputs:
+        if not checks[part].sound[j]:
+            broken = [sentence for _name, sentence, hits in checks[part].broken if hits[j]]
+            if broken:
+                return _("no credit is carried forward from your answer to %(part)s: it is wrong and breaks a "
+                         "property every right value has (%(rule)s)") % {"part": part, "rule": broken[0].rstrip(".。")}
+            return _("no credit is carried forward from your answer to %(part)s: it is wrong and breaks a "
+                     "property every right value has") % {"part": part}
+    if follows[j] and not check.holds[j]:
+        return _("it follows from your earlier answers, but no credit is carried forward to an answer that breaks "
+                 "a property of its own step")
+    return _("no credit is carried forward: it does not follow from your own answers to %(parts)s either") % {
+        "parts": ", ".join(inputs)}
+
+
+FROM_OWN_MESSAGE = N_("Correct for your own rounded earlier answers (%(inputs)s), which were accepted: full points.")
+
+
+def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
+                  chain: ChainCheck, env: Env, host: Env, xp=np) -> list[PartResult]:
+    column, check = columns[part.id], checks[part.id]
+    n = len(column.readable)
+    tol = item.tolerance_for(part.step)
+    pending = column.readable & ~chain.accepted  # answers that earn less than full points
+
+    # Known mistakes: the answer matches what the mistake gives, within tolerance.
+    mistakes: list[tuple[str, str, np.ndarray]] = []
+    values = xp.asarray(column.values)
+    for mistake in item.family.mistakes_for(part.step, item.params):
+        with np.errstate(all="ignore"):
+            wrong = mistake.fn(env, item.params, xp)
+        if wrong.shape != column.values.shape:
+            continue
+        hit = to_numpy(tol.passes(values, wrong, xp=xp)).reshape(n, -1)
+        if check.asked is not None:
+            hit = hit | ~check.asked
+        mistakes.append((mistake.name, _(mistake.feedback), pending & hit.all(axis=1)))
+
+    points = part.points
+    ok = check.ok if check.asked is None else check.ok[:, check.asked]  # the asked entries only
+    share = ok.mean(axis=1) if ok.shape[1] else np.ones(n)
+    entry_score = points * share if item.credit.per_entry else np.zeros(n)
+    carried_score = np.where(chain.carried, points * item.credit.carried_forward, 0.0)
+    expected = encode_rows(host[part.step])
+    given = encode_rows_like(column.values, host[part.step], expected)
+    entry_ok = check.ok.reshape(column.values.shape).tolist()
+    correct_entries = ok.sum(axis=1).tolist()
+    entries = int(ok.shape[1])
+    findings = [np.flatnonzero(hit).tolist() for *_about, hit in mistakes]
+    broken = [np.flatnonzero(hit & pending).tolist() for *_about, hit in check.broken]
+
+    out = []
+    for j in range(n):
+        r = PartResult(part.id, points, expected=expected[j], entries=entries)
+        if not column.readable[j]:
+            r.verdict, r.message = column.problems[j]
+            if r.verdict == "format":
+                r.score = points * item.credit.format_error
+                r.given = column.raw.get(j)  # kept as handed in, so a regrade request can be checked
+        else:
+            r.given, r.entry_ok, r.correct_entries = given[j], entry_ok[j], correct_entries[j]
+            if chain.accepted[j]:
+                r.verdict, r.score = "correct", points
+                if chain.from_own[j]:
+                    r.carry = _(FROM_OWN_MESSAGE) % {"inputs": ", ".join(chain.inputs)}
+            elif carried_score[j] > entry_score[j]:
+                r.verdict, r.score, r.message = "carried", float(carried_score[j]), _(CARRIED_MESSAGE)
+            else:
+                r.score = float(entry_score[j])
+                r.verdict = "partial" if r.score > 0 else "wrong"
+                counts = {"correct": r.correct_entries, "entries": entries}
+                if item.credit.per_entry:
+                    r.message = ngettext("%(correct)s of %(entries)s entry within tolerance",
+                                         "%(correct)s of %(entries)s entries within tolerance", entries) % counts
+                else:
+                    r.message = ngettext(
+                        "%(correct)s of %(entries)s entry within tolerance (this part is all or nothing)",
+                        "%(correct)s of %(entries)s entries within tolerance (this part is all or nothing)",
+                        entries) % counts
+                if chain.carried[j]:  # carried credit was less than the per-entry share
+                    r.carry = _("it follows from your earlier answers, but its correct entries earn more than "
+                                "carried credit")
+                else:
+                    r.carry = chain.why_not.get(j, "")
+            if j in column.notes:
+                r.message = (_("%(message)s; %(note)s") % {"message": r.message, "note": column.notes[j]}
+                             if r.message else column.notes[j])
+        out.append(r)
+    for (name, sentence, _hit), hits in zip(mistakes, findings):
+        for j in hits:
+            out[j].mistakes.append(name)
+            out[j].diagnosis.append(sentence)
+    for (name, sentence, _hit), hits in zip(check.broken, broken):
+        for j in hits:
+            out[j].broken.append(name)
+            out[j].invariants.append(sentence)
+    return out
+
+
+def encode_rows_like(values: np.ndarray, like: np.ndarray, encoded_like: list[Any]) -> list[Any]:
+    """``encode_rows(values)``, where each row that is bit for bit the row of ``like`` is the very
+    object of ``encoded_like`` (``encode_rows(like)``): an answer equal to the exact one is then
+    written once by results.json, which encodes a part's "given" that *is* its "expected" once."""
+    if values.shape != like.shape or values.dtype != np.float64 or like.dtype != np.float64 or not len(values):
+        return encode_rows(values)
+    n = len(values)
+    bits = np.ascontiguousarray(values).reshape(n, -1).view(np.int64)
+    same = (bits == np.ascontiguousarray(like).reshape(n, -1).view(np.int64)).all(axis=1)
+    out = list(encoded_like)
+    differ = np.flatnonzero(~same)
+    if len(differ):
+        for j, row in zip(differ.tolist(), encode_rows(values[differ])):
+            out[j] = row
+    return out
+
+
+def encode_rows(values: np.ndarray) -> list[Any]:
+    """:func:`qkvquiz.key.encode` of each row of a batch, in a few array calls.
+
+    Whole numbers become ints, ±∞ the texts "inf" and "-inf", other entries floats.
+    """
+    out = values.astype(object)
+    finite = np.isfinite(values)
+    whole = finite & (values == np.round(values)) & (np.abs(values) < 2**53)
+    out[whole] = values[whole].astype(np.int64).astype(object)
+    out[values == np.inf] = "inf"
+    out[values == -np.inf] = "-inf"
+    out[np.isnan(values)] = None  # an empty box
+    return out.tolist()
