@@ -26,7 +26,7 @@ import jinja2
 from jinja2.bccache import Bucket, FileSystemBytecodeCache
 
 # The modules whose code decides how a bundled template compiles (options, extensions, gettext).
-_SETUP_MODULES = ("markdown.py", "sandbox.py", "template_cache.py")
+_SETUP_MODULES = ("environment.py", "markdown.py", "sandbox.py", "template_cache.py")
 
 
 def cache_root() -> Path:
@@ -41,7 +41,7 @@ def fingerprint(env: jinja2.Environment) -> str:
     here = Path(__file__).resolve().parent
     for name in _SETUP_MODULES:
         digest.update((here / name).read_bytes())
-    digest.update((here.parent / "i18n.py").read_bytes())
+    digest.update((here.parent / "core" / "i18n.py").read_bytes())
     options = (jinja2.__version__, sys.version, type(env).__qualname__, sorted(env.extensions),
                getattr(env, "newstyle_gettext", None), env.trim_blocks, env.lstrip_blocks,
                env.keep_trailing_newline, env.newline_sequence, env.optimized)
