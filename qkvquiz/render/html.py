@@ -495,7 +495,8 @@ def _ziamath_svg(root: ET.Element, size_px: float) -> tuple[str, float, float]:
         svg = math.svg()
     finally:
         ziamath.config.svg2, ziamath.config.precision = previous
-    return _merge_paths(svg), float(math.node.bbox.ymin), float(math.margin)
+    # ziamath 0.13 made the padding an attribute; before it, a fixed pixel (the same default)
+    return _merge_paths(svg), float(math.node.bbox.ymin), float(getattr(math, "margin", 1.0))
 
 
 def _svg_math_html(latex: str, display: bool, font_size_pt: float) -> str:
