@@ -38,7 +38,7 @@ from rich.progress import (
 from rich.table import Table
 
 from qkvquiz.generate import generate_set
-from qkvquiz.render.html import math_cache_info
+from qkvquiz.render.math_html import math_cache_info
 from qkvquiz.spec import parse_spec
 
 ONE_PAGE_SPEC = {

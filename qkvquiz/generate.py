@@ -182,7 +182,7 @@ def generate_set(
     if class_pdf and "pdf" not in formats:
         raise ValueError("a class PDF needs the pdf format (--format …,pdf)")
     if "html" in formats or "pdf" in formats:
-        from .render.html import page_size_css
+        from .render.page import page_size_css
 
         page_size_css(page_size)  # an unknown size is refused before any work
     if "pdf" in formats:

@@ -237,19 +237,19 @@ def test_pdf_format_prints_the_worksheet_and_key_where_the_renderer_is_installed
 def test_the_forms_pictures_of_math_are_drawn_at_its_text_size(monkeypatch) -> None:
     """The form's text is 16 px (12 pt); its formulas were drawn for the printed page's 11 pt."""
     from qkvquiz import build_worksheet, load_spec
-    from qkvquiz.render import html as render_html
+    from qkvquiz.render import math_html as render_math
     from qkvquiz.render.form import FORM_FONT_SIZE_PT, answer_form_html
     from qkvquiz.core.resources import bank_dir
 
     drawn: list[float] = []
-    real = render_html._svg_math_html
-    monkeypatch.setattr(render_html, "_svg_math_html",
+    real = render_math._svg_math_html
+    monkeypatch.setattr(render_math, "_svg_math_html",
                         lambda latex, display, font_size_pt: drawn.append(font_size_pt) or real(latex, display, font_size_pt))
-    render_html.clear_math_cache()
+    render_math.clear_math_cache()
     try:
         answer_form_html(build_worksheet(load_spec(bank_dir() / "attention-basics.yaml"), ["ada"], seed=3), 0)
     finally:
-        render_html.clear_math_cache()
+        render_math.clear_math_cache()
     assert drawn and set(drawn) == {FORM_FONT_SIZE_PT} and FORM_FONT_SIZE_PT * 4 / 3 == 16
 
 

@@ -30,7 +30,7 @@ from qkvquiz.render.documents import (
     place_answer_areas,
     worksheet_document,
 )
-from qkvquiz.render.html import math_cache_info, math_html
+from qkvquiz.render.math_html import math_cache_info, math_html
 from qkvquiz.render.pdf import (
     DEBIAN_PACKAGES,
     PdfUnavailable,

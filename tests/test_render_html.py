@@ -10,18 +10,13 @@ from html.parser import HTMLParser
 
 import pytest
 
-from qkvquiz.render import html as render_html
-from qkvquiz.render.html import (
-    BASE_STYLE_MARKER,
-    MathRenderError,
-    answer_grid_html,
-    clear_math_cache,
-    header_html,
-    markdown_body_html,
-    markdown_to_html,
-    math_cache_info,
-    math_html,
-)
+from qkvquiz.render import boxes as render_boxes
+from qkvquiz.render import math_html as render_math
+from qkvquiz.render import page as render_page
+from qkvquiz.render.boxes import answer_grid_html, header_html
+from qkvquiz.render.html import markdown_body_html, markdown_to_html
+from qkvquiz.render.math_html import MathRenderError, clear_math_cache, math_cache_info, math_html
+from qkvquiz.render.page import BASE_STYLE_MARKER
 
 MINUS = "\u2212"
 
@@ -81,20 +76,20 @@ def box_grids(fragment: str) -> list[tuple[int, int]]:
 def test_a_grid_of_boxes_is_as_many_tiles_as_its_shape() -> None:
     # The stylesheet sizes a grid in whole tiles of its background, so that every box is
     # drawn whole and none is cut off at an edge.
-    css = render_html.base_stylesheet_text()
+    css = render_page.base_stylesheet_text()
     tile = re.search(r"\.boxes \{[^}]*background-size: ([\d.]+)px ([\d.]+)px", css)
     assert tile is not None
     width, height = float(tile.group(1)), float(tile.group(2))
-    (b64,) = re.findall(r"base64,([A-Za-z0-9+/=]+)", render_html.BOXES_CSS)
+    (b64,) = re.findall(r"base64,([A-Za-z0-9+/=]+)", render_page.BOXES_CSS)
     svg = base64.b64decode(b64).decode()
     assert f'width="{tile.group(1)}" height="{tile.group(2)}"' in svg  # the picture is one tile
-    for n in range(1, render_html.ANSWER_GRID_MAX + 1):
+    for n in range(1, render_boxes.ANSWER_GRID_MAX + 1):
         assert f".boxes.c{n} {{ width: {n * width:.2f}px; }}" in css
         assert f".boxes.r{n} {{ height: {n * height:.2f}px; }}" in css
     # A box is 1.6 cm × 0.68 cm (CSS px: 96 per inch) inside its tile.
     assert abs(width - 1.9 / 2.54 * 96) < 2 and abs(height - 0.9 / 2.54 * 96) < 2
     # Every document with boxes brings the tile; the stylesheet loads nothing.
-    assert render_html.BOXES_CSS in markdown_to_html("x") and "url(" not in css
+    assert render_page.BOXES_CSS in markdown_to_html("x") and "url(" not in css
 
 
 class _Tree(HTMLParser):
@@ -248,17 +243,17 @@ def test_invisible_text_reads_as_plain_unicode_math() -> None:
 
 
 def test_mathml_fixes_signs_symbols_and_matrix_spacing() -> None:
-    root = render_html._mathml(r"(-\infty) = -1 + \nabla_Q x", display=False)
+    root = render_math._mathml(r"(-\infty) = -1 + \nabla_Q x", display=False)
     minus_forms = [el.get("form") for el in root.iter("mo") if el.text == MINUS]
     assert minus_forms == ["prefix", "prefix"]  # after "(" and after "="
     assert {el.text for el in root.iter("mi")} >= {"\u221e", "\u2207"}
     assert not [el for el in root.iter("mo") if el.text in ("\u221e", "\u2207")]
-    table = render_html._mathml(r"\begin{bmatrix} a & b \end{bmatrix}", display=True)
-    assert next(table.iter("mtable")).get("columnspacing") == render_html.MATRIX_COLUMN_SPACING
+    table = render_math._mathml(r"\begin{bmatrix} a & b \end{bmatrix}", display=True)
+    assert next(table.iter("mtable")).get("columnspacing") == render_math.MATRIX_COLUMN_SPACING
 
 
 def test_a_binary_minus_keeps_its_spacing() -> None:
-    root = render_html._mathml(r"a - b", display=False)
+    root = render_math._mathml(r"a - b", display=False)
     assert [el.get("form") for el in root.iter("mo")] == [None]
 
 
@@ -373,7 +368,7 @@ def test_document_embeds_the_stylesheet_and_the_page_size() -> None:
 
 
 def test_stylesheet_keeps_matrices_and_answers_whole_and_numbers_pages() -> None:
-    css = render_html.base_stylesheet_text()
+    css = render_page.base_stylesheet_text()
     for rule in (".bmat {", ".math-display {", ".answer {"):
         block = css[css.index(rule) :].split("}", 1)[0]
         assert "break-inside: avoid" in block, rule

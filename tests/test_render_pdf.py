@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from qkvquiz.render import pdf as render_pdf_module
-from qkvquiz.render.html import answer_grid_html, header_html, markdown_to_html
+from qkvquiz.render.boxes import answer_grid_html, header_html
+from qkvquiz.render.html import markdown_to_html
 from qkvquiz.render.pdf import (
     DEBIAN_PACKAGES,
     PdfRenderError,

@@ -10,7 +10,8 @@ import pytest
 
 from qkvquiz.render import pdf as pdf_module
 from qkvquiz.render.documents import answer_area_html, place_answer_areas
-from qkvquiz.render.html import header_html, html_document, markdown_to_html
+from qkvquiz.render.boxes import header_html
+from qkvquiz.render.html import html_document, markdown_to_html
 from qkvquiz.render.pdf import (
     FetchRefused,
     layout,

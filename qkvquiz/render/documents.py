@@ -39,13 +39,9 @@ from ..core.i18n import N_, _, ngettext
 from ..core.places import where
 from ..spec import WorkSpace
 from ..worksheet import Worksheet
-from .html import (
-    answer_grid_html,
-    header_html,
-    html_document,
-    markdown_body_html,
-    tags_removed,
-)
+from .boxes import answer_grid_html, header_html
+from .html import html_document, markdown_body_html
+from .math_html import tags_removed
 from .latex import label_symbol, num
 from .markdown import in_spec_language, ragged_shape, render_items
 

@@ -145,12 +145,18 @@ def submission_filename(student: str, variant: str) -> str:
     return f"submission-{stem}.json"
 
 
+@lru_cache(maxsize=1)
 def _html_module() -> Any:
-    # Imported on first use: HTML rendering pulls in markdown-it and ziamath, which
-    # Markdown-only runs never need.
-    from . import html
+    """What the form takes from the HTML renderer, imported on first use: HTML rendering pulls in
+    markdown-it and ziamath, which Markdown-only runs never need."""
+    from types import SimpleNamespace
 
-    return html
+    from .html import inline_markdown_html, markdown_body_html
+    from .math_html import math_html
+    from .page import stylesheet
+
+    return SimpleNamespace(inline_markdown_html=inline_markdown_html, markdown_body_html=markdown_body_html,
+                           math_html=math_html, stylesheet=stylesheet)
 
 
 def _real(item: Any, step: str, shape: tuple[int, ...]) -> np.ndarray | None:

@@ -33,7 +33,7 @@ from typing import Any
 
 from qkvquiz.core.workers import kill_pool, start_worker
 from qkvquiz.render.fonts import warn_if_no_cjk_font
-from qkvquiz.render.html import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
+from qkvquiz.render.page import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
 
 #: Debian/Ubuntu packages WeasyPrint loads at run time.
 DEBIAN_PACKAGES: tuple[str, ...] = ("libpango-1.0-0", "libpangoft2-1.0-0", "libharfbuzz-subset0")

@@ -1,0 +1,98 @@
+"""The printed page: its size, the stylesheet every document embeds, and the answer boxes' CSS."""
+
+from __future__ import annotations
+
+import base64
+import re
+from functools import lru_cache
+from pathlib import Path
+
+#: Page sizes the stylesheet knows, and the CSS ``size`` keyword for each.
+PAGE_SIZES: dict[str, str] = {"a4": "A4", "letter": "letter"}
+
+
+from qkvquiz.core.resources import templates_dir
+
+# --------------------------------------------------------------------------- page setup
+
+
+def page_size_css(page_size: str) -> str:
+    """The CSS ``size`` value for ``"A4"`` or ``"Letter"`` (case-insensitive)."""
+    try:
+        return PAGE_SIZES[page_size.strip().lower()]
+    except KeyError:
+        raise ValueError(f"unknown page size {page_size!r}; use A4 or Letter") from None
+
+
+def stylesheet_path() -> Path:
+    """``templates/style.css``: the print stylesheet every document embeds."""
+    return templates_dir() / "style.css"
+
+
+#: Attribute of the ``<style>`` element that holds ``templates/style.css`` unchanged; the
+#: PDF writer recognises it and uses a copy of the stylesheet parsed once per process.
+BASE_STYLE_MARKER = "data-qkvquiz-base"
+
+
+@lru_cache(maxsize=4)
+def _read_stylesheet(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def base_stylesheet_text() -> str:
+    """``templates/style.css`` as text (read once per process)."""
+    return _read_stylesheet(stylesheet_path())
+
+
+#: One answer box as the tile of a grid's background (``.boxes`` in the stylesheet sizes
+#: it, 73.28 × 35.49 CSS px): 1.9 cm × 0.9 cm (71.81 × 34.02 px), room for a
+#: handwritten ``−0.269``, framed by a grey 0.6pt (0.8 px) line inside its edge, and half
+#: the 0.1em gap between boxes around it.
+BOX_TILE_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="73.28" height="35.49">'
+    '<rect x="1.13" y="1.13" width="71.01" height="33.22" fill="none" stroke="#777" '
+    'stroke-width="0.8"/></svg>'
+)
+#: The tile, for the documents that have answer boxes. It is not in ``style.css``: the
+#: answer form embeds that stylesheet under a Content-Security-Policy that loads nothing,
+#: not even a ``data:`` picture, and has boxes of its own.
+BOXES_CSS = (
+    ".boxes { background-image: url('data:image/svg+xml;base64,"
+    + base64.b64encode(BOX_TILE_SVG.encode("ascii")).decode("ascii")
+    + "'); }"
+)
+
+
+def page_css(page_size: str = "A4") -> str:
+    """The rule that sets the page size (``@page`` cannot take a CSS variable)."""
+    return f"@page {{ size: {page_size_css(page_size)}; }}"
+
+
+def css_content(message: str, values: dict[str, str]) -> str:
+    """A CSS ``content`` value from a message: its text as CSS strings, each ``%(name)s`` the
+    CSS of ``values[name]`` (``"Page " counter(page) " of " counter(pages)``)."""
+    out = []
+    for k, piece in enumerate(re.split(r"%\((\w+)\)s", message)):
+        if k % 2:
+            out.append(values[piece])
+        elif piece:
+            out.append('"' + piece.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\A ") + '"')
+    return " ".join(out)
+
+
+def page_words_css() -> str:
+    """The words of the stylesheet's running footers, headers and bookmarks in the current
+    language (``templates/style.css`` has them in English)."""
+    from ..core.i18n import _
+
+    page = css_content(_("Page %(page)s of %(pages)s"), {"page": "counter(page)", "pages": "counter(pages)"})
+    student = css_content(_("Student %(student)s"), {"student": "string(student-id) string(variant-code)"})
+    bookmark = css_content(_("Student %(student)s"), {"student": "content()"})
+    return (f"@page {{ @bottom-right {{ content: {page}; }} }}\n"
+            f"@page key {{ @top-right {{ content: {student}; }} }}\n"
+            f".sheet-fields .student-id {{ bookmark-label: {bookmark}; }}")
+
+
+def stylesheet(page_size: str = "A4") -> str:
+    """The whole print stylesheet for one page size."""
+    return base_stylesheet_text() + "\n" + page_css(page_size) + "\n"
