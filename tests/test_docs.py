@@ -1,17 +1,23 @@
-"""The documentation stays true to the code: generated pages current, links whole.
+"""The documentation stays true to the code: generated pages current, links whole, the README's
+commands and example as they must be.
 
 - docs/families.md and docs/cli.md are what docs/make_reference.py makes from the family registry
   and the command line now, so a new family, param, step, mistake or option cannot go
   undocumented (run ``python docs/make_reference.py`` and commit the pages);
 - every relative link in README.md and docs/*.md points to a file or folder that exists, and a
   link with ``#anchor`` into a Markdown file to one of its headings;
+- the README keeps the test command CI runs (.ci/run), stays a front door, and its Python example
+  runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import importlib.util
+import io
 import re
+import shutil
 import unicodedata
 from pathlib import Path
 
@@ -105,7 +111,8 @@ def _links(path: Path) -> list[str]:
 
 def test_the_pages_have_links() -> None:
     # The checker must see the links it is meant to check.
-    assert len(_links(DOCS / "tutorial.md")) >= 9
+    assert len(_links(README)) >= 9
+    assert "docs/tutorial.md" in _links(README)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -135,3 +142,43 @@ def test_slugs_follow_github() -> None:
     assert _slug("中文 / languages") == "中文--languages"
     assert _slug("attention.qk_swap") == "attentionqk_swap"
     assert _slug("feedback/&lt;student&gt;.md") == "feedbackstudentmd"
+
+
+# --- the README --------------------------------------------------------------------------------
+
+
+def _code_blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, re.M | re.S)
+
+
+def test_readme_keeps_the_test_command_ci_runs() -> None:
+    # .ci/run runs "python -m pip install '.[test]' && python -m pytest -q", as the README says.
+    blocks = _code_blocks(README.read_text(encoding="utf-8"), "sh")
+    assert any("pip install '.[test]' && python -m pytest -q" in block for block in blocks)
+    assert any("pip install . && qkvquiz generate attention-basics --students 30 --out class" in block
+               for block in blocks)
+
+
+def test_readme_counts_the_families() -> None:
+    from qkvquiz.families import REGISTRY
+
+    counted = re.search(r"\((\d+) families", README.read_text(encoding="utf-8"))
+    assert counted and int(counted.group(1)) == len(REGISTRY), "README.md: say how many families there are"
+
+
+def test_readme_stays_a_front_door() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 150, f"README.md has {len(lines)} lines: move the detail into docs/"
+
+
+def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (block,) = _code_blocks(README.read_text(encoding="utf-8"), "python")
+    (tmp_path / "problem_bank").mkdir()
+    for spec in re.findall(r"problem_bank/[\w.-]+\.yaml", block):
+        shutil.copy(ROOT / spec, tmp_path / spec)
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
+    assert "ada" in out.getvalue()
+    assert (tmp_path / "week3" / "key.json").is_file()
