@@ -5,7 +5,7 @@
     python benchmarks/gpu.py --parts cli     # one part: tests, engine, cli
 
 One short script for any CUDA machine, to be run after any change to the engine, the families or
-how a command places its work, and quoted in the README with the card's name. It prints:
+how a command places its work, and recorded in docs/performance.md with the card's name. It prints:
 
 1. **tests**: ``pytest -m gpu`` (every CuPy test; they skip where CuPy or a device is missing),
    with its pass/skip/fail counts;

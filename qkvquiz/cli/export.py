@@ -149,7 +149,7 @@ def questions(
     Moodle XML (one category per item: draw a random question from it in a quiz), the Canvas
     zip under Import Course Content → QTI .zip file (a quiz with one question group per item,
     each drawing 1 variant), or the QTI 2.1 zip in any QTI 2.1 player. The LMS then grades each box right or wrong: no carried
-    credit, no diagnosis of mistakes (see the README's table).
+    credit, no diagnosis of mistakes (see the comparison in docs/lms.md).
 
     Example: `qkvquiz export questions masking --variants 30 --seed fall26 --out bank`
     """

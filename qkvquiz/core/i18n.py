@@ -1,7 +1,7 @@
 """Languages: every sentence a student or an instructor reads comes from a gettext catalog.
 
 The catalogs are ``qkvquiz/locale/<lang>/LC_MESSAGES/qkvquiz.po`` (edited by translators) and
-the ``.mo`` compiled from each by Babel (``pybabel compile``, see the README); both are in the
+the ``.mo`` compiled from each by Babel (``pybabel compile``, see docs/languages.md); both are in the
 repository and in the wheel, and a test checks that every ``.mo`` matches its ``.po``. English
 is the source language: its messages are the msgids, so ``en`` needs no catalog.
 
