@@ -104,7 +104,7 @@ def test_regenerating_with_a_smaller_roster_replaces_the_students_folder_wholly(
 
 
 def test_a_large_class_gets_a_summary_line_not_a_table_row_per_student(tmp_path):
-    from qkvquiz.cli import SUMMARY_TABLE_MAX
+    from qkvquiz.cli._common import SUMMARY_TABLE_MAX
 
     n = SUMMARY_TABLE_MAX + 1
     assert generate(tmp_path, "--students", str(n), "--public").exit_code == 0
@@ -126,10 +126,10 @@ def test_the_progress_bar_draws_on_a_terminal_and_is_not_even_imported_elsewhere
 
     from rich.console import Console
 
-    from qkvquiz import cli
+    from qkvquiz.cli import _common
 
     screen = io.StringIO()
-    monkeypatch.setattr(cli, "err", Console(file=screen, force_terminal=True, width=100))
+    monkeypatch.setattr(_common, "err", Console(file=screen, force_terminal=True, width=100))
     result = runner.invoke(app, ["generate", "attention-basics", "-n", "3", "--out", str(tmp_path / "tty")])
     assert result.exit_code == 0, result.output
     assert "writing worksheets" in screen.getvalue()

@@ -402,9 +402,7 @@ def test_a_roster_longer_than_the_cap_is_refused(tmp_path):
 
 
 def test_a_large_class_gets_a_memory_estimate_before_solving(tmp_path, monkeypatch):
-    import qkvquiz.cli as cli
-
-    monkeypatch.setattr(cli, "REPORT_FROM_STUDENTS", 3)
+    monkeypatch.setattr("qkvquiz.capacity.REPORT_FROM_STUDENTS", 3)
     monkeypatch.setattr("qkvquiz.capacity.physical_memory", lambda: 1000)
     result = generate("attention-basics", "-n", "3", "--public", "--out", str(tmp_path / "o"))
     one_line_error(result, "3 students: about", "of memory", "split the class")

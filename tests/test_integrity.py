@@ -44,7 +44,8 @@ from typer.testing import CliRunner
 
 import qkvquiz
 import qkvquiz.generate as generate_module
-from qkvquiz.cli import app, secrecy_note
+from qkvquiz.cli import app
+from qkvquiz.cli.generate import secrecy_note
 from qkvquiz.families import REGISTRY, Env
 from qkvquiz.files import read_roster, safe_name, write_atomic
 from qkvquiz.core.outputs import write_set

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperCommand
 
 from ..core.resources import bank_dir
 from ..core.untrusted import terminal_text
@@ -42,3 +49,152 @@ def resolve_spec(spec: str) -> Path:
     names = ", ".join(sorted(p.stem for p in bank_dir().glob("*.yaml")))
     _fail(f"no spec file {spec!r}, and no bundled spec of that name (bundled: {names})")
     raise AssertionError  # unreachable
+
+
+# What a command needs is imported inside it: `qkvquiz --help` loads neither NumPy nor a family
+# (the help text is built from the constants below, each checked against its source by a test).
+
+#: The backends of qkvquiz.engine.backend.BACKENDS, named in the help of --backend.
+BACKEND_NAMES = ("numpy", "cupy")
+#: qkvquiz.core.secret.SECRET_ENV, named in the help of --secret-file.
+SECRET_ENV = "QKVQUIZ_SECRET"
+
+#: Largest class whose scores `grade` prints as a table; a larger one gets a one-line summary.
+SUMMARY_TABLE_MAX = 200
+
+def tolerance_help() -> str:
+    """The epilog of `grade --help`: the default tolerance, in words (imports the grader's tolerance)."""
+    from ..core.tolerance import TOLERANCE_DEFAULT
+
+    return (
+        f"Default tolerance (when a spec sets none): {TOLERANCE_DEFAULT.to_json()['value']} decimals, i.e. an entry "
+        f"passes when it is {TOLERANCE_DEFAULT.describe()}. Masked entries (−∞, 0) must match exactly or "
+        "within an absolute floor."
+    )
+
+
+class _TolerantHelpCommand(TyperCommand):
+    """A command whose epilog is :func:`tolerance_help`, built when the help is shown (not at start-up)."""
+
+    @property
+    def epilog(self) -> str:
+        return tolerance_help()
+
+    @epilog.setter
+    def epilog(self, value: object) -> None:  # Click's __init__ sets it; the property answers instead
+        pass
+
+
+@contextmanager
+def _exit_on_terminate() -> Iterator[None]:
+    """SIGTERM and SIGHUP exit the way Ctrl-C does, through ``finally`` blocks.
+
+    Python's default for SIGTERM ends the process on the spot; raising SystemExit instead lets
+    :mod:`qkvquiz.core.outputs` remove its staging folder and the PDF pool kill its workers, so an
+    interrupted run leaves the previous set as it was and nothing half-written beside it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) is not None:
+            previous[sig] = signal.signal(sig, stop)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class _NoBar:
+    """The progress bar where stderr is not a terminal (a script, a log file, CI): Rich would
+    draw nothing there, and importing its progress bars is 10 ms of a small class's run."""
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, total: float | None = None, **fields: object) -> int:
+        return 0
+
+    def update(self, task: int, **fields: object) -> None:
+        return None
+
+    def advance(self, task: int, advance: float = 1) -> None:
+        return None
+
+    def refresh(self) -> None:
+        return None
+
+
+def _progress(auto_refresh: bool = True):
+    """A progress bar on stderr. Without ``auto_refresh`` it redraws only when told
+    (``refresh()``) and runs no thread of its own, so a process pool may fork beside it."""
+    if not err.is_terminal:
+        return _NoBar()
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=True, auto_refresh=auto_refresh,
+    )
+
+
+def _xp(backend: str):
+    from ..engine.backend import BackendUnavailable, get_xp
+
+    try:
+        return get_xp(backend)
+    except BackendUnavailable as exc:
+        _fail(str(exc))
+
+
+BackendOpt = Annotated[str, typer.Option(
+    help=f"Array backend that computes: {' | '.join(BACKEND_NAMES)} (cupy needs a CUDA GPU and "
+    "pip install 'qkvquiz[gpu]'). Results are identical on either.")]
+
+
+LangOpt = Annotated[Optional[str], typer.Option(
+    "--lang", help="Language of what students and instructors read: en or zh (default: the spec's "
+    "`lang:`, else en; grade and audit: the key's or file's language).")]
+
+
+def _lang(lang: str | None) -> str | None:
+    """``--lang`` checked (None when not given), or exit 2 naming the choices."""
+    from ..core.i18n import UnknownLanguage, check_lang
+
+    if lang is None:
+        return None
+    try:
+        return check_lang(lang)
+    except UnknownLanguage as exc:
+        _fail(f"--lang: {exc}")
+
+
+def _ticker(bar, task):
+    """A progress callback that advances ``task`` by one and redraws the bar at most ten times a second."""
+    last = 0.0
+
+    def tick() -> None:
+        nonlocal last
+        bar.advance(task)
+        now = time.monotonic()
+        if now - last >= 0.1:
+            bar.refresh()
+            last = now
+
+    return tick

@@ -1,0 +1,270 @@
+"""``qkvquiz grade`` and ``qkvquiz audit``: a class's submissions scored, a hand-written key checked."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from ._common import (
+    SUMMARY_TABLE_MAX,
+    BackendOpt,
+    LangOpt,
+    _exit_on_terminate,
+    _fail,
+    _lang,
+    _progress,
+    _shown,
+    _ticker,
+    _xp,
+    console,
+    err,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+
+def _submission_files(paths: list[Path]) -> list[Path]:
+    """The files to grade: files as given, and every ``*.json`` below a folder.
+
+    Skipped in folders: the key and reports, hidden files and folders (``.DS_Store``,
+    ``__MACOSX/._x.json`` from unpacked archives); a file named twice is graded once. Folders
+    are walked by :func:`qkvquiz.core.inputs.walk_json_files`: links to folders and links out of
+    the folder are not followed (each is noted), and a folder named on the command line must
+    not itself be a link (it could lead anywhere, ``/`` included).
+    """
+    from ..core.inputs import InputError, walk_json_files
+
+    files: list[Path] = []
+    for p in paths:
+        if not p.exists() and not p.is_symlink():
+            _fail(f"{p} does not exist (nothing was graded and no report was written)")
+        if p.is_symlink() and p.is_dir():
+            _fail(f"{p} is a link to the folder {os.path.realpath(p)}; links to folders are not followed: "
+                  "name the folder itself (nothing was graded)")
+        if p.is_dir():
+            try:
+                found, skipped = walk_json_files(p, frozenset({"key.json", "results.json"}))
+            except InputError as exc:
+                _fail(f"{exc} (nothing was graded)")
+            files.extend(found)
+            for s in skipped:
+                err.print(f"[yellow]skipped:[/] {_shown(str(s.path))}: {_shown(s.reason)}", highlight=False)
+        else:
+            files.append(p)
+    unique: dict[str, Path] = {}
+    folders: dict[str, str] = {}  # a folder's real path, found once for all its files
+    for f in files:
+        if os.path.islink(f):
+            real = os.path.realpath(f)  # never raises on a link loop, unlike Path.resolve
+        else:  # a file that is not a link is where its folder really is
+            parent, name = os.path.split(os.fspath(f))
+            if parent not in folders:
+                folders[parent] = os.path.realpath(parent or ".")
+            real = os.path.join(folders[parent], name)
+        unique.setdefault(real, f)
+    return list(unique.values())
+
+
+def grade(
+    key: Annotated[Path, typer.Argument(help="The key.json written by `generate`.")],
+    submissions: Annotated[list[Path], typer.Argument(help="Submission files, or folders searched for *.json.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the results, item analysis and feedback.")],
+    feedback: Annotated[bool, typer.Option(help="Write feedback/STUDENT.md, one Markdown file per student.")] = True,
+    backend: BackendOpt = "numpy",
+    duplicates: Annotated[str, typer.Option(
+        help="Among several files for one student, after the variant matching the key and filled before blank: "
+             "grade the latest saved (latest), the first path (first), or none and report them (error).",
+    )] = "latest",
+    roster: Annotated[Optional[Path], typer.Option(
+        help="Roster CSV with the qkvquiz `student` id and the LMS's ids (`canvas_id`, `moodle_id`, `sis_id`, "
+             "`email`, `name`): files of an LMS download are then matched to students by who uploaded them.",
+    )] = None,
+    lms: Annotated[str, typer.Option(
+        help="Whose bulk download SUBMISSIONS is: auto (read the file names), canvas, moodle, gradescope, "
+             "or none (each file's own \"student\" decides).",
+    )] = "auto",
+    lang: LangOpt = None,
+) -> None:
+    """Grade students' submission files against a key.
+
+    SUBMISSIONS may also be an LMS's bulk download as it comes, a `.zip` or its unpacked folder:
+    Canvas "Download Submissions", Moodle "Download all submissions" (flat or in folders), or
+    Gradescope's "Export Submissions". With `--roster`, each file goes to the student who
+    uploaded it (by LMS id, else by name); files that match no one are listed by name. The
+    LMS's "late" mark becomes the flag `late`.
+
+    Folders are searched (recursively) for `*.json` files. Writes `results.csv` (one row per
+    student of the key: each part's score and the total; students without a submission score
+    0), `results.json` (every entry: expected, given, verdict, diagnosis), `item-analysis.md`/`.csv`
+    (per part: mean score, share correct, the most common mistakes) and `feedback/<student>.md`
+    (one Markdown file per student, readable on its own). A file that cannot be read is reported
+    by name and the rest are still graded; the exit status is then 1. Tolerance and credit come
+    from the spec (stored in the key).
+    """
+    from ..core.pause import collector_paused
+
+    with collector_paused():  # no cycles among a class's answers and results: nothing to collect
+        _grade_command(key, submissions, out, feedback, backend, duplicates, roster, lms, lang)
+
+
+def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool, backend: str, duplicates: str,
+                   roster: Path | None, lms: str, lang: str | None) -> None:
+    from ..core.outputs import OutputError
+    from ..grade.choose import DUPLICATES
+    from ..grade.grader import grade_files
+    from ..grade.report import write_reports
+    from ..key import KeyFileError, load_key
+
+    lang = _lang(lang)
+    if duplicates not in DUPLICATES:
+        _fail(f"--duplicates must be one of {', '.join(DUPLICATES)}, not {_shown(duplicates)}")
+    xp = _xp(backend)
+    try:
+        loaded = load_key(key)  # finishes the switch of a `generate` killed midway (outputs.settle)
+    except KeyFileError as exc:
+        _fail(str(exc))
+    collected = _collect_download(submissions, roster, lms, lang or loaded.lang)
+    files = [] if collected is not None else _submission_files(submissions)
+    if collected is None and not files:
+        _fail("no submission files found")
+    with _exit_on_terminate():
+        # No refresh thread: the feedback files of a large class are written by a forked worker.
+        with _progress(auto_refresh=False) as bar:
+            if collected is not None:
+                from ..exchange.collect import grade_collected
+
+                report = grade_collected(loaded, collected, xp=xp, duplicates=duplicates, lang=lang)
+            else:
+                task = bar.add_task("grading", total=len(files))
+                report = grade_files(loaded, files, progress=_ticker(bar, task), xp=xp, duplicates=duplicates,
+                                     lang=lang)
+            writing = bar.add_task("writing feedback", total=len(report.results) if feedback else 0)
+            try:
+                paths = write_reports(report, out, feedback=feedback, progress=_ticker(bar, writing))
+            except OutputError as exc:  # names the path; another run into `out` is refused here
+                _fail(str(exc))
+            except OSError as exc:
+                _fail(f"cannot write the reports to {out}: {exc.strerror or exc}")
+    if feedback:
+        paths.append(out / "feedback")
+
+    if len(report.results) <= SUMMARY_TABLE_MAX:
+        from rich.table import Table
+
+        table = Table(title=escape(f"{loaded.title}: {len(report.results)} graded"))
+        for col in ("student", "score", "of", "unreadable", "not answered"):
+            table.add_column(col)
+        for r in sorted(report.results, key=lambda r: r.student):
+            unreadable = sum(p.verdict == "format" for p in r.parts)
+            missing = sum(p.verdict == "missing" for p in r.parts)
+            table.add_row(_shown(r.student), f"{r.score:.2f}", f"{r.total:g}", str(unreadable or ""), str(missing or ""))
+        console.print(table)
+    else:  # a row per student would scroll past for minutes: the scores are in results.csv
+        import numpy as np
+
+        scores = np.array([r.score for r in report.results])
+        console.print(
+            f"{escape(loaded.title)}: {len(scores)} graded; score of {loaded.points:g}: mean {scores.mean():.2f}, "
+            f"median {np.median(scores):.2f}, lowest {scores.min():.2f}, highest {scores.max():.2f} "
+            f"(one row per student in results.csv)", highlight=False)
+    _print_grade_notes(report)
+    if report.absent:
+        shown = ", ".join(_shown(s) for s in report.absent[:10]) + (" …" if len(report.absent) > 10 else "")
+        err.print(f"[yellow]no submission[/] from {len(report.absent)} student(s) of the key (0 points in "
+                  f"results.csv): {shown}", highlight=False)
+    console.print(f"Wrote {', '.join(_shown(str(p)) for p in paths)}", highlight=False)
+    if report.problems:
+        raise typer.Exit(1)
+
+
+def _collect_download(submissions: list[Path], roster: Path | None, lms: str, lang: str | None = None):
+    """An LMS download's hand-ins (``exchange.collect``) when a zip, ``--roster`` or ``--lms`` asks for
+    it; None for plain files and folders, which are graded as before. ``lang``: the language of
+    the problems it finds (the grading's)."""
+    from ..core.inputs import InputError
+    from ..exchange.collect import LMS_CHOICES, collect, is_zip
+
+    if lms not in LMS_CHOICES:
+        _fail(f"--lms must be one of {', '.join(LMS_CHOICES)}, not {_shown(lms)}")
+    zipped = [p for p in submissions if p.is_file() and is_zip(p)]
+    if roster is None and not zipped and lms in ("auto", "none"):
+        return None
+    for p in submissions:
+        if not p.exists() and not p.is_symlink():
+            _fail(f"{p} does not exist (nothing was graded and no report was written)")
+    entries = None
+    if roster is not None:
+        from ..roster import read_roster_entries
+
+        try:
+            entries = read_roster_entries(roster)
+        except ValueError as exc:  # InputError is a ValueError
+            _fail(str(exc))
+    try:
+        collected = collect(submissions, entries, lms, lang)
+    except InputError as exc:
+        _fail(f"{exc} (nothing was graded)")
+    for source, kind in collected.lms.items():
+        err.print(f"[dim]{_shown(source)}: {kind.title() + ' download' if kind else 'no LMS naming found'}[/]",
+                  highlight=False)
+    if not collected.handins and not collected.problems:
+        _fail("no submission files found")
+    return collected
+
+
+def _print_grade_notes(report) -> None:
+    """Per student: flags, notes, and every file that claimed them when there were several; then
+    the files not graded. Every name is shown with control characters escaped."""
+    for r in sorted(report.results, key=lambda r: r.student):
+        for flag in r.flags:
+            err.print(f"[red]flag:[/] {_shown(r.student)}: {_shown(flag)}", highlight=False)
+        for note in r.notes:
+            err.print(f"[yellow]note:[/] {_shown(r.source)}: {_shown(note)}", highlight=False)
+        if len(r.candidates) > 1:
+            err.print(f"[yellow]{len(r.candidates)} files[/] claim {_shown(r.student)}:", highlight=False)
+            for c in r.candidates:
+                err.print(f"  {'→' if c.graded else ' '} {_shown(c.source)}: {_shown(c.why)}", highlight=False)
+    for problem in report.problems:
+        err.print(f"[yellow]not graded:[/] {_shown(problem.source)}: {_shown(problem.message)}", highlight=False)
+    for skipped in report.skipped:
+        err.print(f"[dim]skipped:[/] {_shown(skipped.source)}: {_shown(skipped.message)}", highlight=False)
+
+
+def audit(
+    file: Annotated[Path, typer.Argument(help="A spec whose items fix every given and add `claimed: {step: answer}`.")],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Also write the audit as Markdown to this file.")] = None,
+    lang: LangOpt = None,
+) -> None:
+    """Check a hand-written key: say which claimed answers are wrong, with the right values and,
+    where a known mistake or a wrong earlier claim explains one, which.
+
+    Exits with status 1 when a claimed answer is wrong or cannot be read, 2 when the file cannot be used.
+    """
+    from rich.markdown import Markdown
+
+    from ..core.outputs import OutputError, write_file
+    from ..grade.audit import audit_file, audit_markdown
+    from ..spec import SpecError
+    from ..worksheet import GenerationError
+
+    lang = _lang(lang)
+    try:
+        report = audit_file(file, lang=lang)
+    except (SpecError, GenerationError) as exc:
+        _fail(str(exc))
+    text = audit_markdown(report)
+    if out is not None:
+        try:
+            with _exit_on_terminate():  # SIGTERM removes the temporary file too
+                write_file(out, text)  # a set of one file: the old one or the new one, nothing between
+        except OutputError as exc:
+            _fail(str(exc))
+    console.print(Markdown(text))
+    if report.wrong:
+        raise typer.Exit(1)
