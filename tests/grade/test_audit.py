@@ -98,3 +98,9 @@ def test_the_audit_command_exits_1_when_a_claim_is_wrong(tmp_path):
     assert "q1.scores (attention.scores): right" in ok.output
     broken = runner.invoke(app, ["audit", str(tmp_path / "missing.yaml")])
     assert broken.exit_code == 2 and "cannot read" in broken.output
+
+
+def test_the_audit_example_still_loads():
+    from qkvquiz.grade.audit import audit_file
+
+    audit_file(Path(__file__).resolve().parents[2] / "examples" / "audit-example.yaml")
