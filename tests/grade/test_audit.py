@@ -1,5 +1,6 @@
 """Auditing a hand-written key: wrong claims are found, with the right values and the mistake."""
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,8 @@ from typer.testing import CliRunner
 from qkvquiz.cli import app
 from qkvquiz.grade.audit import audit_file, audit_markdown, audit_spec
 from qkvquiz.spec import SpecError
+
+from ..helpers import loop_delta
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "audit-example.yaml"
 Q = [[1, 0, 1, 0], [0, 2, 0, 1], [1, 1, 1, 1]]
@@ -104,3 +107,89 @@ def test_the_audit_example_still_loads():
     from qkvquiz.grade.audit import audit_file
 
     audit_file(Path(__file__).resolve().parents[2] / "examples" / "audit-example.yaml")
+
+
+# --------------------------------------------------------------------------- claims of the forms a teacher writes
+
+
+def test_audit_null_entries_are_not_claimed_and_unneeded_givens_may_be_left_out():
+    # Query 1's scores against keys 2 and 3 only; no V (the output is not claimed).
+    item = {"family": "attention.output", "params": {"queries": 1, "keys": 3, "d_k": 2},
+            "givens": {"Q": [[1, 2]], "K": [[1, 0], [0, 1], [1, 1]]},
+            "claimed": {"scores": [None, 1.414, 2.5], "weights": [None, 0.2, None]}}
+    report = audit_spec({"title": "t", "items": [item]})
+    checks = {c.step: c for c in report.checks}
+    # Right: s12 = 2/√2 = 1.414; wrong: s13 = 3/√2 = 2.121 (2.5 claimed); a12 = e^1.414/Σ.
+    assert checks["scores"].verdict == "wrong"
+    assert [w for w, _, _ in checks["scores"].wrong_entries] == ["row 1, column 3"]
+    s = np.array([1, 2, 3]) / math.sqrt(2)
+    a = np.exp(s) / np.exp(s).sum()
+    assert checks["weights"].verdict == ("right" if abs(a[1] - 0.2) <= 0.01 else "wrong")
+    # A claim that needs a given left out is refused, naming it.
+    item["claimed"] = {"output": [[1, 2]]}
+    with pytest.raises(SpecError, match="missing: V"):
+        audit_spec({"title": "t", "items": [item]})
+
+
+def test_audit_reads_a_single_token_claim_as_a_number():
+    item = {"family": "attention.output", "params": {"tokens": 1, "d_k": 2, "d_v": 2},
+            "givens": {"Q": [1, 1], "K": [2, 0], "V": [3, 4]},
+            "claimed": {"scores": 1.414, "weights": 1, "output": [3, 5]}}
+    checks = {c.step: c for c in audit_spec({"title": "t", "items": [item]}).checks}
+    assert checks["scores"].verdict == "right" and checks["weights"].verdict == "right"
+    assert checks["output"].verdict == "wrong"
+
+
+def test_an_audit_reads_ragged_claims():
+    q = [[[1, 0], [0, 1]], [[1, 1]]]
+    k = [[[1, 0], [0, 1]], [[1, 1]]]
+    v = [[[1, 2], [0, 1]], [[2, 0]]]
+    beta = [[1, 1], [0.5]]
+    s0 = [[0, 0], [0, 0]]
+    flat = lambda x: [row for chunk in x for row in chunk]  # noqa: E731
+    final, outs = loop_delta(flat(q), flat(k), flat(v), [1, 1, 0.5], s0)
+    claimed_o = [outs[:2].tolist(), [(outs[2] + [0, 1]).tolist()]]  # the last token's output is off by one
+    item = {"family": "delta.chunk_forward", "params": {"chunk": 2, "chunks": 2, "last_chunk": 1},
+            "givens": {"Q": q, "K": k, "V": v, "beta": beta, "S": s0},
+            "claimed": {"O": claimed_o, "S_next": [loop_delta(q[0], k[0], v[0], [1, 1], s0)[0].tolist(),
+                                                   final.tolist()]}}
+    checks = {c.step: c for c in audit_spec({"title": "t", "items": [item]}).checks}
+    assert checks["O"].verdict == "wrong" and [w for w, _, _ in checks["O"].wrong_entries] == ["matrix 2, row 1, column 2"]
+    assert checks["S_next"].verdict == "right"
+
+
+# --------------------------------------------------------------------------- hand-written worksheets
+
+
+HANDWRITTEN = Path(__file__).resolve().parents[2] / "examples" / "handwritten"
+
+
+PLANTED = {
+    "01-sdpa-basics.yaml": {"q1.scores": ["unscaled"], "q3.weights": []},
+    "02-masks-cross.yaml": {"q2.weights": ["zero_not_minus_inf"], "q3.output": ["mask_after_softmax"],
+                            "q4.scores": []},
+    "03-multihead-shapes.yaml": {"q1.sqrt_dk": ["sqrt_d_model"], "q1.concat_shape": ["stacked_tokens"],
+                                 "q2.params": ["no_output"]},
+    "04-layernorm-backprop.yaml": {"q1.var": ["unbiased_variance"], "q3.dW": []},
+    "05-delta-rule.yaml": {"q1.final_state": [], "q3.S_next": ["used_U"]},
+    "06-ragged-chunks-cross-backprop.yaml": {"q1.X": ["no_state"], "q2.dA": ["sign"],
+                                             "q3.dS": ["diagonal_only"], "q4.dK": ["skipped_softmax"]},
+    "07-multihead-swap.yaml": {"q1.concat": ["stacked_tokens"], "q2.swapped": ["transposed_weights"]},
+}
+
+
+def test_every_hand_written_worksheet_is_transcribed():
+    assert sorted(p.name for p in HANDWRITTEN.glob("*.yaml")) == sorted(PLANTED)
+
+
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_audit_flags_exactly_the_planted_wrong_claims(name):
+    report = audit_file(HANDWRITTEN / name)
+    wrong = {f"{c.item}.{c.step}": c.mistakes for c in report.checks if c.verdict != "right"}
+    assert wrong == PLANTED[name]
+    assert not report.unchecked  # every problem is stated and claimed as written
+    assert len(report.checks) >= 7
+    text = audit_markdown(report)
+    for part in PLANTED[name]:
+        assert f"## {part} (" in text and text.split(f"## {part} (", 1)[1].split("\n", 1)[0].endswith("WRONG")
+    assert text.count(": WRONG") == len(PLANTED[name])

@@ -1,5 +1,5 @@
-"""The shared table of entry texts (tests/entry_cases.json): the grader's parser follows it,
-and the answer form's JavaScript port reads every text exactly as Python does.
+"""The shared table of entry texts and shape texts (tests/entry_cases.json): the grader's parser
+follows it, and the answer form's JavaScript port reads every text exactly as Python does.
 
 The browser test runs the same table inside the answer form; here node runs the port
 where it is installed (the comparison skips cleanly where it is not).
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from qkvquiz.grade.parse import AnswerFormatError, parse_entry
+from qkvquiz.grade.parse import AnswerFormatError, parse_entry, parse_shape_text
 from qkvquiz.resources import templates_dir
 
 CASES_PATH = Path(__file__).parent.parent / "entry_cases.json"
@@ -103,3 +103,46 @@ def test_javascript_port_reads_every_text_like_python():
     # A few more texts than the table: messages for the student must match word for word.
     texts += ["1/3", "0,1e1", " 2 √ 3 ", "(1,5", "e^(1/2)", "2^0.5^2", "1.5.", "2√-1", "1e-400", "++2"]
     assert_js_agrees_with_python(texts, js_readings_with_node(texts))
+
+
+# --------------------------------------------------------------------------- shape texts
+
+
+SHAPE_TABLE = json.loads((Path(__file__).parent.parent / "entry_cases.json").read_text(encoding="utf-8"))["shape_cases"]
+
+
+@pytest.mark.parametrize("case", SHAPE_TABLE, ids=[repr(c["text"]) for c in SHAPE_TABLE])
+def test_shape_texts_follow_the_shared_table(case):
+    if "error" in case:
+        with pytest.raises(AnswerFormatError, match=re_escape(case["error"])):
+            parse_shape_text(case["text"], 2)
+    else:
+        assert parse_shape_text(case["text"], 2) == case["value"]
+
+
+def re_escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def test_the_form_reads_shape_texts_like_the_grader():
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("node is not installed")
+    runner = """
+const p = require(process.argv[1]);
+const texts = JSON.parse(require("fs").readFileSync(0, "utf8"));
+process.stdout.write(JSON.stringify(texts.map((t) => {
+  try { return {value: p.parseShape(t, 2)}; } catch (e) { return {error: e.message}; }
+})));
+"""
+    texts = [c["text"] for c in SHAPE_TABLE] + ["[2,4)", " ( 3 , 5 ) ", "2×4 ", "２×4", "1" * 300]
+    run = subprocess.run([node, "-e", runner, str(templates_dir() / "answer-form" / "parse.js")],
+                         input=json.dumps(texts), capture_output=True, text=True, timeout=60, check=True)
+    for text, js in zip(texts, json.loads(run.stdout), strict=True):
+        try:
+            py = {"value": parse_shape_text(text, 2)}
+        except AnswerFormatError as exc:
+            py = {"error": str(exc)}
+        assert js == py, (text, js, py)

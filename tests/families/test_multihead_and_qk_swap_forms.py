@@ -1,5 +1,5 @@
-"""Hand-written forms, third round: multi-head attention and the Q/K swap with queries and keys
-counted apart (cross-attention, one query) and any scale.
+"""Multi-head attention and the Q/K swap as a teacher writes them: queries and keys counted apart
+(cross-attention, one query) and any scale.
 
 Each form is checked against independent oracles: per-entry loops over every head, and torch
 (scaled_dot_product_attention with its ``scale``, one head at a time, concatenated by hand;
