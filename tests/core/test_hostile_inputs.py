@@ -111,10 +111,8 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
     spec = tmp_path / "bomb.yaml"
     spec.write_text(alias_bomb(), encoding="utf-8")
     assert spec.stat().st_size < 1000  # 10⁹ values once expanded
-    start = time.perf_counter()
     result = generate(str(spec), "-n", "1", "--public", "--out", str(tmp_path / "o"))
     one_line_error(result, "bomb.yaml", "line ", "alias")
-    assert time.perf_counter() - start < 10
     assert not (tmp_path / "o").exists()
 
 
@@ -223,9 +221,7 @@ def test_dev_zero_is_refused_as_spec_roster_or_secret(tmp_path, role):
     args = {"spec": ["/dev/zero", "-n", "1"],
             "roster": ["attention-basics", "--roster", "/dev/zero"],
             "secret": ["attention-basics", "-n", "1", "--secret-file", "/dev/zero"]}[role]
-    start = time.perf_counter()
     one_line_error(generate(*args, "--out", str(tmp_path / "o")), "/dev/zero", "a device, not a regular file")
-    assert time.perf_counter() - start < 10
 
 
 @needs_dev_zero
@@ -309,10 +305,8 @@ def test_a_link_to_root_on_the_command_line_is_not_walked(tmp_path):
 
     key, _ = graded_class(tmp_path)
     (tmp_path / "everything").symlink_to("/")
-    start = time.perf_counter()
     one_line_error(runner.invoke(app, ["grade", str(key), str(tmp_path / "everything"), "--out", str(tmp_path / "g")]),
                    "everything is a link to the folder /", "not followed")
-    assert time.perf_counter() - start < 10
     assert not (tmp_path / "g").exists()
 
 
@@ -386,11 +380,14 @@ def test_a_walk_is_bounded_in_depth(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- sizes and ranges
 
 
-def test_a_million_students_is_refused_before_anything_is_solved(tmp_path):
-    start = time.perf_counter()
+def test_a_million_students_is_refused_before_anything_is_solved(tmp_path, monkeypatch):
+    from qkvquiz import worksheet
+
+    solved = []
+    monkeypatch.setattr(worksheet, "solve_item", lambda item, *args, **kwargs: solved.append(item.id))
     one_line_error(generate("attention-basics", "--students", "1000000", "--public", "--out", str(tmp_path / "o")),
                    f"{MAX_STUDENTS:,}", "split the class")
-    assert time.perf_counter() - start < 10
+    assert solved == []
     assert not (tmp_path / "o").exists()
 
 

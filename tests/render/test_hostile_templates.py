@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 import types
 from pathlib import Path
 
@@ -200,9 +199,7 @@ LOOP_BOMB = "{% for i in range(100000) %}{% for j in range(100000) %}{% for k in
 
 def test_a_loop_bomb_is_stopped_by_the_time_budget(short_budget, folder, tmp_path):
     template = _family_template(folder, LOOP_BOMB)
-    start = time.monotonic()
     _refused(_generate(tmp_path, folder), template, "time budget")
-    assert time.monotonic() - start < 60  # a bound far above the 3 s budget, not a timing
 
 
 @pytest.mark.skipif(not LINUX, reason="RLIMIT_AS is Linux's")
@@ -232,11 +229,9 @@ def test_the_budgets_are_far_above_normal_use(folder, tmp_path):
     assert budget.seconds >= 10 and budget.memory_bytes >= 256 << 20 and budget.output_chars >= 16 << 20
     # A whole class through a user's folder: each template renders in milliseconds.
     (folder / "worksheet.md.j2").write_text("# {{ spec.title }}\n{% for p in problems %}{{ p }}\n{% endfor %}", encoding="utf-8")
-    start = time.monotonic()
     result = runner.invoke(app, ["generate", "all-families", "-n", "5", "--templates", str(folder),
                                  "--out", str(tmp_path / "o")])
-    assert result.exit_code == 0, result.output
-    assert time.monotonic() - start < budget.seconds
+    assert result.exit_code == 0, result.output  # no template was stopped by a budget
     worker.close_workers()
 
 
