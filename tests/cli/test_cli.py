@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from qkvquiz.cli import app
@@ -103,6 +104,7 @@ def test_regenerating_with_a_smaller_roster_replaces_the_students_folder_wholly(
     assert sorted(p.name for p in (deep / "set" / "students").iterdir()) == ["s01", "s02"]
 
 
+@pytest.mark.slow
 def test_a_large_class_gets_a_summary_line_not_a_table_row_per_student(tmp_path):
     from qkvquiz.cli import SUMMARY_TABLE_MAX
 

@@ -193,6 +193,7 @@ def throw(batch: list[tuple[str, object]]):
     return len(accepted), graded
 
 
+@pytest.mark.slow
 def test_ten_thousand_malformed_submissions_never_crash_the_grader():
     thrown = {"documents": 0, "accepted": 0, "graded": 0}
 

@@ -116,6 +116,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", [
     "a: [" + "1," * 499_990 + "]\n",
     "".join(f"k{i}: 1\n" for i in range(100_000)),
@@ -233,6 +234,7 @@ def test_dev_zero_is_refused_as_a_key_an_audit_file_and_a_submission(tmp_path):
         read_submission("/dev/zero")
 
 
+@pytest.mark.slow
 @needs_fifo
 @pytest.mark.parametrize("role", ["spec", "roster", "secret"])
 def test_a_fifo_is_refused_without_blocking(tmp_path, role):
@@ -250,6 +252,7 @@ def test_a_fifo_is_refused_without_blocking(tmp_path, role):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 @needs_fifo
 def test_a_fifo_among_submissions_is_reported_and_the_rest_graded(tmp_path):
     from .test_integrity import graded_class

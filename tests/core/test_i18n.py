@@ -204,6 +204,7 @@ def zh_class_report():
     return key, reports
 
 
+@pytest.mark.slow
 def test_feedback_and_item_analysis_in_chinese_have_no_english_words(zh_class_report):
     key, reports = zh_class_report
     ids = family_ids() | set(key.students)
@@ -219,6 +220,7 @@ def test_feedback_and_item_analysis_in_chinese_have_no_english_words(zh_class_re
     assert len(diagnosed) > 50  # the sentences of most mistakes were rendered
 
 
+@pytest.mark.slow
 def test_english_is_the_default_and_unchanged_in_words(zh_class_report):
     _key, reports = zh_class_report
     text = feedback_markdown(reports[0], reports[0].results[0], lang="en")
@@ -321,6 +323,7 @@ def test_chinese_pdfs_without_a_cjk_font_warn_naming_the_package(monkeypatch):
     assert "fc-list is missing" in fonts.cjk_font_problem(["注意力"])
 
 
+@pytest.mark.slow
 def test_render_pdfs_checks_the_fonts_before_writing(monkeypatch, tmp_path):
     pdf = pytest.importorskip("qkvquiz.render.pdf")
     try:

@@ -270,6 +270,7 @@ def stated_numbers(spec, ws) -> set[str]:
     return {str(i) for i in range(-k, k + 1)} | {num(p, 2) for p in points} | set(_TOKEN.findall(" ".join(prose)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(LEAK_SPECS))
 def test_no_student_file_shows_a_step_value_that_is_not_a_given(family, tmp_path):
     spec = parse_spec(LEAK_SPECS[family])
@@ -315,6 +316,7 @@ def canary_worksheet(ws):
     return dataclasses.replace(ws, envs=tuple(envs))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(LEAK_SPECS))
 def test_student_files_do_not_depend_on_any_step_value(family, tmp_path, monkeypatch):
     spec = parse_spec(LEAK_SPECS[family])
@@ -745,6 +747,7 @@ app(sys.argv[1:], prog_name="qkvquiz")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_grading_run_killed_midway_leaves_the_previous_reports_intact(sig, tmp_path):

@@ -125,6 +125,7 @@ def assert_one_set(out: Path, old: dict, new: dict, sig: int) -> str:
 # --------------------------------------------------------------------------- generate --force, killed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_generate_force_killed_at_random_points_leaves_the_old_set_or_the_new_one(sig, sets, tmp_path):
     old, new = snapshot(sets["old"]), snapshot(sets["new"])
@@ -162,6 +163,7 @@ app({command!r}, prog_name="qkvquiz")
     return ["-c", code]
 
 
+@pytest.mark.slow
 def test_generate_killed_after_each_rename_of_the_switch_is_finished_by_the_reader(sets, tmp_path):
     old, new = snapshot(sets["old"]), snapshot(sets["new"])
     # The journal, then key.json, key.md, students/ out, then students/, key.md, key.json in.
@@ -187,6 +189,7 @@ def test_generate_killed_after_each_rename_of_the_switch_is_finished_by_the_read
     assert old != new
 
 
+@pytest.mark.slow
 def test_a_sigterm_during_the_switch_waits_until_the_new_set_is_in_place(sets, tmp_path):
     out = tmp_path / "t"
     shutil.copytree(sets["old"], out)
@@ -206,6 +209,7 @@ def test_a_sigterm_during_the_switch_waits_until_the_new_set_is_in_place(sets, t
 # --------------------------------------------------------------------------- grade, killed and repeated
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_grade_killed_at_random_points_leaves_the_old_results_or_the_new_ones(sig, sets, tmp_path):
     old, new = snapshot(sets["grades-old"]), snapshot(sets["grades-new"])
@@ -220,6 +224,7 @@ def test_grade_killed_at_random_points_leaves_the_old_results_or_the_new_ones(si
         assert_one_set(out, old, new, sig)
 
 
+@pytest.mark.slow
 def test_grade_killed_after_each_rename_of_the_switch_is_finished_by_the_next_run(sets, tmp_path):
     new = snapshot(sets["grades-new"])
     procs = {}
@@ -499,6 +504,7 @@ def test_scratch_files_stay_outside_the_set_and_private(tmp_path):
 # --------------------------------------------------------------------------- permissions
 
 
+@pytest.mark.slow
 def test_everything_that_holds_an_answer_is_private_and_student_files_are_not(sets, tmp_path):
     old = os.umask(0o022)
     try:
@@ -520,6 +526,7 @@ def test_everything_that_holds_an_answer_is_private_and_student_files_are_not(se
 # --------------------------------------------------------------------------- PDF workers end with the run
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_pdf_workers_end_with_the_run(sig, sets, tmp_path):

@@ -139,6 +139,7 @@ void run_all(const double* q, const double* k, const double* v, const double* dz
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, d_k, d_v", [(4, 4, 4), (3, 2, 5)])
 def test_cuda_instance_source_compiled_as_c_equals_the_engine(tmp_path, n, d_k, d_v):
     compiler = shutil.which("cc") or shutil.which("gcc")
@@ -286,6 +287,7 @@ void run_all(const double* q, const double* k, const double* v, const double* be
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("c, d_k, d_v", [(4, 4, 4), (3, 2, 5), (1, 3, 2), (6, 1, 1)])
 def test_delta_cuda_instance_source_compiled_as_c_equals_the_engine(tmp_path, c, d_k, d_v):
     compiler = shutil.which("cc") or shutil.which("gcc")

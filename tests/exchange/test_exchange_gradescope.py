@@ -123,6 +123,7 @@ def test_help_says_what_trusting_file_ids_means():
     assert "scores as its owner" in said and "not for marks" in said
 
 
+@pytest.mark.slow
 def test_a_trusting_bundle_grades_a_copied_file_as_its_owner_and_says_so(tmp_path):
     root, doc = autograder(tmp_path, roster=False)
     upload(root, own_file(doc["students"][0]), users=[ALAN])  # alan hands in ada's file
@@ -132,6 +133,7 @@ def test_a_trusting_bundle_grades_a_copied_file_as_its_owner_and_says_so(tmp_pat
     assert "Graded as student 'ada', the id written in the file." in result["output"]
 
 
+@pytest.mark.slow
 def test_with_a_roster_a_classmates_file_is_graded_on_the_uploaders_variant(tmp_path):
     root, doc = autograder(tmp_path, roster=True)
     upload(root, own_file(doc["students"][0]), users=[ALAN])  # ada's file, unchanged, uploaded by alan
@@ -149,6 +151,7 @@ def part_tests(result: dict) -> list[dict]:
     return [t for t in result["tests"] if "max_score" in t]
 
 
+@pytest.mark.slow
 def test_a_group_submission_credits_every_member_each_on_their_own_variant(tmp_path):
     root, doc = autograder(tmp_path, roster=True)
     ada, alan = doc["students"]
@@ -174,6 +177,7 @@ def test_a_group_submission_credits_every_member_each_on_their_own_variant(tmp_p
     assert f"alan: {alans:g} of {total_points(doc):g} points." in scores
 
 
+@pytest.mark.slow
 def test_a_group_submission_without_a_members_own_file_scores_zero_and_says_why(tmp_path):
     root, doc = autograder(tmp_path, roster=True)
     upload(root, own_file(doc["students"][0]), users=[ADA, ALAN])  # only ada's file: alan's variant is not answered
@@ -184,6 +188,7 @@ def test_a_group_submission_without_a_members_own_file_scores_zero_and_says_why(
     assert any(t["name"].startswith("ada — ") and t["score"] > 0 for t in part_tests(result))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stranger", [
     {"email": "eve@example.edu", "id": 9, "name": "Eve"},  # not in the roster
     {"email": "ada2@example.edu", "sid": "S1", "id": 9, "name": "Someone"},  # a second user matching ada
@@ -196,6 +201,7 @@ def test_a_group_with_a_member_the_roster_cannot_place_is_not_credited(tmp_path,
     assert result["score"] == 0 and "Not graded:" in result["output"]
 
 
+@pytest.mark.slow
 def test_a_gradescope_name_never_places_a_user_on_a_roster_entry_whose_email_is_another(tmp_path):
     root, doc = autograder(tmp_path, roster=True)
     ada = doc["students"][0]
@@ -229,6 +235,7 @@ def one_entry_right(entry: dict) -> tuple[dict, dict]:
     return ({"student": entry["student"], "answers": wrong}, own_file(entry))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("show, leaks", [(None, False), ("after-due", False), ("total", True), ("per-part", True)])
 def test_what_shows_before_the_due_date_moves_with_one_entry_only_where_show_says_so(tmp_path, show, leaks):
     root, doc = autograder(tmp_path, True, *(["--show", show] if show else []))
@@ -246,6 +253,7 @@ def test_what_shows_before_the_due_date_moves_with_one_entry_only_where_show_say
         assert all(t["visibility"] == "after_due_date" for t in part_tests(result))
 
 
+@pytest.mark.slow
 def test_show_total_gives_the_total_and_no_part_score(tmp_path):
     root, doc = autograder(tmp_path, True, "--show", "total")
     upload(root, wrong_hand_in(doc["students"][0]), users=[ADA])
@@ -257,6 +265,7 @@ def test_show_total_gives_the_total_and_no_part_score(tmp_path):
     assert all(t["visibility"] == "after_due_date" for t in part_tests(result))
 
 
+@pytest.mark.slow
 def test_show_per_part_gives_each_parts_score_in_the_summary(tmp_path):
     root, doc = autograder(tmp_path, True, "--show", "per-part")
     upload(root, wrong_hand_in(doc["students"][0]), users=[ADA])
@@ -264,6 +273,7 @@ def test_show_per_part_gives_each_parts_score_in_the_summary(tmp_path):
     assert re.search(r"^q1\.scores: [\d.]+/1 \(\w+\)$", summary["output"], re.MULTILINE)
 
 
+@pytest.mark.slow
 def test_after_due_says_which_parts_are_missing_or_unreadable_and_no_score(tmp_path):
     root, doc = autograder(tmp_path, roster=True)
     hand_in = own_file(doc["students"][0])
@@ -279,6 +289,7 @@ def test_after_due_says_which_parts_are_missing_or_unreadable_and_no_score(tmp_p
     assert "Every part has a readable answer." in run_bundle(root)["tests"][0]["output"]
 
 
+@pytest.mark.slow
 def test_visibility_visible_implies_per_part_and_refuses_a_show_that_holds_back(tmp_path):
     root, doc = autograder(tmp_path, True, "--visibility", "visible")
     upload(root, own_file(doc["students"][0]), users=[ADA])
@@ -312,6 +323,7 @@ def test_the_summary_of_a_group_is_in_the_keys_language():
         "a — 没有答案：q1.scores。", "b — 每一部分都有可读取的答案。"]
 
 
+@pytest.mark.slow
 def test_bundle_wrong_answers_show_expected_only_in_hidden_tests(tmp_path):
     root, doc = autograder(tmp_path, roster=False)
     (root / "submission" / "a.json").write_text(json.dumps(wrong_hand_in(doc["students"][0])), encoding="utf-8")
@@ -322,6 +334,7 @@ def test_bundle_wrong_answers_show_expected_only_in_hidden_tests(tmp_path):
     assert any("Expected" in t["output"] for t in result["tests"] if t["name"] != "Summary")
 
 
+@pytest.mark.slow
 def test_bundle_without_a_json_file(tmp_path):
     root, _ = autograder(tmp_path, roster=False)
     (root / "submission" / "notes.txt").write_text("hi", encoding="utf-8")
@@ -369,6 +382,7 @@ runpy.run_module("qkvquiz.exchange.gradescope", run_name="__main__", alter_sys=T
 """
 
 
+@pytest.mark.slow
 def test_requirements_name_every_package_grading_imports_and_no_other(tmp_path):
     root, doc = autograder(tmp_path, roster=True)
     # Wrong answers and a roster: the feedback, the expected values and the roster's matching all run.
@@ -400,6 +414,7 @@ def test_requirements_name_every_package_grading_imports_and_no_other(tmp_path):
     assert not named - imported, f"requirements.txt names packages grading never imports: {named - imported}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("python_version", ["3.10", "3.11", "3.12", "3.13"])
 def test_requirements_are_ranges_one_line_per_package_on_each_python(tmp_path, python_version):
     root, _ = autograder(tmp_path, roster=False)
@@ -414,6 +429,7 @@ def test_requirements_are_ranges_one_line_per_package_on_each_python(tmp_path, p
         assert ops == {">=", "<"}, str(reqs[0])  # a floor and a cap
 
 
+@pytest.mark.slow
 def test_setup_sh_names_the_image_to_choose_on_an_old_python(tmp_path):
     """The base images' own Pythons (18.04: 3.6, 20.04: 3.8) where pyenv has them, else any
     older than MIN_PYTHON; setup.sh must stop before pip with the image to choose."""

@@ -220,6 +220,7 @@ def test_cli_writes_forms_whose_blank_matches_the_blank_submission(tmp_path):
         assert (folder / "worksheet.md").is_file() and (folder / "worksheet.html").is_file()
 
 
+@pytest.mark.slow
 def test_pdf_format_prints_the_worksheet_and_key_where_the_renderer_is_installed(tmp_path):
     if importlib.util.find_spec("qkvquiz.render.pdf") is None:
         pytest.skip("no PDF renderer (qkvquiz.render.pdf) in this installation")

@@ -165,6 +165,7 @@ def test_the_loader_reads_only_regular_files(tmp_path):
 # --------------------------------------------------------------------------- budgets
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bomb, expected", [
     ("{{ '%0999999999d' % 1 }}", "%-format width"),
     ("{{ '%*d' % (999999999, 1) }}", "%-format width"),
@@ -197,11 +198,13 @@ def short_budget(monkeypatch):
 LOOP_BOMB = "{% for i in range(100000) %}{% for j in range(100000) %}{% for k in range(100000) %}{% endfor %}{% endfor %}{% endfor %}"
 
 
+@pytest.mark.slow
 def test_a_loop_bomb_is_stopped_by_the_time_budget(short_budget, folder, tmp_path):
     template = _family_template(folder, LOOP_BOMB)
     _refused(_generate(tmp_path, folder), template, "time budget")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not LINUX, reason="RLIMIT_AS is Linux's")
 def test_a_growing_text_is_stopped_by_the_memory_budget(short_budget, folder, tmp_path):
     bomb = '{% set ns = namespace(s="0123456789") %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}'
@@ -209,12 +212,14 @@ def test_a_growing_text_is_stopped_by_the_memory_budget(short_budget, folder, tm
     _refused(_generate(tmp_path, folder), template, "memory")
 
 
+@pytest.mark.slow
 def test_a_flood_of_output_is_stopped_by_the_output_budget(short_budget, folder, tmp_path):
     bomb = '{% for i in range(100000) %}{{ "x" * 1000 }}{% endfor %}'
     template = _family_template(folder, bomb)
     _refused(_generate(tmp_path, folder), template, "output passed")
 
 
+@pytest.mark.slow
 def test_the_worker_recovers_after_a_stopped_template(short_budget, folder, tmp_path):
     _family_template(folder, LOOP_BOMB)
     assert _generate(tmp_path, folder).exit_code == 2
@@ -224,6 +229,7 @@ def test_the_worker_recovers_after_a_stopped_template(short_budget, folder, tmp_
     assert "### Mine 1:" in (tmp_path / "o" / "students" / "s01" / "worksheet.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_the_budgets_are_far_above_normal_use(folder, tmp_path):
     budget = worker.Budget()
     assert budget.seconds >= 10 and budget.memory_bytes >= 256 << 20 and budget.output_chars >= 16 << 20
@@ -294,6 +300,7 @@ def _pdf_available() -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_spec_text_reaches_no_output_as_html(tmp_path, http_server):
     spec, _ = _hostile_spec(tmp_path, http_server)
     formats = "md,html,pdf" if _pdf_available() else "md,html"
@@ -319,6 +326,7 @@ def test_spec_text_reaches_no_output_as_html(tmp_path, http_server):
     assert _Counter.hits == []  # nothing was fetched while the PDFs rendered
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _pdf_available(), reason="WeasyPrint or its libraries are missing")
 def test_the_pdf_renderer_fetches_only_its_own_resources(tmp_path, http_server):
     from qkvquiz.render.pdf import render_pdf

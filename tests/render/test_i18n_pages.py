@@ -124,6 +124,7 @@ def zh_pages(request):
     return name, pages, ids
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["worksheet.md", "key.md", "worksheet.html", "key.html", "form.html"])
 def test_every_page_in_chinese_has_no_english_words(zh_pages, page):
     name, pages, ids = zh_pages
@@ -131,6 +132,7 @@ def test_every_page_in_chinese_has_no_english_words(zh_pages, page):
     assert not found, f"{name} {page}: {sorted(set(found))[:20]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["worksheet.md", "key.md"])
 def test_words_inside_formulas_are_in_chinese_too(zh_pages, page):
     r"""A formula's prose (``\text{ if }``, ``\text{ with biases}``: written with spaces around it) is

@@ -21,7 +21,8 @@ from qkvquiz.spec import parse_spec
 
 from .test_i18n_pages import FORMS, asked_all
 
-pytestmark = pytest.mark.skipif(not pdf_available(), reason="WeasyPrint's system libraries (Pango) are not installed")
+pytestmark = [pytest.mark.skipif(not pdf_available(), reason="WeasyPrint's system libraries (Pango) are not installed"),
+              pytest.mark.slow]
 
 
 def past_the_margin(html: str) -> list[str]:

@@ -91,6 +91,7 @@ def made(tmp_path_factory: pytest.TempPathFactory):
 # --------------------------------------------------------------------------- worksheets
 
 
+@pytest.mark.slow
 @needs_pdf
 def test_a_worksheet_names_its_student_and_numbers_its_pages(made) -> None:
     for i, student in enumerate(made.worksheet.students):
@@ -106,6 +107,7 @@ def test_a_worksheet_names_its_student_and_numbers_its_pages(made) -> None:
             assert student in page_words  # the footer names the student on every page
 
 
+@pytest.mark.slow
 @needs_pdf
 def test_every_given_number_of_the_student_can_be_found_in_their_pdf(made) -> None:
     ws = made.worksheet
@@ -118,6 +120,7 @@ def test_every_given_number_of_the_student_can_be_found_in_their_pdf(made) -> No
                     assert " ".join(finite) in found, (student, name, finite)
 
 
+@pytest.mark.slow
 @needs_pdf
 def test_every_asked_part_has_its_answer_area_in_the_pdf(made) -> None:
     sheet = words(made.folders["ada"] / "worksheet.pdf")
@@ -130,6 +133,7 @@ def test_every_asked_part_has_its_answer_area_in_the_pdf(made) -> None:
     assert "Answer:" not in sheet
 
 
+@pytest.mark.slow
 @needs_pdf
 def test_every_font_is_embedded(made) -> None:
     for pdf in (made.folders["ada"] / "worksheet.pdf", made.out / "key.pdf", made.out / "class.pdf"):
@@ -152,6 +156,7 @@ def _canary(ws):
     return dataclasses.replace(ws, envs=tuple(envs))
 
 
+@pytest.mark.slow
 @needs_pdf
 def test_a_students_pdf_shows_no_answer(made, tmp_path: Path) -> None:
     # If the sheet showed any step's value, its text would change with the step values.
@@ -166,6 +171,7 @@ def test_a_students_pdf_shows_no_answer(made, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- key and class PDFs
 
 
+@pytest.mark.slow
 @needs_pdf
 def test_the_key_gives_each_student_their_own_pages_with_their_answers(made) -> None:
     ws, key = made.worksheet, made.out / "key.pdf"
@@ -193,6 +199,7 @@ def test_the_key_gives_each_student_their_own_pages_with_their_answers(made) -> 
             assert " ".join(f"{x:.{d}f}" for x in row) in section
 
 
+@pytest.mark.slow
 @needs_pdf
 def test_the_class_pdf_is_every_worksheet_each_from_a_new_page(made) -> None:
     combined = made.out / "class.pdf"
@@ -205,6 +212,7 @@ def test_the_class_pdf_is_every_worksheet_each_from_a_new_page(made) -> None:
         first += size
 
 
+@pytest.mark.slow
 @needs_pdf
 @pytest.mark.parametrize("size, points", [("letter", "612 x 792"), ("a4", "595.276 x 841.89")])
 def test_page_size(size: str, points: str, tmp_path: Path) -> None:
@@ -214,6 +222,7 @@ def test_page_size(size: str, points: str, tmp_path: Path) -> None:
         assert f"Page size:       {points}" in run("pdfinfo", str(pdf))
 
 
+@pytest.mark.slow
 @needs_pdf
 def test_the_cli_renders_pdfs_with_a_progress_report_and_a_class_pdf(tmp_path: Path) -> None:
     out = tmp_path / "set"
@@ -227,6 +236,7 @@ def test_the_cli_renders_pdfs_with_a_progress_report_and_a_class_pdf(tmp_path: P
     assert "612 x 792" in run("pdfinfo", str(out / "class.pdf"))
 
 
+@pytest.mark.slow
 @needs_pdf
 def test_progress_counts_students_up_to_the_class(tmp_path: Path) -> None:
     # A user relates to "12/30" students, not to the renderer's documents (a worksheet and a
@@ -386,6 +396,7 @@ def test_matrices_side_by_side_may_wrap_between_them_but_never_inside() -> None:
     assert "math-group" not in math_html(latex)  # inline math is never cut
 
 
+@pytest.mark.slow
 @needs_pdf
 def test_each_student_has_a_key_pdf_of_their_own_and_combined_files_are_on_request(made, tmp_path: Path) -> None:
     for student in made.worksheet.students:

@@ -92,6 +92,7 @@ def _sample(rng: np.random.Generator, size: int) -> np.ndarray:
     return np.concatenate([k(size) for k in kinds])
 
 
+@pytest.mark.slow
 def test_num_writes_what_one_number_at_a_time_writes():
     rng = np.random.default_rng(17)
     values = _sample(rng, 20_000)
@@ -116,6 +117,7 @@ def test_num_keeps_its_errors():
     assert num(3.0, 2.0) == "3"  # an integer needs no decimals
 
 
+@pytest.mark.slow
 def test_bmatrix_writes_what_entry_by_entry_formatting_writes():
     rng = np.random.default_rng(3)
     values = _sample(rng, 4_000)
@@ -219,6 +221,7 @@ def class_spec():
     return load_spec(bank_dir() / "attention-basics.yaml")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_class_rendered_in_a_pool_writes_the_same_files_as_one_process(class_spec, tmp_path, lang):
     from qkvquiz.generate import POOL_MIN_STUDENTS, generate_set
@@ -245,6 +248,7 @@ def test_a_classs_chunks_cover_it_in_order_and_the_last_are_small(n, workers):
     assert sum(sizes[-workers:]) <= 4 * workers
 
 
+@pytest.mark.slow
 def test_a_pool_workers_messages_home_stay_small_however_long_its_texts(tmp_path, monkeypatch):
     # A message over 16 KiB goes down the pipe in two writes; a worker stopped between them
     # (the pool is ended at once when another worker fails) left the reader waiting forever.
@@ -299,6 +303,7 @@ def test_texts_arriving_in_order_are_read_as_they_come_and_a_failure_stops_the_r
         next(items)
 
 
+@pytest.mark.slow
 def test_a_failure_in_the_pool_leaves_the_previous_set(class_spec, tmp_path, monkeypatch):
     import qkvquiz.generate as generate
 
@@ -412,6 +417,7 @@ def test_generating_does_not_load_numpy_extras():
 
 # ------------------------------------------------------------------ the pool ends with the run
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; the pool forks on Linux only")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_rendering_workers_end_with_the_run_and_the_old_set_stays(sig, class_spec, tmp_path):
@@ -436,6 +442,7 @@ def test_rendering_workers_end_with_the_run_and_the_old_set_stays(sig, class_spe
     assert not [p for p in out.iterdir() if p.name.startswith(".qkvquiz")]
 
 
+@pytest.mark.slow
 def test_a_full_disk_in_a_rendering_worker_names_the_path(class_spec, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 

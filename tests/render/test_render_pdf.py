@@ -23,7 +23,8 @@ from qkvquiz.render.pdf import (
     weasyprint_module,
 )
 
-pytestmark = pytest.mark.skipif(not pdf_available(), reason="WeasyPrint cannot run here")
+pytestmark = [pytest.mark.skipif(not pdf_available(), reason="WeasyPrint cannot run here"),
+              pytest.mark.slow]
 
 MINUS = "\u2212"
 STUDENT = "S20250042"

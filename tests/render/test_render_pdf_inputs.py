@@ -17,7 +17,8 @@ from qkvquiz.render.pdf import (
     pdf_available,
 )
 
-pytestmark = pytest.mark.skipif(not pdf_available(), reason="WeasyPrint cannot run here")
+pytestmark = [pytest.mark.skipif(not pdf_available(), reason="WeasyPrint cannot run here"),
+              pytest.mark.slow]
 
 #: Drawn as a picture (a stretched bracket is beyond the text setter), in a list, with boxes.
 FORMULA = r"Compute $Z = \operatorname{softmax}\left(\frac{QK^\top}{\sqrt{d_k}} + M\right)V$."

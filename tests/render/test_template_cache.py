@@ -113,6 +113,7 @@ def test_the_bundled_templates_use_the_cache_and_a_users_do_not(tmp_path):
     assert environment(str(tmp_path)).bytecode_cache is None
 
 
+@pytest.mark.slow
 def test_a_run_with_a_warm_cache_writes_the_same_key(tmp_path):
     # Two CLI runs, the first filling the cache, the second loading from it: the same files.
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}

@@ -62,6 +62,7 @@ def test_shipped_fonts_and_licence() -> None:
     assert (fonts_dir() / "LICENSE-DejaVu.txt").read_text(encoding="utf-8").count("Bitstream")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec_name", SPECS)
 def test_every_character_in_its_face_and_no_latex_in_prose(spec_name: str) -> None:
     for kind, document in _documents(spec_name).items():
@@ -88,6 +89,7 @@ def test_the_check_finds_what_it_should() -> None:
     assert "\u2212" in coverage(bold_serif)
 
 
+@pytest.mark.slow
 def test_code_and_part_ids_may_hold_underscores(every_family: dict[str, str]) -> None:
     runs, code = html_text_runs(every_family["worksheet"])
     assert any("_" in r.text for r in code)  # q14.final_state and the like, as ids
@@ -108,6 +110,7 @@ def test_cjk_text_without_a_cjk_font_is_said(monkeypatch: pytest.MonkeyPatch) ->
 pdf_only = pytest.mark.skipif(not pdf_available(), reason="WeasyPrint's system libraries (Pango) are not installed")
 
 
+@pytest.mark.slow
 @pdf_only
 def test_pdf_text_is_set_in_the_shipped_faces(every_family: dict[str, str]) -> None:
     from qkvquiz.render.pdf import layout
@@ -120,6 +123,7 @@ def test_pdf_text_is_set_in_the_shipped_faces(every_family: dict[str, str]) -> N
         assert not missing, _report(missing)
 
 
+@pytest.mark.slow
 @pdf_only
 @pytest.mark.skipif(shutil.which("pdffonts") is None, reason="poppler-utils (pdffonts) is not installed")
 def test_pdf_embeds_only_the_shipped_faces(every_family: dict[str, str], tmp_path: Path) -> None:
@@ -226,6 +230,7 @@ def test_roster_names_reach_the_header_and_key_html_is_private(tmp_path: Path) -
     assert not any(p.name == "key.html" for p in (made.out / "students").rglob("*"))
 
 
+@pytest.mark.slow
 @pdf_only
 def test_attention_basics_for_one_student_fits_on_two_pages(tmp_path: Path) -> None:
     from qkvquiz.render.pdf import layout
