@@ -21,12 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from qkvquiz.core.resources import bank_dir
-from qkvquiz.grade.grader import (
-    grade_columns,
-    match_students,
-    read_columns,
-    read_submissions,
-)
+from qkvquiz.grade.grader import grade_columns, match_students, read_columns, read_submissions
 from qkvquiz.grade.report import write_reports
 from qkvquiz.key import dumps, key_to_json, load_key
 from qkvquiz.spec import load_spec

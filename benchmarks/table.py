@@ -231,12 +231,7 @@ def run_grade(cli: Cli, tmp: Path, n: int, repeat: int, phases: bool) -> tuple[T
 
 def grade_phases(key_path: Path, folder: Path, tmp: Path, repeat: int) -> dict[str, Timing]:
     """The same work through the library, phase by phase, as ``grading.py`` does (in this process)."""
-    from qkvquiz.grade.grader import (
-        grade_columns,
-        match_students,
-        read_columns,
-        read_submissions,
-    )
+    from qkvquiz.grade.grader import grade_columns, match_students, read_columns, read_submissions
     from qkvquiz.grade.report import write_reports
     from qkvquiz.key import load_key
 

@@ -1,0 +1,150 @@
+"""The command line, used the way the README shows."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from qkvquiz.cli import app
+
+runner = CliRunner()
+
+
+def generate(tmp_path, *args):
+    return runner.invoke(app, ["generate", "attention-basics", "--out", str(tmp_path / "set"), *args])
+
+
+def test_generate_writes_worksheets_submissions_and_keys(tmp_path):
+    result = generate(tmp_path, "--students", "4", "--seed", "9")
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "set"
+    assert (out / "key.json").is_file() and (out / "key.md").is_file()
+    for i in range(1, 5):
+        folder = out / "students" / f"s{i:02d}"
+        sheet = (folder / "worksheet.md").read_text(encoding="utf-8")
+        assert f"`s{i:02d}`" in sheet and "Problem 5" in sheet
+        blank = json.loads((folder / "submission.json").read_text(encoding="utf-8"))
+        assert blank["student"] == f"s{i:02d}" and set(blank["answers"]) >= {"q1.scores", "q5.output"}
+    key_md = (out / "key.md").read_text(encoding="utf-8")
+    assert key_md.count("## Student") == 4 and "Row 3" in key_md
+
+
+def test_generate_refuses_to_overwrite_a_key_without_force(tmp_path):
+    assert generate(tmp_path, "--students", "2").exit_code == 0
+    again = generate(tmp_path, "--students", "2")
+    assert again.exit_code != 0 and "--force" in again.output
+    assert generate(tmp_path, "--students", "2", "--force").exit_code == 0
+
+
+def test_roster_file_and_grade_round_trip(tmp_path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student,name\nada,Ada L\nalan,Alan T\n", encoding="utf-8")
+    assert generate(tmp_path, "--roster", str(roster)).exit_code == 0
+    key = json.loads((tmp_path / "set" / "key.json").read_text(encoding="utf-8"))
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for s in key["students"]:
+        (subs / f"{s['student']}.json").write_text(json.dumps({"student": s["student"], "answers": s["answers"]}), encoding="utf-8")
+    (subs / "garbage.json").write_text("[1, 2", encoding="utf-8")
+    result = runner.invoke(app, ["grade", str(tmp_path / "set" / "key.json"), str(subs), "--out", str(tmp_path / "g")])
+    assert result.exit_code == 1  # one file could not be graded; the others were
+    assert "garbage.json" in result.output
+    rows = (tmp_path / "g" / "results.csv").read_text(encoding="utf-8").strip().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["ada", "alan"]
+    assert all(r.split(",")[-2] == r.split(",")[-1] == "13" for r in rows[1:])
+    detail = json.loads((tmp_path / "g" / "results.json").read_text(encoding="utf-8"))
+    assert detail["problems"][0]["source"].endswith("garbage.json")
+
+
+def test_bad_spec_is_a_clear_error_not_a_traceback(tmp_path):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("title: x\nitems:\n  - family: attention.output\n    params: {tokens: 0}\n", encoding="utf-8")
+    result = runner.invoke(app, ["generate", str(spec), "--students", "1", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert "bad.yaml" in result.output and "params.tokens" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_families_show_and_schema():
+    listed = runner.invoke(app, ["families"])
+    assert listed.exit_code == 0 and "attention.output" in listed.output
+    shown = runner.invoke(app, ["show", "attention.weights", "-p", "mask=causal"])
+    assert shown.exit_code == 0 and "Solution" in shown.output
+    for which in ("key", "submission"):
+        schema = json.loads(runner.invoke(app, ["schema", which]).output)
+        assert schema["type"] == "object"
+
+
+def test_key_and_blank_submission_validate_against_the_shipped_schemas(tmp_path):
+    import jsonschema
+
+    assert generate(tmp_path, "--students", "2").exit_code == 0
+    key = json.loads((tmp_path / "set" / "key.json").read_text(encoding="utf-8"))
+    jsonschema.validate(key, json.loads(runner.invoke(app, ["schema", "key"]).output))
+    sub_schema = json.loads(runner.invoke(app, ["schema", "submission"]).output)
+    jsonschema.validate(json.loads((tmp_path / "set" / "students" / "s01" / "submission.json").read_text(encoding="utf-8")), sub_schema)
+    jsonschema.validate({"student": "s01", "answers": key["students"][0]["answers"]}, sub_schema)
+
+
+def test_python_dash_m_works():
+    result = subprocess.run([sys.executable, "-m", "qkvquiz", "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "generate" in result.stdout
+
+
+def test_regenerating_with_a_smaller_roster_replaces_the_students_folder_wholly(tmp_path):
+    # A long folder name: messages read whole whatever the path's length (no wrapping at 80
+    # columns where the output is no terminal).
+    deep = tmp_path / ("a-long-folder-name-" * 6)
+    assert generate(deep, "--students", "3").exit_code == 0
+    again = generate(deep, "--students", "2", "--force")
+    assert again.exit_code == 0
+    assert f"to {deep / 'set'}/students/" in again.output
+    assert sorted(p.name for p in (deep / "set" / "students").iterdir()) == ["s01", "s02"]
+
+
+@pytest.mark.slow
+def test_a_large_class_gets_a_summary_line_not_a_table_row_per_student(tmp_path):
+    from qkvquiz.cli._common import SUMMARY_TABLE_MAX
+
+    n = SUMMARY_TABLE_MAX + 1
+    assert generate(tmp_path, "--students", str(n), "--public").exit_code == 0
+    doc = json.loads((tmp_path / "set" / "key.json").read_text(encoding="utf-8"))
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for s in doc["students"]:
+        (subs / f"{s['student']}.json").write_text(json.dumps({"student": s["student"], "answers": s["answers"]}),
+                                                   encoding="utf-8")
+    result = runner.invoke(app, ["grade", str(tmp_path / "set" / "key.json"), str(subs), "--out", str(tmp_path / "g"),
+                                 "--no-feedback"])
+    assert result.exit_code == 0, result.output
+    assert f"{n} graded; score of 13: mean 13.00, median 13.00" in result.output
+    assert "s001 " not in result.output and "┃ student" not in result.output
+
+
+def test_the_progress_bar_draws_on_a_terminal_and_is_not_even_imported_elsewhere(tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from qkvquiz.cli import _common
+
+    screen = io.StringIO()
+    monkeypatch.setattr(_common, "err", Console(file=screen, force_terminal=True, width=100))
+    result = runner.invoke(app, ["generate", "attention-basics", "-n", "3", "--out", str(tmp_path / "tty")])
+    assert result.exit_code == 0, result.output
+    assert "writing worksheets" in screen.getvalue()
+
+    # Not a terminal (a script, a log, CI): nothing drawn, and rich.progress never imported.
+    code = (
+        "import sys\n"
+        "from qkvquiz.cli import app\n"
+        f"sys.argv = ['qkvquiz', 'generate', 'attention-basics', '-n', '3', '--out', {str(tmp_path / 'pipe')!r}]\n"
+        "try:\n    app()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        "print('rich.progress' in sys.modules)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().splitlines()[-1] == "False"
+    assert "writing worksheets" not in run.stderr

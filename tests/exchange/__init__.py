@@ -1,0 +1,1 @@
+"""Exchange with LMSs: intake of downloads, gradebooks, question banks, Gradescope, CSV."""

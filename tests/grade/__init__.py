@@ -1,0 +1,1 @@
+"""Grading: reading answers, grading and its rules, carried credit, copies, audit, feedback, reports."""

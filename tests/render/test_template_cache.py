@@ -1,0 +1,129 @@
+"""The bundled templates' compiled code is kept in the user's cache folder between runs, checked
+against each template's text, and a cache that cannot be used never stops rendering."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import jinja2
+import pytest
+
+from qkvquiz.render import template_cache
+from qkvquiz.render.environment import environment
+from qkvquiz.render.sandbox import FolderLoader, TrustedEnvironment
+
+
+def _env(folder, cache_home, monkeypatch):
+    """A trusted environment over ``folder`` with the cache under ``cache_home``."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
+    env = TrustedEnvironment(loader=FolderLoader([folder]), auto_reload=False, trim_blocks=True)
+    return template_cache.attach(env)
+
+
+@pytest.fixture
+def counted_compiles(monkeypatch):
+    calls = []
+    real = jinja2.Environment.compile
+
+    def compile_(self, source, name=None, filename=None, raw=False, defer_init=False):
+        calls.append(name)
+        return real(self, source, name, filename, raw, defer_init)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", compile_)
+    return calls
+
+
+def test_a_template_compiled_once_is_loaded_from_the_cache_by_the_next_run(tmp_path, monkeypatch, counted_compiles):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "page.md.j2").write_text("{% for i in range(3) %}{{ i }}{% endfor %}", encoding="utf-8")
+    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "012"
+    assert counted_compiles == ["page.md.j2"]
+    # A new environment (as in the next run) finds the compiled code: nothing is compiled.
+    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "012"
+    assert counted_compiles == ["page.md.j2"]
+    assert list((tmp_path / "cache" / "qkvquiz" / "templates").rglob("*.cache"))
+
+
+def test_an_edited_template_is_compiled_anew(tmp_path, monkeypatch, counted_compiles):
+    (tmp_path / "t").mkdir()
+    page = tmp_path / "t" / "page.md.j2"
+    page.write_text("first", encoding="utf-8")
+    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "first"
+    page.write_text("second", encoding="utf-8")
+    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "second"
+    assert counted_compiles == ["page.md.j2", "page.md.j2"]
+
+
+def test_another_setup_keeps_its_own_compiled_code(tmp_path):
+    plain = TrustedEnvironment(loader=FolderLoader([tmp_path]), trim_blocks=True)
+    other = TrustedEnvironment(loader=FolderLoader([tmp_path]), trim_blocks=False)
+    assert template_cache.fingerprint(plain) != template_cache.fingerprint(other)
+    assert template_cache.fingerprint(plain) == template_cache.fingerprint(
+        TrustedEnvironment(loader=FolderLoader([tmp_path]), trim_blocks=True))
+
+
+def test_a_damaged_cache_file_is_passed_over(tmp_path, monkeypatch, counted_compiles):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "page.md.j2").write_text("{{ 6 * 7 }}", encoding="utf-8")
+    _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2")
+    for cached in (tmp_path / "cache").rglob("*.cache"):
+        data = cached.read_bytes()
+        cached.write_bytes(data[: len(data) // 2] + b"\xff" * 7)  # the same header, a broken body
+    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "42"
+    assert len(counted_compiles) == 2
+
+
+def test_a_cache_file_with_a_damaged_checksum_is_passed_over(tmp_path, monkeypatch, counted_compiles):
+    from jinja2.bccache import bc_magic
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "page.md.j2").write_text("{{ 6 * 7 }}", encoding="utf-8")
+    _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2")
+    for cached in (tmp_path / "cache").rglob("*.cache"):
+        cached.write_bytes(bc_magic + b"\x80\x05not a pickle")  # the right header, then garbage
+    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "42"
+    assert len(counted_compiles) == 2
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_cache_folder_that_cannot_be_written_never_stops_rendering(tmp_path, monkeypatch):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "page.md.j2").write_text("ok", encoding="utf-8")
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache").chmod(0o500)
+    try:
+        assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "ok"
+    finally:
+        (tmp_path / "cache").chmod(0o700)
+
+
+def test_a_cache_path_that_is_a_file_never_stops_rendering(tmp_path, monkeypatch):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "page.md.j2").write_text("ok", encoding="utf-8")
+    (tmp_path / "cache").write_text("not a folder", encoding="utf-8")
+    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "ok"
+    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "ok"
+
+
+def test_the_bundled_templates_use_the_cache_and_a_users_do_not(tmp_path):
+    assert isinstance(environment().bytecode_cache, template_cache.QuietBytecodeCache)
+    (tmp_path / "page.md.j2").write_text("x", encoding="utf-8")
+    assert environment(str(tmp_path)).bytecode_cache is None
+
+
+@pytest.mark.slow
+def test_a_run_with_a_warm_cache_writes_the_same_key(tmp_path):
+    # Two CLI runs, the first filling the cache, the second loading from it: the same files.
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    outs = []
+    for run in ("cold", "warm"):
+        out = tmp_path / run
+        proc = subprocess.run([sys.executable, "-m", "qkvquiz", "generate", "attention-basics", "-n", "2", "-o",
+                               str(out), "--seed", "same"], env=env, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr
+        outs.append({p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
+                     if p.is_file() and p.suffix in (".md", ".json")})
+    assert outs[0] == outs[1]
+    assert list((tmp_path / "cache" / "qkvquiz" / "templates").rglob("*.cache"))

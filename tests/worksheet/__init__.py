@@ -1,0 +1,1 @@
+"""Specs, worksheets (variants, asked parts, givens shown), keys and the key cache."""
