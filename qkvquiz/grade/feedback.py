@@ -201,7 +201,7 @@ def template_markdown(report: GradeReport, result: StudentResult) -> str:
 TEMPLATE = "feedback.md.j2"
 #: SHA-256 of the bundled feedback.md.j2 that :class:`FeedbackWriter` writes the Markdown of.
 #: Another template (an edited one) is rendered by Jinja instead, so the files are always the
-#: template's; tests/test_feedback_writer.py compares the two ways byte for byte.
+#: template's; tests/grade/test_feedback_writer.py compares the two ways byte for byte.
 TEMPLATE_SHA256 = "a385244c894ad7a5e23d992f5c98c41b711f617b39aa5eb80e7879a667f42f79"
 
 

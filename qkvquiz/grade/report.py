@@ -82,7 +82,7 @@ def results_json(report: GradeReport) -> str:
     thousands is written by the C JSON encoder and a diff shows which parts changed.
 
     The text is exactly that of encoding each part's :meth:`PartResult.to_json` on its own
-    (tests/test_results_json.py); what many parts share is encoded once (:class:`_PartLines`).
+    (tests/grade/test_results_json.py); what many parts share is encoded once (:class:`_PartLines`).
     A large class's students are encoded in slices by :func:`write_reports`' workers: the text
     is ``head + students_json(every slice) + tail`` of :func:`results_json_frame`."""
     students = sorted(report.results, key=lambda r: r.student)
