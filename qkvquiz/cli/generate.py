@@ -292,8 +292,11 @@ def init(
     target = path if path is not None else default_secret_path()
     try:
         written = create_secret(target)
-    except (SecretError, OSError) as exc:
+    except SecretError as exc:
         _fail(str(exc))
+    except OSError as exc:  # a read-only or missing folder, a full disk: said in words, not as [Errno n]
+        _fail(f"cannot write the secret to {target}: {exc.strerror or exc}; choose a folder you can write, "
+              "e.g. `qkvquiz init ~/qkvquiz-secret`")
     use = ("`qkvquiz generate` uses it by default." if path is None else
            f"Use it with\n  qkvquiz generate SPEC --secret-file {escape(str(written))} …")
     console.print(

@@ -148,3 +148,17 @@ def test_the_progress_bar_draws_on_a_terminal_and_is_not_even_imported_elsewhere
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().splitlines()[-1] == "False"
     assert "writing worksheets" not in run.stderr
+
+
+def test_init_into_a_folder_it_cannot_write_says_so_in_words(tmp_path, monkeypatch):
+    import errno
+
+    def read_only(path):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr("qkvquiz.core.secret.create_secret", read_only)
+    result = runner.invoke(app, ["init", str(tmp_path / "secret")])
+    assert result.exit_code == 2
+    said = " ".join(result.output.split())
+    assert f"cannot write the secret to {tmp_path / 'secret'}: Read-only file system" in said
+    assert "[Errno" not in said
