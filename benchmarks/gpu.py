@@ -2,7 +2,7 @@
 
     python benchmarks/gpu.py                 # every part (on a CUDA machine with CuPy)
     python benchmarks/gpu.py --quick         # tiny sizes: checks the script (seconds; runs without a GPU)
-    python benchmarks/gpu.py --parts cli     # one part: tests, engine, cli
+    python benchmarks/gpu.py --parts cli     # some parts of: tests, engine, cli, crossover
 
 One short script for any CUDA machine, to be run after any change to the engine, the families or
 how a command places its work, and recorded in docs/performance.md with the card's name. It prints:
@@ -13,7 +13,13 @@ how a command places its work, and recorded in docs/performance.md with the card
    (``--backend cupy``), beside the NumPy rows;
 3. **cli**: ``generate`` (Markdown) for 300 and 10,000 students of ``attention-basics`` and 300 of
    ``all-families``, and ``grade`` of 10,000 submissions, each with ``--backend numpy`` and
-   ``--backend cupy`` on the same machine in the same run, best of ``--repeat``, wall seconds.
+   ``--backend cupy`` on the same machine in the same run, best of ``--repeat``, wall seconds,
+   and where ``--backend cupy`` placed the work (small work stays on the CPU: engine/backend.py);
+4. **crossover**: where a GPU starts to pay. ``build_worksheet`` of all-families for growing
+   classes, each in a fresh process (so CuPy's import, the CUDA context and kernel compilation
+   count, as they do in a command), on NumPy and forced onto CuPy, beside the CPU seconds that
+   ``screening_seconds`` estimates. The estimate at the first class where CuPy wins is what
+   ``DEVICE_BREAK_EVEN_S`` should be.
 
 Where CuPy or a device is missing the CuPy rows say so and the NumPy rows still run, so the script
 can be checked anywhere. On a lent machine without a package registry, the package's dependencies
@@ -74,8 +80,10 @@ def _env(config_home: Path) -> dict[str, str]:
 
 
 def _best(command: list[str], env: dict[str, str], repeat: int) -> tuple[float | None, str]:
-    """The best wall time of ``command`` over ``repeat`` runs, or None and why it failed."""
-    best = None
+    """The best wall time of ``command`` over ``repeat`` runs, or None and why it failed.
+
+    For a run that kept ``--backend cupy``'s work on the CPU, the second value says so."""
+    best, note = None, ""
     for _ in range(repeat):
         start = time.perf_counter()
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -83,7 +91,8 @@ def _best(command: list[str], env: dict[str, str], repeat: int) -> tuple[float |
         if done.returncode != 0:
             return None, (done.stderr or done.stdout).strip().splitlines()[-1][:120]
         best = seconds if best is None else min(best, seconds)
-    return best, ""
+        note = "on the CPU" if "computed on the CPU" in done.stderr else ""
+    return best, note
 
 
 def run_cli(quick: bool, gpu: bool, repeat: int) -> None:
@@ -123,17 +132,62 @@ def run_cli(quick: bool, gpu: bool, repeat: int) -> None:
         cells = []
         for backend in ("numpy", "cupy"):
             seconds, why = times.get(backend, (None, "no GPU"))
-            cells.append(f"{seconds:.2f}" if seconds is not None else f"— ({why})")
+            cells.append(f"{seconds:.2f}" + (f" ({why})" if why else "") if seconds is not None else f"— ({why})")
         ratio = (f"{times['cupy'][0] / times['numpy'][0]:.2f}"
                  if "cupy" in times and times["cupy"][0] and times["numpy"][0] else "—")
         print(f"| {label} | {cells[0]} | {cells[1]} | {ratio} |")
     print()
 
 
+CROSSOVER = """
+import sys, time
+import numpy as np
+from qkvquiz.core.resources import bank_dir
+from qkvquiz.spec import load_spec
+from qkvquiz.worksheet import build_worksheet, screening_seconds
+backend, n = sys.argv[1], int(sys.argv[2])
+spec = load_spec(bank_dir() / "all-families.yaml")
+ids = [f"s{i}" for i in range(n)]
+start = time.perf_counter()
+if backend == "cupy":
+    import cupy as xp
+else:
+    xp = np
+build_worksheet(spec, ids, seed=1, xp=xp)
+built = time.perf_counter() - start
+print(f"{built:.3f} {screening_seconds(spec, n) if backend == 'numpy' else 0:.3f}")
+"""
+
+
+def run_crossover(quick: bool, gpu: bool) -> None:
+    print("## Crossover: build_worksheet of all-families, fresh process each, wall seconds\n")
+    sizes = (100, 1000) if quick else (1_000, 10_000, 100_000, 300_000)
+    backends = ["numpy", "cupy"] if gpu else ["numpy"]
+    print("| students | CPU estimate | numpy | cupy (forced) |")
+    print("|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        env = _env(Path(tmp) / "config")
+        for n in sizes:
+            cells, estimate = {}, "—"
+            for backend in backends:
+                done = subprocess.run([sys.executable, "-c", CROSSOVER, backend, str(n)], cwd=ROOT, env=env,
+                                      capture_output=True, text=True)
+                if done.returncode:
+                    cells[backend] = "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1][:80]
+                    continue
+                built, guessed = done.stdout.split()[-2:]
+                cells[backend] = built
+                if backend == "numpy":
+                    estimate = guessed
+            print(f"| {n} | {estimate} | {cells.get('numpy', '—')} | {cells.get('cupy', '— (no GPU)')} |")
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes, to check that the script works")
-    ap.add_argument("--parts", default="tests,engine,cli", help="comma-separated, of: tests, engine, cli")
+    ap.add_argument("--parts", default="tests,engine,cli,crossover",
+                    help="comma-separated, of: tests, engine, cli, crossover")
     ap.add_argument("--repeat", type=int, default=3, help="best of this many runs per command (default 3)")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
@@ -145,6 +199,8 @@ def main() -> None:
         run_engine(args.quick, name is not None)
     if "cli" in parts:
         run_cli(args.quick, name is not None, 1 if args.quick else args.repeat)
+    if "crossover" in parts:
+        run_crossover(args.quick, name is not None)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 import numpy as np
@@ -147,6 +148,30 @@ def solve_item(item: ItemSpec, keys: Sequence[int], *, xp=np, source: str = "<sp
             "(NaN), e.g. 0/0; change the givens or params"
         )
     return Env({name: np.asarray(value, dtype=np.float64) for name, value in env.items()})
+
+
+#: Candidates per item that :func:`screening_seconds` times.
+PROBE = 512
+
+
+def screening_seconds(spec: WorksheetSpec, students: int) -> float:
+    """About how many CPU seconds (NumPy) screening every item's candidates for ``students`` takes.
+
+    That is the work ``xp`` does in :func:`build_worksheet` (the key's final solve is on the host
+    either way). Each item is timed on a probe of :data:`PROBE` candidates drawn for keys no
+    student has, scaled to the class and to the candidates an accepted one costs on average.
+    """
+    total = 0.0
+    probe = min(PROBE, max(1, students))
+    keys = np.arange(1, probe + 1, dtype=np.uint64)
+    for item in spec.items:
+        all_fixed = set(item.family.given_names) <= set(item.fixed)
+        start = perf_counter()
+        found, _givens = _screen(item, keys, 0, 1, all_fixed, np, spec.source)
+        elapsed = perf_counter() - start
+        accepted = max(float(found.mean()), 1 / 64)  # a strict item tries more candidates per student
+        total += elapsed / probe * students / accepted
+    return total
 
 
 def _batch_size(item: ItemSpec, key: np.ndarray, xp, source: str) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
@@ -154,18 +154,26 @@ def _progress(auto_refresh: bool = True):
     )
 
 
-def _xp(backend: str):
-    from ..engine.backend import BackendUnavailable, get_xp
+def _xp(backend: str, cpu_seconds: Callable[[], float]):
+    """The array module for ``--backend``: cupy only where the work pays for a GPU (the CPU otherwise, said).
+
+    ``cpu_seconds`` estimates the command's array work on the CPU; it is asked only for cupy.
+    """
+    from ..engine.backend import BackendUnavailable, place
 
     try:
-        return get_xp(backend)
+        placement = place(backend, cpu_seconds() if backend == "cupy" else 0.0)
     except BackendUnavailable as exc:
         _fail(str(exc))
+    if placement.note is not None:
+        err.print(f"note: {escape(placement.note)}", highlight=False)
+    return placement.xp
 
 
 BackendOpt = Annotated[str, typer.Option(
     help=f"Array backend that computes: {' | '.join(BACKEND_NAMES)} (cupy needs a CUDA GPU and "
-    "pip install 'qkvquiz[gpu]'). Results are identical on either.")]
+    "pip install 'qkvquiz[gpu]'; it uses the GPU only for work large enough to gain from it, and says "
+    "when it kept the work on the CPU). Results are identical on either.")]
 
 
 LangOpt = Annotated[Optional[str], typer.Option(

@@ -148,7 +148,9 @@ def generate(
         if warning is not None:
             err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
             fonts_warned = True
-    xp = _xp(backend)
+    from ..worksheet import screening_seconds
+
+    xp = _xp(backend, lambda: screening_seconds(parsed, len(ids)))
     if len(ids) >= _report_from_students():
         _check_memory(parsed, len(ids), seed)
     try:

@@ -124,7 +124,6 @@ def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool
     lang = _lang(lang)
     if duplicates not in DUPLICATES:
         _fail(f"--duplicates must be one of {', '.join(DUPLICATES)}, not {_shown(duplicates)}")
-    xp = _xp(backend)
     try:
         loaded = load_key(key)  # finishes the switch of a `generate` killed midway (outputs.settle)
     except KeyFileError as exc:
@@ -133,6 +132,10 @@ def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool
     files = [] if collected is not None else _submission_files(submissions)
     if collected is None and not files:
         _fail("no submission files found")
+    from ..grade.workload import grading_seconds
+
+    count = len(files) if collected is None else len(collected.handins)
+    xp = _xp(backend, lambda: grading_seconds(loaded, count))
     with _exit_on_terminate():
         # No refresh thread: the feedback files of a large class are written by a forked worker.
         with _progress(auto_refresh=False) as bar:

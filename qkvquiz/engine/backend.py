@@ -6,6 +6,8 @@ backend; results return to the host with :func:`to_numpy` for keys and rendering
 
 from __future__ import annotations
 
+import importlib.util
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -13,6 +15,15 @@ import numpy as np
 
 BACKENDS = ("numpy", "cupy")
 DTYPE = np.float64
+
+#: CPU seconds of engine work below which ``--backend cupy`` keeps the work on the CPU. A device
+#: pays before its first result: importing CuPy and creating the CUDA context (about a second),
+#: compiling every kernel on its first use (seconds each with a cold kernel cache), and a launch
+#: and a transfer per batch. The one H100 run so far saw 4 to 19 s of such costs end to end
+#: (all-families × 300: 5.5 s against 1.5 s; attention-basics × 10,000: 24.5 s against 5.7 s),
+#: while a class's whole engine work on the CPU is seconds (all-families × 10,000: about 2 s).
+#: Below this the device cannot win; benchmarks/gpu.py measures where it does.
+DEVICE_BREAK_EVEN_S = 20.0
 
 
 class BackendUnavailable(RuntimeError):
@@ -38,6 +49,47 @@ def get_xp(name: str = "numpy") -> ModuleType:
             raise BackendUnavailable(f"backend 'cupy': CUDA is not usable ({exc})") from exc
         return cupy
     raise BackendUnavailable(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+
+
+def cupy_installed() -> bool:
+    """Whether CuPy can be imported, found without importing it (which takes about a second)."""
+    try:
+        return importlib.util.find_spec("cupy") is not None
+    except (ImportError, ValueError):  # a broken or half-removed install
+        return False
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a command's engine work runs, and what to tell the user about that choice."""
+
+    xp: ModuleType
+    note: str | None = None  # set when a GPU was asked for and the CPU kept the work
+
+    @property
+    def on_device(self) -> bool:
+        return self.xp is not np
+
+
+def place(name: str, cpu_seconds: float, *, break_even: float = DEVICE_BREAK_EVEN_S) -> Placement:
+    """The backend for work that takes about ``cpu_seconds`` on the CPU, when ``name`` was asked for.
+
+    ``numpy`` is always the CPU. ``cupy`` is the GPU only where the work is large enough to pay
+    for the device's fixed costs (:data:`DEVICE_BREAK_EVEN_S`); smaller work stays on the CPU,
+    without loading CuPy, and the note says so. Results are the same either way. A missing
+    CuPy is reported whatever the size, so that a machine's setup is never silently wrong.
+    """
+    if name != "cupy" or not cupy_installed():
+        return Placement(get_xp(name))  # numpy; else BackendUnavailable naming the choices or the install
+    if cpu_seconds < break_even:
+        return Placement(np, f"computed on the CPU: its engine work (about {_seconds(cpu_seconds)} on this "
+                             f"CPU) is below what a GPU needs to win (about {_seconds(break_even)}); "
+                             "CuPy was not loaded")
+    return Placement(get_xp("cupy"))
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2g} s" if value < 10 else f"{value:.0f} s"
 
 
 def to_numpy(x: Any) -> np.ndarray:

@@ -1,0 +1,138 @@
+"""Where `--backend cupy` runs its work: on a GPU only where the work pays for the device.
+
+A device costs seconds before its first result (CuPy's import, the CUDA context, each kernel's
+first compilation), while a class's engine work on the CPU is often a fraction of a second. So the
+command estimates its CPU work, keeps small work on the CPU without loading CuPy and says so, and
+hands large work to the device. A stand-in CuPy (NumPy under CuPy's name, counting its calls)
+shows which way the work went on any machine; CUDA machines run the real thing in test_gpu.py.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import json
+import sys
+import types
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from qkvquiz.cli import app
+from qkvquiz.engine import backend
+from qkvquiz.engine.backend import BackendUnavailable, place
+from qkvquiz.grade.workload import grading_seconds
+from qkvquiz.key import load_key
+from qkvquiz.core.resources import bank_dir
+from qkvquiz.spec import load_spec
+from qkvquiz.worksheet import screening_seconds
+
+runner = CliRunner()
+
+
+class StandIn(types.ModuleType):
+    """NumPy posing as an installed CuPy with one CUDA device, counting the functions asked of it."""
+
+    def __init__(self) -> None:
+        super().__init__("cupy")
+        self.__spec__ = importlib.machinery.ModuleSpec("cupy", None)
+        self.calls = 0
+        self.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(
+            getDeviceCount=lambda: 1, CUDARuntimeError=RuntimeError))
+
+    def __getattr__(self, name: str):
+        self.calls += 1
+        return getattr(np, name)
+
+
+@pytest.fixture
+def cupy(monkeypatch) -> StandIn:
+    stand_in = StandIn()
+    monkeypatch.setitem(sys.modules, "cupy", stand_in)
+    return stand_in
+
+
+# ------------------------------------------------------------------------ the choice
+
+
+def test_numpy_is_the_cpu_whatever_the_size():
+    placement = place("numpy", 1e9)
+    assert placement.xp is np and placement.note is None and not placement.on_device
+
+
+def test_small_work_stays_on_the_cpu_and_says_why(cupy):
+    placement = place("cupy", 0.3, break_even=20)
+    assert placement.xp is np and not placement.on_device
+    assert "computed on the CPU" in placement.note and "0.3 s" in placement.note and "20 s" in placement.note
+    assert cupy.calls == 0  # nothing was asked of CuPy
+
+
+def test_large_work_goes_to_the_device(cupy):
+    placement = place("cupy", 25.0, break_even=20)
+    assert placement.xp is cupy and placement.on_device and placement.note is None
+
+
+def test_a_missing_cupy_is_reported_however_small_the_work(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    with pytest.raises(BackendUnavailable, match=r"pip install 'qkvquiz\[gpu\]'"):
+        place("cupy", 0.0)
+    with pytest.raises(BackendUnavailable, match="numpy, cupy"):
+        place("jax", 0.0)
+
+
+# --------------------------------------------------------------------- the estimates
+
+
+def test_the_screening_estimate_grows_with_the_class():
+    spec = load_spec(bank_dir() / "all-families.yaml")
+    small, large = screening_seconds(spec, 100), screening_seconds(spec, 100_000)
+    assert 0 < small < large
+    assert large / small > 100  # linear in the class once past the probe (noise aside)
+
+
+def test_the_grading_estimate_grows_with_the_submissions(tmp_path):
+    assert runner.invoke(app, ["generate", "backprop", "-n", "3", "-o", str(tmp_path / "s")]).exit_code == 0
+    key = load_key(tmp_path / "s" / "key.json")
+    assert grading_seconds(key, 0) == 0.0
+    small, large = grading_seconds(key, 10), grading_seconds(key, 100_000)
+    assert 0 < small < large
+
+
+# ------------------------------------------------------------------------- commands
+
+
+def _set(tmp_path, name: str, *extra: str):
+    result = runner.invoke(app, ["generate", "attention-basics", "-n", "4", "-o", str(tmp_path / name),
+                                 "--seed", "3", *extra])
+    assert result.exit_code == 0, result.output
+    return result, json.loads((tmp_path / name / "key.json").read_text(encoding="utf-8"))
+
+
+def test_generate_keeps_a_small_class_on_the_cpu_and_says_so(tmp_path, cupy):
+    result, doc = _set(tmp_path, "gpu", "--backend", "cupy")
+    assert "computed on the CPU" in result.stderr
+    assert cupy.calls == 0
+    assert doc == _set(tmp_path, "cpu")[1]
+
+
+def test_generate_hands_large_work_to_the_device(tmp_path, cupy, monkeypatch):
+    monkeypatch.setattr(backend.place, "__kwdefaults__", {"break_even": 0.0})
+    result, doc = _set(tmp_path, "gpu", "--backend", "cupy")
+    assert "computed on the CPU" not in result.stderr
+    assert cupy.calls > 0  # the candidates were screened on the device
+    assert doc == _set(tmp_path, "cpu")[1]  # and the key is the same
+
+
+def test_grade_weighs_its_own_work(tmp_path, cupy, monkeypatch):
+    _set(tmp_path, "s")
+    doc = json.loads((tmp_path / "s" / "key.json").read_text(encoding="utf-8"))
+    sub = tmp_path / "s01.json"
+    sub.write_text(json.dumps({"student": doc["students"][0]["student"],
+                               "answers": doc["students"][0]["answers"]}), encoding="utf-8")
+    key = str(tmp_path / "s" / "key.json")
+    small = runner.invoke(app, ["grade", key, str(sub), "-o", str(tmp_path / "g1"), "--backend", "cupy"])
+    assert small.exit_code == 0 and "computed on the CPU" in small.stderr and cupy.calls == 0
+    monkeypatch.setattr(backend.place, "__kwdefaults__", {"break_even": 0.0})
+    large = runner.invoke(app, ["grade", key, str(sub), "-o", str(tmp_path / "g2"), "--backend", "cupy"])
+    assert large.exit_code == 0 and "computed on the CPU" not in large.stderr and cupy.calls > 0
+    assert ((tmp_path / "g1" / "results.json").read_bytes() == (tmp_path / "g2" / "results.json").read_bytes())
