@@ -27,9 +27,7 @@ import dataclasses
 import functools
 import gc
 import importlib.util
-import os
 import pickle
-import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +38,7 @@ import numpy as np
 
 from .core.i18n import check_lang, using
 from .core.outputs import OutputSet, owned_present, write_set
-from .core.workers import start_worker
+from .core.pool import Pool, cores, fork_context
 from .files import safe_name
 from .key import Dumped, dumped, dumps, key_text
 from .render.markdown import (
@@ -297,9 +295,10 @@ def _render_students(
     """
     global _JOB
     n = len(job.ws.students)
-    count = min(workers or _default_workers(), max(1, n // _STUDENTS_PER_CHUNK))
-    context = _fork_context()
-    if count <= 1 or n < POOL_MIN_STUDENTS or job.templates is not None or context is None:
+    count = min(workers or cores(), max(1, n // _STUDENTS_PER_CHUNK))
+    # Where there is no fork (macOS' default, Windows) the class renders in this process: a
+    # forked worker starts at once with the solved worksheet in its memory.
+    if count <= 1 or n < POOL_MIN_STUDENTS or job.templates is not None or fork_context() is None:
         rendered = job.write(range(n), progress)
         key_md(rendered)
         return rendered, meanwhile()
@@ -310,8 +309,8 @@ def _render_students(
     worksheet_markdown(job.ws, 0)
     _JOB = job
     try:
-        with context.Pool(count, initializer=_init_worker, initargs=(os.getpid(),)) as pool:
-            results = pool.imap(_write_chunk, chunks)
+        with Pool(count, initializer=_init_worker) as pool:
+            results = pool.ordered([pool.submit(_write_chunk, chunk) for chunk in chunks])
             # The workers are forked; this process's own work runs beside them in a thread, so
             # that the progress bar moves as their students come back.
             extra = _Beside(meanwhile)
@@ -438,25 +437,8 @@ def _read_chunk(files: OutputSet, path: str) -> list[dict[str, list[str]]]:
     return pickle.loads(files.take_scratch(path))
 
 
-def _default_workers() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
-
-
-def _fork_context() -> Any:
-    # fork starts a worker at once with the solved worksheet in its memory; where there is no
-    # fork (macOS' default, Windows) the class renders in this process.
-    if not sys.platform.startswith("linux"):
-        return None
-    import multiprocessing
-
-    return multiprocessing.get_context("fork")
-
-
-def _init_worker(parent: int) -> None:
-    # Dies with the run, SIGTERM ends it, Ctrl-C is the parent's (qkvquiz.core.workers).
-    start_worker(parent)
+def _init_worker() -> None:
+    # (The pool has made it die with the run, SIGTERM end it, and Ctrl-C the parent's.)
     # Everything made so far (the solved worksheet, the compiled templates) lives as long as the
     # worker: out of the garbage collector's sight, without a collection first (a full pass over
     # the inherited heap cost each worker 20 ms, a tenth of a small class's rendering, and wrote

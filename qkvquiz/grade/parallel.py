@@ -14,28 +14,18 @@ reaped. Elsewhere (one core, macOS, Windows, a small class) the same work runs i
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from ..core.workers import kill_pool, start_worker
+from ..core.pool import Pool, cores
 
 FORK_FROM = 1_000  # students: below this one process is quicker than starting a pool
 
 # What the workers of the current pool work on, set before they are forked (read, never sent).
 _work: tuple[Callable[[Sequence[Any]], Any], Sequence[Any]] | None = None
-
-
-def cores() -> int:
-    """The cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
 
 
 def forking(items: int) -> bool:
@@ -64,21 +54,15 @@ def chunks_in_workers(fn: Callable[[Sequence[Any]], Any], items: Sequence[Any], 
     """
     global _work
     bounds = [(lo, min(lo + chunk, len(items))) for lo in range(0, len(items), chunk)]
-    n = max(1, min(workers or cores(), len(bounds)))
     _work = (fn, items)
-    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"),
-                               initializer=start_worker, initargs=(os.getpid(),))
     try:
-        futures: dict[Future[Any], tuple[int, int]] = {pool.submit(_run, lo, hi): (lo, hi) for lo, hi in bounds}
+        with Pool(max(1, min(workers or cores(), len(bounds)))) as pool:
+            tasks = [pool.submit(_run, lo, hi) for lo, hi in bounds]
 
-        def results() -> Iterator[tuple[int, int, Any]]:
-            for future, (lo, hi) in futures.items():  # in the order of the items
-                yield lo, hi, future.result()
+            def results() -> Iterator[tuple[int, int, Any]]:
+                for (lo, hi), value in zip(bounds, pool.ordered(tasks)):
+                    yield lo, hi, value
 
-        yield results
-    except BaseException:
-        kill_pool(pool)
-        raise
+            yield results
     finally:
         _work = None
-    pool.shutdown(wait=True)

@@ -18,12 +18,9 @@ from __future__ import annotations
 import ctypes.util
 import gc
 import logging
-import multiprocessing
 import os
 import re
-import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -31,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from qkvquiz.core.workers import kill_pool, start_worker
+from qkvquiz.core.pool import Pool, cores
 from qkvquiz.render.fonts import warn_if_no_cjk_font
 from qkvquiz.render.page import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
 
@@ -385,8 +382,7 @@ _worker_image_cache: dict[str, Any] = {}
 _GC_THRESHOLD = (50_000, 20, 100)
 
 
-def _init_worker(page_size: str, parent: int | None = None) -> None:
-    start_worker(parent)
+def _init_worker(page_size: str) -> None:
     _worker_image_cache.clear()
     weasyprint_module()
     _page_size_css(page_size)
@@ -418,20 +414,6 @@ def _render_job(html: Html, target: str, page_size: str) -> PdfResult:
     except Exception as exc:
         # Exceptions from WeasyPrint may not pickle; send a plain message home.
         raise PdfRenderError(f"{target}: {type(exc).__name__}: {exc}") from None
-
-
-def _default_workers() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
-
-
-def _pool_context() -> Any:
-    # fork starts a worker in milliseconds with WeasyPrint already imported; elsewhere
-    # (macOS, Windows) the platform default is the safe choice.
-    if sys.platform.startswith("linux"):
-        return multiprocessing.get_context("fork")
-    return None
 
 
 def _size(html: JobHtml) -> int:
@@ -567,7 +549,7 @@ def render_pdfs(
     for html, _ in jobs_:
         if not isinstance(html, Deferred):
             watch.check(html)
-    n_workers = min(workers or _default_workers(), total)
+    n_workers = min(workers or cores(), total)
     results: list[PdfResult | None] = [None] * len(jobs_)
 
     if n_workers <= 1 or total < POOL_MIN_JOBS:
@@ -586,64 +568,28 @@ def render_pdfs(
                 advance(_size(html))
     else:
         order = sorted(range(len(jobs_)), key=lambda i: _weight(jobs_[i][0]), reverse=True)
-        pool = ProcessPoolExecutor(
-            max_workers=n_workers,
-            mp_context=_pool_context(),
-            initializer=_init_worker,
-            initargs=(page_size, os.getpid()),
-        )
-        try:
-            with ExitStack() as stack:
-                running = _Running(results)
-                for i in order:
-                    html = _built(jobs_[i][0], watch)
-                    running.add(pool.submit(_render_job, html, str(jobs_[i][1]), page_size), i, _size(html))
-                    if running.advance is None:
-                        # The pool's workers are forked at the first submit (fork starts them
-                        # all at once): only now may the progress bar start its refresh thread,
-                        # as a fork should not copy a live thread.
-                        running.advance = stack.enter_context(_progress_bar(progress, total))
-                    running.collect(block=False)
-                while running.pending:
-                    running.collect(block=True)
-        except BaseException:
-            # An error, Ctrl-C or SIGTERM (SystemExit): the jobs still running are of no use, and
-            # shutdown(wait=True) would wait for them (seconds each). Kill them and reap them.
-            kill_pool(pool)
-            raise
-        pool.shutdown(wait=True)
+        # Forked on Linux: a worker starts in milliseconds with WeasyPrint imported and the
+        # stylesheets parsed; elsewhere (macOS, Windows) the platform's default start method.
+        with Pool(n_workers, initializer=_init_worker, initargs=(page_size,)) as pool, ExitStack() as stack:
+            # The workers are forked now: only from here may the progress bar start its
+            # refresh thread, as a fork should not copy a live thread.
+            advance = stack.enter_context(_progress_bar(progress, total))
+            handed: dict[int, tuple[int, int]] = {}  # task -> (job index, documents)
+
+            def collect(block: bool) -> None:
+                for task, result in pool.completed(block=block):
+                    index, documents = handed.pop(task)
+                    results[index] = result
+                    advance(documents)
+
+            for i in order:
+                html = _built(jobs_[i][0], watch)
+                handed[pool.submit(_render_job, html, str(jobs_[i][1]), page_size)] = (i, _size(html))
+                collect(block=False)
+            collect(block=True)
 
     final = [r for r in results if r is not None]
     for result in final:
         for message in result.warnings:
             _log.warning("%s: %s", result.path, message)
     return final
-
-
-class _Running:
-    """The pool's jobs handed out and not yet collected: each result is put in its place in
-    ``results`` and counted on the progress bar as it comes; a job's error is raised."""
-
-    def __init__(self, results: list[PdfResult | None]) -> None:
-        self.results = results
-        self.jobs: dict[Future[PdfResult], tuple[int, int]] = {}  # future -> (job index, documents)
-        self.pending: set[Future[PdfResult]] = set()
-        self.advance: Callable[[int], None] | None = None
-
-    def add(self, future: Future[PdfResult], index: int, documents: int) -> None:
-        self.jobs[future] = (index, documents)
-        self.pending.add(future)
-
-    def collect(self, *, block: bool) -> None:
-        """The jobs finished by now (with ``block``, at least one): results in place, counted."""
-        if not self.pending:
-            return
-        done, self.pending = wait(self.pending, timeout=None if block else 0, return_when=FIRST_COMPLETED)
-        for future in done:
-            error = future.exception()
-            if error is not None:
-                raise error
-            index, documents = self.jobs.pop(future)
-            self.results[index] = future.result()
-            if self.advance is not None:
-                self.advance(documents)

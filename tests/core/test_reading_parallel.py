@@ -111,36 +111,3 @@ def test_read_submissions_in_workers_gives_the_files_in_order(tmp_path, monkeypa
     assert [(s.source, s.student, dict(s.answers), s.mtime) for s in many[0]] == [
         (s.source, s.student, dict(s.answers), s.mtime) for s in one[0]]
     assert [(p.source, p.message) for p in many[1]] == [(p.source, p.message) for p in one[1]]
-
-
-HALF_A_RESULT = r"""
-import multiprocessing, os, struct, sys, time
-from concurrent.futures import ProcessPoolExecutor
-from qkvquiz.core.workers import kill_pool
-
-def slow(x):
-    time.sleep(0.3)
-    return x
-
-pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork"))
-futures = [pool.submit(slow, i) for i in range(4)]
-time.sleep(0.05)
-# What a worker killed between the two writes of a result over 16 KiB leaves in the pipe:
-# a header promising 100,000 bytes, and ten of them.
-os.write(pool._result_queue._writer.fileno(), struct.pack("!i", 100_000) + b"x" * 10)
-time.sleep(0.1)
-kill_pool(pool)
-print("stopped")
-"""
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a forked pool")
-def test_a_pool_killed_with_half_a_result_in_its_pipe_lets_the_process_end(tmp_path):
-    # The pool's own thread waited for the rest of the message forever, and the interpreter
-    # waited for that thread at exit: a grade or PDF run stopped by an error or Ctrl-C hung.
-    import subprocess
-
-    script = tmp_path / "half.py"
-    script.write_text(HALF_A_RESULT)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and done.stdout.strip() == "stopped", done.stderr
