@@ -40,9 +40,9 @@ sys.path.insert(0, str(ROOT))
 from qkvquiz.engine import delta  # noqa: E402
 from qkvquiz.engine.attention import attention, attention_backward  # noqa: E402
 from qkvquiz.engine.backend import BackendUnavailable, get_xp, to_numpy  # noqa: E402
-from qkvquiz.engine.batching import DEFAULT_CHUNK, batched  # noqa: E402
-from qkvquiz.engine.fused import causal_attention_fwd_bwd, default_workers  # noqa: E402
-from qkvquiz.engine.fused_delta import delta_chunk_fwd_bwd  # noqa: E402
+from benchmarks.kernels.batching import DEFAULT_CHUNK, batched  # noqa: E402
+from benchmarks.kernels.fused import causal_attention_fwd_bwd, default_workers  # noqa: E402
+from benchmarks.kernels.fused_delta import delta_chunk_fwd_bwd  # noqa: E402
 from qkvquiz.engine.masks import causal_allowed  # noqa: E402
 
 N_TOK, D = 4, 4

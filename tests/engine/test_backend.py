@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from qkvquiz import worksheet
 from qkvquiz.cli import app
 from qkvquiz.engine.backend import BackendUnavailable, get_xp, to_numpy
-from qkvquiz.engine.batching import batched, chunk_slices
+from benchmarks.kernels.batching import batched, chunk_slices
 from qkvquiz.core.submissions import Submission
 from qkvquiz.grade.grader import grade
 from qkvquiz.key import key_from_json, key_to_json

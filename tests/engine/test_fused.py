@@ -18,9 +18,9 @@ import pytest
 
 from qkvquiz.engine import delta
 from qkvquiz.engine.attention import attention, attention_backward
-from qkvquiz.engine.fused import INSTANCE_SOURCE, causal_attention_fwd_bwd, sized_source
-from qkvquiz.engine.fused_delta import INSTANCE_SOURCE as DELTA_INSTANCE_SOURCE
-from qkvquiz.engine.fused_delta import delta_chunk_fwd_bwd
+from benchmarks.kernels.fused import INSTANCE_SOURCE, causal_attention_fwd_bwd, sized_source
+from benchmarks.kernels.fused_delta import INSTANCE_SOURCE as DELTA_INSTANCE_SOURCE
+from benchmarks.kernels.fused_delta import delta_chunk_fwd_bwd
 from qkvquiz.engine.masks import causal_allowed
 
 TOL = 1e-12

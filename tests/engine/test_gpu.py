@@ -14,9 +14,9 @@ import pytest
 from qkvquiz.engine import attention as att
 from qkvquiz.engine import delta, layernorm, multihead, projection
 from qkvquiz.engine.backend import BackendUnavailable, get_xp, to_numpy
-from qkvquiz.engine.batching import batched
-from qkvquiz.engine.fused import causal_attention_fwd_bwd
-from qkvquiz.engine.fused_delta import delta_chunk_fwd_bwd
+from benchmarks.kernels.batching import batched
+from benchmarks.kernels.fused import causal_attention_fwd_bwd
+from benchmarks.kernels.fused_delta import delta_chunk_fwd_bwd
 from qkvquiz.engine.masks import causal_allowed, padding_allowed
 from qkvquiz.families import REGISTRY
 from qkvquiz.core.seeding import Draw

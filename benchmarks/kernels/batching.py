@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from .backend import to_numpy
+from qkvquiz.engine.backend import to_numpy
 
 Array = Any
 

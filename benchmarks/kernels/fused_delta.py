@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from . import delta
-from .backend import swap
+from qkvquiz.engine import delta
+from qkvquiz.engine.backend import swap
 from .batching import Workspace, chunk_slices, thread_workspace
 from .fused import CUDA_BLOCK, _flat_batch, _pool, sized_source
 

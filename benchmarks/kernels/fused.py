@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from .attention import attention, attention_backward
-from .backend import swap
+from qkvquiz.engine.attention import attention, attention_backward
+from qkvquiz.engine.backend import swap
 from .batching import Workspace, chunk_slices, thread_workspace
-from .masks import causal_allowed
+from qkvquiz.engine.masks import causal_allowed
 
 Array = Any
 
