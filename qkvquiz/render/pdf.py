@@ -18,7 +18,6 @@ from __future__ import annotations
 import ctypes.util
 import gc
 import logging
-import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -28,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from qkvquiz.core.outputs import write_file
 from qkvquiz.core.pool import Pool, cores
 from qkvquiz.render.fonts import warn_if_no_cjk_font
 from qkvquiz.render.page import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
@@ -288,17 +288,6 @@ def _stylesheets(html: str, page_size: str) -> tuple[str, list[Any]]:
     return _short_picture_urls(html), sheets
 
 
-def _replace_atomically(target: Path, write: Any) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def layout(html: str, *, page_size: str = "A4", **options: Any) -> Any:
     """One HTML document laid out by WeasyPrint (a ``Document``), in the shipped fonts."""
     source, sheets = _stylesheets(html, page_size)
@@ -363,7 +352,8 @@ def render_pdf(
             else rendered[0].copy([page for part in rendered for page in part.pages])
         )
         pages = len(document.pages)
-        _replace_atomically(target, document.write_pdf)
+        # One writer for every file the package makes: a temporary file beside it, renamed.
+        write_file(target, document.write_pdf())
         # A finished Document is a large object graph; keeping it alive made every later
         # render slower (the garbage collector kept walking it), so drop it now.
         del document, rendered

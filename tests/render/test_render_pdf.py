@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.abc
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from qkvquiz.core.outputs import OutputError
 from qkvquiz.render import pdf as render_pdf_module
 from qkvquiz.render.boxes import answer_grid_html, header_html
 from qkvquiz.render.html import markdown_to_html
@@ -177,16 +179,16 @@ def test_pool_failure_names_the_document(tmp_path: Path) -> None:
         render_pdfs(jobs, workers=2, progress=False)
 
 
-def test_a_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
+def test_a_failed_write_keeps_the_old_file(tmp_path: Path, monkeypatch) -> None:
     target = tmp_path / "out.pdf"
     target.write_bytes(b"old")
 
-    def write(path: Path) -> None:
-        path.write_bytes(b"half a pdf")
-        raise RuntimeError("disk full")
+    def full_disk(fd: int) -> None:
+        raise OSError(28, "No space left on device")
 
-    with pytest.raises(RuntimeError, match="disk full"):
-        render_pdf_module._replace_atomically(target, write)
+    monkeypatch.setattr(os, "fsync", full_disk)  # the new file is written, then cannot be made durable
+    with pytest.raises(OutputError, match="out.pdf.*No space left"):
+        render_pdf(document("new"), target)
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.pdf"]
 
