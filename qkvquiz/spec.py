@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from .core.i18n import DEFAULT_LANG, UnknownLanguage, check_lang
-from .core.inputs import MAX_SPEC_BYTES, InputError, read_yaml, shown_path
+from .core.bounded_yaml import read_yaml
+from .core.inputs import MAX_SPEC_BYTES, InputError, shown_path
 from .core.ragged import pad_nested
 from .core.tolerance import TOLERANCE_DEFAULT, Tolerance
 from .families import REGISTRY, Family, Params, get_family

@@ -45,7 +45,8 @@ def show(
 ) -> None:
     """Print one sample problem of a family with its worked solution."""
     from ..core.i18n import using
-    from ..core.inputs import InputError, load_yaml
+    from ..core.bounded_yaml import load_yaml
+    from ..core.inputs import InputError
     from ..families import get_family
     from ..render.markdown import render_items
     from ..spec import SpecError, parse_spec

@@ -34,11 +34,12 @@ def _submission_files(paths: list[Path]) -> list[Path]:
 
     Skipped in folders: the key and reports, hidden files and folders (``.DS_Store``,
     ``__MACOSX/._x.json`` from unpacked archives); a file named twice is graded once. Folders
-    are walked by :func:`qkvquiz.core.inputs.walk_json_files`: links to folders and links out of
+    are walked by :func:`qkvquiz.core.folders.walk_json_files`: links to folders and links out of
     the folder are not followed (each is noted), and a folder named on the command line must
     not itself be a link (it could lead anywhere, ``/`` included).
     """
-    from ..core.inputs import InputError, walk_json_files
+    from ..core.folders import walk_json_files
+    from ..core.inputs import InputError
 
     files: list[Path] = []
     for p in paths:

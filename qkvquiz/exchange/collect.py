@@ -32,15 +32,10 @@ from typing import Any
 import numpy as np
 
 from ..core.i18n import N_, _, using
-from ..core.inputs import (
-    InputError,
-    decode_text,
-    load_yaml,
-    read_bytes,
-    read_zip,
-    shown_path,
-    walk_json_files,
-)
+from ..core.bounded_yaml import load_yaml
+from ..core.folders import walk_json_files
+from ..core.inputs import InputError, decode_text, read_bytes, shown_path
+from ..core.zips import read_zip
 from ..core.submissions import Submission, submission_from_bytes
 from ..grade.choose import unknown_student_message
 from ..grade.grader import grade

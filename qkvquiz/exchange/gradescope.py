@@ -547,7 +547,8 @@ def run(source: Path, root: Path) -> dict[str, Any]:
 
 
 def _run(source: Path, root: Path, cfg: dict[str, Any], key: Any) -> dict[str, Any]:
-    from ..core.inputs import InputError, walk_json_files
+    from ..core.folders import walk_json_files
+    from ..core.inputs import InputError
     from ..grade.grader import grade, read_submissions
     from ..roster import read_roster_entries
 

@@ -19,15 +19,9 @@ from typer.testing import CliRunner
 
 from qkvquiz.cli import app
 from qkvquiz.core.submissions import MAX_NESTING, MAX_SUBMISSION_BYTES, read_submission, submission_from_bytes
-from qkvquiz.core.inputs import (
-    MAX_STUDENTS,
-    MAX_YAML_DEPTH,
-    InputError,
-    json_nesting,
-    load_yaml,
-    read_bytes,
-    walk_json_files,
-)
+from qkvquiz.core.bounded_yaml import MAX_YAML_DEPTH, load_yaml
+from qkvquiz.core.folders import walk_json_files
+from qkvquiz.core.inputs import MAX_STUDENTS, InputError, json_nesting, read_bytes
 from qkvquiz.key import KeyFileError, load_key
 from qkvquiz.core.secret import SecretError, read_secret
 from qkvquiz.spec import SpecError, load_spec
@@ -361,19 +355,19 @@ def test_a_link_loop_among_submissions_is_reported_not_a_crash(tmp_path):
 
 
 def test_a_walk_that_meets_too_many_entries_stops_with_a_message(tmp_path, monkeypatch):
-    import qkvquiz.core.inputs as inputs
+    import qkvquiz.core.folders as folders
 
     for i in range(30):
         (tmp_path / f"{i}.json").write_text("{}", encoding="utf-8")
-    monkeypatch.setattr(inputs, "MAX_WALK_ENTRIES", 20)
+    monkeypatch.setattr(folders, "MAX_WALK_ENTRIES", 20)
     with pytest.raises(InputError, match="more than 20 files and folders"):
         walk_json_files(tmp_path)
 
 
 def test_a_walk_is_bounded_in_depth(tmp_path, monkeypatch):
-    import qkvquiz.core.inputs as inputs
+    import qkvquiz.core.folders as folders
 
-    monkeypatch.setattr(inputs, "MAX_WALK_DEPTH", 3)
+    monkeypatch.setattr(folders, "MAX_WALK_DEPTH", 3)
     deep = tmp_path.joinpath(*"abcde")
     deep.mkdir(parents=True)
     with pytest.raises(InputError, match="nested more than 3 deep"):

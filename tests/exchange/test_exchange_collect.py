@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from qkvquiz.cli import app
 from qkvquiz.exchange.collect import LATE_FLAG, MISMATCH_FLAG, grade_download
 from qkvquiz.exchange.lms_names import detect, parse_canvas, parse_moodle
-from qkvquiz.core.inputs import MAX_ZIP_MEMBER_BYTES, InputError, read_zip
+from qkvquiz.core.inputs import InputError
+from qkvquiz.core.zips import MAX_ZIP_MEMBER_BYTES, read_zip
 from qkvquiz.roster import read_roster_entries
 
 from ..helpers import make_key

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from qkvquiz.exchange.collect import LATE_FLAG, MISMATCH_FLAG, collect, grade_download
-from qkvquiz.core.inputs import read_zip
+from qkvquiz.core.zips import read_zip
 from qkvquiz.roster import read_roster_entries
 
 from ..helpers import make_key
