@@ -243,8 +243,8 @@ def test_the_forms_pictures_of_math_are_drawn_at_its_text_size(monkeypatch) -> N
     from qkvquiz.core.resources import bank_dir
 
     drawn: list[float] = []
-    real = render_math._svg_math_html
-    monkeypatch.setattr(render_math, "_svg_math_html",
+    real = render_math.svg_math_html
+    monkeypatch.setattr(render_math, "svg_math_html",
                         lambda latex, display, font_size_pt: drawn.append(font_size_pt) or real(latex, display, font_size_pt))
     render_math.clear_math_cache()
     try:

@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 import pytest
 
 from qkvquiz.render import boxes as render_boxes
-from qkvquiz.render import math_html as render_math
+from qkvquiz.render import svg_math
 from qkvquiz.render import page as render_page
 from qkvquiz.render.boxes import answer_grid_html, header_html
 from qkvquiz.render.html import markdown_body_html, markdown_to_html
@@ -243,17 +243,17 @@ def test_invisible_text_reads_as_plain_unicode_math() -> None:
 
 
 def test_mathml_fixes_signs_symbols_and_matrix_spacing() -> None:
-    root = render_math._mathml(r"(-\infty) = -1 + \nabla_Q x", display=False)
+    root = svg_math._mathml(r"(-\infty) = -1 + \nabla_Q x", display=False)
     minus_forms = [el.get("form") for el in root.iter("mo") if el.text == MINUS]
     assert minus_forms == ["prefix", "prefix"]  # after "(" and after "="
     assert {el.text for el in root.iter("mi")} >= {"\u221e", "\u2207"}
     assert not [el for el in root.iter("mo") if el.text in ("\u221e", "\u2207")]
-    table = render_math._mathml(r"\begin{bmatrix} a & b \end{bmatrix}", display=True)
-    assert next(table.iter("mtable")).get("columnspacing") == render_math.MATRIX_COLUMN_SPACING
+    table = svg_math._mathml(r"\begin{bmatrix} a & b \end{bmatrix}", display=True)
+    assert next(table.iter("mtable")).get("columnspacing") == svg_math.MATRIX_COLUMN_SPACING
 
 
 def test_a_binary_minus_keeps_its_spacing() -> None:
-    root = render_math._mathml(r"a - b", display=False)
+    root = svg_math._mathml(r"a - b", display=False)
     assert [el.get("form") for el in root.iter("mo")] == [None]
 
 
