@@ -43,24 +43,24 @@ PHASES = ("parse", "layout", "pdf write")
 def class_documents(students: int) -> tuple[list[str], list[str]]:
     """The worksheets and keys ``generate`` would render for ``students`` students."""
     from qkvquiz import generate
-    from qkvquiz.render import pdf
+    from qkvquiz.render import pdf_batch
     from qkvquiz.spec import parse_spec
 
     captured: list[tuple[str, str]] = []
 
     def capture(jobs, **_options):  # the pool's jobs, not rendered
-        captured.extend((html.build() if isinstance(html, pdf.Deferred) else html, str(target)) for html, target in jobs)
+        captured.extend((html.build() if isinstance(html, pdf_batch.Deferred) else html, str(target)) for html, target in jobs)
         return []
 
-    real = pdf.render_pdfs
-    pdf.render_pdfs = capture
+    real = pdf_batch.render_pdfs
+    pdf_batch.render_pdfs = capture
     try:
         with tempfile.TemporaryDirectory() as tmp:
             ids = [f"S{20250000 + i}" for i in range(students)]
             generate.generate_set(parse_spec(ONE_PAGE_SPEC), ids, Path(tmp) / "set", seed="bench",
                                   formats="md,pdf", force=True)
     finally:
-        pdf.render_pdfs = real
+        pdf_batch.render_pdfs = real
     sheets = [html for html, target in captured if target.endswith("worksheet.pdf")]
     keys = [html for html, target in captured if not target.endswith("worksheet.pdf")]
     return sheets, keys
@@ -68,14 +68,14 @@ def class_documents(students: int) -> tuple[list[str], list[str]]:
 
 def render_one(html: str, target: Path, spent: dict[str, float]) -> float:
     """Render one document as a worker does; return its CPU seconds (phases into ``spent``)."""
-    from qkvquiz.render import pdf
+    from qkvquiz.render import pdf, pdf_batch
 
     weasyprint = pdf.weasyprint_module()
     start = time.process_time()
     source, sheets = pdf._stylesheets(html, "A4")
     parsed = weasyprint.HTML(string=source, url_fetcher=pdf.url_fetcher())
     parsing = time.process_time()
-    document = parsed.render(stylesheets=sheets, font_config=pdf.font_config(), cache=pdf._worker_image_cache)
+    document = parsed.render(stylesheets=sheets, font_config=pdf.font_config(), cache=pdf_batch._worker_image_cache)
     writing = time.process_time()
     document.write_pdf(target)
     done = time.process_time()
@@ -92,10 +92,10 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile one round; print the top 30 cumulative")
     args = parser.parse_args()
 
-    from qkvquiz.render import pdf
+    from qkvquiz.render import pdf_batch
 
     sheets, keys = class_documents(args.students + 1)
-    pdf._init_worker("A4")
+    pdf_batch._init_worker("A4")
     spent: dict[str, float] = defaultdict(float)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)

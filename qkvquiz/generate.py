@@ -58,6 +58,7 @@ PAGE_SIZE_DEFAULT = "A4"
 # those pages printed by qkvquiz.render.pdf (WeasyPrint, a process pool), where installed.
 _HTML_MODULE = "qkvquiz.render.html"
 _PDF_MODULE = "qkvquiz.render.pdf"
+_PDF_BATCH_MODULE = "qkvquiz.render.pdf_batch"
 
 #: The top-level entries ``generate`` owns in its folder, and whether each is private (holds
 #: answers: 0600 files, 0700 folders). A new set replaces all of them, so a key.pdf or a
@@ -478,11 +479,12 @@ def _write_pdfs(
     Separate files render in parallel; a combined file is laid out by one worker, so the
     combined files are on request (they are the long pole for a large class). The workers
     write into the set's staging folder only, and end with this run (see render_pdfs). With the
-    bundled templates each document is built when the pool takes its job (pdf.Deferred), so the
+    bundled templates each document is built when the pool takes its job (pdf_batch.Deferred), so the
     workers start at once; a document that two files print (a worksheet in class.pdf, a key in
     key.pdf) is built once.
     """
     pdf = importlib.import_module(_PDF_MODULE)
+    pdf_batch = importlib.import_module(_PDF_BATCH_MODULE)
     from .render.documents import (
         key_cover_document,
         key_student_document,
@@ -509,7 +511,7 @@ def _write_pdfs(
         # A user's templates render in a worker that this process forks when it needs one
         # (again, if the last one was stopped): their documents are built before the pool's
         # threads start, since a fork should not copy a live thread.
-        return pdf.Deferred(build, documents) if templates is None else build()
+        return pdf_batch.Deferred(build, documents) if templates is None else build()
 
     # The keys first: they take longer to render than the worksheets, and the longest jobs
     # go first so that no worker waits long for the others at the end.
@@ -525,7 +527,7 @@ def _write_pdfs(
             (later(lambda: [sheet(i) for i in students], len(students)), files.path("class.pdf")),
         ]
     try:
-        pdf.render_pdfs(jobs, page_size=page_size, workers=workers,
+        pdf_batch.render_pdfs(jobs, page_size=page_size, workers=workers,
                         progress=_per_student(progress, len(ws.students)) if progress is not None else False)
     except pdf.PdfUnavailable as exc:
         raise ValueError(str(exc)) from exc

@@ -18,7 +18,7 @@ An answer area is drawn from the part's id, shape and symbol alone, never from a
 so a student's pages show nothing that the Markdown worksheet does not.
 
 A PDF of several students (the key, the class printout) is a list of documents, one per
-student, that :func:`qkvquiz.render.pdf.render_pdfs` lays out one by one and joins: every
+student, that :func:`qkvquiz.render.pdf_batch.render_pdfs` lays out one by one and joins: every
 student starts on a new page, and page numbers and running headers count per student.
 """
 

@@ -338,7 +338,7 @@ def test_render_pdfs_checks_the_fonts_before_writing(monkeypatch, tmp_path):
 
     monkeypatch.setattr(fonts, "cjk_fonts", lambda: ())
     with pytest.warns(fonts.MissingCjkFont):
-        pdf.render_pdfs([("<html><body><p>注意力</p></body></html>", tmp_path / "a.pdf")], workers=1, progress=False)
+        pytest.importorskip("qkvquiz.render.pdf_batch").render_pdfs([("<html><body><p>注意力</p></body></html>", tmp_path / "a.pdf")], workers=1, progress=False)
 
 
 def test_custom_templates_get_gettext_in_the_runs_language(tmp_path):

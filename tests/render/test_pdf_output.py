@@ -35,8 +35,8 @@ from qkvquiz.render.pdf import (
     DEBIAN_PACKAGES,
     PdfUnavailable,
     pdf_available,
-    render_pdfs,
 )
+from qkvquiz.render.pdf_batch import render_pdfs
 from qkvquiz.render.textmath import Unsupported, text_math_html
 from qkvquiz.spec import parse_spec
 

@@ -22,9 +22,9 @@ from qkvquiz.render.pdf import (
     PdfUnavailable,
     pdf_available,
     render_pdf,
-    render_pdfs,
     weasyprint_module,
 )
+from qkvquiz.render.pdf_batch import render_pdfs
 
 pytestmark = [pytest.mark.skipif(not pdf_available(), reason="WeasyPrint cannot run here"),
               pytest.mark.slow]
