@@ -208,7 +208,7 @@ def feedback(
                      "\"Upload multiple feedback files in a zip\"; needs `moodle_id` in the roster).")] = "html",
     pdf: Annotated[bool, typer.Option(help="Also print pdf/<student>.pdf (needs WeasyPrint's libraries).")] = False,
     moodle_zip: Annotated[bool | None, typer.Option(
-        "--moodle-zip", hidden=True, help="The old spelling of --to moodle.")] = None,
+        "--moodle-zip/--no-moodle-zip", hidden=True, help="The old spelling of --to moodle.")] = None,
 ) -> None:
     """Write each student's feedback as an HTML page (and PDF), and Moodle's feedback zip.
 

@@ -371,7 +371,7 @@ def qti_item(ws: Worksheet, item_index: int, student: int, problem: str | None =
         ET.SubElement(ET.SubElement(block, _q("p")), _q("strong")).text = part.label
         shape = part.shape or (1,)
         rows_n, cols_n = (1, shape[0]) if len(shape) == 1 else (shape[-2], shape[-1])
-        cells = part.grid_cells([rid for rid, _e, _s in (next(it) for _ in part.entries)])
+        cells = part.grid_cells([rid for rid, _e, _s in (next(it) for _entry in part.entries)])
         for g in range(len(cells) // (rows_n * cols_n)):
             table = ET.SubElement(block, _q("table"))
             tbody = ET.SubElement(table, _q("tbody"))
@@ -503,7 +503,7 @@ def canvas_item(ws: Worksheet, item_index: int, student: int, problem: str) -> E
     it = iter(entries)
     for k, part in enumerate(parts):
         cells.append([])
-        for _ in part.entries:
+        for _entry in part.entries:
             _k, e = next(it)
             name = f"b{k + 1}" + "".join(f"_{i + 1}" for i in e.index)
             blanks.append((name, e))
