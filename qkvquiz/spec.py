@@ -280,7 +280,8 @@ PROSE_FORM = "text, or the text in each language: {en: …, zh: …}"
 
 def _prose(raw: Any, source: str, where: str, name: str, required: bool = False) -> LangText:
     """A prose field: a plain string, or a mapping of language code to text with ``en`` in it
-    (English is what the set is known by, and what a missing language falls back to)."""
+    (English is what the set is known by, and what a missing language falls back to). A code is
+    read as ``--lang`` reads it (``zh-CN`` is ``zh``)."""
 
     def at(path: str) -> str:
         return f"{where} field {path!r}".strip()
@@ -292,24 +293,40 @@ def _prose(raw: Any, source: str, where: str, name: str, required: bool = False)
             raise SpecError(source, at(name), f"a non-empty text is required: {PROSE_FORM}")
         return LangText.plain(raw.strip())
     if not isinstance(raw, Mapping):
-        got = "nothing" if raw is None else f"a {type(raw).__name__}"
-        raise SpecError(source, at(name), f"must be {PROSE_FORM}; got {got}")
-    texts = []
+        raise SpecError(source, at(name), f"must be {PROSE_FORM}; got {_kind(raw)}")
+    texts: dict[str, str] = {}
     for code, text in raw.items():
-        if not isinstance(code, str) or code not in LANGUAGES:
+        try:
+            lang = check_lang(code)
+        except UnknownLanguage:
             raise SpecError(source, at(f"{name}.{code}"),
-                            f"unknown language {code!r}; a text is written in: {', '.join(LANGUAGES)}")
+                            f"unknown language {code!r}; a text is written in: {', '.join(LANGUAGES)}") from None
+        if lang in texts:
+            raise SpecError(source, at(f"{name}.{code}"), f"{LANGUAGES[lang]} ({lang}) is written twice")
         if not isinstance(text, str) or not text.strip():
-            got = "an empty text" if isinstance(text, str) else f"a {type(text).__name__}"
+            got = "an empty text" if isinstance(text, str) else _kind(text)
             raise SpecError(source, at(f"{name}.{code}"),
                             f"must be a non-empty text, got {got} (leave a language out to show English)")
-        texts.append((code, text.strip()))
-    if DEFAULT_LANG not in dict(texts):
+        texts[lang] = text.strip()
+    if DEFAULT_LANG not in texts:
         raise SpecError(source, at(name), f"the text in each language needs {DEFAULT_LANG} (other languages fall "
                                           f"back to it); a text in one language only is written plain, without "
                                           f"a mapping")
-    texts.sort(key=lambda pair: pair[0] != DEFAULT_LANG)  # English first: LangText.written
-    return LangText(tuple(texts))
+    # English first: LangText.written
+    return LangText(tuple(sorted(texts.items(), key=lambda pair: pair[0] != DEFAULT_LANG)))
+
+
+def _kind(value: Any) -> str:
+    """What a YAML value is, in words, for a message about a field that wanted text."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return "a list" if isinstance(value, list) else f"a {type(value).__name__}"
 
 
 def _tolerance(raw: Any, default: Tolerance, source: str, where: str) -> Tolerance:

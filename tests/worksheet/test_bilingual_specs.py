@@ -56,6 +56,11 @@ def test_a_bilingual_spec_shows_the_sets_language():
     assert zh.untranslated() == []
 
 
+def test_a_language_code_is_read_as_lang_reads_it():
+    spec = parse_spec({"title": {"EN": "Week 3", "zh-CN": "第三周"}, "items": [{"family": "attention.output"}]})
+    assert spec.title == "Week 3" and spec.in_language("zh").title == "第三周"
+
+
 def test_plain_strings_are_kept_as_written_in_either_language():
     spec = parse_spec({"title": "注意力练习", "instructions": "Show work.", "items": [{"family": "attention.output",
                                                                                    "title": "Eine Schicht"}]})
@@ -95,14 +100,15 @@ def test_generate_says_which_fields_fall_back_to_english(tmp_path):
         (lambda d: d.update(title={"en": "A", "zh": ["x"]}), "field 'title.zh'", "non-empty text, got a list"),
         (lambda d: d.update(title={"en": "A", "zh": " "}), "field 'title.zh'", "leave a language out"),
         (lambda d: d.update(title={"en": "A", 3: "B"}), "field 'title.3'", "unknown language 3"),
-        (lambda d: d.update(title={"en": None}), "field 'title.en'", "got a NoneType"),
+        (lambda d: d.update(title={"en": None}), "field 'title.en'", "got nothing"),
+        (lambda d: d.update(title={"en": "A", "zh": "甲", "zh-CN": "乙"}), "field 'title.zh-CN'", "written twice"),
         (lambda d: d.update(title=["A"]), "field 'title'", "{en: …, zh: …}"),
-        (lambda d: d.update(instructions=7), "field 'instructions'", "got a int"),
+        (lambda d: d.update(instructions=7), "field 'instructions'", "got a number"),
         (lambda d: d["items"][0].update(title={"en": "A", "de": "B"}),
          "item 1 (q1, attention.output) field 'title.de'", "unknown language 'de'"),
         (lambda d: d["items"][0].update(intro={"zh": "仔细"}), "item 1 (q1, attention.output) field 'intro'", "needs en"),
         (lambda d: d["items"][0].update(intro={"en": {"text": "A"}}),
-         "item 1 (q1, attention.output) field 'intro.en'", "got a dict"),
+         "item 1 (q1, attention.output) field 'intro.en'", "got a mapping"),
     ],
 )
 def test_hostile_prose_is_refused_naming_file_item_and_field(tmp_path, change, where, says):
