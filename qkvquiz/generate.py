@@ -23,7 +23,6 @@ previous set or exactly the new one; anything else in the folder is left alone.
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import functools
 import gc
 import importlib.util
@@ -168,12 +167,13 @@ def generate_set(
     written with :class:`qkvquiz.core.outputs.OutputError` naming the path.
     Where PDF output cannot run (WeasyPrint or its system libraries missing), a ValueError
     that names the packages to install is raised before anything is written.
-    ``lang`` (``"en"``, ``"zh"``) is the language of every built-in word; it overrides the
-    spec's ``lang:`` and is recorded in the key, so that grading answers in it.
+    ``lang`` (``"en"``, ``"zh"``) is the language of every built-in word and of the spec's own
+    text where written in it (``title: {en: …, zh: …}``); it overrides the spec's ``lang:`` and is
+    recorded in the key, so that grading answers in it.
     """
     out = Path(out)
     if lang is not None:
-        spec = dataclasses.replace(spec, lang=check_lang(lang))
+        spec = spec.in_language(check_lang(lang))  # its built-in words and its own text
     formats = parse_formats(formats)
     if isinstance(work_space, str):
         work_space = parse_work_space(work_space)

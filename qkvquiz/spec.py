@@ -3,10 +3,15 @@
 A spec has a title, instructions and items; each item names a family, its params, points,
 tolerance, the steps asked and, optionally, givens fixed by the instructor. Every error
 names the file, the item and the field, and says what is allowed.
+
+Prose (the title, the instructions, an item's title and intro) is a plain string, shown as
+written in every language, or a mapping ``{en: …, zh: …}``: the spec then shows the text of
+its language (:meth:`WorksheetSpec.in_language`), and English where that one is not written.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -17,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from .core.i18n import DEFAULT_LANG, UnknownLanguage, check_lang
 from .core.bounded_yaml import read_yaml
+from .core.i18n import DEFAULT_LANG, LANGUAGES, LangText, UnknownLanguage, check_lang
 from .core.inputs import MAX_SPEC_BYTES, InputError, shown_path
 from .core.ragged import pad_nested
 from .core.tolerance import TOLERANCE_DEFAULT, Tolerance
@@ -148,6 +153,14 @@ class ItemSpec:
     fixed: Mapping[str, np.ndarray] = field(default_factory=dict)
     #: Room to work on the printed worksheet (layout only; see :class:`WorkSpace`).
     work_space: WorkSpace | None = None
+    #: ``title`` and ``intro`` in every language written; ``title``/``intro`` are the chosen one.
+    wording: Mapping[str, LangText] = field(default_factory=dict)
+
+    def in_language(self, lang: str) -> ItemSpec:
+        """This item with its title and intro in ``lang`` (English where ``lang`` is not written)."""
+        if not self.wording:
+            return self
+        return dataclasses.replace(self, **{name: text.text(lang) for name, text in self.wording.items()})
 
     @property
     def points(self) -> float:
@@ -178,10 +191,36 @@ class WorksheetSpec:
     items: tuple[ItemSpec, ...]
     source: str = "<spec>"
     lang: str = DEFAULT_LANG  # the language of every built-in word (``lang:``; the CLI's --lang wins)
+    #: ``title`` and ``instructions`` in every language written; the fields above are in ``lang``.
+    wording: Mapping[str, LangText] = field(default_factory=dict)
 
     @property
     def points(self) -> float:
         return sum(i.points for i in self.items)
+
+    @property
+    def named(self) -> str:
+        """The title the set is known by (its variant codes derive from it): a plain title as
+        written, else its English, so that translating a spec changes no student's code."""
+        text = self.wording.get("title")
+        return self.title if text is None else text.written
+
+    def in_language(self, lang: str) -> WorksheetSpec:
+        """This spec in ``lang``: its built-in words and its own text (English where ``lang`` is
+        not written; :meth:`untranslated` names those fields)."""
+        lang = check_lang(lang)
+        if lang == self.lang:
+            return self
+        texts = {name: text.text(lang) for name, text in self.wording.items()}
+        return dataclasses.replace(self, lang=lang, items=tuple(i.in_language(lang) for i in self.items), **texts)
+
+    def untranslated(self, lang: str | None = None) -> list[str]:
+        """The fields (``title``, ``q2.intro`` …) written in other languages but not ``lang``
+        (default: the spec's), which are shown in English."""
+        lang = self.lang if lang is None else check_lang(lang)
+        fields = [(name, text) for name, text in self.wording.items()]
+        fields += [(f"{i.id}.{name}", text) for i in self.items for name, text in i.wording.items()]
+        return [name for name, text in fields if not text.has(lang)]
 
 
 def graded_tolerance(item: Any, step: str) -> Tolerance:
@@ -213,12 +252,8 @@ def parse_spec(data: Any, source: str = "<spec>") -> WorksheetSpec:
     unknown = set(data) - SPEC_KEYS
     if unknown:
         raise SpecError(source, f"field {sorted(unknown)[0]!r}", f"unknown field; allowed: {', '.join(sorted(SPEC_KEYS))}")
-    title = data.get("title")
-    if not isinstance(title, str) or not title.strip():
-        raise SpecError(source, "field 'title'", "a non-empty text is required")
-    instructions = data.get("instructions", "")
-    if not isinstance(instructions, str):
-        raise SpecError(source, "field 'instructions'", "must be text")
+    wording = {"title": _prose(data.get("title"), source, "", "title", required=True),
+               "instructions": _prose(data.get("instructions", ""), source, "", "instructions")}
     lang = data.get("lang", DEFAULT_LANG)
     try:
         lang = check_lang(lang)
@@ -236,8 +271,63 @@ def parse_spec(data: Any, source: str = "<spec>") -> WorksheetSpec:
         if item.id in seen:
             raise SpecError(source, f"item {index} field 'id'", f"id {item.id!r} is used twice")
         seen.add(item.id)
-        items.append(item)
-    return WorksheetSpec(title.strip(), instructions.strip(), tuple(items), source, lang)
+        items.append(item.in_language(lang))
+    return WorksheetSpec(wording["title"].text(lang), wording["instructions"].text(lang), tuple(items),
+                         source, lang, wording)
+
+
+PROSE_FORM = "text, or the text in each language: {en: …, zh: …}"
+
+
+def _prose(raw: Any, source: str, where: str, name: str, required: bool = False) -> LangText:
+    """A prose field: a plain string, or a mapping of language code to text with ``en`` in it
+    (English is what the set is known by, and what a missing language falls back to). A code is
+    read as ``--lang`` reads it (``zh-CN`` is ``zh``)."""
+
+    def at(path: str) -> str:
+        return f"{where} field {path!r}".strip()
+
+    if raw is None and required:
+        raw = ""
+    if isinstance(raw, str):
+        if required and not raw.strip():
+            raise SpecError(source, at(name), f"a non-empty text is required: {PROSE_FORM}")
+        return LangText.plain(raw.strip())
+    if not isinstance(raw, Mapping):
+        raise SpecError(source, at(name), f"must be {PROSE_FORM}; got {_kind(raw)}")
+    texts: dict[str, str] = {}
+    for code, text in raw.items():
+        try:
+            lang = check_lang(code)
+        except UnknownLanguage:
+            raise SpecError(source, at(f"{name}.{code}"),
+                            f"unknown language {code!r}; a text is written in: {', '.join(LANGUAGES)}") from None
+        if lang in texts:
+            raise SpecError(source, at(f"{name}.{code}"), f"{LANGUAGES[lang]} ({lang}) is written twice")
+        if not isinstance(text, str) or not text.strip():
+            got = "an empty text" if isinstance(text, str) else _kind(text)
+            raise SpecError(source, at(f"{name}.{code}"),
+                            f"must be a non-empty text, got {got} (leave a language out to show English)")
+        texts[lang] = text.strip()
+    if DEFAULT_LANG not in texts:
+        raise SpecError(source, at(name), f"the text in each language needs {DEFAULT_LANG} (other languages fall "
+                                          f"back to it); a text in one language only is written plain, without "
+                                          f"a mapping")
+    # English first: LangText.written
+    return LangText(tuple(sorted(texts.items(), key=lambda pair: pair[0] != DEFAULT_LANG)))
+
+
+def _kind(value: Any) -> str:
+    """What a YAML value is, in words, for a message about a field that wanted text."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return "a list" if isinstance(value, list) else f"a {type(value).__name__}"
 
 
 def _tolerance(raw: Any, default: Tolerance, source: str, where: str) -> Tolerance:
@@ -333,11 +423,7 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
     if any(p.entries is not None for p in parts):
         parts = _check_entries(family, params, fixed, parts, source, where)
     parts = _present_entries(family, params, fixed, parts)
-    title = raw.get("title", "")
-    intro = raw.get("intro", "")
-    for key, value in (("title", title), ("intro", intro)):
-        if not isinstance(value, str):
-            raise SpecError(source, f"{where} field {key!r}", "must be text")
+    wording = {key: _prose(raw.get(key, ""), source, where, key) for key in ("title", "intro")}
     try:
         work_space = parse_work_space(raw.get("work_space"))
     except ValueError as exc:
@@ -346,7 +432,8 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
         id=item_id, family=family, params=params, parts=parts,
         tolerance=tolerance,
         credit=_credit(raw.get("credit"), default_credit, source, f"{where} field 'credit'"),
-        title=title, intro=intro, fixed=fixed, work_space=work_space,
+        title=wording["title"].written, intro=wording["intro"].written, fixed=fixed, work_space=work_space,
+        wording=wording,
     )
 
 

@@ -81,7 +81,8 @@ def build_worksheet(
         fingerprint = item.fingerprint()
         keys = [variant_key(item.id, fingerprint, s, seed, secret=secret) for s in students]
         envs.append(solve_item(item, keys, xp=xp, source=spec.source))
-    codes = tuple(variant_code(variant_key(spec.title, s, seed, secret=secret)) for s in students)
+    # The title the set is known by (English where the spec has several): a translation changes no code.
+    codes = tuple(variant_code(variant_key(spec.named, s, seed, secret=secret)) for s in students)
     return Worksheet(spec, students, codes, seed, secret is not None, tuple(envs), worksheet_set_id(spec, seed, secret))
 
 

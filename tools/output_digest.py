@@ -8,9 +8,10 @@ For each spec of ``problem_bank/`` and each language it runs, through the real C
 folder with a fixed seed and no secret: ``generate`` (md and html: worksheets, answer forms, keys),
 ``grade`` of a class whose first student hands in the key's own answers, the second a wrong
 answer in every part and the third a blank template, every ``export grades`` target and every
-``export questions`` format. It prints one line per file written: the spec, language, path and
-SHA-256. PDFs are left out (their bytes hold creation times; compare their pages as pictures).
-Times, paths and ``saved_at`` stamps in outputs are kept out by fixing what the commands take.
+``export questions`` target (in the set's language). It prints one line per file written: the
+spec, language, path and SHA-256. PDFs are left out (their bytes hold creation times; compare
+their pages as pictures). Times, paths and ``saved_at`` stamps in outputs are kept out by fixing
+what the commands take.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ def main() -> None:
                 for target in GRADE_TARGETS:
                     cli("export", "grades", "grades", "--to", target, "--out", f"exports/{target}.csv",
                         cwd=work, env=env)
-                cli("export", "questions", spec, "--format", QUESTION_FORMATS, "--variants", "2", "--seed", "digest",
-                    "--out", "bank", cwd=work, env=env)
+                cli("export", "questions", spec, "--to", QUESTION_FORMATS, "--variants", "2", "--seed", "digest",
+                    "--lang", lang, "--out", "bank", cwd=work, env=env)
                 for path, sha in digest(work):
                     print(f"{spec} {lang} {path} {sha}")
 

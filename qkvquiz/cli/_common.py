@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, TypeVar
 
 import typer
 from rich.console import Console
@@ -22,6 +22,7 @@ from ..core.untrusted import terminal_text
 # pipes keep it whole, so it can be searched), never cut at 80 columns where stdout is no terminal.
 console = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
+T = TypeVar("T")
 
 
 def _shown(text: str) -> str:
@@ -36,6 +37,22 @@ def _fail(message: str, code: int = 2) -> None:
     shown = "\n".join(_shown(line) for line in message.split("\n"))
     err.print(f"[bold red]error:[/] {shown}", highlight=False)
     raise typer.Exit(code)
+
+
+def _renamed(name: str, value: T, default: T, old_name: str, old_value: T | None) -> T:
+    """An option given by its name or by its old one, a hidden alias that still works (``export
+    questions --format`` is now ``--to``, as every export names its target): the value given,
+    with a note on the new name; both given with different values is an error."""
+    from ..core.i18n import _
+
+    if old_value is None:
+        return value
+    if value != default and value != old_value:
+        _fail(_("%(name)s and %(old)s (its old name) say different things: give %(name)s only")
+              % {"name": name, "old": old_name})
+    err.print("[dim]note:[/] " + escape(_("%(old)s is the old name of %(name)s; it still works")
+                                        % {"name": name, "old": old_name}), highlight=False)
+    return old_value
 
 
 def resolve_spec(spec: str) -> Path:

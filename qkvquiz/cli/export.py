@@ -11,14 +11,14 @@ from typing import Annotated
 
 import typer
 
-from ._common import _fail, _shown, console, err, resolve_spec
+from ._common import LangOpt, _fail, _lang, _renamed, _shown, console, err, resolve_spec
 
 # What a command needs is imported inside it, so that `qkvquiz --help` stays quick.
 
 export_app = typer.Typer(
     help=(
         "Hand work to an LMS: grades in its import format, feedback files, a Gradescope autograder, "
-        "or the problems as a question bank.\n\n"
+        "or the problems as a question bank. `--to` names the target wherever there is a choice.\n\n"
         "Typical loop: `qkvquiz grade week3/key.json submissions.zip --roster roster.csv --out week3/grades`, "
         "then `qkvquiz export grades week3/grades --to canvas --roster roster.csv --out canvas-grades.csv` "
         "and Grades → Import in Canvas."
@@ -121,6 +121,9 @@ def grades(
     console.print(f"Wrote {_shown(str(out))} ({len(loaded.students)} students, {to})", highlight=False)
 
 
+QUESTION_TARGETS = "moodle,qti,canvas"  # what `export questions` writes unless --to says
+
+
 def _write_bank(out: Path, files: dict[str, bytes | str]) -> list[Path]:
     # A bank holds every answer: readable by the instructor only, like key.json. Its files are
     # one output set (all new or all old, see qkvquiz.core.outputs).
@@ -135,11 +138,13 @@ def questions(
     spec: Annotated[str, typer.Argument(help="Worksheet spec (YAML file), or a bundled spec name such as masking.")],
     variants: Annotated[int, typer.Option("--variants", "-n", help="Pre-solved variants per item (1 to 1000).")] = 20,
     seed: Annotated[str, typer.Option(help="Seed of the variants: the same seed gives the same bank.")] = "bank",
-    formats: Annotated[str, typer.Option(
-        "--format", help="moodle (Moodle XML, cloze), qti (QTI 2.1 package) and/or canvas (Canvas' QTI .zip), "
-                         "comma-separated.")] = "moodle,qti,canvas",
+    to: Annotated[str, typer.Option(
+        "--to", help="moodle (Moodle XML, cloze), qti (QTI 2.1 package) and/or canvas (Canvas' QTI .zip), "
+                     "comma-separated.")] = QUESTION_TARGETS,
     out: Annotated[Path, typer.Option(
         "--out", "-o", help="Folder for questions-moodle.xml, questions-qti21.zip, questions-canvas-qti.zip.")] = Path("bank"),
+    lang: LangOpt = None,
+    formats: Annotated[str | None, typer.Option("--format", hidden=True, help="The old name of --to.")] = None,
 ) -> None:
     """Write the spec's problems as a question bank that an LMS grades on its own.
 
@@ -151,16 +156,19 @@ def questions(
     each drawing 1 variant), or the QTI 2.1 zip in any QTI 2.1 player. The LMS then grades each box right or wrong: no carried
     credit, no diagnosis of mistakes (see the comparison in docs/lms.md).
 
-    Example: `qkvquiz export questions masking --variants 30 --seed fall26 --out bank`
+    Example: `qkvquiz export questions masking --to moodle,canvas --variants 30 --seed fall26 --out bank`
     """
     from ..core.inputs import InputError
     from ..exchange.questions import export_questions
     from ..spec import SpecError, load_spec
     from ..worksheet import GenerationError
 
+    to = _renamed("--to", to, QUESTION_TARGETS, "--format", formats)
+    lang = _lang(lang)
     try:
         parsed = load_spec(resolve_spec(spec))
-        _ws, files = export_questions(parsed, variants, seed, [f.strip() for f in formats.split(",") if f.strip()])
+        _ws, files = export_questions(parsed, variants, seed, [f.strip() for f in to.split(",") if f.strip()],
+                                      lang=lang)
     except (SpecError, InputError, GenerationError, ValueError) as exc:
         _fail(str(exc))
     try:
@@ -174,6 +182,7 @@ def questions(
 # What `export feedback` owns in its folder; each page holds a student's expected values, so all
 # of it is readable by the instructor only.
 FEEDBACK_OWNED = {"html": True, "pdf": True, "moodle-feedback.zip": True}
+FEEDBACK_TARGETS = ("html", "moodle")  # `export feedback --to`: the pages, or the pages and Moodle's zip
 
 
 def _write_feedback(out: Path, files: dict[str, bytes | str], pdf_pages: list | None) -> list[Path]:
@@ -194,14 +203,16 @@ def feedback(
     results: Annotated[Path, typer.Argument(help="The folder `qkvquiz grade --out` wrote (with feedback/).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for html/<student>.html and the zip.")] = Path("feedback-export"),
     roster: RosterOpt = None,
-    moodle_zip: Annotated[bool, typer.Option(
-        help="Also write moodle-feedback.zip for Moodle's \"Upload multiple feedback files in a zip\" "
-             "(needs `moodle_id` in the roster).")] = False,
+    to: Annotated[str, typer.Option(
+        "--to", help="html (a page per student) or moodle (the pages and moodle-feedback.zip for Moodle's "
+                     "\"Upload multiple feedback files in a zip\"; needs `moodle_id` in the roster).")] = "html",
     pdf: Annotated[bool, typer.Option(help="Also print pdf/<student>.pdf (needs WeasyPrint's libraries).")] = False,
+    moodle_zip: Annotated[bool | None, typer.Option(
+        "--moodle-zip/--no-moodle-zip", hidden=True, help="The old spelling of --to moodle.")] = None,
 ) -> None:
     """Write each student's feedback as an HTML page (and PDF), and Moodle's feedback zip.
 
-    Example: `qkvquiz export feedback week3/grades --roster roster.csv --moodle-zip --out week3/return`
+    Example: `qkvquiz export feedback week3/grades --roster roster.csv --to moodle --out week3/return`
 
     In Moodle: the assignment's "View all submissions" → "Grading action" → "Upload multiple
     feedback files in a zip" (the feedback-files plugin must be on). Each student's page lands
@@ -215,10 +226,14 @@ def feedback(
         moodle_feedback_zip,
     )
 
+    to = _renamed("--to", to, "html", "--moodle-zip", "moodle" if moodle_zip else None)
+    if to not in FEEDBACK_TARGETS:
+        _fail(f"--to must be one of {', '.join(FEEDBACK_TARGETS)}, not {_shown(to)}")
+    moodle_zip = to == "moodle"
     loaded = _results(results)
     entries = _roster(roster)
     if moodle_zip and entries is None:
-        _fail("--moodle-zip needs --roster with a moodle_id column (Moodle's participant ids)")
+        _fail("--to moodle needs --roster with a moodle_id column (Moodle's participant ids)")
     try:
         check_results_folder(loaded)
         with using(loaded.lang):  # pages in the language the grading wrote (html lang, fonts)

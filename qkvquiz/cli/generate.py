@@ -130,6 +130,8 @@ def generate(
         parsed = load_spec(resolve_spec(spec))
     except SpecError as exc:
         _fail(str(exc))
+    parsed = parsed.in_language(lang or parsed.lang)  # its own text too, where written in that language
+    _say_untranslated(parsed)
     # The spec and roster are good: only now may a first run create the instructor's secret.
     secret, secret_file = _generate_secret(secret_file, public)
     if secret_file is not None and readable_by_others(secret_file):
@@ -205,6 +207,18 @@ def generate(
     )
     console.print(escape(secrecy_note(seed, None if secret is None else secret.source)), highlight=False)
     # No stale student folders to report: the new set replaced students/ wholly.
+
+
+def _say_untranslated(spec) -> None:
+    """A note naming the spec's fields written in other languages but not the set's, shown in English."""
+    from ..core.i18n import LANGUAGES, _, using
+
+    missing = spec.untranslated()
+    if missing:
+        with using(spec.lang):
+            note = _("%(spec)s: no %(language)s text for %(fields)s; shown in English") % {
+                "spec": spec.source, "language": LANGUAGES[spec.lang], "fields": ", ".join(missing)}
+        err.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
 
 
 def _report_from_students() -> int:

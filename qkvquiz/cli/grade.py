@@ -17,6 +17,7 @@ from ._common import (
     _fail,
     _lang,
     _progress,
+    _renamed,
     _shown,
     _ticker,
     _xp,
@@ -86,11 +87,13 @@ def grade(
         help="Roster CSV with the qkvquiz `student` id and the LMS's ids (`canvas_id`, `moodle_id`, `sis_id`, "
              "`email`, `name`): files of an LMS download are then matched to students by who uploaded them.",
     )] = None,
-    lms: Annotated[str, typer.Option(
+    source: Annotated[str, typer.Option(
+        "--from",
         help="Whose bulk download SUBMISSIONS is: auto (read the file names), canvas, moodle, gradescope, "
              "or none (each file's own \"student\" decides).",
     )] = "auto",
     lang: LangOpt = None,
+    lms: Annotated[Optional[str], typer.Option("--lms", hidden=True, help="The old name of --from.")] = None,
 ) -> None:
     """Grade students' submission files against a key.
 
@@ -110,8 +113,10 @@ def grade(
     """
     from ..core.pause import collector_paused
 
+    # `--from canvas` as `export … --to canvas`: which LMS, named by the direction the work goes.
+    source = _renamed("--from", source, "auto", "--lms", lms)
     with collector_paused():  # no cycles among a class's answers and results: nothing to collect
-        _grade_command(key, submissions, out, feedback, backend, duplicates, roster, lms, lang)
+        _grade_command(key, submissions, out, feedback, backend, duplicates, roster, source, lang)
 
 
 def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool, backend: str, duplicates: str,
@@ -188,14 +193,14 @@ def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool
 
 
 def _collect_download(submissions: list[Path], roster: Path | None, lms: str, lang: str | None = None):
-    """An LMS download's hand-ins (``exchange.collect``) when a zip, ``--roster`` or ``--lms`` asks for
+    """An LMS download's hand-ins (``exchange.collect``) when a zip, ``--roster`` or ``--from`` asks for
     it; None for plain files and folders, which are graded as before. ``lang``: the language of
     the problems it finds (the grading's)."""
     from ..core.inputs import InputError
     from ..exchange.collect import LMS_CHOICES, collect, is_zip
 
     if lms not in LMS_CHOICES:
-        _fail(f"--lms must be one of {', '.join(LMS_CHOICES)}, not {_shown(lms)}")
+        _fail(f"--from must be one of {', '.join(LMS_CHOICES)}, not {_shown(lms)}")
     zipped = [p for p in submissions if p.is_file() and is_zip(p)]
     if roster is None and not zipped and lms in ("auto", "none"):
         return None

@@ -220,3 +220,34 @@ def script_messages(paths: list[Path], lang: str | None = None) -> dict[str, str
         return {}
     t = translations(code)
     return {msgid: t.gettext(msgid) for path in paths for msgid in _script_msgids(str(path))}
+
+
+class LangText(NamedTuple):
+    """An instructor's text (a spec's title, instructions, an item's title or intro) in one or
+    more languages: ``texts`` holds (language, text) pairs, ``en`` first, or one pair with the
+    language ``""`` for a plain string, which reads the same in every language.
+
+    English is required in a mapping: it is the text the set is known by (its variant codes come
+    from the English title), and the one shown where the set's language has none
+    (:meth:`text`), so that a half-translated spec still prints every field.
+    """
+
+    texts: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def plain(cls, text: str) -> LangText:
+        return cls((("", text),))
+
+    @property
+    def written(self) -> str:
+        """The text as the set knows it: a plain string as written, else its English."""
+        return self.texts[0][1]
+
+    def has(self, lang: str) -> bool:
+        """Whether ``lang`` is written (a plain string counts for every language)."""
+        return any(code in ("", lang) for code, _text in self.texts)
+
+    def text(self, lang: str | None = None) -> str:
+        """The text in ``lang`` (default: the current language), else in English."""
+        code = current() if lang is None else check_lang(lang)
+        return next((text for key, text in self.texts if key == code), self.written)

@@ -182,7 +182,7 @@ def _identify(handin: Handin, kind: str | None, rel: str, roster: Roster | None,
             handin.notes.append(_("no Canvas, Moodle or Gradescope naming in this download, so the roster cannot "
                                   "say who uploaded the file: graded as the student it names"))
         return True
-    # Gradescope: below the export root that holds the member; with no metadata at all (--lms
+    # Gradescope: below the export root that holds the member; with no metadata at all (--from
     # gradescope on a folder without it), below the download, and every submission is unknown.
     root = (_root_of(rel, submitters) if submitters else "") if kind == GRADESCOPE else ""
     readings = _readings(kind, rel, root)

@@ -46,7 +46,9 @@ from functools import reduce
 
 import numpy as np
 
-from ..spec import WorksheetSpec
+from ..core.i18n import _, using
+from ..core.i18n import chosen as language_chosen
+from ..spec import ItemSpec, WorksheetSpec
 from ..worksheet import Worksheet, build_worksheet
 
 FORMATS = ("moodle", "qti", "canvas")
@@ -159,8 +161,11 @@ def _problems(ws: Worksheet, student: int) -> list[str]:
     from ..render.markdown import render_items
 
     texts = render_items(ws, student, "problem")
-    # The worksheet's "Answer: …, part `id`" lines speak of the submission file; here the boxes follow.
-    return [re.sub(r"\n\s*Answer: [^\n]*", "", t) for t in texts]
+    # The worksheet's "Answer: …, part `id`" lines speak of the submission file; here the boxes
+    # follow. They start with the catalog's word for "Answer:" in the language rendered.
+    with using(ws.spec.lang if language_chosen() is None else None):  # as render_items chooses
+        answer = _("Answer: %(shape)s, part `%(id)s` (%(points)s pt).").split("%(")[0].strip()
+    return [re.sub(rf"\n\s*{re.escape(answer)}[^\n]*", "", t) for t in texts]
 
 
 # --------------------------------------------------------------------------- escaping per format
@@ -261,7 +266,7 @@ def moodle_xml(ws: Worksheet) -> str:
     for i, item in enumerate(ws.spec.items):
         category = ET.SubElement(quiz, "question", type="category")
         ET.SubElement(ET.SubElement(category, "category"), "text").text = \
-            f"$course$/top/{_slash_free(title)}/{i + 1} {_slash_free(item.title or item.family.title)}"
+            f"$course$/top/{_slash_free(title)}/{i + 1} {_slash_free(_item_title(item))}"
         for s, variant in enumerate(ws.students):
             parts = part_boxes(ws, i, s)
             weights = entry_weights(parts)
@@ -341,7 +346,7 @@ def qti_item(ws: Worksheet, item_index: int, student: int, problem: str | None =
     ET.register_namespace("xsi", XSI_NS)
     root = ET.Element(_q("assessmentItem"), {
         f"{{{XSI_NS}}}schemaLocation": f"{QTI_NS} {QTI_SCHEMA}",
-        "identifier": identifier, "title": f"{item_index + 1} {item.title or item.family.title} ({variant})",
+        "identifier": identifier, "title": f"{item_index + 1} {_item_title(item)} ({variant})",
         "adaptive": "false", "timeDependent": "false",
     })
     responses: list[tuple[str, Entry, float]] = []
@@ -366,7 +371,7 @@ def qti_item(ws: Worksheet, item_index: int, student: int, problem: str | None =
         ET.SubElement(ET.SubElement(block, _q("p")), _q("strong")).text = part.label
         shape = part.shape or (1,)
         rows_n, cols_n = (1, shape[0]) if len(shape) == 1 else (shape[-2], shape[-1])
-        cells = part.grid_cells([rid for rid, _e, _s in (next(it) for _ in part.entries)])
+        cells = part.grid_cells([rid for rid, _e, _s in (next(it) for _entry in part.entries)])
         for g in range(len(cells) // (rows_n * cols_n)):
             table = ET.SubElement(block, _q("table"))
             tbody = ET.SubElement(table, _q("tbody"))
@@ -488,7 +493,7 @@ def canvas_item(ws: Worksheet, item_index: int, student: int, problem: str) -> E
     entries = [(k, e) for k, part in enumerate(parts) for e in part.entries]
     points = number_text(sum(p.points for p in parts))
     node = ET.Element(_q12("item"), ident=_ident(f"{item.id}-{ws.students[student]}"),
-                      title=f"{item_index + 1} {item.title or item.family.title} ({ws.students[student]})")
+                      title=f"{item_index + 1} {_item_title(item)} ({ws.students[student]})")
     single = len(entries) == 1 and not entries[0][1].infinite
     _meta(node, {"question_type": "numerical_question" if single else "fill_in_multiple_blanks_question",
                  "points_possible": points})
@@ -498,7 +503,7 @@ def canvas_item(ws: Worksheet, item_index: int, student: int, problem: str) -> E
     it = iter(entries)
     for k, part in enumerate(parts):
         cells.append([])
-        for _ in part.entries:
+        for _entry in part.entries:
             _k, e = next(it)
             name = f"b{k + 1}" + "".join(f"_{i + 1}" for i in e.index)
             blanks.append((name, e))
@@ -552,7 +557,7 @@ def canvas_package(ws: Worksheet) -> bytes:
     problems = [_problems(ws, s) for s in range(len(ws.students))]
     for i, item in enumerate(ws.spec.items):
         group = ET.SubElement(top, _q12("section"), ident=_ident(f"group-{item.id}"),
-                              title=f"{i + 1} {item.title or item.family.title}")
+                              title=f"{i + 1} {_item_title(item)}")
         ordering = ET.SubElement(ET.SubElement(group, _q12("selection_ordering")), _q12("selection"))
         ET.SubElement(ordering, _q12("selection_number")).text = "1"
         ext = ET.SubElement(ordering, _q12("selection_extension"))
@@ -574,18 +579,25 @@ def canvas_package(ws: Worksheet) -> bytes:
 
 
 def export_questions(spec: WorksheetSpec, variants: int, seed: str | int = 0, formats: Sequence[str] = FORMATS,
-                     *, secret: bytes | None = None) -> tuple[Worksheet, dict[str, bytes | str]]:
+                     *, secret: bytes | None = None, lang: str | None = None) -> tuple[Worksheet, dict[str, bytes | str]]:
     """The bank's files by name (``questions-moodle.xml``, ``questions-qti21.zip``,
-    ``questions-canvas-qti.zip``) and the solved variants."""
+    ``questions-canvas-qti.zip``) and the solved variants, in ``lang`` (default: the spec's
+    language): its built-in words and the spec's own text."""
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ValueError(f"unknown question format {unknown[0]!r}; choose from {', '.join(FORMATS)}")
-    ws = build_bank(spec, variants, seed, secret=secret)
-    files: dict[str, bytes | str] = {}
-    if "moodle" in formats:
-        files["questions-moodle.xml"] = moodle_xml(ws)
-    if "qti" in formats:
-        files["questions-qti21.zip"] = qti_package(ws)
-    if "canvas" in formats:
-        files["questions-canvas-qti.zip"] = canvas_package(ws)
+    with using(lang or spec.lang) as chosen:
+        ws = build_bank(spec.in_language(chosen), variants, seed, secret=secret)
+        files: dict[str, bytes | str] = {}
+        if "moodle" in formats:
+            files["questions-moodle.xml"] = moodle_xml(ws)
+        if "qti" in formats:
+            files["questions-qti21.zip"] = qti_package(ws)
+        if "canvas" in formats:
+            files["questions-canvas-qti.zip"] = canvas_package(ws)
     return ws, files
+
+
+def _item_title(item: ItemSpec) -> str:
+    """An item's title as a bank names it: the spec's, else its family's in the current language."""
+    return item.title or _(item.family.title)

@@ -107,7 +107,7 @@ def audit_spec(data: Any, source: str = "<audit>", *, lang: str | None = None) -
             claims.append(raw.pop(CLAIMED, None) if isinstance(raw, dict) else None)
     spec = parse_spec(stripped, source=source)
     with using(lang or spec.lang) as chosen:
-        return _audit(spec, claims, source, chosen)
+        return _audit(spec.in_language(chosen), claims, source, chosen)  # its title in that language too
 
 
 def _audit(spec: WorksheetSpec, claims: list[Any], source: str, lang: str) -> AuditReport:

@@ -10,6 +10,7 @@ copies of arrays, text; an instructor's text comes as Markdown without raw HTML.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -20,7 +21,7 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from ..core.i18n import _, kept_per_language, ngettext, using
+from ..core.i18n import _, current, kept_per_language, ngettext, using
 from ..core.i18n import chosen as language_chosen
 from ..core.places import where
 from ..spec import ItemSpec, WorksheetSpec
@@ -116,16 +117,31 @@ def _spec_view(spec: WorksheetSpec) -> Record:
     return kept_per_language(_SPEC_VIEWS, spec, 4, lambda: spec_view(spec))
 
 
+# Worksheets whose spec was put in another language than its own, kept per language: a class
+# renders each student's pages with the same one.
+_IN_LANGUAGE: dict[tuple[int, str], tuple[Worksheet, Worksheet]] = {}
+
+
+def worksheet_in_language(ws: Worksheet) -> Worksheet:
+    """``ws`` with its spec's text (title, instructions, items' titles and intros) in the current
+    language, as :meth:`qkvquiz.spec.WorksheetSpec.in_language` picks it."""
+    if ws.spec.lang == current():
+        return ws
+    return kept_per_language(_IN_LANGUAGE, ws, 4,
+                             lambda: dataclasses.replace(ws, spec=ws.spec.in_language(current())))
+
+
 def in_spec_language(render: Callable[..., Any]) -> Callable[..., Any]:
     """A renderer of a worksheet (its first argument) that writes in the language of the
     worksheet's spec (``lang:``), unless its caller chose one (:func:`qkvquiz.core.i18n.using`,
     as ``generate`` does with ``--lang`` or the spec's language): from a notebook,
-    ``worksheet_markdown(ws, 0)`` of a Chinese spec is Chinese."""
+    ``worksheet_markdown(ws, 0)`` of a Chinese spec is Chinese. The spec's own text follows
+    the same language."""
 
     @functools.wraps(render)
     def in_language(ws: Worksheet, *args: Any, **kwargs: Any) -> Any:
         with using(ws.spec.lang if language_chosen() is None else None):
-            return render(ws, *args, **kwargs)
+            return render(worksheet_in_language(ws), *args, **kwargs)
 
     return in_language
 
@@ -362,6 +378,7 @@ def key_markdown_pieces(ws: Worksheet, rendered: Iterable[Mapping[str, Sequence[
     of text, written as ``rendered`` (each student's problems and solutions, in order) arrives:
     a class's key is written while its last students still render, never held whole."""
     with using(ws.spec.lang if language_chosen() is None else None):
+        ws = worksheet_in_language(ws)
         template = bundled_template(["key.md.j2"])
         yield from template.generate(dict(spec=_spec_view(ws.spec), entries=_KeyEntries(ws, rendered),
                                           seed=ws.seed, keyed=ws.keyed))

@@ -239,9 +239,9 @@ def test_cli_grades_a_canvas_zip_with_a_roster(tmp_path, class_key):
     assert "nobody_55_2_a.json" in result.output and "canvas_id 55" in result.output
     rows = (tmp_path / "g" / "results.csv").read_text(encoding="utf-8").splitlines()
     assert any(r.startswith("ada,") for r in rows)
-    bad = CliRunner().invoke(app, ["grade", str(key_path), str(tmp_path / "roster.csv"), "--lms", "blackboard",
+    bad = CliRunner().invoke(app, ["grade", str(key_path), str(tmp_path / "roster.csv"), "--from", "blackboard",
                                    "--out", str(tmp_path / "g2")])
-    assert bad.exit_code == 2 and "--lms" in bad.output
+    assert bad.exit_code == 2 and "--from must be one of" in bad.output
 
 
 def test_zip_directory_checked_before_it_is_read(tmp_path):

@@ -61,14 +61,14 @@ def test_pages_and_moodle_zip(tmp_path):
 def test_cli_feedback(tmp_path):
     graded(tmp_path)
     result = CliRunner().invoke(app, ["export", "feedback", str(tmp_path / "g"), "--roster", str(tmp_path / "roster.csv"),
-                                      "--moodle-zip", "--out", str(tmp_path / "ret")])
+                                      "--to", "moodle", "--out", str(tmp_path / "ret")])
     assert result.exit_code == 0, result.output
     assert "alan" in result.output  # left out of the zip, said so
     html_files = sorted(p.name for p in (tmp_path / "ret" / "html").iterdir())
     assert len(html_files) == 3
     for p in (tmp_path / "ret" / "html").iterdir():
         assert os.stat(p).st_mode & 0o077 == 0
-    none = CliRunner().invoke(app, ["export", "feedback", str(tmp_path / "g"), "--moodle-zip"])
+    none = CliRunner().invoke(app, ["export", "feedback", str(tmp_path / "g"), "--to", "moodle"])
     assert none.exit_code == 2 and "moodle_id" in none.output
 
 

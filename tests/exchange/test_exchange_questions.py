@@ -112,7 +112,7 @@ def test_cli_questions(tmp_path):
     result = CliRunner().invoke(app, ["export", "questions", "attention-basics", "-n", "2", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "questions-moodle.xml").exists() and (tmp_path / "questions-qti21.zip").exists()
-    bad = CliRunner().invoke(app, ["export", "questions", "attention-basics", "--format", "gift", "--out", str(tmp_path)])
+    bad = CliRunner().invoke(app, ["export", "questions", "attention-basics", "--to", "gift", "--out", str(tmp_path)])
     assert bad.exit_code == 2 and "gift" in bad.output
 
 

@@ -1,21 +1,31 @@
 """Every page a student or an instructor reads, in Chinese: worksheets (Markdown and HTML), the
 answer form, answer keys with their worked steps, for every family and the forms a teacher
-writes (cross-attention, scales, masks, partial asks, ragged chunks, vector forms). A word of
-English left outside math, ids and code fails the test, naming the page and the words."""
+writes (cross-attention, scales, masks, partial asks, ragged chunks, vector forms), and every
+bundled spec with its own text (titles, instructions), through the library and through
+``generate --lang zh`` (md, html, the form and the PDFs). A word of English left outside math,
+ids and code fails the test, naming the page and the words; so does a Chinese character in the
+English pages of a bundled spec."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import unicodedata
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from qkvquiz.cli import app
 
 from qkvquiz.core import i18n
 from qkvquiz.families import REGISTRY
 from qkvquiz.render.documents import key_html_document, worksheet_document
 from qkvquiz.render.form import answer_form_html
 from qkvquiz.render.markdown import key_markdown, worksheet_markdown
+from qkvquiz.render.pdf import pdf_available
 from qkvquiz.spec import load_spec, parse_spec
 from qkvquiz.worksheet import build_worksheet
 
@@ -77,13 +87,17 @@ class _Reader(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.stack: list[tuple[str, bool]] = []
         self.text: list[str] = []
+        self.math: list[str] = []  # the text of each piece left out, as one run of characters
 
     def handle_starttag(self, tag, attrs):
         if tag in ("br", "img", "input", "meta", "link", "hr", "col", "wbr"):
             return
         classes = (dict(attrs).get("class") or "").split()
         skip = tag in self.SKIP or any(c.startswith("math") or c == "tm" for c in classes)  # tm: text-set math
-        self.stack.append((tag, skip or (bool(self.stack) and self.stack[-1][1])))
+        inside = bool(self.stack) and self.stack[-1][1]
+        if skip and not inside:
+            self.math.append("")
+        self.stack.append((tag, skip or inside))
 
     def handle_endtag(self, tag):
         while self.stack:
@@ -93,6 +107,8 @@ class _Reader(HTMLParser):
     def handle_data(self, data):
         if not (self.stack and self.stack[-1][1]):
             self.text.append(data)
+        elif self.math:
+            self.math[-1] += "".join(data.split())
 
 
 def text_of(page: str) -> str:
@@ -101,27 +117,41 @@ def text_of(page: str) -> str:
     return " ".join(reader.text)
 
 
-def spec_words(spec) -> set[str]:
-    """The instructor's own words (a bundled spec's English title and intro are not ours to translate)."""
-    text = " ".join([spec.title, spec.instructions, *(i.title + " " + i.intro for i in spec.items)])
-    return set(re.findall(r"[A-Za-z]+", text))
+def math_of(page: str) -> str:
+    """The page's math and code, each piece one run of characters: a PDF's text runs a formula's
+    letters together (A with subscript ij is "Aij"), so a word found inside it is notation."""
+    reader = _Reader()
+    reader.feed(page)
+    # Without combining marks (S̃ is S and a tilde), which the PDF's text may set apart.
+    return "".join(c for c in "\n".join(reader.math) if not unicodedata.combining(c))
 
 
-@pytest.fixture(scope="module", params=range(len(specs())), ids=[name for name, _ in specs()])
-def zh_pages(request):
-    name, spec = specs()[request.param]
-    with i18n.using("zh"):
+BUNDLED = sorted((ROOT / "problem_bank").glob("*.yaml"))
+HAN = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff01-\uff5e]")  # CJK ideographs and punctuation
+
+
+def item_ids(spec) -> set[str]:
+    """Item and part ids are code, whole or in pieces ("backprop-attention.dV" in a caption)."""
+    return {w for i in spec.items for w in re.findall(r"[A-Za-z]+", i.id)}
+
+
+def pages_of(spec, lang: str) -> dict[str, str]:
+    with i18n.using(lang):
         ws = build_worksheet(spec, ["s01", "s02"], seed=7)
-        pages = {
+        return {
             "worksheet.md": worksheet_markdown(ws, 0),
             "key.md": key_markdown(ws),
             "worksheet.html": text_of(worksheet_document(ws, 1)),
             "key.html": text_of(key_html_document(ws)),
             "form.html": text_of(answer_form_html(ws, 0)),
         }
-    # Item and part ids are code, whole or in pieces ("backprop-attention.dV" in a caption).
-    ids = family_ids() | spec_words(spec) | {w for i in spec.items for w in re.findall(r"[A-Za-z]+", i.id)}
-    return name, pages, ids
+
+
+@pytest.fixture(scope="module", params=range(len(specs())), ids=[name for name, _ in specs()])
+def zh_pages(request):
+    # A bundled spec's own words are checked too: its text is written in Chinese as well.
+    name, spec = specs()[request.param]
+    return name, pages_of(spec, "zh"), family_ids() | item_ids(spec)
 
 
 @pytest.mark.slow
@@ -141,3 +171,53 @@ def test_words_inside_formulas_are_in_chinese_too(zh_pages, page):
     prose = [t for t in re.findall(r"\\text\{([^{}]*)\}", pages[page]) if t != t.strip() or " " in t]
     found = english_words(" ".join(prose), ids)
     assert not found, f"{name} {page}: {sorted(set(found))[:20]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", BUNDLED, ids=[p.stem for p in BUNDLED])
+def test_the_english_pages_of_a_bundled_spec_have_no_chinese(path):
+    for page, text in pages_of(load_spec(path), "en").items():
+        assert not HAN.search(text), f"{path.name} {page}: {sorted(set(HAN.findall(text)))[:20]}"
+
+
+def pdftotext(pdf: Path) -> str:
+    return subprocess.run(["pdftotext", "-raw", str(pdf), "-"], check=True, capture_output=True, text=True).stdout
+
+
+def generated(tmp_path: Path, spec: str, lang: str, formats: str) -> dict[str, str]:
+    """The files ``qkvquiz generate SPEC --lang LANG`` writes for one student, as text a reader sees."""
+    out = tmp_path / f"{spec}-{lang}"
+    result = CliRunner().invoke(app, ["generate", spec, "-n", "1", "--public", "--seed", "3", "--lang", lang,
+                                      "--format", formats, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    files = {p.relative_to(out).as_posix(): p for p in out.rglob("*")
+             if p.suffix in (".md", ".html", ".pdf") and p.is_file()}
+    return {name: (pdftotext(p) if p.suffix == ".pdf" else
+                   text_of(p.read_text(encoding="utf-8")) if p.suffix == ".html" else p.read_text(encoding="utf-8"))
+            for name, p in files.items()} | {
+        f"math of {name}": math_of(p.read_text(encoding="utf-8")) for name, p in files.items() if p.suffix == ".html"}
+
+
+# The HTML page a PDF is printed from, whose math tells a formula's letters from words.
+PRINTED_FROM = {"students/s01/worksheet.pdf": "students/s01/worksheet.html", "keys/s01.pdf": "key.html"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", BUNDLED, ids=[p.stem for p in BUNDLED])
+def test_generate_lang_zh_writes_no_english_in_any_page_of_a_bundled_spec(tmp_path, path):
+    formats = "md,html,pdf" if pdf_available() and shutil.which("pdftotext") else "md,html"
+    pages = generated(tmp_path, path.stem, "zh", formats)
+    assert {"key.md", "students/s01/worksheet.md", "students/s01/answer-form.html"} <= set(pages)
+    ids = family_ids() | item_ids(load_spec(path))
+    for name, text in pages.items():
+        if name.startswith("math of "):
+            continue
+        found = english_words(text, ids)
+        if name.endswith(".pdf"):
+            found = [w for w in found if w not in pages["math of " + PRINTED_FROM[name]]]
+        assert not found, f"{path.name} {name}: {sorted(set(found))[:20]}"
+    english = generated(tmp_path, path.stem, "en", formats)
+    for name, text in english.items():
+        if name.startswith("math of "):
+            continue
+        assert not HAN.search(text), f"{path.name} {name} (en): {sorted(set(HAN.findall(text)))[:20]}"
