@@ -10,7 +10,7 @@ import gc
 import typer
 
 from . import browse, generate, grade
-from ._common import _TolerantHelpCommand
+from ._common import TolerantHelpCommand
 from .export import export_app
 
 app = typer.Typer(
@@ -28,7 +28,7 @@ app = typer.Typer(
 
 app.command()(generate.generate)
 app.command()(generate.init)
-app.command(cls=_TolerantHelpCommand)(grade.grade)
+app.command(cls=TolerantHelpCommand)(grade.grade)
 app.command()(grade.audit)
 app.command()(browse.families)
 app.command()(browse.specs)

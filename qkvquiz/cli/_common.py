@@ -25,21 +25,21 @@ err = Console(stderr=True, soft_wrap=True)
 T = TypeVar("T")
 
 
-def _shown(text: str) -> str:
+def safe_text(text: str) -> str:
     """Text from a file or a file name, safe to print: no Rich markup, no terminal escapes."""
     return escape(terminal_text(text))
 
 
-def _fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> None:
     # Escaped and stripped of terminal escapes: messages quote user text and commands such as
     # pip install 'qkvquiz[gpu]', whose brackets Rich would otherwise take for markup and drop.
     # Line by line: a YAML error's own line breaks stay line breaks, other controls are escaped.
-    shown = "\n".join(_shown(line) for line in message.split("\n"))
+    shown = "\n".join(safe_text(line) for line in message.split("\n"))
     err.print(f"[bold red]error:[/] {shown}", highlight=False)
     raise typer.Exit(code)
 
 
-def _renamed(name: str, value: T, default: T, old_name: str, old_value: T | None) -> T:
+def renamed(name: str, value: T, default: T, old_name: str, old_value: T | None) -> T:
     """An option given by its name or by its old one, a hidden alias that still works (``export
     questions --format`` is now ``--to``, as every export names its target): the value given,
     with a note on the new name; both given with different values is an error."""
@@ -48,7 +48,7 @@ def _renamed(name: str, value: T, default: T, old_name: str, old_value: T | None
     if old_value is None:
         return value
     if value != default and value != old_value:
-        _fail(_("%(name)s and %(old)s (its old name) say different things: give %(name)s only")
+        fail(_("%(name)s and %(old)s (its old name) say different things: give %(name)s only")
               % {"name": name, "old": old_name})
     err.print("[dim]note:[/] " + escape(_("%(old)s is the old name of %(name)s; it still works")
                                         % {"name": name, "old": old_name}), highlight=False)
@@ -64,7 +64,7 @@ def resolve_spec(spec: str) -> Path:
     if bundled.exists():
         return bundled
     names = ", ".join(sorted(p.stem for p in bank_dir().glob("*.yaml")))
-    _fail(f"no spec file {spec!r}, and no bundled spec of that name (bundled: {names})")
+    fail(f"no spec file {spec!r}, and no bundled spec of that name (bundled: {names})")
     raise AssertionError  # unreachable
 
 
@@ -90,7 +90,7 @@ def tolerance_help() -> str:
     )
 
 
-class _TolerantHelpCommand(TyperCommand):
+class TolerantHelpCommand(TyperCommand):
     """A command whose epilog is :func:`tolerance_help`, built when the help is shown (not at start-up)."""
 
     @property
@@ -103,7 +103,7 @@ class _TolerantHelpCommand(TyperCommand):
 
 
 @contextmanager
-def _exit_on_terminate() -> Iterator[None]:
+def exit_on_terminate() -> Iterator[None]:
     """SIGTERM and SIGHUP exit the way Ctrl-C does, through ``finally`` blocks.
 
     Python's default for SIGTERM ends the process on the spot; raising SystemExit instead lets
@@ -129,11 +129,11 @@ def _exit_on_terminate() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-class _NoBar:
+class NoBar:
     """The progress bar where stderr is not a terminal (a script, a log file, CI): Rich would
     draw nothing there, and importing its progress bars is 10 ms of a small class's run."""
 
-    def __enter__(self) -> _NoBar:
+    def __enter__(self) -> NoBar:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -152,11 +152,11 @@ class _NoBar:
         return None
 
 
-def _progress(auto_refresh: bool = True):
+def progress_bar(auto_refresh: bool = True):
     """A progress bar on stderr. Without ``auto_refresh`` it redraws only when told
     (``refresh()``) and runs no thread of its own, so a process pool may fork beside it."""
     if not err.is_terminal:
-        return _NoBar()
+        return NoBar()
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -171,7 +171,7 @@ def _progress(auto_refresh: bool = True):
     )
 
 
-def _xp(backend: str, cpu_seconds: Callable[[], float]):
+def array_backend(backend: str, cpu_seconds: Callable[[], float]):
     """The array module for ``--backend``: cupy only where the work pays for a GPU (the CPU otherwise, said).
 
     ``cpu_seconds`` estimates the command's array work on the CPU; it is asked only for cupy.
@@ -181,7 +181,7 @@ def _xp(backend: str, cpu_seconds: Callable[[], float]):
     try:
         placement = place(backend, cpu_seconds() if backend == "cupy" else 0.0)
     except BackendUnavailable as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if placement.note is not None:
         err.print(f"note: {escape(placement.note)}", highlight=False)
     return placement.xp
@@ -198,7 +198,7 @@ LangOpt = Annotated[Optional[str], typer.Option(
     "`lang:`, else en; grade and audit: the key's or file's language).")]
 
 
-def _lang(lang: str | None) -> str | None:
+def chosen_lang(lang: str | None) -> str | None:
     """``--lang`` checked (None when not given), or exit 2 naming the choices."""
     from ..core.i18n import UnknownLanguage, check_lang
 
@@ -207,10 +207,10 @@ def _lang(lang: str | None) -> str | None:
     try:
         return check_lang(lang)
     except UnknownLanguage as exc:
-        _fail(f"--lang: {exc}")
+        fail(f"--lang: {exc}")
 
 
-def _ticker(bar, task):
+def ticker(bar, task):
     """A progress callback that advances ``task`` by one and redraws the bar at most ten times a second."""
     last = 0.0
 

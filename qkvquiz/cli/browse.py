@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from ..core.resources import bank_dir, schemas_dir
-from ._common import LangOpt, _fail, _lang, console
+from ._common import LangOpt, chosen_lang, console, fail
 
 if TYPE_CHECKING:
     pass
@@ -44,33 +44,33 @@ def show(
     lang: LangOpt = None,
 ) -> None:
     """Print one sample problem of a family with its worked solution."""
-    from ..core.i18n import using
     from ..core.bounded_yaml import load_yaml
+    from ..core.i18n import using
     from ..core.inputs import InputError
     from ..families import get_family
     from ..render.markdown import render_items
     from ..spec import SpecError, parse_spec
     from ..worksheet import GenerationError, build_worksheet
 
-    lang = _lang(lang)
+    lang = chosen_lang(lang)
     try:
         fam = get_family(family)
     except KeyError as exc:
-        _fail(exc.args[0])
+        fail(exc.args[0])
     params = {}
     for text in param or []:
         name, sep, value = text.partition("=")
         if not sep:
-            _fail(f"--param {text!r}: write NAME=VALUE")
+            fail(f"--param {text!r}: write NAME=VALUE")
         try:
             params[name.strip()] = load_yaml(value, f"--param {name.strip()}")
         except InputError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     try:
         ws = build_worksheet(parse_spec({"title": fam.title, "items": [{"family": fam.name, "params": params}]},
                                         source="--param"), ["sample"], seed)
     except (SpecError, GenerationError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     # Raw Markdown: a terminal Markdown renderer would eat the LaTeX's backslashes.
     with using(lang):
         for kind in ("problem", "solution"):
@@ -81,5 +81,5 @@ def show(
 def schema(which: Annotated[str, typer.Argument(help="key | submission")]) -> None:
     """Print the JSON Schema of the key file or of a submission file."""
     if which not in ("key", "submission"):
-        _fail("choose key or submission")
+        fail("choose key or submission")
     print(json.dumps(json.loads((schemas_dir() / f"{which}.schema.json").read_text(encoding="utf-8")), indent=2))

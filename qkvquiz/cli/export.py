@@ -11,7 +11,16 @@ from typing import Annotated
 
 import typer
 
-from ._common import LangOpt, _fail, _lang, _renamed, _shown, console, err, resolve_spec
+from ._common import (
+    LangOpt,
+    chosen_lang,
+    console,
+    err,
+    fail,
+    renamed,
+    resolve_spec,
+    safe_text,
+)
 
 # What a command needs is imported inside it, so that `qkvquiz --help` stays quick.
 
@@ -40,7 +49,7 @@ def _roster(path: Path | None):
     try:
         return read_roster_entries(path)
     except ValueError as exc:  # InputError is a ValueError
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def _results(path: Path):
@@ -50,7 +59,7 @@ def _results(path: Path):
     try:
         return load_results(path)
     except InputError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def _write_grades(out: Path, text: str) -> None:
@@ -104,21 +113,21 @@ def grades(
     try:
         opts.check()
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     loaded = _results(results)
     try:
         text, unmatched = export_grades(loaded, _roster(roster), opts, worksheet=None if worksheet is None else str(worksheet))
     except (InputError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     try:
         _write_grades(out, text)
     except OSError as exc:
-        _fail(str(exc))  # OutputError: names the path
+        fail(str(exc))  # OutputError: names the path
     if unmatched:
-        shown = ", ".join(_shown(s) for s in unmatched[:10]) + (" …" if len(unmatched) > 10 else "")
+        shown = ", ".join(safe_text(s) for s in unmatched[:10]) + (" …" if len(unmatched) > 10 else "")
         err.print(f"[yellow]not matched by the {to} importer[/] ({len(unmatched)}: no id it reads in the roster): "
                   f"{shown}", highlight=False)
-    console.print(f"Wrote {_shown(str(out))} ({len(loaded.students)} students, {to})", highlight=False)
+    console.print(f"Wrote {safe_text(str(out))} ({len(loaded.students)} students, {to})", highlight=False)
 
 
 QUESTION_TARGETS = "moodle,qti,canvas"  # what `export questions` writes unless --to says
@@ -163,19 +172,19 @@ def questions(
     from ..spec import SpecError, load_spec
     from ..worksheet import GenerationError
 
-    to = _renamed("--to", to, QUESTION_TARGETS, "--format", formats)
-    lang = _lang(lang)
+    to = renamed("--to", to, QUESTION_TARGETS, "--format", formats)
+    lang = chosen_lang(lang)
     try:
         parsed = load_spec(resolve_spec(spec))
         _ws, files = export_questions(parsed, variants, seed, [f.strip() for f in to.split(",") if f.strip()],
                                       lang=lang)
     except (SpecError, InputError, GenerationError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     try:
         written = _write_bank(out, files)
     except OSError as exc:
-        _fail(str(exc))  # OutputError: names the path
-    console.print(f"Wrote {', '.join(_shown(str(p)) for p in written)} ({variants} variants of "
+        fail(str(exc))  # OutputError: names the path
+    console.print(f"Wrote {', '.join(safe_text(str(p)) for p in written)} ({variants} variants of "
                   f"{len(parsed.items)} items)", highlight=False)
 
 
@@ -226,20 +235,20 @@ def feedback(
         moodle_feedback_zip,
     )
 
-    to = _renamed("--to", to, "html", "--moodle-zip", "moodle" if moodle_zip else None)
+    to = renamed("--to", to, "html", "--moodle-zip", "moodle" if moodle_zip else None)
     if to not in FEEDBACK_TARGETS:
-        _fail(f"--to must be one of {', '.join(FEEDBACK_TARGETS)}, not {_shown(to)}")
+        fail(f"--to must be one of {', '.join(FEEDBACK_TARGETS)}, not {safe_text(to)}")
     moodle_zip = to == "moodle"
     loaded = _results(results)
     entries = _roster(roster)
     if moodle_zip and entries is None:
-        _fail("--to moodle needs --roster with a moodle_id column (Moodle's participant ids)")
+        fail("--to moodle needs --roster with a moodle_id column (Moodle's participant ids)")
     try:
         check_results_folder(loaded)
         with using(loaded.lang):  # pages in the language the grading wrote (html lang, fonts)
             pages, missing = feedback_pages(loaded, entries)
     except InputError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     files: dict[str, bytes | str] = {f"html/{p.name}.html": p.html for p in pages}
     left_out: list[str] = []
     if moodle_zip:
@@ -251,16 +260,16 @@ def feedback(
         with using(loaded.lang):
             _write_feedback(out, files, pages if pdf else None)
     except PdfUnavailable as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except OSError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     for what, students in (("no feedback file", missing), ("no moodle_id in the roster, not in the zip", left_out)):
         if students:
-            err.print(f"[yellow]{what}:[/] {', '.join(_shown(s) for s in students[:10])}"
+            err.print(f"[yellow]{what}:[/] {', '.join(safe_text(s) for s in students[:10])}"
                       f"{' …' if len(students) > 10 else ''}", highlight=False)
-    console.print(f"Wrote {len(pages)} feedback page(s) to {_shown(str(out / 'html'))}"
-                  + (f" and {_shown(str(out / 'moodle-feedback.zip'))}" if moodle_zip else "")
-                  + (f" and PDFs in {_shown(str(out / 'pdf'))}" if pdf else ""), highlight=False)
+    console.print(f"Wrote {len(pages)} feedback page(s) to {safe_text(str(out / 'html'))}"
+                  + (f" and {safe_text(str(out / 'moodle-feedback.zip'))}" if moodle_zip else "")
+                  + (f" and PDFs in {safe_text(str(out / 'pdf'))}" if pdf else ""), highlight=False)
 
 
 def _write_bundle(out: Path, data: bytes) -> None:
@@ -316,7 +325,7 @@ def gradescope(
     from ..key import KeyFileError, load_key
 
     if roster is None and not trust_file_ids:
-        _fail("no --roster: the autograder could only grade each upload as the student id written in its file, "
+        fail("no --roster: the autograder could only grade each upload as the student id written in its file, "
               "so a classmate's file uploaded unchanged would score as its owner, with nothing flagged.\n"
               "Give --roster roster.csv (a `student` column and the `email` Gradescope knows each student by) "
               "to grade each upload as the student Gradescope says submitted it, on their own variant; "
@@ -332,12 +341,12 @@ def gradescope(
                             opts=BundleOptions(visibility=visibility, show=resolve_show(show, visibility),
                                                trust_file_ids=trust_file_ids))
     except (KeyFileError, InputError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     try:
         _write_bundle(out, data)
     except OSError as exc:
-        _fail(str(exc))  # OutputError: names the path
-    console.print(f"Wrote {_shown(str(out))} ({len(data):,} bytes)", highlight=False)
+        fail(str(exc))  # OutputError: names the path
+    console.print(f"Wrote {safe_text(str(out))} ({len(data):,} bytes)", highlight=False)
     if roster is None:
         err.print("[yellow]note:[/] no roster: each upload is graded as the student id its file names; "
                   "a copied file scores as its owner (practice only).", highlight=False)

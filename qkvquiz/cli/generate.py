@@ -14,16 +14,16 @@ from ._common import (
     SECRET_ENV,
     BackendOpt,
     LangOpt,
-    _exit_on_terminate,
-    _fail,
-    _lang,
-    _progress,
-    _shown,
-    _ticker,
-    _xp,
+    array_backend,
+    chosen_lang,
     console,
     err,
+    exit_on_terminate,
+    fail,
+    progress_bar,
     resolve_spec,
+    safe_text,
+    ticker,
 )
 
 if TYPE_CHECKING:
@@ -86,32 +86,32 @@ def generate(
     from ..spec import SpecError, load_spec, parse_work_space
     from ..worksheet import GenerationError
 
-    lang = _lang(lang)
+    lang = chosen_lang(lang)
     if (students is None) == (roster is None):
-        _fail("give exactly one of --students N or --roster FILE")
+        fail("give exactly one of --students N or --roster FILE")
     if public and secret_file is not None:
-        _fail("--public makes a set without a secret; leave out --secret-file, or --public")
+        fail("--public makes a set without a secret; leave out --secret-file, or --public")
     if students is not None and class_size_problem(students):
-        _fail(f"--students: {class_size_problem(students)}")
+        fail(f"--students: {class_size_problem(students)}")
     try:
         chosen = parse_formats(formats)
     except ValueError as exc:
-        _fail(f"--format: {exc}")
+        fail(f"--format: {exc}")
     if page_size.strip().lower() not in ("a4", "letter"):
-        _fail(f"--page-size: unknown page size {page_size!r}; use a4 or letter")
+        fail(f"--page-size: unknown page size {page_size!r}; use a4 or letter")
     if class_pdf and "pdf" not in chosen:
-        _fail("--class-pdf needs --format with pdf (for example --format md,pdf)")
+        fail("--class-pdf needs --format with pdf (for example --format md,pdf)")
     if "pdf" in chosen:
         from ..render.pdf import PdfUnavailable, weasyprint_module
 
         try:
             weasyprint_module()
         except PdfUnavailable as exc:
-            _fail(f"--format pdf: {exc}")
+            fail(f"--format pdf: {exc}")
     try:
         space = parse_work_space(work_space, "--work-space")
     except ValueError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     names: dict[str, str] = {}
     if roster is not None:
         from ..roster import read_roster_entries
@@ -119,17 +119,17 @@ def generate(
         try:
             entries = read_roster_entries(roster)
         except (OSError, ValueError) as exc:
-            _fail(str(exc))
+            fail(str(exc))
         ids, names = entries.students, entries.names
     else:
         width = max(2, len(str(students)))
         ids = [f"s{i:0{width}d}" for i in range(1, students + 1)]
     if templates is not None and not templates.is_dir():
-        _fail(f"--templates {templates}: not a folder")
+        fail(f"--templates {templates}: not a folder")
     try:
         parsed = load_spec(resolve_spec(spec))
     except SpecError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     parsed = parsed.in_language(lang or parsed.lang)  # its own text too, where written in that language
     _say_untranslated(parsed)
     # The spec and roster are good: only now may a first run create the instructor's secret.
@@ -152,12 +152,12 @@ def generate(
             fonts_warned = True
     from ..worksheet import screening_seconds
 
-    xp = _xp(backend, lambda: screening_seconds(parsed, len(ids)))
+    xp = array_backend(backend, lambda: screening_seconds(parsed, len(ids)))
     if len(ids) >= _report_from_students():
         _check_memory(parsed, len(ids), seed)
     try:
         # PDFs render in a forked process pool: the bar draws on each update, from this thread.
-        with _progress(auto_refresh=False) as bar, _exit_on_terminate():
+        with progress_bar(auto_refresh=False) as bar, exit_on_terminate():
             task = bar.add_task("writing worksheets", total=len(ids))
             pdf_task = None
 
@@ -174,25 +174,25 @@ def generate(
                     warnings.simplefilter("always", font_warning)
                 result = generate_set(parsed, ids, out, seed=seed, force=force, xp=xp,
                                       secret=None if secret is None else secret.value, templates=templates,
-                                      progress=_ticker(bar, task), formats=chosen,
+                                      progress=ticker(bar, task), formats=chosen,
                                       page_size=page_size, class_pdf=class_pdf, workers=workers,
                                       pdf_progress=pdf_progress, names=names, work_space=space, lang=lang)
     except (SpecError, GenerationError, FileExistsError, ValueError, OutputError) as exc:
-        _fail(str(exc))  # OutputError: names the path (full disk, read-only folder, another run)
+        fail(str(exc))  # OutputError: names the path (full disk, read-only folder, another run)
     except TemplateFailed as exc:  # a user's template, refused or stopped: the message names it
-        _fail(f"template {exc}")
+        fail(f"template {exc}")
     except (jinja2.TemplateError, OverflowError) as exc:  # OverflowError: the sandbox's cap on range()
         where = f" ({exc.filename}, line {exc.lineno})" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
-        _fail(f"a template could not be rendered{where}: {type(exc).__name__}: {exc}")
+        fail(f"a template could not be rendered{where}: {type(exc).__name__}: {exc}")
     except Exception as exc:
         if "pdf" in chosen:
             from ..render.pdf import PdfRenderError
 
             if isinstance(exc, PdfRenderError):  # names the PDF it was writing (a full disk, say)
-                _fail(f"a PDF could not be written: {exc}")
+                fail(f"a PDF could not be written: {exc}")
         if templates is None:
             raise  # a bug in qkvquiz itself: keep the traceback
-        _fail(f"a template from {templates} failed: {type(exc).__name__}: {exc}")
+        fail(f"a template from {templates} failed: {type(exc).__name__}: {exc}")
     for warned in font_warnings:
         if font_warning is not None and issubclass(warned.category, font_warning):
             if not fonts_warned:
@@ -255,12 +255,12 @@ def _generate_secret(secret_file: Path | None, public: bool) -> tuple[Secret | N
         path = default_secret_path()
         if not path.exists() and not path.is_symlink():
             create_secret(path)
-            err.print(f"Created the instructor secret {_shown(str(path))} (readable by you only); every set "
+            err.print(f"Created the instructor secret {safe_text(str(path))} (readable by you only); every set "
                       "made without --public is keyed by it. Back it up somewhere private: keys made with "
                       "it cannot be rebuilt without it.", highlight=False)
         return load_secret(path), path
     except (SecretError, OSError) as exc:
-        _fail(f"{exc}\n(--secret-file PATH names another secret; --public makes a set without one)")
+        fail(f"{exc}\n(--secret-file PATH names another secret; --public makes a set without one)")
     raise AssertionError  # unreachable
 
 
@@ -272,11 +272,11 @@ def _check_memory(parsed: WorksheetSpec, students: int, seed: str) -> None:
     try:
         guess = estimate(parsed, students, seed)
     except (GenerationError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     err.print(f"[yellow]note:[/] {escape(guess.describe())}", highlight=False)
     memory = physical_memory()
     if memory is not None and guess.memory > memory:
-        _fail(f"this machine has {memory / 1e9:.1f} GB of memory; split the class into several sets")
+        fail(f"this machine has {memory / 1e9:.1f} GB of memory; split the class into several sets")
 
 
 def secrecy_note(seed: str, secret_source: str | None) -> str:
@@ -309,9 +309,9 @@ def init(
     try:
         written = create_secret(target)
     except SecretError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except OSError as exc:  # a read-only or missing folder, a full disk: said in words, not as [Errno n]
-        _fail(f"cannot write the secret to {target}: {exc.strerror or exc}; choose a folder you can write, "
+        fail(f"cannot write the secret to {target}: {exc.strerror or exc}; choose a folder you can write, "
               "e.g. `qkvquiz init ~/qkvquiz-secret`")
     use = ("`qkvquiz generate` uses it by default." if path is None else
            f"Use it with\n  qkvquiz generate SPEC --secret-file {escape(str(written))} …")

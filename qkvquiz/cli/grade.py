@@ -13,16 +13,16 @@ from ._common import (
     SUMMARY_TABLE_MAX,
     BackendOpt,
     LangOpt,
-    _exit_on_terminate,
-    _fail,
-    _lang,
-    _progress,
-    _renamed,
-    _shown,
-    _ticker,
-    _xp,
+    array_backend,
+    chosen_lang,
     console,
     err,
+    exit_on_terminate,
+    fail,
+    progress_bar,
+    renamed,
+    safe_text,
+    ticker,
 )
 
 if TYPE_CHECKING:
@@ -45,18 +45,18 @@ def _submission_files(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
     for p in paths:
         if not p.exists() and not p.is_symlink():
-            _fail(f"{p} does not exist (nothing was graded and no report was written)")
+            fail(f"{p} does not exist (nothing was graded and no report was written)")
         if p.is_symlink() and p.is_dir():
-            _fail(f"{p} is a link to the folder {os.path.realpath(p)}; links to folders are not followed: "
+            fail(f"{p} is a link to the folder {os.path.realpath(p)}; links to folders are not followed: "
                   "name the folder itself (nothing was graded)")
         if p.is_dir():
             try:
                 found, skipped = walk_json_files(p, frozenset({"key.json", "results.json"}))
             except InputError as exc:
-                _fail(f"{exc} (nothing was graded)")
+                fail(f"{exc} (nothing was graded)")
             files.extend(found)
             for s in skipped:
-                err.print(f"[yellow]skipped:[/] {_shown(str(s.path))}: {_shown(s.reason)}", highlight=False)
+                err.print(f"[yellow]skipped:[/] {safe_text(str(s.path))}: {safe_text(s.reason)}", highlight=False)
         else:
             files.append(p)
     unique: dict[str, Path] = {}
@@ -114,7 +114,7 @@ def grade(
     from ..core.pause import collector_paused
 
     # `--from canvas` as `export … --to canvas`: which LMS, named by the direction the work goes.
-    source = _renamed("--from", source, "auto", "--lms", lms)
+    source = renamed("--from", source, "auto", "--lms", lms)
     with collector_paused():  # no cycles among a class's answers and results: nothing to collect
         _grade_command(key, submissions, out, feedback, backend, duplicates, roster, source, lang)
 
@@ -127,39 +127,39 @@ def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool
     from ..grade.report import write_reports
     from ..key import KeyFileError, load_key
 
-    lang = _lang(lang)
+    lang = chosen_lang(lang)
     if duplicates not in DUPLICATES:
-        _fail(f"--duplicates must be one of {', '.join(DUPLICATES)}, not {_shown(duplicates)}")
+        fail(f"--duplicates must be one of {', '.join(DUPLICATES)}, not {safe_text(duplicates)}")
     try:
         loaded = load_key(key)  # finishes the switch of a `generate` killed midway (outputs.settle)
     except KeyFileError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     collected = _collect_download(submissions, roster, lms, lang or loaded.lang)
     files = [] if collected is not None else _submission_files(submissions)
     if collected is None and not files:
-        _fail("no submission files found")
+        fail("no submission files found")
     from ..grade.workload import grading_seconds
 
     count = len(files) if collected is None else len(collected.handins)
-    xp = _xp(backend, lambda: grading_seconds(loaded, count))
-    with _exit_on_terminate():
+    xp = array_backend(backend, lambda: grading_seconds(loaded, count))
+    with exit_on_terminate():
         # No refresh thread: the feedback files of a large class are written by a forked worker.
-        with _progress(auto_refresh=False) as bar:
+        with progress_bar(auto_refresh=False) as bar:
             if collected is not None:
                 from ..exchange.collect import grade_collected
 
                 report = grade_collected(loaded, collected, xp=xp, duplicates=duplicates, lang=lang)
             else:
                 task = bar.add_task("grading", total=len(files))
-                report = grade_files(loaded, files, progress=_ticker(bar, task), xp=xp, duplicates=duplicates,
+                report = grade_files(loaded, files, progress=ticker(bar, task), xp=xp, duplicates=duplicates,
                                      lang=lang)
             writing = bar.add_task("writing feedback", total=len(report.results) if feedback else 0)
             try:
-                paths = write_reports(report, out, feedback=feedback, progress=_ticker(bar, writing))
+                paths = write_reports(report, out, feedback=feedback, progress=ticker(bar, writing))
             except OutputError as exc:  # names the path; another run into `out` is refused here
-                _fail(str(exc))
+                fail(str(exc))
             except OSError as exc:
-                _fail(f"cannot write the reports to {out}: {exc.strerror or exc}")
+                fail(f"cannot write the reports to {out}: {exc.strerror or exc}")
     if feedback:
         paths.append(out / "feedback")
 
@@ -172,7 +172,7 @@ def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool
         for r in sorted(report.results, key=lambda r: r.student):
             unreadable = sum(p.verdict == "format" for p in r.parts)
             missing = sum(p.verdict == "missing" for p in r.parts)
-            table.add_row(_shown(r.student), f"{r.score:.2f}", f"{r.total:g}", str(unreadable or ""), str(missing or ""))
+            table.add_row(safe_text(r.student), f"{r.score:.2f}", f"{r.total:g}", str(unreadable or ""), str(missing or ""))
         console.print(table)
     else:  # a row per student would scroll past for minutes: the scores are in results.csv
         import numpy as np
@@ -184,10 +184,10 @@ def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool
             f"(one row per student in results.csv)", highlight=False)
     _print_grade_notes(report)
     if report.absent:
-        shown = ", ".join(_shown(s) for s in report.absent[:10]) + (" …" if len(report.absent) > 10 else "")
+        shown = ", ".join(safe_text(s) for s in report.absent[:10]) + (" …" if len(report.absent) > 10 else "")
         err.print(f"[yellow]no submission[/] from {len(report.absent)} student(s) of the key (0 points in "
                   f"results.csv): {shown}", highlight=False)
-    console.print(f"Wrote {', '.join(_shown(str(p)) for p in paths)}", highlight=False)
+    console.print(f"Wrote {', '.join(safe_text(str(p)) for p in paths)}", highlight=False)
     if report.problems:
         raise typer.Exit(1)
 
@@ -200,13 +200,13 @@ def _collect_download(submissions: list[Path], roster: Path | None, lms: str, la
     from ..exchange.collect import LMS_CHOICES, collect, is_zip
 
     if lms not in LMS_CHOICES:
-        _fail(f"--from must be one of {', '.join(LMS_CHOICES)}, not {_shown(lms)}")
+        fail(f"--from must be one of {', '.join(LMS_CHOICES)}, not {safe_text(lms)}")
     zipped = [p for p in submissions if p.is_file() and is_zip(p)]
     if roster is None and not zipped and lms in ("auto", "none"):
         return None
     for p in submissions:
         if not p.exists() and not p.is_symlink():
-            _fail(f"{p} does not exist (nothing was graded and no report was written)")
+            fail(f"{p} does not exist (nothing was graded and no report was written)")
     entries = None
     if roster is not None:
         from ..roster import read_roster_entries
@@ -214,16 +214,16 @@ def _collect_download(submissions: list[Path], roster: Path | None, lms: str, la
         try:
             entries = read_roster_entries(roster)
         except ValueError as exc:  # InputError is a ValueError
-            _fail(str(exc))
+            fail(str(exc))
     try:
         collected = collect(submissions, entries, lms, lang)
     except InputError as exc:
-        _fail(f"{exc} (nothing was graded)")
+        fail(f"{exc} (nothing was graded)")
     for source, kind in collected.lms.items():
-        err.print(f"[dim]{_shown(source)}: {kind.title() + ' download' if kind else 'no LMS naming found'}[/]",
+        err.print(f"[dim]{safe_text(source)}: {kind.title() + ' download' if kind else 'no LMS naming found'}[/]",
                   highlight=False)
     if not collected.handins and not collected.problems:
-        _fail("no submission files found")
+        fail("no submission files found")
     return collected
 
 
@@ -232,17 +232,17 @@ def _print_grade_notes(report) -> None:
     the files not graded. Every name is shown with control characters escaped."""
     for r in sorted(report.results, key=lambda r: r.student):
         for flag in r.flags:
-            err.print(f"[red]flag:[/] {_shown(r.student)}: {_shown(flag)}", highlight=False)
+            err.print(f"[red]flag:[/] {safe_text(r.student)}: {safe_text(flag)}", highlight=False)
         for note in r.notes:
-            err.print(f"[yellow]note:[/] {_shown(r.source)}: {_shown(note)}", highlight=False)
+            err.print(f"[yellow]note:[/] {safe_text(r.source)}: {safe_text(note)}", highlight=False)
         if len(r.candidates) > 1:
-            err.print(f"[yellow]{len(r.candidates)} files[/] claim {_shown(r.student)}:", highlight=False)
+            err.print(f"[yellow]{len(r.candidates)} files[/] claim {safe_text(r.student)}:", highlight=False)
             for c in r.candidates:
-                err.print(f"  {'→' if c.graded else ' '} {_shown(c.source)}: {_shown(c.why)}", highlight=False)
+                err.print(f"  {'→' if c.graded else ' '} {safe_text(c.source)}: {safe_text(c.why)}", highlight=False)
     for problem in report.problems:
-        err.print(f"[yellow]not graded:[/] {_shown(problem.source)}: {_shown(problem.message)}", highlight=False)
+        err.print(f"[yellow]not graded:[/] {safe_text(problem.source)}: {safe_text(problem.message)}", highlight=False)
     for skipped in report.skipped:
-        err.print(f"[dim]skipped:[/] {_shown(skipped.source)}: {_shown(skipped.message)}", highlight=False)
+        err.print(f"[dim]skipped:[/] {safe_text(skipped.source)}: {safe_text(skipped.message)}", highlight=False)
 
 
 def audit(
@@ -262,18 +262,18 @@ def audit(
     from ..spec import SpecError
     from ..worksheet import GenerationError
 
-    lang = _lang(lang)
+    lang = chosen_lang(lang)
     try:
         report = audit_file(file, lang=lang)
     except (SpecError, GenerationError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     text = audit_markdown(report)
     if out is not None:
         try:
-            with _exit_on_terminate():  # SIGTERM removes the temporary file too
+            with exit_on_terminate():  # SIGTERM removes the temporary file too
                 write_file(out, text)  # a set of one file: the old one or the new one, nothing between
         except OutputError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     console.print(Markdown(text))
     if report.wrong:
         raise typer.Exit(1)
