@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.i18n import N_, _, using
+from ..core.i18n import N_, _, current, using
 from ..core.bounded_yaml import load_yaml
 from ..core.folders import walk_json_files
 from ..core.inputs import InputError, decode_text, read_bytes, shown_path
@@ -494,7 +494,7 @@ def grade_collected(key: Key, collected: Collected, *, xp=np, duplicates: str = 
 
     ``lang``: the language of every sentence (default: the key's), as in :func:`grade`."""
     with using(lang or key.lang):
-        return _grade_collected(key, collected, xp=xp, duplicates=duplicates, lang=lang)
+        return _grade_collected(key, collected, xp=xp, duplicates=duplicates)
 
 
 @dataclass
@@ -507,7 +507,7 @@ class _Group:
     via: str
 
 
-def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str, lang: str | None) -> GradeReport:
+def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str) -> GradeReport:
     problems = list(collected.problems)
     read = []
     for h in collected.handins:
@@ -537,7 +537,7 @@ def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str, lan
             groups.append(_Group(h.source, sub.student, [m for m in h.group if m != sub.student], submission))
         notes.setdefault((h.source, sub.student), []).extend(said)
         flags.setdefault((h.source, sub.student), []).extend(marks)
-    report = grade(key, [sub for _h, sub in read], xp=xp, duplicates=duplicates, lang=lang)
+    report = grade(key, [sub for _h, sub in read], xp=xp, duplicates=duplicates, lang=current())
     report.problems[:0] = problems
     report.skipped[:0] = collected.skipped
     for r in report.results:
