@@ -23,7 +23,8 @@ import numpy as np
 from qkvquiz.core.resources import bank_dir
 from qkvquiz.grade.grader import grade_columns, match_students, read_columns, read_submissions
 from qkvquiz.grade.report import write_reports
-from qkvquiz.key import dumps, key_to_json, load_key
+from qkvquiz.json_rows import dumps
+from qkvquiz.key import key_to_json, load_key
 from qkvquiz.spec import load_spec
 from qkvquiz.worksheet import build_worksheet
 

@@ -39,7 +39,8 @@ from .core.i18n import check_lang, using
 from .core.outputs import OutputSet, owned_present, write_set
 from .core.pool import Pool, cores, fork_context
 from .files import safe_name
-from .key import Dumped, dumped, dumps, key_text
+from .json_rows import Dumped, dumped, dumps
+from .key import key_text
 from .render.markdown import (
     key_markdown,
     key_markdown_pieces,

@@ -23,7 +23,7 @@ import re
 import shutil
 import subprocess
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from html.parser import HTMLParser
@@ -164,8 +164,9 @@ def latex_leaks(runs: Iterable[TextRun]) -> list[str]:
 class _Runs(HTMLParser):
     """Text runs of one of our HTML documents, with the face its stylesheet gives each.
 
-    A reading of ``templates/style.css`` for the elements our documents use; the PDF check
-    (:func:`pdf_text_runs`) asks WeasyPrint itself.
+    A reading of ``templates/style.css`` for the elements our documents use. The PDFs are
+    checked from the outside: every face they embed is a shipped one (``pdffonts``), which a
+    glyph missing from the shipped faces would break (fontconfig would fall back to another).
     """
 
     _SANS_CLASSES = frozenset({"sheet-fields", "answer-part", "key-roster", "math-svg", "hand-in-sans"})
@@ -233,18 +234,6 @@ def html_text_runs(document: str, where: str = "") -> tuple[list[TextRun], list[
     parser.feed(document)
     parser.close()
     return parser.runs, parser.code_runs
-
-
-def pdf_text_runs(document: object, where: str = "") -> Iterator[TextRun]:
-    """Every text box of a laid-out WeasyPrint ``Document``, with the face it asked for."""
-    for number, page in enumerate(document.pages, start=1):  # type: ignore[attr-defined]
-        for box in page._page_box.descendants():
-            text = getattr(box, "text", None)
-            if not text or not hasattr(box, "pango_layout"):
-                continue
-            style = box.style
-            face = face_for(style["font_family"], style["font_weight"] >= 600, style["font_style"] != "normal")
-            yield TextRun(text, face, f"{where} p.{number}")
 
 
 # --------------------------------------------------------------------------- CJK

@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from qkvquiz.core.submissions import submission_from_bytes, submission_from_json
 from qkvquiz.grade.grader import grade
 from qkvquiz.grade.report import results_csv
-from qkvquiz.key import dumps, key_from_json
+from qkvquiz.json_rows import dumps
+from qkvquiz.key import key_from_json
 
 from ..helpers import make_key_doc
 

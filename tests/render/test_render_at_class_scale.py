@@ -350,7 +350,8 @@ def _reference_dump(obj, depth=0):
 def test_key_json_text_is_what_it_was(class_spec):
     import json
 
-    from qkvquiz.key import dumps, key_to_json
+    from qkvquiz.json_rows import dumps
+    from qkvquiz.key import key_to_json
 
     ws = build_worksheet(class_spec, ["ada", "Zoë", "a\"b", "x\\y"], "fast")
     doc = key_to_json(ws)
@@ -369,7 +370,8 @@ def test_key_json_text_is_what_it_was(class_spec):
 
 @pytest.mark.parametrize("spec_file", sorted(p.name for p in bank_dir().glob("*.yaml")))
 def test_key_text_equals_the_key_document_written_out(spec_file):
-    from qkvquiz.key import dumps, key_text, key_to_json
+    from qkvquiz.json_rows import dumps
+    from qkvquiz.key import key_text, key_to_json
 
     ws = build_worksheet(load_spec(bank_dir() / spec_file), ["ada", "bo", "cy", "dee"], "text")
     assert key_text(ws) == dumps(key_to_json(ws)) == _reference_dump(key_to_json(ws)) + "\n"
@@ -471,7 +473,8 @@ def test_a_full_disk_in_a_rendering_worker_names_the_path(class_spec, tmp_path, 
 
 
 def test_a_column_of_arrays_is_written_as_each_array_alone():
-    from qkvquiz.key import _dump, _texts, encode
+    from qkvquiz.json_rows import _dump, row_texts as _texts
+    from qkvquiz.key import encode
 
     rng = np.random.default_rng(11)
     for shape in [(), (1,), (3,), (2, 2), (1, 3), (3, 1), (2, 3, 2), (2, 1, 2, 2), (0,), (2, 0)]:
@@ -502,7 +505,8 @@ def test_html_pages_from_generate_equal_pages_built_alone(class_spec, tmp_path):
 
 
 def test_documents_of_one_layout_are_written_as_dump_writes_them():
-    from qkvquiz.key import Dumped, _dump, _same_layout, dumped
+    from qkvquiz.json_rows import Dumped, _dump, dumped
+    from qkvquiz.json_rows import same_layout as _same_layout
 
     docs = [{"student": sid, "variant": "AB-1", "givens": {"q1": {"Q": dumped([[1, 2], [3, 4.5]], 5)}, "q2": {}},
              "answers": {"q1.a": dumped(-0.25 * k, 4), "é\n": dumped([k, "inf"], 4)}}

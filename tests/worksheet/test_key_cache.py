@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from qkvquiz import key as keys
-from qkvquiz.key import dumps, key_to_json, load_key
+from qkvquiz import key_cache
+from qkvquiz.json_rows import dumps
+from qkvquiz.key import key_to_json, load_key
 from qkvquiz.core.resources import bank_dir
 from qkvquiz.spec import load_spec
 from qkvquiz.worksheet import build_worksheet
@@ -42,7 +44,7 @@ def same_key(a, b) -> None:
 
 def test_the_second_read_comes_from_the_cache_and_is_the_same_key(key_file, monkeypatch):
     first = load_key(key_file)
-    cache = keys._cache_path(key_file)
+    cache = key_cache.cache_path(key_file)
     assert cache.is_file() and stat.S_IMODE(cache.stat().st_mode) == 0o600
     monkeypatch.setattr(keys, "key_from_json", lambda *a, **k: pytest.fail("read from JSON again"))
     second = load_key(key_file)
@@ -62,7 +64,7 @@ def test_an_edited_key_is_read_from_its_json_and_cached_again(key_file):
 @pytest.mark.parametrize("content", [b"", b"not a zip", b"PK\x03\x04broken"])
 def test_a_broken_cache_is_no_cache(key_file, content):
     first = load_key(key_file)
-    keys._cache_path(key_file).write_bytes(content)
+    key_cache.cache_path(key_file).write_bytes(content)
     same_key(load_key(key_file), first)
 
 
@@ -74,7 +76,7 @@ def test_a_cache_holding_pickled_objects_is_never_unpickled(key_file, tmp_path):
         def __reduce__(self):
             return (open, (str(marker), "w"))
 
-    with open(keys._cache_path(key_file), "wb") as fh:
+    with open(key_cache.cache_path(key_file), "wb") as fh:
         np.savez(fh, meta=np.array([Boom()], dtype=object))
     same_key(load_key(key_file), first)
     assert not marker.exists()
@@ -86,7 +88,7 @@ def test_a_cache_of_another_key_file_is_not_used(key_file, tmp_path, monkeypatch
     other.parent.mkdir()
     text = key_file.read_text(encoding="utf-8").replace('"seed": "cache"', '"seed": "other"', 1)
     other.write_text(text, encoding="utf-8")
-    os.replace(keys._cache_path(key_file), keys._cache_path(other))  # the cache of the first file
+    os.replace(key_cache.cache_path(key_file), key_cache.cache_path(other))  # the cache of the first file
     calls = []
     real = keys.key_from_json
     monkeypatch.setattr(keys, "key_from_json", lambda *a, **k: calls.append(1) or real(*a, **k))
@@ -99,7 +101,7 @@ def test_a_folder_that_cannot_be_written_has_no_cache(key_file):
     key_file.parent.chmod(0o555)
     try:
         load_key(key_file)
-        assert not keys._cache_path(key_file).exists()
+        assert not key_cache.cache_path(key_file).exists()
     finally:
         key_file.parent.chmod(0o755)
 
@@ -107,7 +109,7 @@ def test_a_folder_that_cannot_be_written_has_no_cache(key_file):
 def test_a_small_class_has_no_cache(key_file, monkeypatch):
     monkeypatch.setattr(keys, "CACHE_FROM", 1000)
     load_key(key_file)
-    assert not keys._cache_path(key_file).exists()
+    assert not key_cache.cache_path(key_file).exists()
 
 
 def test_a_key_saved_with_a_byte_order_mark_is_cached_and_its_answers_read(key_file):
@@ -138,7 +140,7 @@ def test_a_forged_cache_beside_an_unchanged_key_gives_no_marks_and_is_replaced(k
     from qkvquiz.grade.grader import grade
 
     honest = load_key(key_file)
-    cache = keys._cache_path(key_file)
+    cache = key_cache.cache_path(key_file)
     key_bytes = key_file.read_bytes()
 
     def lenient(meta):  # every tolerance: anything within 1000 passes
