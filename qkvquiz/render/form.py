@@ -207,7 +207,7 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
                 blocks=grid_blocks(shape, part.asked(shape), _real(item, part.step, shape)),
             ))
         body = html.markdown_body_html(markdown, font_size_pt=FORM_FONT_SIZE_PT)
-        from .documents import answer_points
+        from .answer_areas import answer_points
 
         points = answer_points(body, [part.id for part in parts])
         placed = sorted(
@@ -215,7 +215,7 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
         )
         segments: list[tuple[Markup, FormPart | None]] = []
         last = 0
-        from .documents import drop_answer_sentences
+        from .answer_areas import drop_answer_sentences
 
         placed_ids = [parts[k].id for _place, k in placed]
         for at, k in placed:

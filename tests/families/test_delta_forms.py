@@ -292,7 +292,7 @@ def test_the_ragged_and_cross_attention_worksheet_generates_as_written():
 
 
 def test_printed_worksheet_draws_each_chunk_of_a_ragged_sequence_at_its_own_length():
-    from qkvquiz.render.documents import problem_areas
+    from qkvquiz.render.answer_areas import problem_areas
 
     spec = parse_spec({"title": "T", "items": [{"family": "delta.chunk_forward",
                                                 "params": {"chunks": 2, "chunk": 3, "last_chunk": 2},

@@ -24,12 +24,8 @@ import qkvquiz.render.pdf as pdf_module
 from qkvquiz.cli import app
 from qkvquiz.families import Env
 from qkvquiz.generate import generate_set
-from qkvquiz.render.documents import (
-    answer_area_html,
-    key_documents,
-    place_answer_areas,
-    worksheet_document,
-)
+from qkvquiz.render.answer_areas import answer_area_html, place_answer_areas
+from qkvquiz.render.documents import key_documents, worksheet_document
 from qkvquiz.render.math_html import math_cache_info, math_html
 from qkvquiz.render.pdf import (
     DEBIAN_PACKAGES,

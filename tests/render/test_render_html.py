@@ -397,7 +397,8 @@ def test_a_sum_in_a_denominator_keeps_its_limits_at_the_side() -> None:
 def test_a_formula_too_long_to_share_its_line_puts_the_boxes_under_its_sentence():
     # delta.chunk_backward's β̄ prompt holds one long formula set as text: beside the boxes it
     # pushed them past the right margin; its row now wraps the boxes under the sentence.
-    from qkvquiz.render.documents import WIDE_FORMULA, _longest_formula, worksheet_body_html
+    from qkvquiz.render.answer_areas import WIDE_FORMULA, _longest_formula
+    from qkvquiz.render.documents import worksheet_body_html
     from qkvquiz.spec import parse_spec
     from qkvquiz.worksheet import build_worksheet
 

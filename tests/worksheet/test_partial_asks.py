@@ -72,7 +72,7 @@ def test_a_spec_asking_entries_outside_the_step_is_refused():
 
 
 def test_html_worksheet_shows_boxes_for_the_asked_entries_only_and_gives_a_shape_one_box():
-    from qkvquiz.render.documents import problem_areas
+    from qkvquiz.render.answer_areas import problem_areas
 
     ws, _ = partial_key()
     areas = dict(problem_areas(ws, 0)[0])

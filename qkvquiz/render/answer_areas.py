@@ -1,0 +1,354 @@
+"""Answer areas: under each asked part of a printed worksheet, boxes of the part's shape.
+
+One box for a number, a row for a vector, a bracketed grid for a matrix, one grid per matrix
+for a stack (:func:`answer_area_html`), cut into tiles of at most :data:`ANSWER_TILE` boxes.
+An area goes right after the sentence that names the part's id (every bundled template writes
+``part `q1.scores```), or, for a template that names no id, at the end of its problem
+(:func:`place_answer_areas`). An area is drawn from the part's id, shape and symbol alone, never
+from a value, so a student's pages show nothing that the Markdown worksheet does not.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import re
+import unicodedata
+from collections.abc import Sequence
+from html.parser import HTMLParser
+
+import numpy as np
+from markdown_it.common.utils import escapeHtml
+
+from ..core.i18n import N_, _
+from ..core.places import where
+from ..spec import WorkSpace
+from ..worksheet import Worksheet
+from .boxes import answer_grid_html
+from .latex import label_symbol, num
+from .markdown import in_spec_language, ragged_shape
+from .math_html import tags_removed
+
+#: Boxes per row and rows per grid; a larger part is split into several grids (a 16-wide
+#: row of 1.6 cm boxes would not fit on the page, nor could a student write in 1 cm boxes).
+ANSWER_TILE = 8
+
+
+def _ranges(n: int) -> list[range]:
+    return [range(lo, min(lo + ANSWER_TILE, n)) for lo in range(0, n, ANSWER_TILE)]
+
+
+# The part of a side a tile covers: one place, or a range of places (first–last, from 1).
+_SPANS = {
+    "rows": (N_("row %(n)s"), N_("rows %(first)s\u2013%(last)s")),
+    "columns": (N_("column %(n)s"), N_("columns %(first)s\u2013%(last)s")),
+    "entries": (N_("entry %(n)s"), N_("entries %(first)s\u2013%(last)s")),
+}
+
+
+def _span(word: str, r: range, n: int) -> str:
+    """``"columns 9–16"`` for a tile of a larger side; ``""`` when the tile is the whole side."""
+    if len(r) == n:
+        return ""
+    one, several = _SPANS[word]
+    if len(r) == 1:
+        return _(one) % {"n": r.start + 1}
+    return _(several) % {"first": r.start + 1, "last": r.stop}
+
+
+def _caption(part_id: str, *places: str) -> str:
+    """A grid's caption: the part id, then where in the part the grid is (``q1.dQ, columns 9–16``)."""
+    caption = part_id
+    for place in places:
+        # Translators: a grid's caption, the part id and then each place ("q1.dQ, matrix 2, columns 9–16").
+        caption = _("%(caption)s, %(place)s") % {"caption": caption, "place": place}
+    return caption
+
+
+def _worth(points: float) -> str:
+    """`` · 2 pt``: the points a part is worth, after its caption."""
+    return " \u00b7 " + _("%(points)s pt") % {"points": num(points, 2)}
+
+
+def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: float | None = None) -> str:
+    """The boxes for one asked part, labelled ``symbol =`` (LaTeX) and the part id.
+
+    A number is one box, a vector a row of boxes, a matrix a bracketed grid. A stack of
+    matrices (one per head, chunk or time step) is one grid per matrix, side by side where
+    they fit, each captioned with the grader's name for it (``q1.states, matrix 2``). A side
+    longer than :data:`ANSWER_TILE` is cut into grids of at most that many boxes
+    (``q1.dQ, columns 9–16``), so that every box stays big enough to write in.
+    """
+    shape = tuple(int(n) for n in shape)
+    label = f"{symbol} ="
+    worth = "" if points is None else _worth(points)
+    fits = len(shape) <= 2 and all(n <= ANSWER_TILE for n in shape)
+    if fits:
+        return answer_grid_html(part_id, shape, label=label, caption=part_id + worth)
+    if len(shape) == 1:
+        shape2 = (1, shape[0])
+    else:
+        shape2 = shape[-2:]
+    grids = []
+    for lead in itertools.product(*(range(n) for n in shape[:-2])):
+        for rows in _ranges(shape2[0]):
+            for cols in _ranges(shape2[1]):
+                words = [
+                    where(lead, len(shape)) if lead else "",
+                    "" if len(shape) == 1 else _span("rows", rows, shape2[0]),
+                    _span("entries" if len(shape) == 1 else "columns", cols, shape2[1]),
+                ]
+                tile: tuple[int, ...] = (len(cols),) if len(shape) == 1 else (len(rows), len(cols))
+                grids.append(
+                    answer_grid_html(
+                        part_id,
+                        tile,
+                        label=label if not grids else None,
+                        caption=_caption(part_id, *(w for w in words if w)) + (worth if not grids else ""),
+                    )
+                )
+    part = html.escape(part_id, quote=True)
+    return f'<div class="answer-set" data-part="{part}">{"".join(grids)}</div>'
+
+
+def answer_points(problem_html: str, part_ids: Sequence[str]) -> list[int | None]:
+    """Where each part's answer area goes in ``problem_html``: the end of the list item, or
+    just after the paragraph, that names ``<code>part_id</code>`` (as every bundled
+    template writes it), in the order of the parts; None for a part named nowhere."""
+    points: list[int | None] = []
+    cursor = 0
+    for part_id in part_ids:
+        needle = f"<code>{escapeHtml(part_id)}</code>"
+        at = problem_html.find(needle, cursor)
+        if at < 0:
+            at = problem_html.find(needle)
+        if at < 0:
+            points.append(None)
+            continue
+        after = at + len(needle)
+        ends = [(i, tag) for tag in ("</li>", "</p>") if (i := problem_html.find(tag, after)) >= 0]
+        if not ends:
+            points.append(None)
+            continue
+        end, tag = min(ends)
+        # In a list item the boxes stay inside it (indented under its bullet); after a
+        # paragraph they follow it.
+        insert = end if tag == "</li>" else end + len(tag)
+        points.append(insert)
+        cursor = insert
+    return points
+
+
+def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> str:
+    """Put each ``(part_id, area_html)`` after the sentence that names the part.
+
+    The sentence is the list item or paragraph holding ``<code>part_id</code>``, as every
+    bundled template writes it; areas follow one another in the order of the parts. An
+    area whose part is not named anywhere goes at the end of the problem.
+    """
+    points = answer_points(problem_html, [part_id for part_id, _area in areas])
+    # Areas that go to the end of one list item: that item becomes a row, its text on the
+    # left and its boxes beside it (below it where they leave the text too little room).
+    by_item: dict[int, list[str]] = {}
+    unplaced: list[str] = []
+    for (_part_id, area), at in zip(areas, points):
+        if at is None:
+            unplaced.append(area)
+        else:
+            by_item.setdefault(at, []).append(area)
+    out, last = [], 0
+    for at in sorted(by_item):
+        joined = "".join(by_item[at])
+        # Room to work spans the text's width, under the sentence and its boxes.
+        spaces = "".join(_WORK_SPACE_DIV.findall(joined))
+        joined = _WORK_SPACE_DIV.sub("", joined)
+        opening = problem_html.rfind("<li", last, at)
+        if problem_html.startswith("</li>", at) and opening >= 0 and problem_html.find("</li>", opening) == at:
+            start = problem_html.index(">", opening) + 1
+            # A formula too long to share its line with the boxes puts them under the sentence
+            # (it cannot break: the boxes would be pushed past the margin), and so do boxes
+            # that, beside the sentence's longest formula, would not fit in the line.
+            sentence = problem_html[start:at]
+            longest = _longest_formula(sentence)
+            unbreakable = max(longest * _MATH_CHAR_PX, *map(float, _PICTURE_WIDTH.findall(sentence)), 0.0)
+            wide = longest > WIDE_FORMULA or unbreakable + _boxes_width(joined) > _ROW_PX
+            out += [
+                problem_html[last:start],
+                '<div class="part-row wide"><div class="part-text">' if wide else '<div class="part-row"><div class="part-text">',
+                problem_html[start:at],
+                f'</div><div class="part-boxes">{joined}</div></div>{spaces}',
+            ]
+        else:
+            out += [problem_html[last:at], joined, spaces]
+        last = at
+    out.append(problem_html[last:])
+    if unplaced:
+        out.append('<div class="answers">' + "".join(unplaced) + "</div>")
+    return "".join(out)
+
+
+#: Characters of one formula (text math) in a part's sentence beyond which the sentence takes
+#: the whole width and its boxes go under it (a Chinese character counts as two).
+WIDE_FORMULA = 36
+
+
+#: Widths in CSS pixels (96 to the inch) for telling whether a part's boxes fit beside its
+#: sentence: the text width of an A4 page (the narrower size) less a list's indent and the gap
+#: between the two; a character of a formula (11 pt serif) and of a caption (7 pt sans), on
+#: average; a box (``.boxes`` in the stylesheet), and what surrounds a grid (its label's room,
+#: brackets, margins).
+_ROW_PX = 630.0
+_MATH_CHAR_PX = 6.6
+_CAPTION_CHAR_PX = 4.4
+_BOX_PX = 73.28
+_GRID_EXTRA_PX = 40.0
+_ANSWER = re.compile(r'<div class="answer answer-\w+"[^>]*>(.*?)</div>', re.DOTALL)
+_COLUMNS = re.compile(r'<span class="boxes r\d+ c(\d+)">')
+_CAPTION = re.compile(r'<span class="answer-part">([^<]*)</span>')
+#: A formula drawn as a picture states its width (qkvquiz/render/html.py).
+_PICTURE_WIDTH = re.compile(r'class="math-svg" style="width:([0-9.]+)px')
+
+
+def _width_units(text: str) -> int:
+    """How many average Latin characters ``text`` is as wide as: a Chinese character (a wide or
+    full-width one) counts twice."""
+    return len(text) + sum(1 for ch in text if ch >= "\u1100" and unicodedata.east_asian_width(ch) in "WF")
+
+
+def _boxes_width(areas_html: str) -> float:
+    """About how wide the widest of these answer areas (:func:`answer_area_html`) is, in CSS
+    pixels: label, boxes and caption (the grids of a set wrap, so they count one at a time)."""
+    widest = 0.0
+    for answer in _ANSWER.findall(areas_html):
+        columns, caption = _COLUMNS.search(answer), _CAPTION.search(answer)
+        if columns is None:
+            continue
+        label = tags_removed(answer[:columns.start()])
+        width = (_width_units(label) * _MATH_CHAR_PX + int(columns.group(1)) * _BOX_PX + _GRID_EXTRA_PX
+                 + (_width_units(html.unescape(caption.group(1))) * _CAPTION_CHAR_PX if caption else 0.0))
+        widest = max(widest, width)
+    return widest
+
+
+class _FormulaLengths(HTMLParser):
+    """The text length of each outermost ``<span class="... tm ...">`` (a formula set as text)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.depth, self.lengths = 0, []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag != "span":
+            return
+        if self.depth:
+            self.depth += 1
+        elif "tm" in (dict(attrs).get("class") or "").split():
+            self.depth = 1
+            self.lengths.append(0)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "span" and self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self.depth:
+            self.lengths[-1] += _width_units(data)
+
+
+def _longest_formula(sentence_html: str) -> int:
+    parser = _FormulaLengths()
+    parser.feed(sentence_html)
+    parser.close()
+    return max(parser.lengths, default=0)
+
+
+def drop_answer_sentences(problem_html: str, part_ids: Sequence[str]) -> str:
+    """Without the templates' "Answer: a 3×3 matrix, part ``q2.scores`` (2 pt)." where the
+    part's boxes say the same (their shape, and the id and points in their caption): each
+    prompt is printed once, next to its boxes. The Markdown worksheet keeps the sentence.
+
+    In another language the sentence starts with the translation of "Answer:" and ends with
+    the points in brackets after the part's id ("答案：3×3 矩阵，小题 ``q2.scores``（2 分）。")."""
+    # Translators: the word that starts the templates' sentence naming a part's answer
+    # ("Answer: a 3×3 matrix, part `q2.scores` (2 pt)."), exactly as their translation starts it.
+    word = _("Answer:")
+    for part_id in part_ids:
+        code = re.escape(f"<code>{escapeHtml(part_id)}</code>")
+        # The English sentence (bundled templates in English, or a user's English template).
+        patterns = [r"\s*Answer: (?:(?!</?(?:li|p|div)\b).)*?,? part " + code + r" \([^()]*\bpt\)\."]
+        if word != "Answer:":
+            patterns.insert(0, r"\s*" + re.escape(word) + r"\s*(?:(?!</?(?:li|p|div)\b).)*?" + code
+                            + r"\s*[(（][^()（）<]*[)）][.。]?")
+        for pattern in patterns:
+            problem_html, found = re.compile(pattern, re.DOTALL).subn("", problem_html, count=1)
+            if found:
+                break
+    return problem_html
+
+
+_WORK_SPACE_DIV = re.compile(r'<div class="work-space[^"]*" style="[^"]*"></div>')
+
+
+def work_space_html(space: WorkSpace | None) -> str:
+    """Blank room to work in: a light frame of the asked height, ruled when asked in lines."""
+    if space is None:
+        return ""
+    ruled = " ruled" if space.lines else ""
+    return f'<div class="work-space{ruled}" style="height:{space.css_height()}"></div>'
+
+
+def partial_area_html(part_id: str, entries: Sequence[Sequence[int]], symbol: str, points: float) -> str:
+    """A box for each asked entry of a part that asks some entries only, labelled with the
+    entry's place (``S_{1,2} =``, counting from 1) and captioned with it, side by side where
+    they fit: a student sees boxes for what is asked and nothing else."""
+    worth = _worth(points)
+    boxes = []
+    for k, entry in enumerate(entries):
+        place = ",".join(str(i + 1) for i in entry)
+        caption = f"{part_id} ({place})" + (worth if k == len(entries) - 1 else "")
+        boxes.append(answer_grid_html(part_id, (), label=f"{{{symbol}}}_{{{place}}} =", caption=caption))
+    return f'<div class="answer-set" data-part="{html.escape(part_id, quote=True)}">{"".join(boxes)}</div>'
+
+
+def ragged_area_html(part_id: str, chunks: Sequence[Sequence[int]], symbol: str, points: float) -> str:
+    """One grid per chunk of a delta sequence whose last chunk is shorter, each at its own
+    size and captioned with its place as the grader names it (``q1.X, matrix 2``)."""
+    worth = _worth(points)
+    grids = [answer_grid_html(part_id, shape, label=f"{symbol} =" if c == 0 else None,
+                              caption=_caption(part_id, where((c,), len(shape) + 1)) + (worth if c == len(chunks) - 1 else ""))
+             for c, shape in enumerate(chunks)]
+    return f'<div class="answer-set" data-part="{html.escape(part_id, quote=True)}">{"".join(grids)}</div>'
+
+
+@in_spec_language
+def problem_areas(
+    ws: Worksheet, student: int, work_space: WorkSpace | None = None
+) -> list[list[tuple[str, str]]]:
+    """Each item's answer areas for one student: ``(part_id, html)`` in the order asked,
+    each followed by its work space where the item (else ``work_space``) asks for one per
+    part."""
+    out = []
+    for item, env in zip(ws.spec.items, ws.envs):
+        space = item.work_space or work_space
+        after = work_space_html(space) if space is not None and space.per == "part" else ""
+        areas = []
+        # A delta sequence with a shorter last chunk: which entries of a step are real.
+        present = item.family.extra.get("present")
+        for part in item.parts:
+            shape = np.shape(env[part.step][student])
+            step = item.family.step(part.step)
+            symbol = label_symbol(step.symbol, len(shape))
+            worth = _worth(part.points)
+            if step.kind == "shape":  # one box, for "2×4"
+                area = answer_grid_html(part.id, (), label=f"{step.symbol} =", caption=part.id + worth)
+            elif present is not None and (real := present(item.params, part.step, shape)) is not None:
+                area = ragged_area_html(part.id, ragged_shape(shape, real), symbol, part.points)
+            elif part.entries is not None:
+                area = partial_area_html(part.id, part.entries, step.symbol, part.points)
+            else:
+                area = answer_area_html(part.id, shape, symbol, part.points)
+            areas.append((part.id, area + after))
+        out.append(areas)
+    return out
+
+
