@@ -15,7 +15,7 @@ writes what each LMS imports. Nothing below it imports it. From a notebook::
 - :mod:`.collect`: a bulk download (zip or folder) → hand-ins matched to the roster → a report;
 - :mod:`.gradebook`: results → each LMS's grade-import CSV;
 - :mod:`.feedback_export`: feedback as HTML, and Moodle's feedback zip;
-- :mod:`.gradescope`: an autograder bundle that grades inside Gradescope;
+- :mod:`.gradescope`: an autograder bundle that grades inside Gradescope (:mod:`.autograder`, what it runs);
 - :mod:`.questions`: a spec → a question bank (Moodle XML, QTI 2.1, Canvas QTI).
 """
 

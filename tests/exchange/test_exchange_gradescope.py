@@ -306,7 +306,7 @@ def test_visibility_visible_implies_per_part_and_refuses_a_show_that_holds_back(
 
 
 def test_the_summary_of_a_group_is_in_the_keys_language():
-    from qkvquiz.exchange.gradescope import Member, submission_document
+    from qkvquiz.exchange.autograder import Member, submission_document
     from qkvquiz.core.submissions import Submission
     from qkvquiz.grade.grader import grade
     from qkvquiz.key import key_from_json, key_to_json
@@ -379,7 +379,7 @@ def dump():
         json.dump(loaded, out)
 atexit.register(dump)
 sys.argv = [sys.argv[0], sys.argv[2]]
-runpy.run_module("qkvquiz.exchange.gradescope", run_name="__main__", alter_sys=True)
+runpy.run_module("qkvquiz.exchange.autograder", run_name="__main__", alter_sys=True)
 """
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from qkvquiz.core import i18n
 from qkvquiz.core.submissions import Submission, submission_from_bytes
-from qkvquiz.exchange.gradescope import results_document
+from qkvquiz.exchange.autograder import results_document
 from qkvquiz.grade.choose import unknown_student_message
 from qkvquiz.grade.grader import grade
 from qkvquiz.key import key_from_json, key_to_json
