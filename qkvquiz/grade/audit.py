@@ -40,6 +40,7 @@ from .feedback import entry_name, number_text, table
 from .parse import AnswerFormatError, parse_answer, parse_shape_text
 
 CLAIMED = "claimed"
+NOT_CLAIMED = "not_claimed"  # a step written with null (or null in every entry): not claimed
 
 
 @dataclass
@@ -78,6 +79,9 @@ class AuditReport:
     checks: list[ClaimCheck]
     unchecked: list[str]  # items with nothing claimed
     lang: str = DEFAULT_LANG  # the language of its sentences (and of its Markdown)
+    # Steps written in ``claimed`` with nothing claimed (``null``, or null in every entry), as
+    # "item.step": a teacher marks what the sheet does not answer; neither checked nor wrong.
+    not_claimed: list[str] = field(default_factory=list)
 
     @property
     def wrong(self) -> list[ClaimCheck]:
@@ -85,7 +89,7 @@ class AuditReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "title": self.title, "checks": [c.to_json() for c in self.checks],
-                "unchecked": self.unchecked}
+                "unchecked": self.unchecked, "not_claimed": self.not_claimed}
 
 
 def audit_file(path: str | Path, *, lang: str | None = None) -> AuditReport:
@@ -112,17 +116,21 @@ def audit_spec(data: Any, source: str = "<audit>", *, lang: str | None = None) -
 
 def _audit(spec: WorksheetSpec, claims: list[Any], source: str, lang: str) -> AuditReport:
     checks: list[ClaimCheck] = []
-    unchecked = []
+    unchecked: list[str] = []
+    not_claimed: list[str] = []
     for index, (item, claimed) in enumerate(zip(spec.items, claims), start=1):
         where = f"item {index} ({item.id}, {item.family.name})"
         if claimed is None:
             unchecked.append(item.id)
             continue
-        checks.extend(_audit_item(item, claimed, source, where))
+        found = _audit_item(item, claimed, source, where)
+        checks.extend(c for c in found if c.verdict != NOT_CLAIMED)
+        not_claimed.extend(f"{c.item}.{c.step}" for c in found if c.verdict == NOT_CLAIMED)
     if not checks:
-        raise SpecError(source, "", f"no item has {CLAIMED!r} answers, so there is nothing to check; "
+        what = "every claimed step is null" if not_claimed else f"no item has {CLAIMED!r} answers"
+        raise SpecError(source, "", f"{what}, so there is nothing to check; "
                                     f"add `{CLAIMED}: {{step: answer}}` to the items to audit")
-    return AuditReport(source, spec.title, checks, unchecked, lang)
+    return AuditReport(source, spec.title, checks, unchecked, lang, not_claimed)
 
 
 def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[ClaimCheck]:
@@ -148,6 +156,9 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
         check = ClaimCheck(item.id, family.name, step, "right", tol.describe(), encode(exact[0]))
         checks[step] = check
         raw_claim = claimed[step]
+        if _all_null(raw_claim):  # `weights: null` or `[[null, null]]`: what the sheet does not answer
+            check.verdict = NOT_CLAIMED
+            continue
         try:
             if family.step(step).kind == "shape" and isinstance(raw_claim, str) and exact.ndim == 2:
                 raw_claim = parse_shape_text(raw_claim, exact.shape[1])  # "2×4" for a shape
@@ -159,8 +170,8 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
             continue
         if step in asked:  # the item asks only some entries: only those are checked
             claimed_at = claimed_at & asked[step].asked(exact.shape[1:])
-        if not claimed_at.any():
-            check.message = _("nothing claimed: every entry is null or not asked")
+        if not claimed_at.any():  # every entry null or not asked: nothing to check
+            check.verdict = NOT_CLAIMED
             continue
         # Entries not claimed take the exact value: later claims re-run on this one see right
         # values there, and nothing unclaimed is ever reported.
@@ -239,6 +250,13 @@ def parse_claim(raw: Any, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarra
         return value.reshape(shape), claimed_at.reshape(shape)
     assert first is not None
     raise first
+
+
+def _all_null(raw: Any) -> bool:
+    """``null``, or nested lists holding nothing but ``null``: a step claimed nowhere."""
+    if raw is None:
+        return True
+    return isinstance(raw, list) and bool(raw) and all(_all_null(r) for r in raw)
 
 
 def _nulls(raw: Any, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -350,6 +368,8 @@ def _audit_markdown(report: AuditReport) -> str:
                               "%(num)s claimed answers checked in %(source)s: all right.", len(report.checks)) % counts)
     if report.unchecked:
         lines.append(_("Items with nothing claimed: %(items)s.") % {"items": ", ".join(report.unchecked)})
+    if report.not_claimed:
+        lines.append(_("Steps not claimed (null), so not checked: %(steps)s.") % {"steps": ", ".join(report.not_claimed)})
     lines.append("")
     for c in report.checks:
         head = {"item": c.item, "step": c.step, "family": c.family}
