@@ -32,10 +32,11 @@ from ..core.inputs import shown_path
 from ..core.ragged import fill_absent
 from ..core.untrusted import terminal_text
 from ..families import Env
+from ..families.rounding import explained_by_mistake, item_rounding_band, upstream
 from ..key import encode
 from ..spec import ItemSpec, SpecError, WorksheetSpec, parse_spec, read_spec_data
 from ..worksheet import solve_item
-from .checks import carried_inputs, entry_band, rerun_on_own
+from .checks import carried_inputs, entry_band, rerun_env
 from .feedback import entry_name, number_text, table
 from .parse import AnswerFormatError, parse_answer, parse_shape_text
 
@@ -179,11 +180,23 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
         read[step] = value
         partial[step] = claimed_at
         check.claimed = _encode_claim(value[0], claimed_at)
+        # Within tolerance of what some unclaimed intermediates within their tolerances give:
+        # rounding the steps in between is right work (the grader's rule, families.rounding).
+        free = [s for s in upstream(family, step) if s not in read]
+        rounding = item_rounding_band(item, step, env, free)
         with np.errstate(all="ignore"):
             ok = tol.passes(value, exact)[0] | ~claimed_at
+            # A claim a known mistake explains keeps the plain tolerance.
+            explained = not ok.all() and bool(explained_by_mistake(item, step, env, value, claimed_at)[0])
+            if rounding is not None and not explained and not ok.all():
+                ok = tol.passes(value, exact, extra=rounding)[0] | ~claimed_at
+                if ok.all():
+                    check.message = _("right for rounded values of the unclaimed steps in between (%(steps)s): it "
+                                      "differs from the exact value by more than the tolerance, but by no more than "
+                                      "rounding them explains") % {"steps": ", ".join(free)}
         if ok.all():
             continue
-        if _follows_from_right_claims(item, env, step, value, read, checks, claimed_at):
+        if not explained and _follows_from_right_claims(item, env, step, value, read, checks, claimed_at):
             continue
         check.verdict = "wrong"
         wrong = np.argwhere(~ok) if ok.ndim else [()]
@@ -222,9 +235,10 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
         bad = [s for s in inputs if checks[s].verdict == "wrong"]
         if not bad:
             continue
-        redo = rerun_on_own(family, step, env, {s: read[s] for s in inputs}, between, params)
-        if redo.shape == read[step].shape and (item.tolerance_for(step).passes(read[step], redo)[0]
-                                               | ~partial[step]).all():
+        redo = rerun_env(family, step, env, {s: read[s] for s in inputs}, between, params)
+        rounding = item_rounding_band(item, step, redo, between)
+        if redo[step].shape == read[step].shape and (item.tolerance_for(step).passes(
+                read[step], redo[step], extra=rounding)[0] | ~partial[step]).all():
             check.follows_from = bad
     return list(checks.values())
 
@@ -331,9 +345,11 @@ def _follows_from_right_claims(item: ItemSpec, env: Env, step: str, value: np.nd
     if not inputs or any(checks[s].verdict != "right" for s in inputs):
         return False
     tol = item.tolerance_for(step)
-    redo = rerun_on_own(family, step, env, {s: read[s] for s in inputs}, between, params)
+    again = rerun_env(family, step, env, {s: read[s] for s in inputs}, between, params)
+    redo = again[step]
+    rounding = item_rounding_band(item, step, again, between)
     with np.errstate(all="ignore"):
-        if redo.shape != value.shape or not (tol.passes(value, redo)[0] | ~claimed_at).all():
+        if redo.shape != value.shape or not (tol.passes(value, redo, extra=rounding)[0] | ~claimed_at).all():
             return False
         band = entry_band(tol, value)
         if claimed_at.all() and any(not bool(np.asarray(inv.holds(value, Env(env), params, band, np))[0])
@@ -381,6 +397,8 @@ def _audit_markdown(report: AuditReport) -> str:
             continue
         if c.verdict == "right":
             lines += [_("## %(item)s.%(step)s (%(family)s): right") % head, ""]
+            if c.message:  # right for rounded values of the steps in between
+                lines += [_("%(sentence)s.") % {"sentence": c.message}, ""]
             continue
         if c.verdict == "format":
             lines += [_("## %(item)s.%(step)s (%(family)s): could not be read") % head, "",
