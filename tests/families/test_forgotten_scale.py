@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from qkvquiz.families import get_family
 
 from ..helpers import ROSTER, assert_every_mistake_told_apart, solved
 

@@ -106,7 +106,7 @@ def multihead_by_hand(g, params) -> dict:
     h = params["heads"]
     d = len(q[0]) // h
     c = factor(params, d)
-    cut = lambda m, i: [row[i * d:(i + 1) * d] for row in m]  # noqa: E731
+    cut = lambda m, i: [row[i * d:(i + 1) * d] for row in m]
     scores, weights, heads = [], [], []
     for i in range(h):
         s = rounded([[c * sum(a * b for a, b in zip(qi, kj)) for kj in cut(k, i)] for qi in cut(q, i)])
