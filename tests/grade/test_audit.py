@@ -1,5 +1,6 @@
 """Auditing a hand-written key: wrong claims are found, with the right values and the mistake."""
 
+import json
 import math
 from pathlib import Path
 
@@ -212,7 +213,8 @@ def test_a_step_claimed_as_null_is_not_claimed_and_the_report_says_so(tmp_path, 
     path = tmp_path / "t.yaml"
     path.write_text("title: t\nitems:\n  - family: attention.output\n    params: {tokens: 3, d_k: 4, d_v: 2}\n"
                     f"    givens: {{Q: {Q}, K: {K}, V: [[1, 0], [0, 1], [1, 1]]}}\n"
-                    f"    claimed: {{scores: {right_scores()}, weights: null}}\n", encoding="utf-8")
+                    f"    claimed: {{scores: {json.dumps(np.asarray(right_scores()).tolist())}, weights: null}}\n",
+                    encoding="utf-8")
     result = CliRunner().invoke(app, ["audit", str(path)])
     assert result.exit_code == 0, result.output
     assert "q1.weights" in result.output

@@ -146,7 +146,36 @@ def delta_recurrent_by_hand(g, params) -> dict:
     return {"recalled": recalled, "states": states, "outputs": outputs, "final_state": states[-1]}
 
 
+def delta_chunk_by_hand(g, params) -> dict:
+    """One chunk in the WY form: A = I + tril(diag(β)KKᵀ, −1), W and U by forward substitution."""
+    q, k, v, s = rows(g["Q"]), rows(g["K"]), rows(g["V"]), rows(g["S"])
+    beta = [float(b) for b in np.ravel(g["beta"])]
+    c = len(k)
+    gram = rounded(matmul(k, T(k)))
+    a = rounded([[1.0 if i == j else (beta[i] * gram[i][j] if j < i else 0.0) for j in range(c)] for i in range(c)])
+    bk = rounded([[beta[i] * x for x in k[i]] for i in range(c)])
+    bv = rounded([[beta[i] * x for x in v[i]] for i in range(c)])
+
+    def solve(b):
+        out = []
+        for i in range(c):  # row i = b_i − Σ_{j<i} A_ij row j, each row written down rounded
+            out.append([r(b[i][d] - sum(a[i][j] * out[j][d] for j in range(i))) for d in range(len(b[0]))])
+        return out
+
+    w, u = solve(bk), solve(bv)
+    x = rounded([[u[i][d] - sum(w[i][t] * s[d][t] for t in range(len(s[0]))) for d in range(len(s))]
+                 for i in range(c)])
+    p = rounded([[sum(q[i][t] * k[j][t] for t in range(len(q[0]))) if j <= i else 0.0 for j in range(c)]
+                 for i in range(c)])
+    o = rounded([[sum(q[i][t] * s[d][t] for t in range(len(s[0]))) + sum(p[i][j] * x[j][d] for j in range(c))
+                  for d in range(len(s))] for i in range(c)])
+    s_next = rounded([[s[d][t] + sum(x[j][d] * k[j][t] for j in range(c)) for t in range(len(s[0]))]
+                      for d in range(len(s))])
+    return {"G": gram, "A": a, "W": w, "U": u, "X": x, "P": p, "O": o, "S_next": s_next}
+
+
 BY_HAND = {
+    "delta.chunk_forward": delta_chunk_by_hand,
     "backprop.attention": backprop_attention_by_hand,
     "backprop.softmax": backprop_softmax_by_hand,
     "backprop.scores": backprop_scores_by_hand,
@@ -177,6 +206,9 @@ CASES = [
     ("attention.layernorm", {"tokens": 3, "d": 3}, ["output"]),
     ("delta.recurrent", {}, ["states", "outputs"]),
     ("delta.recurrent", {"tokens": 3}, ["outputs"]),
+    ("delta.chunk_forward", {}, ["X", "O", "S_next"]),
+    ("delta.chunk_forward", {"chunk": 4, "beta": "uniform", "unit_keys": True}, ["O", "S_next"]),
+    ("delta.chunk_forward", {"chunk": 2, "d_k": 3}, ["W", "U", "O"]),
 ]
 
 
