@@ -9,8 +9,8 @@ mode                ``g`` passes iff
 ``abs a``           ``|g − x| ≤ a``
 ``rel r``           ``|g − x| ≤ r·|x|``; where ``x = 0``: ``|g| ≤ floor``
 ``decimals p``      ``|g − x| ≤ 10^−p`` — one unit in the p-th decimal place. This covers a
-                    correctly rounded answer (off by at most half a unit) and one computed
-                    from modestly rounded intermediate values.
+                    correctly rounded answer (off by at most half a unit); what rounding the
+                    steps in between adds is ``extra`` (:mod:`qkvquiz.families.rounding`).
 ``sigfigs s``       ``|g − x| ≤ 10^(⌊log10|x|⌋ − s + 1)`` — one unit in the s-th significant
                     digit *of the exact value*; where ``x = 0``: ``|g| ≤ floor``
 ==================  =========================================================================
