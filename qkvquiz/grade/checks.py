@@ -50,10 +50,12 @@ def entry_band(tol: Tolerance, values: np.ndarray) -> np.ndarray:
     return band + SLACK * np.maximum(finite, band)
 
 
-def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np) -> PartCheck:
+def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np,
+               widths: dict[str, Any] | None = None) -> PartCheck:
     """Entries within tolerance and invariants of every student's answer to ``part``.
 
-    ``env`` holds the key's values on ``xp``; the verdicts come back to the host.
+    ``env`` holds the key's values on ``xp``; the verdicts come back to the host. ``widths``
+    keeps the rounding bands of the unasked steps for the item's other parts.
     """
     n = len(column.readable)
     tol = item.tolerance_for(part.step)
@@ -64,7 +66,7 @@ def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np) -> Pa
     # (an asked one is held to the exact value here; the chain checks the student's own).
     asked_steps = {p.step for p in item.parts}
     free = [s for s in upstream(item.family, part.step) if s not in asked_steps]
-    rounding = item_rounding_band(item, part.step, env, free, xp)
+    rounding = item_rounding_band(item, part.step, env, free, xp, widths)
     with np.errstate(all="ignore"):
         ok = to_numpy(tol.passes(values, env[part.step], xp=xp)).reshape(n, -1) & column.readable[:, None]
         if flat is not None:
@@ -144,10 +146,11 @@ def grade_item(item: KeyItem, rows: np.ndarray, columns: Mapping[str, Column], x
     host = Env({name: value[rows] for name, value in item.env.items()})
     env = host if xp is np else Env({name: xp.asarray(value) for name, value in host.items()})
     columns = _with_unasked_filled(item, columns, host)
-    checks = {part.id: check_part(item, part, columns[part.id], env, xp) for part in item.parts}
+    widths: dict[str, Any] = {}  # the unasked steps' rounding bands, shared by the parts
+    checks = {part.id: check_part(item, part, columns[part.id], env, xp, widths) for part in item.parts}
     if no_carry is None:
         no_carry = np.zeros(len(rows), dtype=bool)
-    chains = chain_checks(item, columns, checks, env, no_carry, xp)
+    chains = chain_checks(item, columns, checks, env, no_carry, xp, widths)
     return {part.id: _part_results(item, part, columns, checks, chains[part.id], env, host, xp) for part in item.parts}
 
 
@@ -181,7 +184,7 @@ class ChainCheck:
 
 
 def chain_checks(item: KeyItem, columns: Mapping[str, Column], checks: Mapping[str, PartCheck], env: Env,
-                 no_carry: np.ndarray, xp=np) -> dict[str, ChainCheck]:
+                 no_carry: np.ndarray, xp=np, widths: Mapping[str, Any] | None = None) -> dict[str, ChainCheck]:
     """Every part's :class:`ChainCheck`, in the family's step order.
 
     An earlier answer that is itself accepted (right, or right for the student's own accepted
@@ -192,13 +195,13 @@ def chain_checks(item: KeyItem, columns: Mapping[str, Column], checks: Mapping[s
     by_step = {p.step: p.id for p in item.parts}
     chains: dict[str, ChainCheck] = {}
     for part in order:
-        chains[part.id] = _chain(item, part, by_step, columns, checks, chains, env, no_carry, xp)
+        chains[part.id] = _chain(item, part, by_step, columns, checks, chains, env, no_carry, xp, widths or {})
     return chains
 
 
 def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mapping[str, Column],
            checks: Mapping[str, PartCheck], chains: Mapping[str, ChainCheck], env: Env, no_carry: np.ndarray,
-           xp=np) -> ChainCheck:
+           xp=np, widths: Mapping[str, Any] | None = None) -> ChainCheck:
     column, check = columns[part.id], checks[part.id]
     n = len(column.readable)
     none = np.zeros(n, dtype=bool)
@@ -210,7 +213,11 @@ def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mappi
     redo = rerun_env(item.family, part.step, env, {s: columns[by_step[s]].values for s in steps}, between,
                      item.params, xp)
     # The unasked steps in between may be rounded too (the same rounding band as for the key).
-    rounding = item_rounding_band(item, part.step, redo, between, xp)
+    # A step in between that no asked step feeds has the same value, and so the same band, as
+    # in the comparison with the key: reuse it.
+    known = {u: w for u, w in (widths or {}).items()
+            if u in between and not set(upstream(item.family, u)) & set(by_step)}
+    rounding = item_rounding_band(item, part.step, redo, between, xp, known)
     tol = item.tolerance_for(part.step)
     with np.errstate(all="ignore"):
         same = to_numpy(tol.passes(xp.asarray(column.values), redo[part.step], xp=xp, extra=rounding))
