@@ -193,7 +193,8 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
                 if ok.all():
                     check.message = _("right for rounded values of the unclaimed steps in between (%(steps)s): it "
                                       "differs from the exact value by more than the tolerance, but by no more than "
-                                      "rounding them explains") % {"steps": ", ".join(free)}
+                                      "rounding them explains") % {
+                        "steps": ", ".join(s for s in free if family.step(s).askable)}
         if ok.all():
             continue
         if not explained and _follows_from_right_claims(item, env, step, value, read, checks, claimed_at):

@@ -91,7 +91,8 @@ def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np,
                 holds_all &= holds
                 broken.append((inv.name, _(inv.feedback), column.readable & ~holds))
     holds_all &= column.readable
-    return PartCheck(ok, right, broken, holds_all, right | holds_all, flat, explained, rounded, free)
+    named = [s for s in free if item.family.step(s).askable]  # helper steps have no name on the sheet
+    return PartCheck(ok, right, broken, holds_all, right | holds_all, flat, explained, rounded, named)
 
 
 def carried_inputs(family: Family, step: str, asked: Iterable[str]) -> tuple[list[str], list[str]]:
