@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from qkvquiz.core.submissions import Submission
+from qkvquiz.families.rounding import item_rounding_band, upstream
 from qkvquiz.grade.audit import audit_spec
 from qkvquiz.grade.grader import grade
 from qkvquiz.key import key_from_json, key_to_json
@@ -320,20 +321,52 @@ def test_known_mistakes_still_lose_their_points(name, params, ask):
     assert checked == len(planted)
 
 
-@pytest.mark.parametrize("name, params, ask", CASES[:6], ids=[f"{n}-{a}" for n, p, a in CASES[:6]])
+@pytest.mark.parametrize("name, params, ask", CASES, ids=[f"{n}-{p}-{a}" for n, p, a in CASES])
 def test_an_answer_off_by_more_than_rounding_explains_is_wrong(name, params, ask):
+    # Exact earlier answers, and one entry of the last part moved just past the band: not right.
     key = key_for(name, params, ask, students=STUDENTS[:20])
     item = key.items[0]
     part = item.parts[-1]
+    asked = {p.step for p in item.parts}
+    free = [s for s in upstream(item.family, part.step) if s not in asked]
+    band = item_rounding_band(item, part.step, item.env, free)
+    band = np.zeros(item.env[part.step].shape) if band is None else band
     subs = []
     for i, s in enumerate(STUDENTS[:20]):
-        answers = by_hand_answers(key, i)
-        off = np.array(answers[part.id], dtype=float)
-        off.flat[np.flatnonzero(np.isfinite(off))[0]] += 0.25  # a slip in one entry
+        answers = {p.id: as_json(item.env[p.step][i]) for p in item.parts}
+        exact = item.env[part.step][i]
+        at = np.flatnonzero(np.isfinite(exact.ravel()))[0]
+        off = np.array(exact, dtype=float)
+        off.flat[at] += item.tolerance_for(part.step).band(exact).flat[at] + band[i].flat[at] + 0.005
         answers[part.id] = as_json(off)
         subs.append(Submission(f"{s}.json", s, answers))
     report = grade(key, subs)
-    assert all({p.part: p for p in res.parts}[part.id].verdict != "correct" for res in report.results)
+    got = [{p.part: p for p in res.parts}[part.id] for res in report.results]
+    assert all(p.verdict != "correct" and p.score < p.points for p in got)
+
+
+@pytest.mark.parametrize("name, params, ask", CASES, ids=[f"{n}-{p}-{a}" for n, p, a in CASES])
+def test_the_band_alone_keeps_known_mistakes_apart(name, params, ask):
+    # Without the rule that a known mistake keeps the plain tolerance, how many planted mistakes
+    # would the band let through? Few: the band is not loose.
+    key = key_for(name, params, ask)
+    item = key.items[0]
+    asked = {p.step for p in item.parts}
+    n, inside, told = len(STUDENTS), 0, 0
+    for part in item.parts:
+        free = [s for s in upstream(item.family, part.step) if s not in asked]
+        band = item_rounding_band(item, part.step, item.env, free)
+        tol = item.tolerance_for(part.step)
+        for mistake in item.family.mistakes_for(part.step, item.params):
+            with np.errstate(all="ignore"):
+                wrong = mistake.fn(item.env, item.params, np)
+                if wrong.shape != item.env[part.step].shape:
+                    continue
+                plain = tol.passes(wrong, item.env[part.step]).reshape(n, -1).all(axis=1)
+                wide = tol.passes(wrong, item.env[part.step], extra=band).reshape(n, -1).all(axis=1)
+            told += int((~plain).sum())
+            inside += int((wide & ~plain).sum())
+    assert inside <= 0.1 * max(told, 1), (inside, told)
 
 
 def test_the_audit_accepts_a_key_typed_from_rounded_work():
