@@ -470,7 +470,7 @@ def test_chunk_1_lists_no_mistake_that_gives_the_right_answer():
     one, two = fam.resolve({"chunk": 1, "beta": "uniform"}), fam.resolve({"chunk": 2, "beta": "uniform"})
     gone = {("dX", "untransposed_P"), ("dK", "one_sided_G"), ("dBK", "no_solve"), ("dBV", "no_solve"),
             ("dG", "no_beta"), ("dT", "unmasked"), ("dbeta", "missing_A_path")}
-    listed = lambda p: {(m.step, m.name) for s in fam.step_names for m in fam.mistakes_for(s, p)}  # noqa: E731
+    listed = lambda p: {(m.step, m.name) for s in fam.step_names for m in fam.mistakes_for(s, p)}
     assert gone <= listed(two) and not gone & listed(one)
 
 
@@ -479,7 +479,7 @@ def test_chunk_1_backward_is_the_recurrent_delta_rule_backward(chunks):
     # Against the recurrence written out token by token (tests.helpers.loop_delta), by finite differences.
     from ..helpers import loop_delta
 
-    _, item, e = solved("delta.chunk_backward", {"chunk": 1, "chunks": chunks, **NUMERIC}, students=3)
+    _, _, e = solved("delta.chunk_backward", {"chunk": 1, "chunks": chunks, **NUMERIC}, students=3)
     q, k, v = (flat(e[n], chunks) for n in ("Q", "K", "V"))
     beta = flat(e.beta, chunks, vector=True)
     d_o = flat(e.dO, chunks)

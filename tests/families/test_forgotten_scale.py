@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-
 from ..helpers import ROSTER, assert_every_mistake_told_apart, solved
 
 SCALES = [{}, {"stated_d_k": 16}, {"scale": 0.5}, {"scale": 3}]

@@ -115,7 +115,7 @@ def multihead_by_hand(g, params) -> dict:
         scores.append(s)
         weights.append(a)
         heads.append(rounded(matmul(a, cut(v, i))))
-    concat = [sum((heads[i][t] for i in range(h)), []) for t in range(len(q))]
+    concat = [[x for i in range(h) for x in heads[i][t]] for t in range(len(q))]
     return {"scores": scores, "weights": weights, "heads": heads, "concat": concat,
             "output": rounded(matmul(concat, wo))}
 
