@@ -380,3 +380,23 @@ def test_the_audit_accepts_a_key_typed_from_rounded_work():
                       "givens": {k: np.asarray(v).tolist() for k, v in g.items()}, "claimed": {"dS": work["dS"]}})
     report = audit_spec({"title": "t", "tolerance": "2 decimals", "items": items})
     assert not report.wrong
+
+
+def test_the_audit_names_a_known_mistake_even_within_the_rounding_band():
+    key = key_for("attention.multihead", {}, ["output"])
+    item = key.items[0]
+    band = item_rounding_band(item, "output", item.env, upstream(item.family, "output"))
+    (mistake,) = [m for m in item.family.mistakes_for("output", item.params) if m.name == "scaled_by_d_model"]
+    wrong = mistake.fn(item.env, item.params, np)
+    tol = item.tolerance_for("output")
+    n = len(STUDENTS)
+    inside = np.flatnonzero(tol.passes(wrong, item.env["output"], extra=band).reshape(n, -1).all(axis=1)
+                            & ~tol.passes(wrong, item.env["output"]).reshape(n, -1).all(axis=1))
+    assert len(inside), "no variant where the slip lands within the band"
+    i = int(inside[0])
+    params = {k: list(v) if isinstance(v, tuple) else v for k, v in item.params.items()}
+    claim = {"family": "attention.multihead", "params": params, "ask": ["output"],
+             "givens": {k: np.asarray(v).tolist() for k, v in givens_of(item, i).items()},
+             "claimed": {"output": wrong[i].tolist()}}
+    (check,) = audit_spec({"title": "t", "tolerance": "2 decimals", "items": [claim]}).checks
+    assert check.verdict == "wrong" and check.mistakes == ["scaled_by_d_model"]
