@@ -41,3 +41,17 @@ def test_tolerance_band_widens_by_extra_and_rounding_leaves_grid_values_alone():
     assert not tol.passes(5.0, -np.inf, extra=1.0)  # −∞ still needs −∞
     assert tol.unchanged_by_rounding(np.array([0.25, 3.0, -np.inf, 1.0 / 3.0])).tolist() == [True, True, True, False]
     assert Tolerance("sigfigs", 3).unchanged_by_rounding(np.array([2.0, 2.5])).tolist() == [True, False]
+
+
+def test_every_family_gets_a_finite_band_for_every_step():
+    # The moves run as extra variants of one call: every step function must take them.
+    from qkvquiz.families import REGISTRY
+
+    for name, family in REGISTRY.items():
+        _, env, item = solved(name, {}, ROSTER[:5], ask=list(family.default_ask))
+        for step in family.askable_steps:
+            free = upstream(family, step)
+            band = item_rounding_band(item, step, env, free)
+            if band is not None:
+                assert band.shape == np.shape(env[step]), (name, step)
+                assert np.isfinite(band).all() and (band >= 0).all(), (name, step)
