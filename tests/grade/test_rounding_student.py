@@ -175,7 +175,18 @@ def delta_chunk_by_hand(g, params) -> dict:
     return {"G": gram, "A": a, "W": w, "U": u, "X": x, "P": p, "O": o, "S_next": s_next}
 
 
+def backprop_projection_by_hand(g, params) -> dict:
+    x, w, dq = np.asarray(g["X"], float), np.asarray(g["W"], float), np.asarray(g["dQ"], float)
+    if params["form"] == "vector":  # q = Wx: ∇W = ∇q xᵀ, ∇x = Wᵀ∇q
+        return {"output": [r(sum(w[i][j] * x[j] for j in range(len(x)))) for i in range(len(w))],
+                "dW": [[r(dq[i] * x[j]) for j in range(len(x))] for i in range(len(dq))],
+                "dX": [r(sum(w[i][j] * dq[i] for i in range(len(dq)))) for j in range(len(x))]}
+    x, w, dq = rows(x), rows(w), rows(dq)  # Q = XW: ∇W = Xᵀ∇Q, ∇X = ∇Q Wᵀ
+    return {"output": rounded(matmul(x, w)), "dW": rounded(matmul(T(x), dq)), "dX": rounded(matmul(dq, T(w)))}
+
+
 BY_HAND = {
+    "backprop.projection": backprop_projection_by_hand,
     "delta.chunk_forward": delta_chunk_by_hand,
     "backprop.attention": backprop_attention_by_hand,
     "backprop.softmax": backprop_softmax_by_hand,
@@ -197,6 +208,8 @@ CASES = [
     ("backprop.attention", {"queries": 2, "keys": 3, "scale": 0.5}, ["output", "dQ", "dK"]),
     ("backprop.attention", {"tokens": 3, "d_k": 2, "mask": "random"}, ["dS", "dK"]),
     ("backprop.scores", {"scale": 0.5}, ["dQ", "dK"]),
+    ("backprop.projection", {"form": "vector"}, ["dW", "dX"]),
+    ("backprop.projection", {"tokens": 2}, ["output", "dW", "dX"]),
     ("backprop.scores", {"tokens": 3, "d_k": 3}, ["dQ", "dK"]),
     ("attention.output", {}, ["output"]),
     ("attention.output", {"tokens": 3, "d_k": 3, "mask": "causal"}, ["weights", "output"]),
@@ -400,3 +413,24 @@ def test_the_audit_names_a_known_mistake_even_within_the_rounding_band():
              "claimed": {"output": wrong[i].tolist()}}
     (check,) = audit_spec({"title": "t", "tolerance": "2 decimals", "items": [claim]}).checks
     assert check.verdict == "wrong" and check.mistakes == ["scaled_by_d_model"]
+
+
+def test_the_rounding_students_bundled_backprop_sheet_scores_full_marks():
+    # The sheet: problem_bank/backprop.yaml, every part worked by hand with 2 decimals.
+    from pathlib import Path
+
+    from qkvquiz.spec import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "problem_bank" / "backprop.yaml")
+    students = STUDENTS[:100] + [f"t{i:03d}" for i in range(60)]
+    key = key_from_json(json.loads(json.dumps(key_to_json(build_worksheet(spec, students, 11)))))
+    subs = []
+    for row, s in enumerate(students):
+        answers = {}
+        for item in key.items:
+            work = BY_HAND[item.family.name](givens_of(item, row), dict(item.params))
+            answers.update({p.id: as_json(np.reshape(work[p.step], item.env[p.step].shape[1:])) for p in item.parts})
+        subs.append(Submission(f"{s}.json", s, answers))
+    report = grade(key, subs)
+    parts = [p for res in report.results for p in res.parts]
+    assert len(parts) == 160 * 12 and all(p.score == p.points for p in parts)
