@@ -417,7 +417,7 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
         raise SpecError(source, f"{where} field 'points'",
                         "an 'ask' mapping (step: points) already gives each part its points; "
                         "leave 'points' out, or ask a list of steps to split 'points' evenly")
-    parts = _parts(raw.get("ask"), family, float(points), item_id, source, where)
+    parts = _parts(raw.get("ask"), family, float(points), item_id, source, where, params)
     tolerance, per_step = _item_tolerance(raw.get("tolerance"), default_tol, parts, source, where)
     parts = tuple(Part(p.id, p.step, p.points, per_step.get(p.step), p.entries) for p in parts)
     if any(p.entries is not None for p in parts):
@@ -471,11 +471,12 @@ def _rejects(family: Family, key: str, value: Any) -> bool:
     return False
 
 
-def _parts(raw: Any, family: Family, points: float, item_id: str, source: str, where: str) -> tuple[Part, ...]:
+def _parts(raw: Any, family: Family, points: float, item_id: str, source: str, where: str,
+           params: Params) -> tuple[Part, ...]:
     askable = family.askable_steps
     allowed = f"{family.name} can ask: {', '.join(askable)}"
     if raw is None:
-        raw = list(family.default_ask)
+        raw = list(family.asked_by_default(params))
     if isinstance(raw, str):
         raw = [raw]
     chosen: dict[str, list[tuple[int, ...]] | None] = {}

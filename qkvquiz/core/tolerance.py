@@ -9,8 +9,8 @@ mode                ``g`` passes iff
 ``abs a``           ``|g − x| ≤ a``
 ``rel r``           ``|g − x| ≤ r·|x|``; where ``x = 0``: ``|g| ≤ floor``
 ``decimals p``      ``|g − x| ≤ 10^−p`` — one unit in the p-th decimal place. This covers a
-                    correctly rounded answer (off by at most half a unit) and one computed
-                    from modestly rounded intermediate values.
+                    correctly rounded answer (off by at most half a unit); what rounding the
+                    steps in between adds is ``extra`` (:mod:`qkvquiz.families.rounding`).
 ``sigfigs s``       ``|g − x| ≤ 10^(⌊log10|x|⌋ − s + 1)`` — one unit in the s-th significant
                     digit *of the exact value*; where ``x = 0``: ``|g| ≤ floor``
 ==================  =========================================================================
@@ -157,16 +157,33 @@ class Tolerance:
             b = xp.where(ax > 0, tens[k - int(self.value) + 1], self.floor)
         return xp.where(finite, b, 0.0)
 
-    def passes(self, given: Array, exact: Array, *, xp: Any = np) -> Array:
-        """Boolean per entry: does ``given`` count as ``exact``? Shapes broadcast (any batch)."""
+    def passes(self, given: Array, exact: Array, *, xp: Any = np, extra: Array | None = None) -> Array:
+        """Boolean per entry: does ``given`` count as ``exact``? Shapes broadcast (any batch).
+
+        ``extra`` widens the band per entry: what rounding the unasked steps in between may add
+        (:mod:`qkvquiz.families.rounding`); an infinite exact value still needs an equal answer.
+        """
         g = xp.asarray(given, dtype=xp.float64)
         x = xp.asarray(exact, dtype=xp.float64)
         finite = xp.isfinite(x)
         x0 = xp.where(finite, x, 0.0)  # keeps ∞ − ∞ out of the arithmetic below
         b = self.band(x, xp=xp)
+        if extra is not None:
+            b = b + xp.asarray(extra, dtype=xp.float64)
         slack = SLACK * xp.maximum(xp.abs(x0), b)
         within = xp.abs(g - x0) <= b + slack  # NaN compares False
         return xp.where(finite, within, g == x)
+
+    def unchanged_by_rounding(self, value: Array, *, xp: Any = np) -> Array:
+        """True per entry where rounding as this tolerance asks leaves ``value`` as it is.
+
+        With ``decimals p``: a multiple of 10^−p (0.5 at 2 decimals); otherwise a whole number.
+        ±∞ counts as unchanged. Nobody rounds such a value, so it carries no rounding error.
+        """
+        x = xp.asarray(value, dtype=xp.float64)
+        finite = xp.isfinite(x)
+        scaled = xp.where(finite, x, 0.0) * (10.0 ** int(self.value) if self.mode == "decimals" else 1.0)
+        return ~finite | (xp.abs(scaled - xp.round(scaled)) <= 1e-9 * xp.maximum(1.0, xp.abs(scaled)))
 
     def describe(self) -> str:
         """One sentence stating exactly what passes."""

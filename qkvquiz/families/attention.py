@@ -163,6 +163,22 @@ def scale_shows(p: Params) -> bool:
     return divides_by_sqrt_dk(p) and stated_d_k(p) != 1
 
 
+def factor_shows(p: Params) -> bool:
+    """The scale is a number other than 1 (``scale: 0.5``): leaving it out changes the scores.
+
+    The √d_k case is :func:`scale_shows`; the two never hold together, so a forgotten scale is
+    named by one sentence or the other.
+    """
+    return not divides_by_sqrt_dk(p) and score_factor(p) != 1.0
+
+
+# A forgotten numeric scale, said of the scores and of the gradients through them.
+FORGOT_FACTOR = N_("The scores were not multiplied by the scale this problem gives (S = scale·QKᵀ).")
+FORGOT_FACTOR_DQ = N_("The scale was forgotten in ∇Q: S = scale·QKᵀ, so ∇Q = scale·∇S K.")
+FORGOT_FACTOR_DK = N_("The scale was forgotten in ∇K: S = scale·QKᵀ, so ∇K = scale·∇Sᵀ Q.")
+UNSCALED = N_("The scores were not divided by √d_k.")
+
+
 def unscaled_asked(p: Params) -> bool:
     """The problem asks for raw dot products, where dividing by √d_k would change them."""
     return not divides_by_sqrt_dk(p) and score_factor(p) == 1.0 and stated_d_k(p) != 1
@@ -428,7 +444,11 @@ SCORES = Family(
     misconceptions=(
         Misconception(
             "scores", "unscaled", lambda e, p, xp: _scores(e, _with(p, scale=NO_SCALE), xp),
-            N_("The scores were not divided by √d_k."), applies=scale_shows,
+            UNSCALED, applies=scale_shows,
+        ),
+        Misconception(
+            "scores", "forgot_scale", lambda e, p, xp: _scores(e, _with(p, scale=NO_SCALE), xp),
+            FORGOT_FACTOR, applies=factor_shows,
         ),
         Misconception(
             "scores", "divided_by_d", lambda e, p, xp: _scores(e, _with(p, scale=NO_SCALE), xp) / stated_d_k(p),
@@ -528,7 +548,12 @@ OUTPUT = Family(
         Misconception(
             "scores", "unscaled",
             lambda e, p, xp: apply_mask(e.Q @ swap(e.K), allowed_from_given(e.mask, xp=xp), xp=xp),
-            N_("The scores were not divided by √d_k."), applies=scale_shows,
+            UNSCALED, applies=scale_shows,
+        ),
+        Misconception(
+            "scores", "forgot_scale",
+            lambda e, p, xp: apply_mask(e.Q @ swap(e.K), allowed_from_given(e.mask, xp=xp), xp=xp),
+            FORGOT_FACTOR, applies=factor_shows,
         ),
         Misconception(
             "scores", "scaled_anyway",
@@ -617,6 +642,16 @@ _KIND_SLIPS = (
 )
 
 
+def _unscaled_masked() -> tuple[Misconception, ...]:
+    """The scale left out, before and after masking: √d_k (the default) or the spec's number."""
+    raw = {"unmasked": lambda e, p, xp: raw_scores(e.Q, e.K, xp),
+           "scores": lambda e, p, xp: apply_mask(raw_scores(e.Q, e.K, xp), allowed_from_given(e.mask, xp=xp), xp=xp)}
+    return tuple(Misconception(step, name, fn, feedback, applies=applies)
+                 for step, fn in raw.items()
+                 for name, feedback, applies in (("unscaled", UNSCALED, scale_shows),
+                                                 ("forgot_scale", FORGOT_FACTOR, factor_shows)))
+
+
 MASKED = Family(
     name="attention.masked",
     title=N_("Masked attention"),
@@ -649,7 +684,10 @@ MASKED = Family(
         Step("output", "Z", "Z = AV", N_("Compute the output"), lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
     ),
     default_ask=("scores", "weights", "output"),
-    misconceptions=chain_mistakes(MASK_SLIPS + _KIND_SLIPS, ("scores", "weights", "output")),
+    misconceptions=(
+        *chain_mistakes(MASK_SLIPS + _KIND_SLIPS, ("scores", "weights", "output")),
+        *_unscaled_masked(),
+    ),
     accept=lambda e, p, xp: not_saturated(e.weights, e.mask, xp),
     validate=_check_mask_params,
     extra=ATTENTION_EXTRA,
@@ -734,7 +772,11 @@ QK_SWAP = Family(
         ),
         Misconception(
             "scores", "unscaled", lambda e, p, xp: raw_scores(e.Q, e.K, xp),
-            N_("The scores were not divided by √d_k."), applies=scale_shows,
+            UNSCALED, applies=scale_shows,
+        ),
+        Misconception(
+            "scores", "forgot_scale", lambda e, p, xp: raw_scores(e.Q, e.K, xp),
+            FORGOT_FACTOR, applies=factor_shows,
         ),
         Misconception(
             "scores", "scaled_anyway", lambda e, p, xp: scaled_raw(e.Q, e.K, _with(p, scaled=True, scale=SQRT_DK), xp),

@@ -18,12 +18,16 @@ from ..engine.masks import allowed_from_given
 from ..engine.projection import linear, linear_backward, matvec, matvec_backward
 from .attention import (
     ATTENTION_EXTRA,
+    FORGOT_FACTOR,
+    FORGOT_FACTOR_DK,
+    FORGOT_FACTOR_DQ,
     MASK_PARAMS,
     QKV_GIVENS,
     SCALE_PARAMS,
     SIZE_PARAMS,
     WEIGHTS_INVARIANTS,
     _check_mask_params,
+    factor_shows,
     n_keys,
     n_queries,
     not_saturated,
@@ -150,6 +154,7 @@ SCORES = Family(
         Misconception("dQ", "unscaled", lambda e, p, xp: e.dS @ e.K,
                       N_("The factor 1/√d_k was forgotten: S = QKᵀ/√d_k, so every gradient through S carries it."),
                       applies=_scaled),
+        Misconception("dQ", "forgot_scale", lambda e, p, xp: e.dS @ e.K, FORGOT_FACTOR_DQ, applies=factor_shows),
         Misconception("dQ", "used_Q", lambda e, p, xp: _dq_from(e.dS, e.Q, p),
                       N_("Multiplied by Q: ∂S_ij/∂Q_i = K_j/√d_k, so ∇Q = ∇S K/√d_k uses the keys."), applies=_same_count),
         Misconception("dK", "untransposed_dS", lambda e, p, xp: _dk_from(swap(e.dS), e.Q, p),
@@ -157,6 +162,8 @@ SCORES = Family(
         Misconception("dK", "unscaled", lambda e, p, xp: swap(e.dS) @ e.Q,
                       N_("The factor 1/√d_k was forgotten: S = QKᵀ/√d_k, so every gradient through S carries it."),
                       applies=_scaled),
+        Misconception("dK", "forgot_scale", lambda e, p, xp: swap(e.dS) @ e.Q, FORGOT_FACTOR_DK,
+                      applies=factor_shows),
         Misconception("dK", "used_K", lambda e, p, xp: _dk_from(e.dS, e.K, p),
                       N_("Multiplied by K: ∂S_ij/∂K_j = Q_i/√d_k, so ∇K = ∇Sᵀ Q/√d_k uses the queries."),
                       applies=_same_count),
@@ -246,6 +253,10 @@ def _scale_slip(p: Params) -> bool:
     return _scaled(p) and _several_keys(p)
 
 
+def _factor_slip(p: Params) -> bool:
+    return factor_shows(p) and _several_keys(p)
+
+
 def _attention_ok(e: Env, p: Params, xp) -> np.ndarray:
     # Every row that can spread its weight must also pass a non-zero gradient to its scores.
     multi = (e.mask > 0.5).sum(axis=-1) >= 2
@@ -296,6 +307,9 @@ ATTENTION = Family(
         Misconception("scores", "unscaled",
                       lambda e, p, xp: apply_mask(raw_scores(e.Q, e.K, xp), allowed_from_given(e.mask, xp=xp), xp=xp),
                       N_("The scores were not divided by √d_k."), applies=scale_shows),
+        Misconception("scores", "forgot_scale",
+                      lambda e, p, xp: apply_mask(raw_scores(e.Q, e.K, xp), allowed_from_given(e.mask, xp=xp), xp=xp),
+                      FORGOT_FACTOR, applies=factor_shows),
         Misconception("scores", "scaled_anyway",
                       lambda e, p, xp: apply_mask(raw_scores(e.Q, e.K, xp) / np.sqrt(stated_d_k(p)),
                                                   allowed_from_given(e.mask, xp=xp), xp=xp),
@@ -315,12 +329,14 @@ ATTENTION = Family(
                       N_("Used ∇Sᵀ K: row i of ∇Q collects row i of ∇S, so ∇Q = ∇S K/√d_k."), applies=square),
         Misconception("dQ", "unscaled", lambda e, p, xp: e.dS @ e.K,
                       N_("The factor 1/√d_k was forgotten in ∇Q = ∇S K/√d_k."), applies=_scale_slip),
+        Misconception("dQ", "forgot_scale", lambda e, p, xp: e.dS @ e.K, FORGOT_FACTOR_DQ, applies=_factor_slip),
         Misconception("dQ", "skipped_softmax", lambda e, p, xp: _dq_from(e.dA * allowed_from_given(e.mask, xp=xp), e.K, p),
                       N_("∇A was used in place of ∇S: go back through the softmax first, then ∇Q = ∇S K/√d_k.")),
         Misconception("dK", "untransposed_dS", lambda e, p, xp: _dk_from(swap(e.dS), e.Q, p),
                       N_("Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√d_k."), applies=square),
         Misconception("dK", "unscaled", lambda e, p, xp: swap(e.dS) @ e.Q,
                       N_("The factor 1/√d_k was forgotten in ∇K = ∇Sᵀ Q/√d_k."), applies=_scale_slip),
+        Misconception("dK", "forgot_scale", lambda e, p, xp: swap(e.dS) @ e.Q, FORGOT_FACTOR_DK, applies=_factor_slip),
         Misconception("dK", "skipped_softmax", lambda e, p, xp: _dk_from(e.dA * allowed_from_given(e.mask, xp=xp), e.Q, p),
                       N_("∇A was used in place of ∇S: go back through the softmax first, then ∇K = ∇Sᵀ Q/√d_k.")),
     ),

@@ -324,6 +324,9 @@ class Family:
     # Params added after the family was first published: left out of an item's fingerprint
     # while at their defaults, so that specs written before them keep their variants.
     later_params: tuple[str, ...] = ()
+    # The steps asked when a spec names none, where they depend on the params (else default_ask):
+    # steps that are equal for some params cannot both be asked.
+    default_ask_for: Callable[[Params], tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
         # Params is a Mapping: a param called "keys" or "values" would read the method instead.
@@ -361,6 +364,10 @@ class Family:
             if name in self.step_names:
                 stack.extend(self.step(name).needs)
         return tuple(g for g in self.given_names if g in seen)
+
+    def asked_by_default(self, params: Params) -> tuple[str, ...]:
+        """The steps a spec that names none asks, for these params."""
+        return self.default_ask if self.default_ask_for is None else self.default_ask_for(params)
 
     def step(self, name: str) -> Step:
         for s in self.steps:

@@ -589,17 +589,19 @@ BACKWARD_STEPS = (
          lambda e, p, xp: _ds(e), ("dS_in", "dO", "Q", "dX", "W")),
 )
 
+# With C = 1, A = I and P = T ⊙ M is one entry, and G = KKᵀ has no strict lower triangle: the
+# slips of the solve, the mask and the G path then give the right answer (applies: C ≥ 2).
 BACKWARD_MISTAKES = (
     Misconception("dX", "missing_state_path", lambda e, p, xp: swap(e.P) @ e.dO,
                   N_("X also reaches S⁺ = S + XᵀK: add K(S̄⁺)ᵀ to PᵀŌ."), applies=_grad_nonzero),
     Misconception("dX", "missing_output_path", lambda e, p, xp: e.K @ swap(e.dS_in),
                   N_("X also reaches O = QSᵀ + PX: add PᵀŌ to K(S̄⁺)ᵀ.")),
     Misconception("dX", "untransposed_P", lambda e, p, xp: e.K @ swap(e.dS_in) + e.P @ e.dO,
-                  N_("Through O = PX the gradient is PᵀŌ (P transposed), not PŌ.")),
+                  N_("Through O = PX the gradient is PᵀŌ (P transposed), not PŌ."), applies=_several_tokens),
     Misconception("dP", "masked", lambda e, p, xp: e.dP * causal_mask(_c(e), xp),
-                  N_("P̄ = ŌXᵀ is the full matrix; the mask M applies one line later, in T̄ = P̄ ⊙ M.")),
+                  N_("P̄ = ŌXᵀ is the full matrix; the mask M applies one line later, in T̄ = P̄ ⊙ M."), applies=_several_tokens),
     Misconception("dT", "unmasked", lambda e, p, xp: e.dP,
-                  N_("P = T ⊙ M, so T̄ = P̄ ⊙ M: the entries above the diagonal get no gradient.")),
+                  N_("P = T ⊙ M, so T̄ = P̄ ⊙ M: the entries above the diagonal get no gradient."), applies=_several_tokens),
     Misconception("dT", "strict_mask", lambda e, p, xp: e.dP * tril_strict_mask(_c(e), xp),
                   N_("M includes the diagonal, so T̄ = P̄ ⊙ M keeps it.")),
     Misconception("dW", "sign", lambda e, p, xp: e.dX @ e.S_in,
@@ -607,38 +609,38 @@ BACKWARD_MISTAKES = (
     Misconception("dW", "transposed_state", lambda e, p, xp: -(e.dX @ swap(e.S_in)),
                   N_("From X = U − WSᵀ: W̄ = −X̄S (S, not Sᵀ)."), applies=_square),
     Misconception("dBK", "A_transposed", lambda e, p, xp: swap(e.A) @ e.dW,
-                  N_("B̄_K = A⁻ᵀW̄ (a back substitution with Aᵀ), not AᵀW̄.")),
+                  N_("B̄_K = A⁻ᵀW̄ (a back substitution with Aᵀ), not AᵀW̄."), applies=_several_tokens),
     Misconception("dBK", "forward_solve", lambda e, p, xp: solve_unit_lower(e.A, e.dW, xp=xp),
-                  N_("The adjoint of W = A⁻¹B_K is B̄_K = A⁻ᵀW̄: solve with Aᵀ (back substitution), not with A.")),
+                  N_("The adjoint of W = A⁻¹B_K is B̄_K = A⁻ᵀW̄: solve with Aᵀ (back substitution), not with A."), applies=_several_tokens),
     Misconception("dBK", "no_solve", lambda e, p, xp: e.dW,
-                  N_("W = A⁻¹B_K, so W̄ must pass back through A⁻ᵀ: B̄_K = A⁻ᵀW̄.")),
+                  N_("W = A⁻¹B_K, so W̄ must pass back through A⁻ᵀ: B̄_K = A⁻ᵀW̄."), applies=_several_tokens),
     Misconception("dBV", "A_transposed", lambda e, p, xp: swap(e.A) @ e.dU,
-                  N_("B̄_V = A⁻ᵀŪ (a back substitution with Aᵀ), not AᵀŪ.")),
+                  N_("B̄_V = A⁻ᵀŪ (a back substitution with Aᵀ), not AᵀŪ."), applies=_several_tokens),
     Misconception("dBV", "forward_solve", lambda e, p, xp: solve_unit_lower(e.A, e.dU, xp=xp),
-                  N_("The adjoint of U = A⁻¹B_V is B̄_V = A⁻ᵀŪ: solve with Aᵀ (back substitution), not with A.")),
+                  N_("The adjoint of U = A⁻¹B_V is B̄_V = A⁻ᵀŪ: solve with Aᵀ (back substitution), not with A."), applies=_several_tokens),
     Misconception("dBV", "no_solve", lambda e, p, xp: e.dU,
-                  N_("U = A⁻¹B_V, so Ū must pass back through A⁻ᵀ: B̄_V = A⁻ᵀŪ.")),
+                  N_("U = A⁻¹B_V, so Ū must pass back through A⁻ᵀ: B̄_V = A⁻ᵀŪ."), applies=_several_tokens),
     Misconception("dA", "sign", lambda e, p, xp: e.dBK @ swap(e.W) + e.dBV @ swap(e.U),
                   N_("d(A⁻¹) = −A⁻¹(dA)A⁻¹, so Ā = −B̄_K Wᵀ − B̄_V Uᵀ carries a minus sign.")),
     Misconception("dA", "missing_U_path", lambda e, p, xp: -(e.dBK @ swap(e.W)),
                   N_("A is used twice (W = A⁻¹B_K and U = A⁻¹B_V): add −B̄_V Uᵀ.")),
     Misconception("dG", "no_beta", lambda e, p, xp: tril_strict_mask(_c(e), xp) * e.dA,
-                  N_("A_rs = βᵣG_rs below the diagonal, so Ḡ_rs = βᵣĀ_rs."), applies=_beta_not_one),
+                  N_("A_rs = βᵣG_rs below the diagonal, so Ḡ_rs = βᵣĀ_rs."), applies=lambda p: _several_tokens(p) and _beta_not_one(p)),
     Misconception("dG", "inclusive_triangle", lambda e, p, xp: causal_mask(_c(e), xp) * (e.beta[..., :, None] * e.dA),
                   N_("Only the strict lower triangle of A depends on G: the diagonal of Ḡ is 0.")),
     Misconception("dG", "beta_on_columns",
                   lambda e, p, xp: tril_strict_mask(_c(e), xp) * (e.dA * e.beta[..., None, :]),
-                  N_("Row r of A carries βᵣ, so Ḡ_rs = βᵣĀ_rs (scale rows, not columns)."), applies=_rows_tell_beta),
+                  N_("Row r of A carries βᵣ, so Ḡ_rs = βᵣĀ_rs (scale rows, not columns)."), applies=lambda p: _several_tokens(p) and _rows_tell_beta(p)),
     Misconception("dbeta", "missing_A_path", lambda e, p, xp: _dbeta(e, xp, a=False),
-                  N_("β also enters A = I + tril(diag(β)G, −1): add Σ_{s<i} Āᵢs Gᵢs.")),
+                  N_("β also enters A = I + tril(diag(β)G, −1): add Σ_{s<i} Āᵢs Gᵢs."), applies=_several_tokens),
     Misconception("dbeta", "missing_B_path", lambda e, p, xp: _dbeta(e, xp, b=False),
                   N_("β also scales B_K = diag(β)K and B_V = diag(β)V: add Σ_d (B̄_K)ᵢd Kᵢd + (B̄_V)ᵢd Vᵢd.")),
     Misconception("dbeta", "missing_V", lambda e, p, xp: _dbeta(e, xp, v=False),
                   N_("β scales B_V = diag(β)V as well as B_K: add Σ_d (B̄_V)ᵢd Vᵢd.")),
     Misconception("dK", "one_sided_G", lambda e, p, xp: _dk_terms(e, p, xp, g="one"),
-                  N_("K appears twice in G = KKᵀ, so the G path gives (Ḡ + Ḡᵀ)K, not ḠK.")),
+                  N_("K appears twice in G = KKᵀ, so the G path gives (Ḡ + Ḡᵀ)K, not ḠK."), applies=_several_tokens),
     Misconception("dK", "missing_G_path", lambda e, p, xp: _dk_terms(e, p, xp, g="none"),
-                  N_("K also builds G = KKᵀ (and so A): add (Ḡ + Ḡᵀ)K.")),
+                  N_("K also builds G = KKᵀ (and so A): add (Ḡ + Ḡᵀ)K."), applies=_several_tokens),
     Misconception("dK", "missing_state_path", lambda e, p, xp: _dk_terms(e, p, xp, state=False),
                   N_("K also writes the state S⁺ = S + XᵀK: add X S̄⁺."), applies=_grad_nonzero),
     Misconception("dQ", "missing_state_term", lambda e, p, xp: e.dT @ e.K,
@@ -657,12 +659,22 @@ BACKWARD_MISTAKES = (
                   N_("S⁺ = S + XᵀK passes S̄⁺ straight through: add S̄⁺."), applies=_grad_nonzero),
 )
 
+def _backward_ask(p: Params) -> tuple[str, ...]:
+    # With C = 1, A = I makes B̄_K = W̄, and G has no strict lower triangle, so Ḡ = 0 and Ā reaches
+    # nothing: ask what is left to compute.
+    if p.chunk > 1:
+        return CHUNK_BACKWARD.default_ask
+    return ("dX", "dW", "dbeta", "dK", "dQ", "dV", "dS")
+
+
 CHUNK_BACKWARD = Family(
     name="delta.chunk_backward",
     title=N_("Backprop through a delta-rule chunk"),
     summary=N_("Given Ō and S̄⁺ of one chunk (or a sequence of chunks): X̄, P̄, W̄, Ā, B̄_K, B̄_V, Ḡ, β̄, K̄, Q̄, V̄, S̄."),
     params={
-        **{**CHUNK_PARAMS, "chunk": Param(2, "chunk length C", low=2, high=16)},
+        **{**CHUNK_PARAMS, "chunk": Param(2, "chunk length C (with C = 1, A = I: each chunk is one recurrent "
+                                               "step, and an item with no ask leaves out B̄_K = W̄, Ā and Ḡ = 0)",
+                                      low=1, high=16)},
         "grad_entries": int_range((-1, 1), "range of the integer entries of Ō and S̄⁺"),
         "final_grad": Param("drawn", "S̄⁺ after the last chunk: integer entries, or zero (the loss reads only O)",
                             choices=("drawn", "zero")),
@@ -675,6 +687,7 @@ CHUNK_BACKWARD = Family(
     sample=lambda draw, p: _sample_chunk(draw, p, backward=True),
     steps=FORWARD_STEPS + BACKWARD_STEPS,
     default_ask=("dX", "dW", "dBK", "dA", "dG", "dbeta", "dK", "dQ", "dV", "dS"),
+    default_ask_for=_backward_ask,
     misconceptions=FORWARD_MISTAKES + BACKWARD_MISTAKES,
     accept=lambda e, p, xp: _tame(e, p, ("W", "U", "X", "O", "S_next", "dX", "dA", "dK", "dbeta", "dS"), xp),
     validate=_check_chunks,

@@ -30,6 +30,7 @@ from .attention import (
     SQRT_DK,
     WEIGHTS_INVARIANTS,
     divides_by_sqrt_dk,
+    factor_shows,
     n_keys,
     n_queries,
     raw_scores,
@@ -210,6 +211,11 @@ MULTIHEAD = Family(
         Misconception(
             "scores", "unscaled", lambda e, p, xp: raw_scores(e.Qh, e.Kh, xp),
             N_("Each head's scores were not divided by √d_k."), applies=lambda p: scale_shows(per_head(p)),
+        ),
+        Misconception(
+            "scores", "forgot_scale", lambda e, p, xp: raw_scores(e.Qh, e.Kh, xp),
+            N_("Each head's scores were not multiplied by the scale this problem gives (S⁽ʰ⁾ = scale·Q⁽ʰ⁾K⁽ʰ⁾ᵀ)."),
+            applies=lambda p: factor_shows(per_head(p)),
         ),
         Misconception(
             "scores", "scaled_anyway",

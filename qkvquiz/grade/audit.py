@@ -32,14 +32,16 @@ from ..core.inputs import shown_path
 from ..core.ragged import fill_absent
 from ..core.untrusted import terminal_text
 from ..families import Env
+from ..families.rounding import explained_by_mistake, item_rounding_band, upstream
 from ..key import encode
 from ..spec import ItemSpec, SpecError, WorksheetSpec, parse_spec, read_spec_data
 from ..worksheet import solve_item
-from .checks import carried_inputs, entry_band, rerun_on_own
+from .checks import carried_inputs, entry_band, rerun_env
 from .feedback import entry_name, number_text, table
 from .parse import AnswerFormatError, parse_answer, parse_shape_text
 
 CLAIMED = "claimed"
+NOT_CLAIMED = "not_claimed"  # a step written with null (or null in every entry): not claimed
 
 
 @dataclass
@@ -78,6 +80,9 @@ class AuditReport:
     checks: list[ClaimCheck]
     unchecked: list[str]  # items with nothing claimed
     lang: str = DEFAULT_LANG  # the language of its sentences (and of its Markdown)
+    # Steps written in ``claimed`` with nothing claimed (``null``, or null in every entry), as
+    # "item.step": a teacher marks what the sheet does not answer; neither checked nor wrong.
+    not_claimed: list[str] = field(default_factory=list)
 
     @property
     def wrong(self) -> list[ClaimCheck]:
@@ -85,7 +90,7 @@ class AuditReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "title": self.title, "checks": [c.to_json() for c in self.checks],
-                "unchecked": self.unchecked}
+                "unchecked": self.unchecked, "not_claimed": self.not_claimed}
 
 
 def audit_file(path: str | Path, *, lang: str | None = None) -> AuditReport:
@@ -112,17 +117,21 @@ def audit_spec(data: Any, source: str = "<audit>", *, lang: str | None = None) -
 
 def _audit(spec: WorksheetSpec, claims: list[Any], source: str, lang: str) -> AuditReport:
     checks: list[ClaimCheck] = []
-    unchecked = []
+    unchecked: list[str] = []
+    not_claimed: list[str] = []
     for index, (item, claimed) in enumerate(zip(spec.items, claims), start=1):
         where = f"item {index} ({item.id}, {item.family.name})"
         if claimed is None:
             unchecked.append(item.id)
             continue
-        checks.extend(_audit_item(item, claimed, source, where))
+        found = _audit_item(item, claimed, source, where)
+        checks.extend(c for c in found if c.verdict != NOT_CLAIMED)
+        not_claimed.extend(f"{c.item}.{c.step}" for c in found if c.verdict == NOT_CLAIMED)
     if not checks:
-        raise SpecError(source, "", f"no item has {CLAIMED!r} answers, so there is nothing to check; "
+        what = "every claimed step is null" if not_claimed else f"no item has {CLAIMED!r} answers"
+        raise SpecError(source, "", f"{what}, so there is nothing to check; "
                                     f"add `{CLAIMED}: {{step: answer}}` to the items to audit")
-    return AuditReport(source, spec.title, checks, unchecked, lang)
+    return AuditReport(source, spec.title, checks, unchecked, lang, not_claimed)
 
 
 def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[ClaimCheck]:
@@ -148,6 +157,9 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
         check = ClaimCheck(item.id, family.name, step, "right", tol.describe(), encode(exact[0]))
         checks[step] = check
         raw_claim = claimed[step]
+        if _all_null(raw_claim):  # `weights: null` or `[[null, null]]`: what the sheet does not answer
+            check.verdict = NOT_CLAIMED
+            continue
         try:
             if family.step(step).kind == "shape" and isinstance(raw_claim, str) and exact.ndim == 2:
                 raw_claim = parse_shape_text(raw_claim, exact.shape[1])  # "2×4" for a shape
@@ -159,8 +171,8 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
             continue
         if step in asked:  # the item asks only some entries: only those are checked
             claimed_at = claimed_at & asked[step].asked(exact.shape[1:])
-        if not claimed_at.any():
-            check.message = _("nothing claimed: every entry is null or not asked")
+        if not claimed_at.any():  # every entry null or not asked: nothing to check
+            check.verdict = NOT_CLAIMED
             continue
         # Entries not claimed take the exact value: later claims re-run on this one see right
         # values there, and nothing unclaimed is ever reported.
@@ -168,11 +180,24 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
         read[step] = value
         partial[step] = claimed_at
         check.claimed = _encode_claim(value[0], claimed_at)
+        # Within tolerance of what some unclaimed intermediates within their tolerances give:
+        # rounding the steps in between is right work (the grader's rule, families.rounding).
+        free = [s for s in upstream(family, step) if s not in read]
+        rounding = item_rounding_band(item, step, env, free)
         with np.errstate(all="ignore"):
             ok = tol.passes(value, exact)[0] | ~claimed_at
+            # A claim a known mistake explains keeps the plain tolerance.
+            explained = not ok.all() and bool(explained_by_mistake(item, step, env, value, claimed_at)[0])
+            if rounding is not None and not explained and not ok.all():
+                ok = tol.passes(value, exact, extra=rounding)[0] | ~claimed_at
+                if ok.all():
+                    check.message = _("right for rounded values of the unclaimed steps in between (%(steps)s): it "
+                                      "differs from the exact value by more than the tolerance, but by no more than "
+                                      "rounding them explains") % {
+                        "steps": ", ".join(s for s in free if family.step(s).askable)}
         if ok.all():
             continue
-        if _follows_from_right_claims(item, env, step, value, read, checks, claimed_at):
+        if _follows_from_right_claims(item, env, step, value, read, checks, claimed_at, explained):
             continue
         check.verdict = "wrong"
         wrong = np.argwhere(~ok) if ok.ndim else [()]
@@ -211,9 +236,10 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
         bad = [s for s in inputs if checks[s].verdict == "wrong"]
         if not bad:
             continue
-        redo = rerun_on_own(family, step, env, {s: read[s] for s in inputs}, between, params)
-        if redo.shape == read[step].shape and (item.tolerance_for(step).passes(read[step], redo)[0]
-                                               | ~partial[step]).all():
+        redo = rerun_env(family, step, env, {s: read[s] for s in inputs}, between, params)
+        rounding = item_rounding_band(item, step, redo, between)
+        if redo[step].shape == read[step].shape and (item.tolerance_for(step).passes(
+                read[step], redo[step], extra=rounding)[0] | ~partial[step]).all():
             check.follows_from = bad
     return list(checks.values())
 
@@ -239,6 +265,13 @@ def parse_claim(raw: Any, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarra
         return value.reshape(shape), claimed_at.reshape(shape)
     assert first is not None
     raise first
+
+
+def _all_null(raw: Any) -> bool:
+    """``null``, or nested lists holding nothing but ``null``: a step claimed nowhere."""
+    if raw is None:
+        return True
+    return isinstance(raw, list) and bool(raw) and all(_all_null(r) for r in raw)
 
 
 def _nulls(raw: Any, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -301,7 +334,7 @@ def _solve_stated(item: ItemSpec, claimed: list[str], source: str, where: str) -
 
 def _follows_from_right_claims(item: ItemSpec, env: Env, step: str, value: np.ndarray,
                                read: Mapping[str, np.ndarray], checks: Mapping[str, ClaimCheck],
-                               claimed_at: np.ndarray) -> bool:
+                               claimed_at: np.ndarray, explained: bool = False) -> bool:
     """A claim off the exact value that is right for the claimant's own earlier claims, all accepted.
 
     Rounding each step to the asked decimals is right work: the later value is then compared
@@ -313,9 +346,12 @@ def _follows_from_right_claims(item: ItemSpec, env: Env, step: str, value: np.nd
     if not inputs or any(checks[s].verdict != "right" for s in inputs):
         return False
     tol = item.tolerance_for(step)
-    redo = rerun_on_own(family, step, env, {s: read[s] for s in inputs}, between, params)
+    again = rerun_env(family, step, env, {s: read[s] for s in inputs}, between, params)
+    redo = again[step]
+    # The unclaimed steps in between may be rounded too, unless a known mistake explains the claim.
+    rounding = None if explained else item_rounding_band(item, step, again, between)
     with np.errstate(all="ignore"):
-        if redo.shape != value.shape or not (tol.passes(value, redo)[0] | ~claimed_at).all():
+        if redo.shape != value.shape or not (tol.passes(value, redo, extra=rounding)[0] | ~claimed_at).all():
             return False
         band = entry_band(tol, value)
         if claimed_at.all() and any(not bool(np.asarray(inv.holds(value, Env(env), params, band, np))[0])
@@ -350,6 +386,8 @@ def _audit_markdown(report: AuditReport) -> str:
                               "%(num)s claimed answers checked in %(source)s: all right.", len(report.checks)) % counts)
     if report.unchecked:
         lines.append(_("Items with nothing claimed: %(items)s.") % {"items": ", ".join(report.unchecked)})
+    if report.not_claimed:
+        lines.append(_("Steps not claimed (null), so not checked: %(steps)s.") % {"steps": ", ".join(report.not_claimed)})
     lines.append("")
     for c in report.checks:
         head = {"item": c.item, "step": c.step, "family": c.family}
@@ -361,6 +399,8 @@ def _audit_markdown(report: AuditReport) -> str:
             continue
         if c.verdict == "right":
             lines += [_("## %(item)s.%(step)s (%(family)s): right") % head, ""]
+            if c.message:  # right for rounded values of the steps in between
+                lines += [_("%(sentence)s.") % {"sentence": c.message}, ""]
             continue
         if c.verdict == "format":
             lines += [_("## %(item)s.%(step)s (%(family)s): could not be read") % head, "",

@@ -13,6 +13,7 @@ from ..core.i18n import N_, _, ngettext
 from ..core.tolerance import SLACK, Tolerance
 from ..engine.backend import to_numpy
 from ..families import Env, Family
+from ..families.rounding import explained_by_mistake, item_rounding_band, upstream
 from ..key import KeyItem
 from ..spec import Part
 from .columns import Column
@@ -31,6 +32,11 @@ class PartCheck:
     holds: np.ndarray  # bool (students,): readable and every invariant of the step holds
     sound: np.ndarray  # bool (students,): usable as an earlier answer for carried credit
     asked: np.ndarray | None = None  # bool (entries,): the entries a part asks, when only some
+    # bool (students,): wrong by the plain tolerance and what a known mistake gives: no rounding band
+    explained: np.ndarray | None = None
+    # bool (students,): right only within the rounding band of the unasked steps ``free``
+    rounded: np.ndarray | None = None
+    free: list[str] = field(default_factory=list)
 
 
 def entry_band(tol: Tolerance, values: np.ndarray) -> np.ndarray:
@@ -44,21 +50,37 @@ def entry_band(tol: Tolerance, values: np.ndarray) -> np.ndarray:
     return band + SLACK * np.maximum(finite, band)
 
 
-def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np) -> PartCheck:
+def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np,
+               widths: dict[str, Any] | None = None) -> PartCheck:
     """Entries within tolerance and invariants of every student's answer to ``part``.
 
-    ``env`` holds the key's values on ``xp``; the verdicts come back to the host.
+    ``env`` holds the key's values on ``xp``; the verdicts come back to the host. ``widths``
+    keeps the rounding bands of the unasked steps for the item's other parts.
     """
     n = len(column.readable)
     tol = item.tolerance_for(part.step)
     values = xp.asarray(column.values)
     asked = part.asked(tuple(column.values.shape[1:]))
     flat = None if asked is None else asked.reshape(-1)
+    # Right within tolerance of the value some unasked intermediates within their tolerances give
+    # (an asked one is held to the exact value here; the chain checks the student's own).
+    asked_steps = {p.step for p in item.parts}
+    free = [s for s in upstream(item.family, part.step) if s not in asked_steps]
+    rounding = item_rounding_band(item, part.step, env, free, xp, widths)
     with np.errstate(all="ignore"):
         ok = to_numpy(tol.passes(values, env[part.step], xp=xp)).reshape(n, -1) & column.readable[:, None]
         if flat is not None:
             ok = ok | ~flat  # entries not asked never count against an answer
+        explained = np.zeros(n, dtype=bool)
+        if rounding is not None:
+            wide = to_numpy(tol.passes(values, env[part.step], xp=xp, extra=rounding)).reshape(n, -1)
+            wide = (wide & column.readable[:, None]) | (ok if flat is None else ~flat)
+            # An answer a known mistake explains keeps the plain tolerance (families.rounding).
+            explained = ~ok.all(axis=1) & to_numpy(explained_by_mistake(item, part.step, env, values, flat, xp))
+            plain_right = column.readable & ok.all(axis=1)
+            ok = np.where(explained[:, None], ok, wide)
         right = column.readable & ok.all(axis=1)
+        rounded = right & ~plain_right if rounding is not None else np.zeros(n, dtype=bool)
         broken = []
         holds_all = np.ones(n, dtype=bool)
         invariants = item.family.invariants_for(part.step, item.params)
@@ -69,7 +91,8 @@ def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np) -> Pa
                 holds_all &= holds
                 broken.append((inv.name, _(inv.feedback), column.readable & ~holds))
     holds_all &= column.readable
-    return PartCheck(ok, right, broken, holds_all, right | holds_all, flat)
+    named = [s for s in free if item.family.step(s).askable]  # helper steps have no name on the sheet
+    return PartCheck(ok, right, broken, holds_all, right | holds_all, flat, explained, rounded, named)
 
 
 def carried_inputs(family: Family, step: str, asked: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -96,12 +119,19 @@ def carried_inputs(family: Family, step: str, asked: Iterable[str]) -> tuple[lis
 def rerun_on_own(family: Family, step: str, env: Env, own: Mapping[str, np.ndarray], between: Sequence[str], params,
                  xp=np) -> Any:
     """``step`` recomputed with the steps in ``own`` replaced, re-running ``between`` first (on ``xp``)."""
+    return rerun_env(family, step, env, own, between, params, xp)[step]
+
+
+def rerun_env(family: Family, step: str, env: Env, own: Mapping[str, np.ndarray], between: Sequence[str], params,
+              xp=np) -> Env:
+    """:func:`rerun_on_own`, keeping every step re-run: the centre of the rounding band."""
     redo = Env(env)
     redo.update({name: xp.asarray(value) for name, value in own.items()})
     with np.errstate(all="ignore"):
         for name in between:
             redo[name] = family.rerun(name, redo, params, xp)
-        return family.rerun(step, redo, params, xp)
+        redo[step] = family.rerun(step, redo, params, xp)
+    return redo
 
 
 def grade_item(item: KeyItem, rows: np.ndarray, columns: Mapping[str, Column], xp=np,
@@ -117,10 +147,11 @@ def grade_item(item: KeyItem, rows: np.ndarray, columns: Mapping[str, Column], x
     host = Env({name: value[rows] for name, value in item.env.items()})
     env = host if xp is np else Env({name: xp.asarray(value) for name, value in host.items()})
     columns = _with_unasked_filled(item, columns, host)
-    checks = {part.id: check_part(item, part, columns[part.id], env, xp) for part in item.parts}
+    widths: dict[str, Any] = {}  # the unasked steps' rounding bands, shared by the parts
+    checks = {part.id: check_part(item, part, columns[part.id], env, xp, widths) for part in item.parts}
     if no_carry is None:
         no_carry = np.zeros(len(rows), dtype=bool)
-    chains = chain_checks(item, columns, checks, env, no_carry, xp)
+    chains = chain_checks(item, columns, checks, env, no_carry, xp, widths)
     return {part.id: _part_results(item, part, columns, checks, chains[part.id], env, host, xp) for part in item.parts}
 
 
@@ -154,7 +185,7 @@ class ChainCheck:
 
 
 def chain_checks(item: KeyItem, columns: Mapping[str, Column], checks: Mapping[str, PartCheck], env: Env,
-                 no_carry: np.ndarray, xp=np) -> dict[str, ChainCheck]:
+                 no_carry: np.ndarray, xp=np, widths: Mapping[str, Any] | None = None) -> dict[str, ChainCheck]:
     """Every part's :class:`ChainCheck`, in the family's step order.
 
     An earlier answer that is itself accepted (right, or right for the student's own accepted
@@ -165,13 +196,13 @@ def chain_checks(item: KeyItem, columns: Mapping[str, Column], checks: Mapping[s
     by_step = {p.step: p.id for p in item.parts}
     chains: dict[str, ChainCheck] = {}
     for part in order:
-        chains[part.id] = _chain(item, part, by_step, columns, checks, chains, env, no_carry, xp)
+        chains[part.id] = _chain(item, part, by_step, columns, checks, chains, env, no_carry, xp, widths or {})
     return chains
 
 
 def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mapping[str, Column],
            checks: Mapping[str, PartCheck], chains: Mapping[str, ChainCheck], env: Env, no_carry: np.ndarray,
-           xp=np) -> ChainCheck:
+           xp=np, widths: Mapping[str, Any] | None = None) -> ChainCheck:
     column, check = columns[part.id], checks[part.id]
     n = len(column.readable)
     none = np.zeros(n, dtype=bool)
@@ -180,10 +211,20 @@ def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mappi
     if not inputs:
         return ChainCheck(check.right.copy(), none, none.copy(), [])
     readable = column.readable & np.logical_and.reduce([columns[i].readable for i in inputs])
-    redo = rerun_on_own(item.family, part.step, env, {s: columns[by_step[s]].values for s in steps}, between,
-                        item.params, xp)
+    redo = rerun_env(item.family, part.step, env, {s: columns[by_step[s]].values for s in steps}, between,
+                     item.params, xp)
+    # The unasked steps in between may be rounded too (the same rounding band as for the key).
+    # A step in between that no asked step feeds has the same value, and so the same band, as
+    # in the comparison with the key: reuse it.
+    known = {u: w for u, w in (widths or {}).items()
+            if u in between and not set(upstream(item.family, u)) & set(by_step)}
+    rounding = item_rounding_band(item, part.step, redo, between, xp, known)
+    tol = item.tolerance_for(part.step)
     with np.errstate(all="ignore"):
-        same = to_numpy(item.tolerance_for(part.step).passes(xp.asarray(column.values), redo, xp=xp))
+        same = to_numpy(tol.passes(xp.asarray(column.values), redo[part.step], xp=xp, extra=rounding))
+        if rounding is not None and check.explained is not None and check.explained.any():
+            plain = to_numpy(tol.passes(xp.asarray(column.values), redo[part.step], xp=xp))
+            same = np.where(check.explained.reshape((n,) + (1,) * (same.ndim - 1)), plain, same)
     if check.asked is not None:
         same = same.reshape(n, -1) | ~check.asked
     follows = readable & same.reshape(n, -1).all(axis=1)
@@ -231,6 +272,8 @@ def _why_not_carried(j: int, inputs: Sequence[str], columns: Mapping[str, Column
         "parts": ", ".join(inputs)}
 
 
+ROUNDED_MESSAGE = N_("Right for rounded values of the steps in between that were not asked (%(steps)s): "
+                     "it is off the exact value by no more than rounding them explains. Full points.")
 FROM_OWN_MESSAGE = N_("Correct for your own rounded earlier answers (%(inputs)s), which were accepted: full points.")
 
 
@@ -281,6 +324,8 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
                 r.verdict, r.score = "correct", points
                 if chain.from_own[j]:
                     r.carry = _(FROM_OWN_MESSAGE) % {"inputs": ", ".join(chain.inputs)}
+                elif check.rounded is not None and check.rounded[j]:
+                    r.carry = _(ROUNDED_MESSAGE) % {"steps": ", ".join(check.free)}
             elif carried_score[j] > entry_score[j]:
                 r.verdict, r.score, r.message = "carried", float(carried_score[j]), _(CARRIED_MESSAGE)
             else:

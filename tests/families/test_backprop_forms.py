@@ -183,7 +183,7 @@ def test_backprop_attention_audits_a_hand_written_cross_problem():
             "claimed": {"dV": np.round(want["dV"], 3).tolist(), "dQ": (np.round(want["dQ"], 3) * 2).tolist()}}
     checks = {c.step: c for c in audit_spec({"title": "t", "items": [item]}).checks}
     assert checks["dV"].verdict == "right"
-    assert checks["dQ"].verdict == "wrong" and checks["dQ"].mistakes == []
+    assert checks["dQ"].verdict == "wrong" and checks["dQ"].mistakes == ["forgot_scale"]  # named, as √d_k is
 
 
 # --------------------------------------------------------------------------- backprop.scores, cross shapes

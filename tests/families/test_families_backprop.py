@@ -37,7 +37,8 @@ FAMILIES = ("backprop.scores", "backprop.softmax", "backprop.attention", "backpr
 
 # Hand-computable defaults and larger numeric settings for every family.
 SETTINGS = {
-    "backprop.scores": [{}, {"tokens": 5, "d_k": 8, "entries": [-5, 5], "grad_entries": [-3, 3]}],
+    "backprop.scores": [{}, {"tokens": 5, "d_k": 8, "entries": [-5, 5], "grad_entries": [-3, 3]},
+                        {"tokens": 3, "scale": 0.5}],
     "backprop.softmax": [{}, {"tokens": 6, "entries": [-3, 3], "grad_entries": [-4, 4]}],
     "backprop.attention": [
         {}, {"mask": "causal", "tokens": 3}, {"mask": "padding", "tokens": 4, "padded": 1},

@@ -37,6 +37,8 @@ SETTINGS = {
     "delta.chunk_backward": [
         {}, {"chunks": 2}, {"chunk": 3, "d_k": 3, "beta": "half"}, {"final_grad": "zero"},
         {"chunk": 4, "chunks": 3, **NUMERIC},
+        # C = 1: A = I, and each chunk is one step of the recurrence.
+        {"chunk": 1}, {"chunk": 1, "chunks": 3, **NUMERIC}, {"chunk": 1, "chunks": 2, "final_grad": "zero"},
     ],
 }
 
@@ -47,6 +49,8 @@ def cases():
 
 def solved(name: str, params: dict, students: int = 5, seed: int = 0, ask=None):
     fam = get_family(name)
+    if ask is None and params.get("chunk") == 1:
+        ask = fam.asked_by_default(fam.resolve(params))  # with C = 1 some steps equal others
     item = {"family": name, "params": params, "ask": list(ask or fam.askable_steps)}
     ws = build_worksheet(parse_spec({"title": "t", "items": [item]}), [f"s{i}" for i in range(students)], seed)
     return ws, ws.spec.items[0], ws.envs[0]
@@ -263,7 +267,8 @@ def sequence_loss(e: Env, chunks: int):
     return loss
 
 
-@pytest.mark.parametrize("params", [{"chunks": 2}, {"chunks": 3, "chunk": 3, **NUMERIC}])
+@pytest.mark.parametrize("params", [{"chunks": 2}, {"chunks": 3, "chunk": 3, **NUMERIC}, {"chunks": 4, "chunk": 1},
+                                    {"chunks": 3, "chunk": 1, **NUMERIC}])
 def test_several_chunks_give_the_gradient_of_the_whole_sequence(params):
     _, item, e = solved("delta.chunk_backward", params, students=3)
     n = item.params.chunks
@@ -342,7 +347,7 @@ def test_chunk_backward_over_a_ragged_sequence_matches_torch(n, c):
         np.testing.assert_allclose(got[step], expected[step].numpy(), rtol=TORCH_TOL, atol=TORCH_TOL, err_msg=step)
 
 
-@pytest.mark.parametrize("params", [{}, {"chunks": 2, "chunk": 3, **NUMERIC}])
+@pytest.mark.parametrize("params", [{}, {"chunks": 2, "chunk": 3, **NUMERIC}, {"chunk": 1, "chunks": 3, **NUMERIC}])
 def test_every_chunk_backward_step_matches_torch_autograd(params):
     torch = pytest.importorskip("torch")
     _, item, e = solved("delta.chunk_backward", params, students=3)
@@ -437,7 +442,8 @@ def test_show_prints_a_problem_and_a_worked_solution(name, args):
 
 
 def test_key_and_worksheet_markdown_render_every_family_and_setting():
-    items = [{"family": n, "params": p, "ask": list(get_family(n).default_ask)} for n, p in cases()]
+    items = [{"family": n, "params": p, "ask": list(get_family(n).asked_by_default(get_family(n).resolve(p)))}
+             for n, p in cases()]
     ws = build_worksheet(parse_spec({"title": "Delta", "items": items}), ["ada", "alan"], seed=4)
     key_md = key_markdown(ws)
     sheet = worksheet_markdown(ws, 1)
@@ -448,3 +454,49 @@ def test_key_and_worksheet_markdown_render_every_family_and_setting():
     assert "{{" not in key_md and not re.search(r"\bnan\b", key_md)
     # Substitutions are written out for the small settings.
     assert r"w_{2} = \beta_{2} k_{2}" in key_md and r"\bar b^K_{1}" in key_md and "Token 2" in key_md
+
+
+def test_chunk_backward_takes_chunk_1_as_chunk_forward_does():
+    # C = 1 is the recurrence itself: both families accept it, and the backward's chunks of one
+    # token hand back the gradients of the token-by-token rule (checked above by finite differences).
+    for name in ("delta.chunk_forward", "delta.chunk_backward"):
+        spec = parse_spec({"title": "t", "items": [{"family": name, "params": {"chunk": 1, "chunks": 2}}]})
+        assert spec.items[0].params.chunk == 1
+
+
+def test_chunk_1_lists_no_mistake_that_gives_the_right_answer():
+    # A = I, P is one entry and G has no strict lower triangle: those slips change nothing.
+    fam = get_family("delta.chunk_backward")
+    one, two = fam.resolve({"chunk": 1, "beta": "uniform"}), fam.resolve({"chunk": 2, "beta": "uniform"})
+    gone = {("dX", "untransposed_P"), ("dK", "one_sided_G"), ("dBK", "no_solve"), ("dBV", "no_solve"),
+            ("dG", "no_beta"), ("dT", "unmasked"), ("dbeta", "missing_A_path")}
+    listed = lambda p: {(m.step, m.name) for s in fam.step_names for m in fam.mistakes_for(s, p)}
+    assert gone <= listed(two) and not gone & listed(one)
+
+
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_chunk_1_backward_is_the_recurrent_delta_rule_backward(chunks):
+    # Against the recurrence written out token by token (tests.helpers.loop_delta), by finite differences.
+    from ..helpers import loop_delta
+
+    _, _, e = solved("delta.chunk_backward", {"chunk": 1, "chunks": chunks, **NUMERIC}, students=3)
+    q, k, v = (flat(e[n], chunks) for n in ("Q", "K", "V"))
+    beta = flat(e.beta, chunks, vector=True)
+    d_o = flat(e.dO, chunks)
+
+    def loss_of(q_, k_, v_, beta_, s0_):
+        out = []
+        for row in range(q_.shape[0]):
+            s_t, o = loop_delta(q_[row], k_[row], v_[row], beta_[row], s0_[row])
+            out.append((o * d_o[row]).sum() + (s_t * e.dS_next[row]).sum())
+        return np.array(out)
+
+    args = {"Q": q, "K": k, "V": v, "beta": beta, "S": e.S}
+    for name, step in (("Q", "dQ"), ("K", "dK"), ("V", "dV"), ("beta", "dbeta")):
+        def loss(x, name=name):
+            return loss_of(*({**args, name: x}[n] for n in ("Q", "K", "V", "beta", "S")))
+        vector = name == "beta"
+        np.testing.assert_allclose(flat(e[step], chunks, vector), fd_grad(loss, args[name]), rtol=1e-6, atol=1e-7,
+                                   err_msg=step)
+    first = e.dS[:, 0] if chunks > 1 else e.dS  # S̄ of the first chunk is ∂L/∂S₀
+    np.testing.assert_allclose(first, fd_grad(lambda x: loss_of(q, k, v, beta, x), e.S), rtol=1e-6, atol=1e-7)

@@ -37,6 +37,7 @@ SETTINGS = [
     ("attention.masked", {}),
     ("attention.masked", {"mask": "padding", "padded": 2, "tokens": 4}),
     ("attention.masked", {"mask": "causal_padding", "tokens": 5, "d_k": 8, "entries": [-2, 2]}),
+    ("attention.masked", {"mask": "causal", "tokens": 3, "scale": 0.5}),
     ("attention.qk_swap", {}),
     ("attention.qk_swap", {"tokens": 6, "d_k": 16, "entries": [-2, 2]}),
     ("attention.qk_swap", {"queries": 1, "keys": 3, "scale": "none"}),

@@ -233,7 +233,7 @@ def test_scale_mistakes_apply_only_where_the_scale_says():
     names = lambda fam, params: {m.name for m in fam.mistakes_for("scores", fam.resolve(params))}  # noqa: E731
     assert names(mh, {}) == {"scaled_by_d_model", "unscaled"}
     assert names(mh, {"scale": "none"}) == {"scaled_anyway"}
-    assert names(mh, {"scale": 0.5}) == set()
+    assert names(mh, {"scale": 0.5}) == {"forgot_scale"}  # a number is named too
     assert names(qk, {}) == {"unscaled"} and names(qk, {"scale": "none"}) == {"scaled_anyway"}
     assert names(qk, {"d_k": 1}) == set()  # √1 = 1: nothing to forget
 

@@ -1,5 +1,6 @@
 """Auditing a hand-written key: wrong claims are found, with the right values and the mistake."""
 
+import json
 import math
 from pathlib import Path
 
@@ -193,3 +194,33 @@ def test_audit_flags_exactly_the_planted_wrong_claims(name):
     for part in PLANTED[name]:
         assert f"## {part} (" in text and text.split(f"## {part} (", 1)[1].split("\n", 1)[0].endswith("WRONG")
     assert text.count(": WRONG") == len(PLANTED[name])
+
+
+@pytest.mark.parametrize("null", [None, [[None, None, None]] * 3, [None, None, None]])
+def test_a_step_claimed_as_null_is_not_claimed_and_the_report_says_so(tmp_path, null):
+    # A transcription writes `weights: null` (or a grid of nulls) for what the sheet does not answer.
+    item = {"family": "attention.output", "params": {"tokens": 3, "d_k": 4, "d_v": 2},
+            "givens": {"Q": Q, "K": K, "V": [[1, 0], [0, 1], [1, 1]], "mask": [[1] * 3] * 3},
+            "claimed": {"scores": right_scores(), "weights": null, "output": null}}
+    report = audit_spec({"title": "t", "items": [item]})
+    assert [(c.step, c.verdict) for c in report.checks] == [("scores", "right")]
+    assert report.not_claimed == ["q1.weights", "q1.output"] and not report.wrong
+    assert report.to_json()["not_claimed"] == ["q1.weights", "q1.output"]
+    text = audit_markdown(report)
+    assert "1 claimed answer checked" in text and "not claimed (null)" in text and "q1.weights, q1.output" in text
+    zh = audit_markdown(report, lang="zh")
+    assert "q1.weights, q1.output" in zh and "not claimed" not in zh
+    path = tmp_path / "t.yaml"
+    path.write_text("title: t\nitems:\n  - family: attention.output\n    params: {tokens: 3, d_k: 4, d_v: 2}\n"
+                    f"    givens: {{Q: {Q}, K: {K}, V: [[1, 0], [0, 1], [1, 1]]}}\n"
+                    f"    claimed: {{scores: {json.dumps(np.asarray(right_scores()).tolist())}, weights: null}}\n",
+                    encoding="utf-8")
+    result = CliRunner().invoke(app, ["audit", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "q1.weights" in result.output
+
+
+def test_a_file_whose_every_claim_is_null_has_nothing_to_check():
+    with pytest.raises(SpecError) as err:
+        audit_spec({"title": "t", "items": [scores_item({"scores": None})]})
+    assert "every claimed step is null" in err.value.message

@@ -126,7 +126,8 @@ def test_audit_accepts_a_claim_built_from_the_claimants_rounded_values():
     for c in report.checks:
         exact = np.asarray(c.expected, dtype=float)
         if not np.allclose(np.asarray(c.claimed, dtype=float), exact, atol=0.01 + 1e-9):
-            assert c.follows_own and "rounded" in c.message
+            # from the claimed earlier steps, or from rounding the unclaimed ones in between
+            assert "rounded" in c.message
 
 
 # --- the set's identity ---------------------------------------------------------------------

@@ -1,0 +1,19 @@
+"""The worksheet states the rounding rule the grader applies, in the worksheet's language."""
+
+import pytest
+
+from qkvquiz.render.markdown import worksheet_markdown
+from qkvquiz.spec import parse_spec
+from qkvquiz.worksheet import build_worksheet
+
+
+@pytest.mark.parametrize("lang, says", [
+    ("en", ["Rounding as you go is fine", "within their own tolerance of the exact ones"]),
+    ("zh", ["可以边算边舍入", "各自的容差内"]),
+])
+def test_the_worksheet_says_rounding_as_you_go_is_fine(lang, says):
+    spec = parse_spec({"title": "t", "lang": lang, "items": [{"family": "backprop.softmax"}]})
+    text = worksheet_markdown(build_worksheet(spec, ["ada"], 1), 0)
+    for phrase in says:
+        assert phrase in text
+    assert "\n\n" + says[0][:4] in text  # a paragraph of its own
