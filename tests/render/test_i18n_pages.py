@@ -1,5 +1,6 @@
 """Every page a student or an instructor reads, in Chinese: worksheets (Markdown and HTML), the
-answer form, answer keys with their worked steps, for every family and the forms a teacher
+answer form, answer keys with their worked steps, the practice page (its problems, verdict
+sentences and worked steps), for every family and the forms a teacher
 writes (cross-attention, scales, masks, partial asks, ragged chunks, vector forms). A word of
 English left outside math, ids and code fails the test, naming the page and the words."""
 
@@ -13,6 +14,8 @@ import pytest
 
 from qkvquiz.core import i18n
 from qkvquiz.families import REGISTRY
+from qkvquiz.practice import check, new_problem, page_html, problem_html, worked_html
+from qkvquiz.practice.topics import in_language, spec_topics
 from qkvquiz.render.documents import key_html_document, worksheet_document
 from qkvquiz.render.form import answer_form_html
 from qkvquiz.render.markdown import key_markdown, worksheet_markdown
@@ -107,6 +110,20 @@ def spec_words(spec) -> set[str]:
     return set(re.findall(r"[A-Za-z]+", text))
 
 
+def practice_text(spec) -> str:
+    """The practice page with each item's problem, worked steps and the check's sentences (wrong
+    answers: every verdict's message, the diagnosis and carried-credit sentences) as a student sees them."""
+    topics = in_language(spec_topics(spec, "t"), "zh")
+    shown = [text_of(page_html(topics, mode="server", lang="zh")), text_of(page_html(topics, mode="static", lang="zh"))]
+    for topic in topics:
+        problem = new_problem(topic, "7")
+        shown += [text_of(problem_html(problem)), text_of(worked_html(problem))]
+        wrong = {pid: None for pid in problem.key.answers[0]}
+        for part in check(problem, wrong).parts:
+            shown += [part.message, part.carry, part.tolerance, *part.diagnosis, *part.invariants]
+    return " ".join(shown)
+
+
 @pytest.fixture(scope="module", params=range(len(specs())), ids=[name for name, _ in specs()])
 def zh_pages(request):
     name, spec = specs()[request.param]
@@ -118,6 +135,7 @@ def zh_pages(request):
             "worksheet.html": text_of(worksheet_document(ws, 1)),
             "key.html": text_of(key_html_document(ws)),
             "form.html": text_of(answer_form_html(ws, 0)),
+            "practice.html": practice_text(spec),
         }
     # Item and part ids are code, whole or in pieces ("backprop-attention.dV" in a caption).
     ids = family_ids() | spec_words(spec) | {w for i in spec.items for w in re.findall(r"[A-Za-z]+", i.id)}
@@ -125,7 +143,7 @@ def zh_pages(request):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", ["worksheet.md", "key.md", "worksheet.html", "key.html", "form.html"])
+@pytest.mark.parametrize("page", ["worksheet.md", "key.md", "worksheet.html", "key.html", "form.html", "practice.html"])
 def test_every_page_in_chinese_has_no_english_words(zh_pages, page):
     name, pages, ids = zh_pages
     found = english_words(pages[page], ids)
