@@ -20,7 +20,7 @@ It binds 127.0.0.1 only and reads no file a request names: topics are the ones i
 from __future__ import annotations
 
 import json
-import threading
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -62,9 +62,7 @@ class PracticeApp:
         self.topics = {t.id: t for t in in_language(topics, lang)}
         self.lang = lang
         self.progress = progress
-        self.first_seed = seed
-        self._first_used: set[str] = set()
-        self._lock = threading.Lock()
+        # --seed: the page asks for it as the first problem of each topic (a reload draws it again).
         self.page = page_html(list(self.topics.values()), mode="server", lang=lang, seed=seed or "").encode("utf-8")
 
     def topic(self, doc: Mapping[str, Any]) -> Topic:
@@ -73,13 +71,9 @@ class PracticeApp:
             raise BadRequest(HTTPStatus.BAD_REQUEST, "unknown topic")
         return topic
 
-    def seed(self, doc: Mapping[str, Any], topic: Topic) -> str | None:
+    def seed(self, doc: Mapping[str, Any]) -> str | None:
         seed = doc.get("seed")
         if seed is None:
-            with self._lock:  # --seed: the first problem of each topic is the one it names
-                if self.first_seed is not None and topic.id not in self._first_used:
-                    self._first_used.add(topic.id)
-                    return self.first_seed
             return None
         if not isinstance(seed, str):
             raise BadRequest(HTTPStatus.BAD_REQUEST, "seed must be a text")
@@ -88,7 +82,7 @@ class PracticeApp:
     def problem(self, doc: Mapping[str, Any]):
         topic = self.topic(doc)
         try:
-            return new_problem(topic, self.seed(doc, topic))
+            return new_problem(topic, self.seed(doc))
         except ValueError as exc:
             raise BadRequest(HTTPStatus.BAD_REQUEST, str(exc)) from None
 
@@ -183,9 +177,13 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         try:
             doc = self._request()
-            self._json(HTTPStatus.OK, self.server.app.handle(self.path, doc))
+            answer = self.server.app.handle(self.path, doc)
         except BadRequest as exc:
-            self._refuse(exc.status, exc.message)
+            return self._refuse(exc.status, exc.message)
+        except Exception as exc:  # noqa: BLE001  (one line in the terminal; the page gets no detail)
+            print(f"qkvquiz practice: {self.path}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return self._refuse(HTTPStatus.INTERNAL_SERVER_ERROR, "the check failed; see the terminal")
+        self._json(HTTPStatus.OK, answer)
 
     def _request(self) -> dict[str, Any]:
         if not self._own_host():
@@ -227,6 +225,12 @@ class PracticeServer(ThreadingHTTPServer):
         super().__init__((HOST, port), Handler)
         self.app = app
         self.csp = _page_csp(app.page)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A browser that closed its connection early (a reload) is no error worth a traceback.
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, ConnectionError):
+            print(f"qkvquiz practice: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     @property
     def url(self) -> str:

@@ -24,6 +24,8 @@
   var STORE = "qkvquiz:practice:progress";
   var current = null; // {topic, seed, variant (static)}
   var staticData = null, unpacked = {}, shown = {};
+  // --seed: the first problem of each topic is the one it names (a reload draws it again).
+  var firstSeed = root.dataset.seed || null, seeded = {};
 
   // ------------------------------------------------------------- the page's own small helpers
 
@@ -336,6 +338,7 @@
     var topic = picker.value;
     if (mode === "static") return staticProblem(topic, avoid).catch(function (err) { say(String(err.message || err), true); });
     var body = { topic: topic };
+    if (firstSeed && !seeded[topic]) { body.seed = firstSeed; seeded[topic] = true; }
     return post("/api/problem", body).then(function (doc) { showProblem(doc.topic, doc.seed, doc.html); })
       .catch(function (err) { say(_("The practice server did not answer: %(error)s", { error: err.message }), true); });
   }
