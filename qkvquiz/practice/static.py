@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,28 @@ def variant_data(problem: Problem) -> dict[str, Any]:
             "worked": worked_html(problem), **check_data(problem)}
 
 
+# A formula the page cannot set as text is a picture, a data: URL that every variant of an item
+# repeats (the same "softmax(QKᵀ/√d_k)V"); each is stored once per topic and put back by the page.
+_PICTURE = re.compile(r"data:image/svg\+xml;base64,[A-Za-z0-9+/=]+")
+#: Marks a shared picture's place in a variant's HTML (a character no rendered HTML holds).
+SHARED_MARK = "\u0001"
+
+
+def shared_pictures(docs: list[dict[str, Any]]) -> list[str]:
+    """Each picture of the variants' problems and worked steps replaced by ``\x01<n>\x01``; returns
+    the pictures, in order of ``n``."""
+    table: dict[str, int] = {}
+
+    def mark(match: re.Match[str]) -> str:
+        index = table.setdefault(match.group(), len(table))
+        return f"{SHARED_MARK}{index}{SHARED_MARK}"
+
+    for doc in docs:
+        doc["html"] = _PICTURE.sub(mark, doc["html"])
+        doc["worked"] = _PICTURE.sub(mark, doc["worked"])
+    return list(table)
+
+
 def packed(doc: Any) -> str:
     """``doc`` as JSON, gzip-compressed (no timestamp: the same site gives the same bytes), base64."""
     raw = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -154,8 +177,9 @@ def build_static(topics: Sequence[Topic], variants: int, out: str | Path, *, lan
                     docs.append(variant_data(new_problem(topic, f"{base}-{k}")))
                     if progress is not None:
                         progress()
+                shared = shared_pictures(docs)
                 blocks[topic.id] = {"family": topic.family, "family_title": _(topic.item.family.title),
-                                   "variants": packed(docs)}
+                                   "variants": packed({"shared": shared, "variants": docs})}
             page = page_html(topics, mode="static", lang=lang, seed=base, data={"topics": blocks})
         files.write("index.html", page)
     return out / "index.html"

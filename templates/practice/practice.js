@@ -145,10 +145,16 @@
       }
       if (r.verdict === "correct") right++;
       var status = fieldset.querySelector(".part-status");
-      var text = VERDICTS[r.verdict] ? VERDICTS[r.verdict]() : r.verdict;
-      if (r.message && r.verdict !== "carried") text = _("%(sentence)s %(next)s", { sentence: text, next: r.message });
-      status.textContent = text;
-      status.className = "part-status verdict " + (r.verdict === "correct" ? "right" : r.verdict === "carried" ? "carried" : "wrong");
+      // The verdict in bold, then the grader's sentence (a language without spaces between them uses none).
+      var verdict = document.createElement("strong");
+      verdict.textContent = VERDICTS[r.verdict] ? VERDICTS[r.verdict]() : r.verdict;
+      status.textContent = "";
+      status.appendChild(verdict);
+      if (r.message && r.verdict !== "carried") {
+        var joined = _("%(sentence)s %(next)s", { sentence: "\u0000", next: r.message });
+        status.appendChild(document.createTextNode(joined.slice(joined.indexOf("\u0000") + 1)));
+      }
+      status.className = "part-status " + (r.verdict === "correct" ? "right" : r.verdict === "carried" ? "carried" : "wrong");
       status.dataset.verdict = r.verdict;
       (r.diagnosis || []).forEach(function (sentence) {
         note(fieldset, "diagnosis", _("Likely mistake: %(sentence)s", { sentence: sentence }));
@@ -222,7 +228,13 @@
     var bytes = Uint8Array.from(atob(staticData.topics[topic].variants), function (c) { return c.charCodeAt(0); });
     var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
     return new Response(stream).text().then(function (text) {
-      unpacked[topic] = JSON.parse(text);
+      var doc = JSON.parse(text);
+      // A picture every variant repeats is stored once: put it back where its mark stands.
+      var restore = function (html) {
+        return html.replace(/\u0001(\d+)\u0001/g, function (m, n) { return doc.shared[Number(n)]; });
+      };
+      doc.variants.forEach(function (v) { v.html = restore(v.html); v.worked = restore(v.worked); });
+      unpacked[topic] = doc.variants;
       return unpacked[topic];
     });
   }
