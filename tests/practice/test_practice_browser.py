@@ -114,7 +114,7 @@ class Page:
 
     def fill(self, answers: dict) -> None:
         for part, value in answers.items():
-            texts = np.ravel(np.array(value, dtype=object)).tolist()
+            texts = [value] if isinstance(value, str) else np.ravel(np.array(value, dtype=object)).tolist()
             self.driver.execute_script(
                 "var boxes = document.querySelectorAll('fieldset.part[data-part=\"' + arguments[0] + '\"] input.entry');"
                 "arguments[1].forEach(function (t, k) { boxes[k].value = t === null ? '' : t; });", part, texts)
@@ -273,8 +273,56 @@ def test_the_static_checker_agrees_with_the_grader(browser, static_site, lang):
             for answers in sets:
                 pg.fill({pid: v if v is not None else np.full(np.shape(right[pid]), None).tolist()
                          for pid, v in answers.items()})
+                sent = pg.driver.execute_script("return window.qkvquizPractice.collect()")
                 seen = {pid: m["verdict"] for pid, m in pg.check().items()}
-                graded = {p.part: p.verdict for p in practice.check(problem, answers).parts}
+                graded = {p.part: p.verdict for p in practice.check(problem, sent).parts}
                 assert seen == graded, (topic, problem.seed, answers)
             pg.driver.find_element(By.ID, "another").click()
             wait_for(pg.driver, lambda: pg.seed() != problem.seed)
+
+
+@pytest.fixture(scope="module")
+def every_family_site(tmp_path_factory):
+    topics = practice.topics_for(sorted(REGISTRY))
+    return practice.build_static(topics, 1, tmp_path_factory.mktemp("every"), lang="en", seed="every")
+
+
+def test_the_static_checker_agrees_with_the_grader_on_every_family(browser, every_family_site):
+    """The key's own answers and every known mistake, in every family (shapes, partial asks,
+    ragged chunks), checked by the site and by the grader."""
+    browser.get(every_family_site.as_uri())
+    wait_for(browser, lambda: browser.execute_script("return !!(window.qkvquizPractice && window.qkvquizPractice.current())"))
+    pg = Page(browser, "static", "en")
+    for family in sorted(REGISTRY):
+        if pg.driver.execute_script("return window.qkvquizPractice.current().topic") != family:
+            pg.choose(family)
+        problem = pg.problem()
+        (item,) = problem.key.items
+        def typed(step, value):  # one text per box; a shape is one box, "2×4"
+            if item.family.step(step).kind == "shape":
+                return "×".join(str(int(v)) for v in np.ravel(value))
+            return box_texts(value)
+
+        right = {p.id: typed(p.step, item.env[p.step][0]) for p in item.parts}
+        sets = [right]
+        for m in item.family.misconceptions:
+            if m.applies_to(item.params) and any(p.step == m.step for p in item.parts):
+                with np.errstate(all="ignore"):
+                    value = np.asarray(m.fn(item.env, item.params, np))[0]
+                if np.shape(value) == np.shape(item.env[m.step][0]):
+                    sets.append({**right, part_of(problem, m.step): typed(m.step, value)})
+        for answers in sets:
+            pg.fill(answers)
+            sent = pg.driver.execute_script("return window.qkvquizPractice.collect()")  # what the page would send
+            seen = {pid: m["verdict"] for pid, m in pg.check().items()}
+            graded = {p.part: p.verdict for p in practice.check(problem, sent).parts}
+            assert seen == graded, (family, sent)
+
+
+def box_texts(value) -> list | str | None:
+    """A value as the boxes hold it: a text per entry, None (an empty box) where it has no value."""
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim == 0:
+        x = float(arr)
+        return None if np.isnan(x) else ("-inf" if x == -np.inf else "inf" if x == np.inf else repr(round(x, 9)))
+    return [box_texts(v) for v in arr]
