@@ -36,6 +36,7 @@ from .topics import Topic, in_language
 
 HOST = "127.0.0.1"
 MAX_REQUEST_BYTES = 64 * 1024  # the largest answer a problem takes is a few kilobytes of text
+REQUEST_TIMEOUT_S = 15
 #: Each endpoint's fields: name → whether required.
 ENDPOINTS: dict[str, dict[str, bool]] = {
     "/api/problem": {"topic": True, "seed": False},
@@ -135,6 +136,8 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "qkvquiz-practice"
     sys_version = ""
     protocol_version = "HTTP/1.1"
+    # A client that opens a connection and sends nothing (or half a body) is dropped, not waited for.
+    timeout = REQUEST_TIMEOUT_S
 
     def setup(self) -> None:
         super().setup()
@@ -212,7 +215,12 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest(HTTPStatus.LENGTH_REQUIRED, "Content-Length is missing") from None
         if length < 0 or length > MAX_REQUEST_BYTES:
             raise BadRequest(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"a request is at most {MAX_REQUEST_BYTES} bytes")
-        raw = self.rfile.read(length)
+        try:
+            raw = self.rfile.read(length)
+        except TimeoutError:
+            raise BadRequest(HTTPStatus.REQUEST_TIMEOUT, "the request's body did not arrive") from None
+        if len(raw) < length:
+            raise BadRequest(HTTPStatus.BAD_REQUEST, "the request's body is shorter than its Content-Length")
         try:
             doc = json.loads(raw.decode("utf-8"), parse_constant=_no_constants)
         except (UnicodeDecodeError, ValueError, RecursionError):
@@ -236,7 +244,7 @@ class PracticeServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A browser that closed its connection early (a reload) is no error worth a traceback.
         exc = sys.exc_info()[1]
-        if not isinstance(exc, ConnectionError):
+        if not isinstance(exc, (ConnectionError, TimeoutError)):
             print(f"qkvquiz practice: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     @property

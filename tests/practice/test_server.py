@@ -131,3 +131,17 @@ def test_an_unreadable_progress_file_is_set_aside(tmp_path):
     assert progress.rows() == [] and (tmp_path / "practice.json.unreadable").exists()
     progress.record("attention.output", 2, 3, ["unscaled"])
     assert practice.Progress(path).rows()[0]["right"] == 2
+
+
+def test_a_body_that_never_arrives_is_given_up(topics, monkeypatch):
+    import socket
+
+    from qkvquiz.practice import server as server_module
+
+    monkeypatch.setattr(server_module.Handler, "timeout", 0.5)
+    with running(topics) as s:
+        with socket.create_connection(("127.0.0.1", s.server_address[1]), timeout=5) as conn:
+            conn.sendall(f"POST /api/progress HTTP/1.1\r\nHost: 127.0.0.1:{s.server_address[1]}\r\n"
+                         "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{".encode())
+            reply = conn.recv(4096).decode()
+    assert reply.startswith("HTTP/1.1 408")
