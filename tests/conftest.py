@@ -2,7 +2,8 @@
 
 `qkvquiz generate` without --secret-file creates and uses ~/.config/qkvquiz/secret (under
 $XDG_CONFIG_HOME when set), and keeps compiled templates in ~/.cache/qkvquiz (under
-$XDG_CACHE_HOME). For the whole session both point at fresh temporary folders, and
+$XDG_CACHE_HOME); practice keeps a student's progress in ~/.local/share/qkvquiz (under
+$XDG_DATA_HOME). For the whole session all three point at fresh temporary folders, and
 $QKVQUIZ_SECRET is cleared, before any fixture of any scope runs.
 """
 
@@ -15,8 +16,9 @@ import pytest
 
 @pytest.fixture(scope="session", autouse=True)
 def private_config_home(tmp_path_factory: pytest.TempPathFactory):
-    saved = {name: os.environ.get(name) for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "QKVQUIZ_SECRET")}
+    saved = {name: os.environ.get(name) for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "QKVQUIZ_SECRET")}
     os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("config-home"))
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("data-home"))  # practice progress
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache-home"))
     os.environ.pop("QKVQUIZ_SECRET", None)
     yield

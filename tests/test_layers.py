@@ -4,7 +4,7 @@ below it, and no modules import each other round in a circle (imports inside fun
 Bottom up (docs/internals.md draws the same picture):
 
 core → engine → families → worksheet (spec, worksheet, key, roster …) → render → generate → grade →
-exchange → cli (and the package's own ``__init__``, the face a notebook imports).
+exchange → practice → cli (and the package's own ``__init__``, the face a notebook imports).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("generate", ("generate",)),
     ("grade", ("grade",)),
     ("exchange", ("exchange",)),
+    ("practice", ("practice",)),
     ("cli", ("cli", "__main__", "")),
 ]
 

@@ -1,6 +1,6 @@
 """The ``qkvquiz`` command line: a thin shell over the library (see ``qkvquiz/__init__.py``).
 
-One module per command group (``generate``, ``grade``, ``browse``, ``export``), what they share in
+One module per command group (``generate``, ``grade``, ``browse``, ``export``, ``practice``), what they share in
 ``_common``; this module makes the app and registers them, in the order ``--help`` lists them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import gc
 
 import typer
 
-from . import browse, generate, grade
+from . import browse, generate, grade, practice
 from ._common import TolerantHelpCommand
 from .export import export_app
 
@@ -35,6 +35,7 @@ app.command()(browse.specs)
 app.command()(browse.show)
 app.command()(browse.schema)
 app.add_typer(export_app, name="export")
+app.command()(practice.practice)
 
 
 def main() -> None:

@@ -171,8 +171,11 @@ def _seen_shape(item: Any, step: str, shape: tuple[int, ...]) -> Any:
 
 
 @in_spec_language
-def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
-    """One student's problems as HTML, each with the answer grids of its asked parts."""
+def form_problems(ws: Worksheet, student: int, *, text_math: bool = False) -> list[FormProblem]:
+    """One student's problems as HTML, each with the answer grids of its asked parts.
+
+    ``text_math`` sets the math it can as HTML text rather than pictures (a tenth of the size:
+    the practice site keeps many variants in one page)."""
     html = _html_module()
     problems = []
     for number, (markdown, variant) in enumerate(
@@ -206,7 +209,7 @@ def form_problems(ws: Worksheet, student: int) -> list[FormProblem]:
                 shape_text=shape_text(_seen_shape(item, part.step, shape)),
                 blocks=grid_blocks(shape, part.asked(shape), _real(item, part.step, shape)),
             ))
-        body = html.markdown_body_html(markdown, font_size_pt=FORM_FONT_SIZE_PT)
+        body = html.markdown_body_html(markdown, font_size_pt=FORM_FONT_SIZE_PT, text_math=text_math)
         from .answer_areas import answer_points
 
         points = answer_points(body, [part.id for part in parts])

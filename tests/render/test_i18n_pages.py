@@ -1,10 +1,10 @@
 """Every page a student or an instructor reads, in Chinese: worksheets (Markdown and HTML), the
-answer form, answer keys with their worked steps, for every family and the forms a teacher
-writes (cross-attention, scales, masks, partial asks, ragged chunks, vector forms), and every
-bundled spec with its own text (titles, instructions), through the library and through
-``generate --lang zh`` (md, html, the form and the PDFs). A word of English left outside math,
-ids and code fails the test, naming the page and the words; so does a Chinese character in the
-English pages of a bundled spec."""
+answer form, answer keys with their worked steps, the practice page (its problems, verdict
+sentences and worked steps), for every family and the forms a teacher writes (cross-attention,
+scales, masks, partial asks, ragged chunks, vector forms), and every bundled spec with its own
+text (titles, instructions), through the library and through ``generate --lang zh`` (md, html,
+the form and the PDFs). A word of English left outside math, ids and code fails the test, naming
+the page and the words; so does a Chinese character in the English pages of a bundled spec."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ from qkvquiz.cli import app
 
 from qkvquiz.core import i18n
 from qkvquiz.families import REGISTRY
+from qkvquiz.practice import check, new_problem, page_html, problem_html, worked_html
+from qkvquiz.practice.topics import in_language, spec_topics
 from qkvquiz.render.documents import key_html_document, worksheet_document
 from qkvquiz.render.form import answer_form_html
 from qkvquiz.render.markdown import key_markdown, worksheet_markdown
@@ -135,6 +137,20 @@ def item_ids(spec) -> set[str]:
     return {w for i in spec.items for w in re.findall(r"[A-Za-z]+", i.id)}
 
 
+def practice_text(spec, lang: str) -> str:
+    """The practice page with each item's problem, worked steps and the check's sentences (wrong
+    answers: every verdict's message, the diagnosis and carried-credit sentences) as a student sees them."""
+    topics = in_language(spec_topics(spec, "t"), lang)
+    shown = [text_of(page_html(topics, mode="server", lang=lang)), text_of(page_html(topics, mode="static", lang=lang))]
+    for topic in topics:
+        problem = new_problem(topic, "7")
+        shown += [text_of(problem_html(problem)), text_of(worked_html(problem))]
+        wrong = {pid: None for pid in problem.key.answers[0]}
+        for part in check(problem, wrong).parts:
+            shown += [part.message, part.carry, part.tolerance, *part.diagnosis, *part.invariants]
+    return " ".join(shown)
+
+
 def pages_of(spec, lang: str) -> dict[str, str]:
     with i18n.using(lang):
         ws = build_worksheet(spec, ["s01", "s02"], seed=7)
@@ -144,6 +160,7 @@ def pages_of(spec, lang: str) -> dict[str, str]:
             "worksheet.html": text_of(worksheet_document(ws, 1)),
             "key.html": text_of(key_html_document(ws)),
             "form.html": text_of(answer_form_html(ws, 0)),
+            "practice.html": practice_text(spec, lang),
         }
 
 
@@ -155,7 +172,7 @@ def zh_pages(request):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", ["worksheet.md", "key.md", "worksheet.html", "key.html", "form.html"])
+@pytest.mark.parametrize("page", ["worksheet.md", "key.md", "worksheet.html", "key.html", "form.html", "practice.html"])
 def test_every_page_in_chinese_has_no_english_words(zh_pages, page):
     name, pages, ids = zh_pages
     found = english_words(pages[page], ids)

@@ -1,0 +1,85 @@
+"""Checking a student's answers to a practice problem: the grader itself, on a submission of one.
+
+Nothing here compares a number: the answers become a submission (read by the same door as a
+handed-in file, :func:`qkvquiz.core.submissions.submission_from_json`) and go through
+:func:`qkvquiz.grade.grade` with the problem's key; what comes back is the grader's verdict,
+entry marks, diagnosis and carried-credit sentences for each part, in the problem's language.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.i18n import using
+from ..core.submissions import submission_from_json
+from ..grade import grade
+from .problem import PRACTICE_STUDENT, Problem
+
+#: The grader's verdicts that a practice page shows as right.
+RIGHT = ("correct",)
+
+
+@dataclass
+class PartFeedback:
+    """What the page shows for one part after "Check"."""
+
+    part: str
+    verdict: str  # the grader's: correct, carried, partial, wrong, format, missing
+    entry_ok: list[bool] | None  # per box (flattened, row by row); None where unreadable
+    message: str = ""  # the grader's sentence (entries within tolerance, why unreadable)
+    diagnosis: list[str] = field(default_factory=list)  # known mistakes the answer matches
+    mistakes: list[str] = field(default_factory=list)  # their names (for the progress table)
+    carry: str = ""  # a remark on carried work
+    invariants: list[str] = field(default_factory=list)  # properties every right value has that it lacks
+    tolerance: str = ""  # the tolerance, in words
+
+    @property
+    def right(self) -> bool:
+        return self.verdict in RIGHT
+
+
+@dataclass
+class CheckResult:
+    parts: list[PartFeedback]
+
+    @property
+    def right(self) -> int:
+        return sum(p.right for p in self.parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"parts": [asdict(p) for p in self.parts], "right": self.right, "total": len(self.parts)}
+
+
+def check(problem: Problem, answers: Mapping[str, Any]) -> CheckResult:
+    """Grade ``answers`` (part id → the part's answer: a text or number, nested lists for a
+    matrix, ``None`` or ``""`` for an empty box) against ``problem``'s key.
+
+    Raises ValueError (a sentence) where the answers could not be a submission at all (too
+    deep, too long, not an object); an unreadable entry is a part's ``format`` verdict."""
+    doc = {"student": PRACTICE_STUDENT, "variant": problem.code, "set": problem.key.set_id,
+           "answers": {k: _blank_as_none(v) for k, v in dict(answers).items()}}
+    with using(problem.lang):
+        submission = submission_from_json(doc, "<practice>")
+        report = grade(problem.key, [submission], lang=problem.lang)
+        tolerances = {part.id: item.tolerance_for(part.step).describe() for item, part in problem.key.parts}
+    (result,) = report.results
+    out = []
+    for r in result.parts:
+        entry_ok = None if r.entry_ok is None else np.ravel(np.asarray(r.entry_ok, dtype=bool)).tolist()
+        out.append(PartFeedback(r.part, r.verdict, entry_ok, r.message, list(r.diagnosis), list(r.mistakes),
+                                r.carry, list(r.invariants), tolerances.get(r.part, "")))
+    return CheckResult(out)
+
+
+def _blank_as_none(value: Any) -> Any:
+    """A box left empty (``""``, spaces) is an empty box to the grader (``null``), as the answer
+    form saves it."""
+    if isinstance(value, list):
+        return [_blank_as_none(v) for v in value]
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
