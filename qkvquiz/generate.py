@@ -47,7 +47,8 @@ from .render.markdown import (
     render_student,
     worksheet_markdown,
 )
-from .spec import WorksheetSpec, WorkSpace, parse_work_space
+from .spec import WorksheetSpec, parse_work_space
+from .spec_types import WorkSpace
 from .worksheet import Worksheet, build_worksheet
 
 FORMATS = ("md", "html", "pdf")

@@ -34,7 +34,7 @@ from .core.tolerance import Tolerance
 from .families import Env, Family, Params, get_family
 from .json_rows import Dumped, dumps, row_texts, same_layout
 from .key_cache import CACHE_FROM, Cached, read_cache, store_cache
-from .spec import Credit, Part, graded_tolerance
+from .spec_types import Credit, Part, graded_tolerance
 from .worksheet import Worksheet
 
 _log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("core",)),
     ("engine", ("engine",)),
     ("families", ("families",)),
-    ("worksheet", ("spec", "worksheet", "json_rows", "key", "key_cache", "capacity", "roster", "files")),
+    ("worksheet", ("spec_types", "spec", "worksheet", "json_rows", "key", "key_cache", "capacity", "roster", "files")),
     ("render", ("render",)),
     ("generate", ("generate",)),
     ("grade", ("grade",)),

@@ -22,7 +22,7 @@ from markdown_it.common.utils import escapeHtml
 
 from ..core.i18n import N_, _
 from ..core.places import where
-from ..spec import WorkSpace
+from ..spec_types import WorkSpace
 from ..worksheet import Worksheet
 from .boxes import answer_grid_html
 from .latex import label_symbol, num

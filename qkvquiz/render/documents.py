@@ -23,7 +23,7 @@ from pathlib import Path
 
 
 from ..core.i18n import N_, _, ngettext
-from ..spec import WorkSpace
+from ..spec_types import WorkSpace
 from ..worksheet import Worksheet
 from .answer_areas import (
     drop_answer_sentences,
