@@ -31,17 +31,17 @@ from typing import Any
 
 import numpy as np
 
-from ..core.i18n import N_, _, current, using
 from ..core.bounded_yaml import load_yaml
 from ..core.folders import walk_json_files
+from ..core.i18n import _, current, using
 from ..core.inputs import InputError, decode_text, read_bytes, shown_path
-from ..core.zips import read_zip
 from ..core.submissions import Submission, submission_from_bytes
+from ..core.zips import read_zip
 from ..grade.choose import unknown_student_message
 from ..grade.grader import grade
 from ..grade.results import Candidate, FileProblem, GradeReport
 from ..key import Key
-from ..roster import Roster, RosterEntry
+from ..roster import Roster
 from .lms_names import (
     CANVAS,
     GRADESCOPE,
@@ -55,6 +55,7 @@ from .lms_names import (
     parse_gradescope,
     parse_moodle,
 )
+from .uploaders import Who, match_canvas, match_moodle, match_submitters
 
 MAX_METADATA_BYTES = 20_000_000  # Gradescope's submission_metadata.yml: about 300 bytes per submission
 MAX_SUBMISSION_BYTES = 1_000_000  # as grade.grader's limit
@@ -99,15 +100,6 @@ class _Download:
     names: list[str] = field(default_factory=list)  # every member path read or left out, "/"-separated
     entries: list[tuple[str, bytes, float | None]] = field(default_factory=list)  # the JSON files
     metadata: dict[str, bytes] = field(default_factory=dict)  # every file named submission_metadata.yml
-
-
-@dataclass
-class _Who:
-    """Whom an LMS name points to in the roster."""
-
-    named: LmsName  # the reading of the name that was used
-    entries: list[tuple[RosterEntry, str]] = field(default_factory=list)  # uploader(s), how matched ("": LMS id)
-    problems: list[str] = field(default_factory=list)  # why someone, or no one, was not matched
 
 
 def is_zip(path: Path) -> bool:
@@ -192,13 +184,13 @@ def _identify(handin: Handin, kind: str | None, rel: str, roster: Roster | None,
             % {"lms": kind.title()}))
         return False
     if roster is None:
-        who = _Who(readings[0])
+        who = Who(readings[0])
     elif kind == CANVAS:
-        who = _match_canvas(readings, roster)
+        who = match_canvas(readings, roster)
     elif kind == MOODLE:
-        who = _match_moodle(readings[0], roster)
+        who = match_moodle(readings[0], roster)
     else:
-        who = _match_submitters(readings[0], submitters.get(root or "", {}).get(readings[0].lms_id), roster)
+        who = match_submitters(readings[0], submitters.get(root or "", {}).get(readings[0].lms_id), roster)
     out.problems += [FileProblem(handin.source, why) for why in who.problems]
     named = who.named
     handin.named, handin.late, handin.via = named, named.late, named.describe()
@@ -237,109 +229,6 @@ def _root_of(rel: str, submitters: dict[str, Submitters]) -> str | None:
     """The deepest export root that holds ``rel``; None when none does."""
     roots = [r for r in submitters if rel.startswith(r)]
     return max(roots, key=len) if roots else None
-
-
-def _match_canvas(readings: list[LmsName], roster: Roster) -> _Who:
-    """The user id in the ``canvas_id`` column, else an anonymous submission, else a unique name.
-
-    A name that reads as two users both in the roster (``x_102_101_…``: user 102 named "x", or
-    user 101 named "x_102") is decided by which reading's name fits its row; when neither or
-    both do, by no one: a student who named themself after a classmate's id gets nothing.
-    """
-    by_id = [(r, e) for r in readings if not r.anonymous
-             for e in [roster.by("canvas_id", r.lms_id)] if e is not None]
-    if len(by_id) > 1:
-        fits = [(r, e) for r, e in by_id if e in roster.by_name(r.name)]
-        if len(fits) != 1:
-            users = ", ".join(r.lms_id for r, _e in by_id)
-            return _Who(by_id[0][0], problems=[_(
-                "the name reads as several Canvas users in the roster (%(ids)s), and its name part fits none of "
-                "them alone: not graded, so that no one is credited with a classmate's file") % {"ids": users}])
-        by_id = fits
-    if by_id:
-        return _Who(by_id[0][0], [(by_id[0][1], "")])
-    anonymous = [r for r in readings if r.anonymous]
-    if anonymous:
-        return _Who(anonymous[0])
-    why = _("no roster row has canvas_id %(id)s") % {"id": readings[0].lms_id}
-    return _by_name(readings, roster, why, _SORTABLE)
-
-
-def _match_moodle(named: LmsName, roster: Roster) -> _Who:
-    """The participant id in ``moodle_id``, else a unique full-name match (never "Participant",
-    the blind-marking name)."""
-    entry = roster.by("moodle_id", named.lms_id)
-    if entry is not None:
-        return _Who(named, [(entry, "")])
-    if named.name.strip().lower() == "participant":  # blind marking hides the name
-        return _Who(named, problems=[_(
-            "no roster row has moodle_id %(id)s (blind marking hides the name: add the participant ids to the "
-            "roster)") % {"id": named.lms_id}])
-    return _by_name([named], roster, _("no roster row has moodle_id %(id)s") % {"id": named.lms_id}, _FULL)
-
-
-def _match_submitters(named: LmsName, submitters: list[dict[str, str]] | None, roster: Roster) -> _Who:
-    """Every submitter of a Gradescope submission (several for a group), each by ``sid``
-    (``sis_id``), email, then name; those that match no one are one problem."""
-    if not submitters:
-        return _Who(named, problems=[_("submission %(id)s is not in %(file)s, so its student is not known") % {
-            "id": named.lms_id, "file": GRADESCOPE_METADATA}])
-    who = _Who(named)
-    unmatched = []
-    for person in submitters:
-        found = _submitter(person, roster)
-        if found is None:
-            unmatched.append(person)
-        elif all(found[0] is not e for e, _how in who.entries):
-            who.entries.append(found)
-    if unmatched:
-        people = "; ".join(f"{p.get('name', '')} <{p.get('email', '')}> sid {p.get('sid', '')}" for p in unmatched)
-        who.problems.append(_("no roster row matches the submitter(s) %(who)s by sis_id, email or name")
-                            % {"who": people})
-    return who
-
-
-def _submitter(person: dict[str, str], roster: Roster) -> tuple[RosterEntry, str] | None:
-    for column, value in (("sis_id", person.get("sid", "")), ("email", person.get("email", ""))):
-        if value:
-            entry = roster.by(column, value)
-            if entry is not None:
-                return entry, _("matched by %(column)s") % {"column": column}
-    if person.get("name"):
-        found = roster.by_name(person["name"])
-        if len(found) == 1:
-            return found[0], _("matched by name")
-    return None
-
-
-# How a name from an LMS was matched to the roster, or why it was not: Canvas's sortable name
-# ("lovelaceada"), Moodle's full name; a whole message for each.
-_SORTABLE = (
-    N_("matched by the sortable name %(name)s"),
-    N_("%(why)s, and the sortable name %(name)s fits several students (%(ids)s); add the LMS ids to the roster"),
-)
-_FULL = (
-    N_("matched by the full name %(name)s"),
-    N_("%(why)s, and the full name %(name)s fits several students (%(ids)s); add the LMS ids to the roster"),
-)
-
-
-def _by_name(readings: list[LmsName], roster: Roster, why: str, what: tuple[str, str]) -> _Who:
-    """The one roster row whose name fits the name in any reading of the file's name."""
-    matched, several = what
-    found: dict[str, tuple[LmsName, RosterEntry]] = {}
-    for r in readings:
-        for e in roster.by_name(r.name):
-            found.setdefault(e.student, (r, e))
-    first = readings[0]
-    if len(found) == 1:
-        r, e = next(iter(found.values()))
-        return _Who(r, [(e, _(matched) % {"name": repr(r.name)})])
-    if found:
-        ids = ", ".join(list(found)[:5])
-        return _Who(first, problems=[_(several) % {"why": why, "name": repr(first.name), "ids": ids}])
-    return _Who(first, problems=[_("%(why)s, nor a name that fits %(name)s; add the LMS ids (or names) to the "
-                                   "roster") % {"why": why, "name": repr(first.name)}])
 
 
 def _order_canvas_uploads(handins: list[Handin]) -> None:

@@ -1,0 +1,127 @@
+"""Who uploaded a file, by the roster: an LMS's name for an upload matched to a roster row.
+
+Canvas and Moodle name each upload with the LMS's own id of the uploader (and their name);
+Gradescope lists the submitters of each submission in its metadata. A roster that holds the
+LMS ids matches by id; one without them matches by a name that fits exactly one student, and
+says when a name fits several. Every reason someone is not matched is a sentence for the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..core.i18n import N_, _
+from ..roster import Roster, RosterEntry
+from .lms_names import GRADESCOPE_METADATA, LmsName
+
+
+@dataclass
+class Who:
+    """Whom an LMS name points to in the roster."""
+
+    named: LmsName  # the reading of the name that was used
+    entries: list[tuple[RosterEntry, str]] = field(default_factory=list)  # uploader(s), how matched ("": LMS id)
+    problems: list[str] = field(default_factory=list)  # why someone, or no one, was not matched
+
+
+def match_canvas(readings: list[LmsName], roster: Roster) -> Who:
+    """The user id in the ``canvas_id`` column, else an anonymous submission, else a unique name.
+
+    A name that reads as two users both in the roster (``x_102_101_…``: user 102 named "x", or
+    user 101 named "x_102") is decided by which reading's name fits its row; when neither or
+    both do, by no one: a student who named themself after a classmate's id gets nothing.
+    """
+    by_id = [(r, e) for r in readings if not r.anonymous
+             for e in [roster.by("canvas_id", r.lms_id)] if e is not None]
+    if len(by_id) > 1:
+        fits = [(r, e) for r, e in by_id if e in roster.by_name(r.name)]
+        if len(fits) != 1:
+            users = ", ".join(r.lms_id for r, _e in by_id)
+            return Who(by_id[0][0], problems=[_(
+                "the name reads as several Canvas users in the roster (%(ids)s), and its name part fits none of "
+                "them alone: not graded, so that no one is credited with a classmate's file") % {"ids": users}])
+        by_id = fits
+    if by_id:
+        return Who(by_id[0][0], [(by_id[0][1], "")])
+    anonymous = [r for r in readings if r.anonymous]
+    if anonymous:
+        return Who(anonymous[0])
+    why = _("no roster row has canvas_id %(id)s") % {"id": readings[0].lms_id}
+    return _by_name(readings, roster, why, _SORTABLE)
+
+
+def match_moodle(named: LmsName, roster: Roster) -> Who:
+    """The participant id in ``moodle_id``, else a unique full-name match (never "Participant",
+    the blind-marking name)."""
+    entry = roster.by("moodle_id", named.lms_id)
+    if entry is not None:
+        return Who(named, [(entry, "")])
+    if named.name.strip().lower() == "participant":  # blind marking hides the name
+        return Who(named, problems=[_(
+            "no roster row has moodle_id %(id)s (blind marking hides the name: add the participant ids to the "
+            "roster)") % {"id": named.lms_id}])
+    return _by_name([named], roster, _("no roster row has moodle_id %(id)s") % {"id": named.lms_id}, _FULL)
+
+
+def match_submitters(named: LmsName, submitters: list[dict[str, str]] | None, roster: Roster) -> Who:
+    """Every submitter of a Gradescope submission (several for a group), each by ``sid``
+    (``sis_id``), email, then name; those that match no one are one problem."""
+    if not submitters:
+        return Who(named, problems=[_("submission %(id)s is not in %(file)s, so its student is not known") % {
+            "id": named.lms_id, "file": GRADESCOPE_METADATA}])
+    who = Who(named)
+    unmatched = []
+    for person in submitters:
+        found = _submitter(person, roster)
+        if found is None:
+            unmatched.append(person)
+        elif all(found[0] is not e for e, _how in who.entries):
+            who.entries.append(found)
+    if unmatched:
+        people = "; ".join(f"{p.get('name', '')} <{p.get('email', '')}> sid {p.get('sid', '')}" for p in unmatched)
+        who.problems.append(_("no roster row matches the submitter(s) %(who)s by sis_id, email or name")
+                            % {"who": people})
+    return who
+
+
+def _submitter(person: dict[str, str], roster: Roster) -> tuple[RosterEntry, str] | None:
+    for column, value in (("sis_id", person.get("sid", "")), ("email", person.get("email", ""))):
+        if value:
+            entry = roster.by(column, value)
+            if entry is not None:
+                return entry, _("matched by %(column)s") % {"column": column}
+    if person.get("name"):
+        found = roster.by_name(person["name"])
+        if len(found) == 1:
+            return found[0], _("matched by name")
+    return None
+
+
+# How a name from an LMS was matched to the roster, or why it was not: Canvas's sortable name
+# ("lovelaceada"), Moodle's full name; a whole message for each.
+_SORTABLE = (
+    N_("matched by the sortable name %(name)s"),
+    N_("%(why)s, and the sortable name %(name)s fits several students (%(ids)s); add the LMS ids to the roster"),
+)
+_FULL = (
+    N_("matched by the full name %(name)s"),
+    N_("%(why)s, and the full name %(name)s fits several students (%(ids)s); add the LMS ids to the roster"),
+)
+
+
+def _by_name(readings: list[LmsName], roster: Roster, why: str, what: tuple[str, str]) -> Who:
+    """The one roster row whose name fits the name in any reading of the file's name."""
+    matched, several = what
+    found: dict[str, tuple[LmsName, RosterEntry]] = {}
+    for r in readings:
+        for e in roster.by_name(r.name):
+            found.setdefault(e.student, (r, e))
+    first = readings[0]
+    if len(found) == 1:
+        r, e = next(iter(found.values()))
+        return Who(r, [(e, _(matched) % {"name": repr(r.name)})])
+    if found:
+        ids = ", ".join(list(found)[:5])
+        return Who(first, problems=[_(several) % {"why": why, "name": repr(first.name), "ids": ids}])
+    return Who(first, problems=[_("%(why)s, nor a name that fits %(name)s; add the LMS ids (or names) to the "
+                                   "roster") % {"why": why, "name": repr(first.name)}])
