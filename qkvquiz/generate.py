@@ -18,6 +18,10 @@ The formats name the students' files; ``key.json`` and ``key.md`` are always wri
 entries are the *set* ``generate`` owns (:data:`OWNED`): it is written as one unit by
 :mod:`qkvquiz.core.outputs` (staged, then switched into place), so the folder holds exactly the
 previous set or exactly the new one; anything else in the folder is left alone.
+
+Why one module of about 550 lines: it is the job's one orchestration (solve, key, students'
+files in a pool beside the key's Markdown, PDFs, the switch into place), and what it hands
+down is done elsewhere (:mod:`qkvquiz.worksheet`, :mod:`qkvquiz.render`, :mod:`qkvquiz.core`).
 """
 
 from __future__ import annotations

@@ -38,6 +38,11 @@ or (for the microseconds of a switch) none, never a mix.
 Why a journal and not symlinks (``key.json -> .set/current/key.json``, one atomic symlink
 swap): the folder must stay plain files that users copy, zip and upload, and submissions
 or keys behind symlinks would be refused by the untrusted-input reader.
+
+Why one module of about 650 lines: the lock, the staging folder, the journal and its
+recovery are one protocol whose guarantees hold only together (what a killed run leaves is
+what the next run's recovery reads); they are read side by side here, with the seals apart
+(:mod:`qkvquiz.core.seals`).
 """
 
 from __future__ import annotations
