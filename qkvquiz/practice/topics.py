@@ -83,8 +83,12 @@ def topics_for(choices: Sequence[str] = (), lang: str | None = None) -> list[Top
 def in_language(topics: Sequence[Topic], lang: str) -> list[Topic]:
     """``topics`` with their problems, feedback and worked steps in ``lang``."""
     code = check_lang(lang)
-    return [t if t.spec.lang == code else dataclasses.replace(t, spec=dataclasses.replace(t.spec, lang=code))
-            for t in topics]
+    out = []
+    for topic in topics:
+        # The spec's own text too (a bundled spec is written in both languages), and the group's title with it.
+        spec = topic.spec.in_language(code)
+        out.append(dataclasses.replace(topic, spec=spec, group=spec.title if topic.group else ""))
+    return out
 
 
 def _topics_of(choice: str) -> list[Topic]:

@@ -35,9 +35,12 @@ def part_of(problem: Problem, step: str) -> str:
 
 
 def mistake_value(problem: Problem, name: str) -> tuple[str, Any]:
-    """(part id, the value the known mistake ``name`` gives) of the problem's one item."""
+    """(part id, the value the known mistake ``name`` gives) of the problem's one item: the mistake
+    of that name in an asked step (a name may be a mistake of several steps)."""
     (item,) = problem.key.items
-    m = next(m for m in item.family.misconceptions if m.name == name and m.applies_to(item.params))
+    asked = {p.step for p in item.parts}
+    m = next(m for m in item.family.misconceptions
+             if m.name == name and m.applies_to(item.params) and m.step in asked)
     return part_of(problem, m.step), np.asarray(m.fn(item.env, item.params, np))[0]
 
 
