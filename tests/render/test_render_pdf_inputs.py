@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import re
+from pathlib import Path
 
 import pytest
 
@@ -14,9 +15,11 @@ from qkvquiz.render.boxes import header_html
 from qkvquiz.render.html import html_document, markdown_to_html
 from qkvquiz.render.pdf import (
     FetchRefused,
-    layout,
     pdf_available,
+    render_pdf,
 )
+
+from .pdf_reading import ink, page_margins, words
 
 pytestmark = [pytest.mark.skipif(not pdf_available(), reason="WeasyPrint cannot run here"),
               pytest.mark.slow]
@@ -57,24 +60,38 @@ def _part_row(shape: tuple[int, ...]) -> str:
     return place_answer_areas(problem, [("q1.a", answer_area_html("q1.a", shape, "A", 1))])
 
 
-def _boxes(document: object, name: str) -> list[object]:
-    return [
-        box
-        for page in document.pages  # type: ignore[attr-defined]
-        for box in page._page_box.descendants()
-        if getattr(box, "element", None) is not None
-        and name in (box.element.get("class") or "").split()
-        and type(box).__name__ not in ("LineBox", "TextBox", "InlineBox")
-    ]
+#: The part's sentence as the page prints it, word by word.
+SENTENCE = ["\u2022", "(a)", "Write", "it", "down,", "part", "q1.a", "."]
+
+
+def _sentence_and_boxes(pdf: Path) -> tuple[tuple[int, int, int, int], tuple[int, int]]:
+    """Where the ink of the sentence lies (left, top, right, bottom) and where the ink of
+    the rest of the text block, the boxes with their label and caption, starts (left, top)."""
+    (page,) = words(pdf)
+    sentence = page.words[: len(SENTENCE)]
+    assert [word.text for word in sentence] == SENTENCE, page.words
+    top, _, bottom, _ = page_margins()
+    (drawn,) = ink(pdf)
+
+    def in_sentence(x: int, y: int) -> bool:
+        return any(w.x_min - 1 <= x <= w.x_max + 1 and w.y_min - 1 <= y <= w.y_max + 1 for w in sentence)
+
+    dots = drawn.dark(0, top, page.width, page.height - bottom)  # the footer stands below
+    text, boxes = [d for d in dots if in_sentence(*d)], [d for d in dots if not in_sentence(*d)]
+    assert text and boxes, (text, boxes)
+    xs, ys = [x for x, _ in text], [y for _, y in text]
+    return (min(xs), min(ys), max(xs) + 1, max(ys) + 1), (min(x for x, _ in boxes), min(y for _, y in boxes))
 
 
 @pytest.mark.parametrize("shape, beside", [((), True), ((3, 3), True), ((2, 6), False), ((2, 2, 2), False)])
-def test_a_parts_sentence_stands_beside_narrow_boxes_and_over_wide_ones(shape: tuple[int, ...], beside: bool) -> None:
-    laid_out = layout(html_document(_part_row(shape), body_class="worksheet"))
-    (text,), (boxes,) = _boxes(laid_out, "part-text"), _boxes(laid_out, "part-boxes")
+def test_a_parts_sentence_stands_beside_narrow_boxes_and_over_wide_ones(
+    shape: tuple[int, ...], beside: bool, tmp_path: Path
+) -> None:
+    pdf = render_pdf(html_document(_part_row(shape), body_class="worksheet"), tmp_path / "part.pdf").path
+    (text_left, text_top, _, text_bottom), (boxes_left, boxes_top) = _sentence_and_boxes(pdf)
     if beside:  # the boxes at the right, level with the sentence's first line
-        assert boxes.position_x > text.position_x + 200
-        assert abs(boxes.position_y - text.position_y) < 1
+        assert boxes_left > text_left + 200
+        assert abs(boxes_top - text_top) <= 2  # a pixel is a point: a pixel of rounding each way
     else:  # the boxes under the sentence, from its left edge
-        assert boxes.position_y >= text.position_y + text.height - 1
-        assert abs(boxes.position_x - text.position_x) < 30
+        assert boxes_top >= text_bottom - 1
+        assert abs(boxes_left - text_left) < 30
