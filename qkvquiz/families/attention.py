@@ -176,7 +176,7 @@ def factor_shows(p: Params) -> bool:
 FORGOT_FACTOR = N_("The scores were not multiplied by the scale this problem gives (S = scale·QKᵀ).")
 FORGOT_FACTOR_DQ = N_("The scale was forgotten in ∇Q: S = scale·QKᵀ, so ∇Q = scale·∇S K.")
 FORGOT_FACTOR_DK = N_("The scale was forgotten in ∇K: S = scale·QKᵀ, so ∇K = scale·∇Sᵀ Q.")
-UNSCALED = N_("The scores were not divided by √d_k.")
+UNSCALED = N_("The scores were not divided by √dₖ.")
 
 
 def unscaled_asked(p: Params) -> bool:
@@ -452,11 +452,11 @@ SCORES = Family(
         ),
         Misconception(
             "scores", "divided_by_d", lambda e, p, xp: _scores(e, _with(p, scale=NO_SCALE), xp) / stated_d_k(p),
-            N_("The scores were divided by d_k; the scale is 1/√d_k."), applies=scale_shows,
+            N_("The scores were divided by dₖ; the scale is 1/√dₖ."), applies=scale_shows,
         ),
         Misconception(
             "scores", "scaled_anyway", lambda e, p, xp: _scores(e, _with(p, scaled=True, scale=SQRT_DK), xp),
-            N_("This problem asks for the raw dot products, without dividing by √d_k."),
+            N_("This problem asks for the raw dot products, without dividing by √dₖ."),
             applies=unscaled_asked,
         ),
         Misconception(
@@ -559,7 +559,7 @@ OUTPUT = Family(
             "scores", "scaled_anyway",
             lambda e, p, xp: apply_mask(e.Q @ swap(e.K) / np.sqrt(stated_d_k(p)), allowed_from_given(e.mask, xp=xp),
                                         xp=xp),
-            N_("This problem asks for the raw dot products, without dividing by √d_k."), applies=unscaled_asked,
+            N_("This problem asks for the raw dot products, without dividing by √dₖ."), applies=unscaled_asked,
         ),
         COLUMN_SOFTMAX,
         *chain_mistakes(MASK_SLIPS, ("scores", "weights", "output"), applies=masked),
@@ -780,7 +780,7 @@ QK_SWAP = Family(
         ),
         Misconception(
             "scores", "scaled_anyway", lambda e, p, xp: scaled_raw(e.Q, e.K, _with(p, scaled=True, scale=SQRT_DK), xp),
-            N_("This problem asks for the raw dot products, without dividing by √d_k."), applies=unscaled_asked,
+            N_("This problem asks for the raw dot products, without dividing by √dₖ."), applies=unscaled_asked,
         ),
     ),
     accept=_qk_accept,

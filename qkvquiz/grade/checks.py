@@ -86,10 +86,13 @@ def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np,
         invariants = item.family.invariants_for(part.step, item.params)
         if invariants:
             band = xp.asarray(entry_band(tol, column.values))
+            # An answer with an entry without a value (an empty or unreadable box) is not sound,
+            # but the properties it breaks are not named: the box, not the method, broke them.
+            judged = column.readable & ~np.isnan(column.values.reshape(n, -1)).any(axis=1)
             for inv in invariants:
                 holds = to_numpy(inv.holds(values, env, item.params, band, xp)).astype(bool)
                 holds_all &= holds
-                broken.append((inv.name, _(inv.feedback), column.readable & ~holds))
+                broken.append((inv.name, _(inv.feedback), judged & ~holds))
     holds_all &= column.readable
     named = [s for s in free if item.family.step(s).askable]  # helper steps have no name on the sheet
     return PartCheck(ok, right, broken, holds_all, right | holds_all, flat, explained, rounded, named)
@@ -320,6 +323,8 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
                 r.given = column.raw.get(j)  # kept as handed in, so a regrade request can be checked
         else:
             r.given, r.entry_ok, r.correct_entries = given[j], entry_ok[j], correct_entries[j]
+            if j in column.raw:  # entries that could not be read: what was written, for a regrade request
+                r.given = with_unread_texts(given[j], column.raw[j])
             if chain.accepted[j]:
                 r.verdict, r.score = "correct", points
                 if chain.from_own[j]:
@@ -358,6 +363,16 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
             out[j].broken.append(name)
             out[j].invariants.append(sentence)
     return out
+
+
+def with_unread_texts(given: Any, handed_in: Any) -> Any:
+    """``given`` (an answer as read, ``None`` at each entry without a value) with the text
+    handed in at each entry that held something unreadable ("0、21"); empty boxes stay ``None``."""
+    if isinstance(given, list) and isinstance(handed_in, list) and len(given) == len(handed_in):
+        return [with_unread_texts(g, h) for g, h in zip(given, handed_in)]
+    if given is None and handed_in is not None and not isinstance(handed_in, list):
+        return handed_in if isinstance(handed_in, str) else str(handed_in)
+    return given
 
 
 def encode_rows_like(values: np.ndarray, like: np.ndarray, encoded_like: list[Any]) -> list[Any]:

@@ -270,16 +270,20 @@
       try { return { state: "ok", values: parse.parseShape(texts[0], data.values.length) }; }
       catch (err) { return { state: "format", message: err.message }; }
     }
-    var values = [];
+    var values = [], unread = [], readable = 0, first = "";
     for (var k = 0; k < boxes.length; k++) {
       if (!texts[k]) { values.push(NaN); continue; } // an empty box is a wrong entry, as the grader reads it
-      try { values.push(parse.parseEntry(texts[k])); }
+      try { values.push(parse.parseEntry(texts[k])); readable++; }
       catch (err) {
+        // As the grader reads it: an unreadable box is a wrong entry, named, while another box can be read.
         var where = boxes[k].dataset.where;
-        return { state: "format", message: where ? _("%(where)s: %(error)s", { where: where, error: err.message }) : err.message };
+        values.push(NaN);
+        first = first || (where ? _("%(where)s: %(error)s", { where: where, error: err.message }) : err.message);
+        unread.push(where ? _("%(where)s: %(error)s; it counts as a wrong entry", { where: where, error: err.message }) : err.message);
       }
     }
-    return { state: "ok", values: values };
+    if (unread.length && !readable) return { state: "format", message: first };
+    return { state: "ok", values: values, unread: unread };
   }
 
   /** One variant's parts checked as the grader checks them, from the stored values. */
@@ -314,6 +318,7 @@
       }
       r.verdict = share > 0 ? "partial" : "wrong";
       r.message = _("Entries within tolerance: %(correct)s of %(entries)s.", { correct: right, entries: count });
+      (reading.unread || []).forEach(function (note) { r.message += " " + _("%(sentence)s.", { sentence: note }); });
     });
     return variant.order.map(function (id) { return results[id]; });
   }

@@ -63,7 +63,7 @@ def test_format_errors_are_reported_per_part_and_do_not_stop_grading():
     key, doc = make_key()
     subs = submissions_from(doc)
     subs[0].answers["q2.weights"] = [[1, 0]]  # wrong shape
-    subs[1].answers["q3.output"][0][1] = "banana"
+    subs[1].answers["q3.output"] = [["banana"] * len(row) for row in subs[1].answers["q3.output"]]  # no entry readable
     del subs[2].answers["q1.scores"]
     parts = [by_part(r) for r in grade(key, subs).results]
     assert parts[0]["q2.weights"].verdict == "format" and "3×3" in parts[0]["q2.weights"].message
@@ -113,7 +113,7 @@ def test_diagnosis_names_a_known_mistake():
     subs[0].answers["q1.scores"] = (q @ k.T).tolist()  # forgot 1/√d_k
     result = by_part(grade(key, subs).results[0])["q1.scores"]
     assert result.verdict in ("wrong", "partial")
-    assert any("√d_k" in d for d in result.diagnosis)
+    assert any("√dₖ" in d for d in result.diagnosis)
 
 
 def test_a_later_step_right_from_an_earlier_slip_earns_carried_credit():
@@ -200,6 +200,10 @@ def test_an_unknown_student_id_close_to_a_known_one_gets_a_suggestion():
 def test_an_unreadable_answer_is_kept_as_handed_in():
     key, doc = make_key()
     subs = submissions_from(doc)
-    subs[1].answers["q3.output"][0][1] = "banana"
-    part = by_part(grade(key, subs).results[1])["q3.output"]
-    assert part.verdict == "format" and part.given[0][1] == "banana"
+    subs[1].answers["q3.output"][0][1] = "banana"  # one box: the others are graded, the text is kept
+    subs[2].answers["q3.output"] = [["banana", True]] * len(subs[2].answers["q3.output"])  # none readable
+    results = grade(key, subs).results
+    part = by_part(results[1])["q3.output"]
+    assert part.verdict == "partial" and part.given[0][1] == "banana"
+    part = by_part(results[2])["q3.output"]
+    assert part.verdict == "format" and part.given[0] == ["banana", True]
