@@ -395,6 +395,16 @@ def square(p: Params) -> bool:
     return n_queries(p) == n_keys(p) > 1
 
 
+# Aᵀ for A: each query's weights written down a column. Where Aᵀ lands on A within tolerance
+# (two tokens whose weights happen to mirror), the variant is redrawn (worksheet.rejections).
+TRANSPOSED_WEIGHTS = Misconception(
+    "weights", "transposed", lambda e, p, xp: swap(e.weights),
+    N_("The weight matrix is transposed: row i holds query i's weights over every key (each row sums to 1), "
+       "not column i."),
+    applies=square,
+)
+
+
 # --- attention.scores ---------------------------------------------------------------------
 
 
@@ -507,7 +517,7 @@ WEIGHTS = Family(
         ),
     ),
     default_ask=("weights",),
-    misconceptions=(COLUMN_SOFTMAX, *chain_mistakes(MASK_SLIPS, ("scores", "weights"), applies=masked)),
+    misconceptions=(COLUMN_SOFTMAX, TRANSPOSED_WEIGHTS, *chain_mistakes(MASK_SLIPS, ("scores", "weights"), applies=masked)),
     accept=lambda e, p, xp: not_saturated(e.weights, e.mask, xp),
     validate=_check_mask_params,
     extra=ATTENTION_EXTRA,
@@ -562,6 +572,7 @@ OUTPUT = Family(
             N_("This problem asks for the raw dot products, without dividing by √dₖ."), applies=unscaled_asked,
         ),
         COLUMN_SOFTMAX,
+        TRANSPOSED_WEIGHTS,
         *chain_mistakes(MASK_SLIPS, ("scores", "weights", "output"), applies=masked),
         Misconception(
             "output", "transposed_weights", lambda e, p, xp: swap(e.weights) @ e.V,
@@ -686,6 +697,7 @@ MASKED = Family(
     default_ask=("scores", "weights", "output"),
     misconceptions=(
         *chain_mistakes(MASK_SLIPS + _KIND_SLIPS, ("scores", "weights", "output")),
+        TRANSPOSED_WEIGHTS,
         *_unscaled_masked(),
     ),
     accept=lambda e, p, xp: not_saturated(e.weights, e.mask, xp),
