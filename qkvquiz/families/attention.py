@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..core.i18n import N_
@@ -350,6 +352,8 @@ def masked_chain(e: Env, allowed, xp, *, fill: float | None = None, after: bool 
     return out
 
 
+ZERO_NOT_MINUS_INF = N_("Masked scores were set to 0 instead of −∞; exp(0) = 1, so masked keys still got weight.")
+
 # Slips with any mask, shared by every masked family: (name, wrong chain, steps it changes, feedback).
 MASK_SLIPS = (
     ("mask_after_softmax", lambda e, p, xp: masked_chain(e, _allowed(e, xp), xp, after=True),
@@ -357,9 +361,18 @@ MASK_SLIPS = (
      (N_("The mask was applied after the softmax: masked scores must be −∞ before it, so that each "
       "row's remaining weights still sum to 1."))),
     ("zero_not_minus_inf", lambda e, p, xp: masked_chain(e, _allowed(e, xp), xp, fill=0.0),
-     ("scores", "weights", "output"),
-     N_("Masked scores were set to 0 instead of −∞; exp(0) = 1, so masked keys still got weight.")),
+     ("scores", "weights", "output"), ZERO_NOT_MINUS_INF),
 )
+
+
+def masked_entries(e: Env, p: Params, xp) -> Any:
+    """The entries a mask fixes (True where the key is masked): −∞ scores, 0 weights (Step.fixed)."""
+    return ~allowed_from_given(e.mask, xp=xp)
+
+
+# Slips made entry by entry: (name, step). A masked score written as 0 is the same slip in one
+# entry as in all of them, so it is named whenever the wrong entries are all that slip.
+ENTRYWISE_SLIPS = frozenset({("zero_not_minus_inf", "scores")})
 
 
 def _step_of(chain, step: str):
@@ -376,7 +389,8 @@ def chain_mistakes(slips, steps: tuple[str, ...], applies=None) -> tuple[Misconc
     for slip in slips:
         name, chain, changed, feedback = slip[:4]
         when = slip[4] if len(slip) > 4 else applies
-        out.extend(Misconception(step, name, _step_of(chain, step), feedback, applies=when)
+        out.extend(Misconception(step, name, _step_of(chain, step), feedback, applies=when,
+                                 entrywise=(name, step) in ENTRYWISE_SLIPS)
                    for step in changed if step in steps)
     return tuple(out)
 
@@ -509,11 +523,12 @@ WEIGHTS = Family(
             "scores", r"\tilde S", MASKED_SCORES_FORMULA,
             N_("Write the masked score matrix (−∞ where masked)"),
             lambda e, p, xp: apply_mask(e.S, allowed_from_given(e.mask, xp=xp), xp=xp), ("S", "mask"),
+            fixed=masked_entries,
         ),
         Step(
             "weights", "A", r"A_{ij} = \frac{e^{\tilde S_{ij}}}{\sum_{l} e^{\tilde S_{il}}}",
             N_("Compute the attention weights A, the softmax of each row of the scores"),
-            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
+            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS, fixed=masked_entries,
         ),
     ),
     default_ask=("weights",),
@@ -545,11 +560,11 @@ OUTPUT = Family(
             "scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}",
             N_("Compute the scaled scores"),
             lambda e, p, xp: apply_mask(scores_of(e, p, xp), allowed_from_given(e.mask, xp=xp), xp=xp),
-            ("Q", "K", "mask"),
+            ("Q", "K", "mask"), fixed=masked_entries,
         ),
         Step(
             "weights", "A", r"A = \operatorname{softmax}(S)", N_("Compute the attention weights row by row"),
-            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
+            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS, fixed=masked_entries,
         ),
         Step("output", "Z", "Z = AV", N_("Compute the output"), lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
     ),
@@ -686,11 +701,11 @@ MASKED = Family(
             "scores", r"\tilde S", MASKED_SCORES_FORMULA,
             N_("Write the masked score matrix (−∞ where masked)"),
             lambda e, p, xp: apply_mask(e.unmasked, allowed_from_given(e.mask, xp=xp), xp=xp),
-            ("unmasked", "mask"),
+            ("unmasked", "mask"), fixed=masked_entries,
         ),
         Step(
             "weights", "A", r"A = \operatorname{softmax}(\tilde S)", N_("Compute the attention weights row by row"),
-            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
+            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS, fixed=masked_entries,
         ),
         Step("output", "Z", "Z = AV", N_("Compute the output"), lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
     ),

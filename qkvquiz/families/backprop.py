@@ -8,6 +8,8 @@ with one slip in it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..core.i18n import N_
@@ -18,6 +20,7 @@ from ..engine.masks import allowed_from_given
 from ..engine.projection import linear, linear_backward, matvec, matvec_backward
 from .attention import (
     ATTENTION_EXTRA,
+    ZERO_NOT_MINUS_INF,
     FORGOT_FACTOR,
     FORGOT_FACTOR_DK,
     FORGOT_FACTOR_DQ,
@@ -28,6 +31,8 @@ from .attention import (
     WEIGHTS_INVARIANTS,
     _check_mask_params,
     factor_shows,
+    masked,
+    masked_entries,
     n_keys,
     n_queries,
     not_saturated,
@@ -257,6 +262,11 @@ def _factor_slip(p: Params) -> bool:
     return factor_shows(p) and _several_keys(p)
 
 
+def _zero_filled_scores(e: Env, p: Params, xp) -> Any:
+    """The scores with 0 where the mask hides a key, instead of −∞ (a known mistake)."""
+    return xp.where(allowed_from_given(e.mask, xp=xp), scores_of(e, p, xp), 0.0)
+
+
 def _attention_ok(e: Env, p: Params, xp) -> np.ndarray:
     # Every row that can spread its weight must also pass a non-zero gradient to its scores.
     multi = (e.mask > 0.5).sum(axis=-1) >= 2
@@ -286,9 +296,9 @@ ATTENTION = Family(
         Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}",
              N_("Compute the scaled scores"),
              lambda e, p, xp: apply_mask(scores_of(e, p, xp), allowed_from_given(e.mask, xp=xp), xp=xp),
-             ("Q", "K", "mask")),
+             ("Q", "K", "mask"), fixed=masked_entries),
         Step("weights", "A", r"A = \operatorname{softmax}(S)", N_("Compute the attention weights row by row"),
-             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS),
+             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS, fixed=masked_entries),
         Step("output", "Z", "Z = AV", N_("Compute the output"), lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
         Step("dV", r"\nabla V", r"\nabla V = A^\top \nabla Z", N_("Compute the gradient of the values"),
              lambda e, p, xp: swap(e.weights) @ e.dZ, ("weights", "dZ")),
@@ -296,7 +306,8 @@ ATTENTION = Family(
              lambda e, p, xp: e.dZ @ swap(e.V), ("dZ", "V")),
         Step("dS", r"\nabla S", r"\nabla S = A \odot \left(\nabla A - \operatorname{rowsum}(\nabla A \odot A)\right)",
              N_("Compute the gradient of the scores"),
-             lambda e, p, xp: softmax_backward(e.weights, e.dA, xp=xp), ("weights", "dA"), DS_INVARIANTS),
+             lambda e, p, xp: softmax_backward(e.weights, e.dA, xp=xp), ("weights", "dA"), DS_INVARIANTS,
+             fixed=masked_entries),  # ∇S is 0 where A is
         Step("dQ", r"\nabla Q", r"\nabla Q = \frac{\nabla S K}{\sqrt{d_k}}", N_("Compute the gradient of the queries"),
              lambda e, p, xp: _dq_from(e.dS, e.K, p), ("dS", "K")),
         Step("dK", r"\nabla K", r"\nabla K = \frac{\nabla S^\top Q}{\sqrt{d_k}}", N_("Compute the gradient of the keys"),
@@ -314,6 +325,11 @@ ATTENTION = Family(
                       lambda e, p, xp: apply_mask(raw_scores(e.Q, e.K, xp) / np.sqrt(stated_d_k(p)),
                                                   allowed_from_given(e.mask, xp=xp), xp=xp),
                       N_("This problem asks for the raw dot products, without dividing by √dₖ."), applies=unscaled_asked),
+        # A masked score written as 0, in some entries or all, and the weights that follow from all.
+        Misconception("scores", "zero_not_minus_inf", _zero_filled_scores, ZERO_NOT_MINUS_INF, applies=masked,
+                      entrywise=True),
+        Misconception("weights", "zero_not_minus_inf", lambda e, p, xp: softmax(_zero_filled_scores(e, p, xp), xp=xp),
+                      ZERO_NOT_MINUS_INF, applies=masked),
         # Transposed products fit the shapes only with as many queries as keys (more than one).
         Misconception("dV", "untransposed_weights", lambda e, p, xp: e.weights @ e.dZ,
                       N_("Used A ∇Z: value j reaches every query i through A_ij, so ∇V = Aᵀ∇Z sums down column j."),
