@@ -118,3 +118,116 @@ def test_unreadable_boxes_do_not_break_carried_credit_the_rounding_band_or_copie
         assert not parts["q1.weights"].invariants  # an unreadable box is named, not taken for a broken property
         fb.feedback_markdown(report, r)
     assert report.results[4].copied_from == doc["students"][3]["student"]
+
+
+# ----------------------------------------------------------------------------- masked entries
+
+
+def _masked_scores_case(family="attention.masked", params=None, ask=("scores",)):
+    items = [{"family": family, "params": params or {"tokens": 4}, "ask": list(ask), "points": 3}]
+    key, doc = make_key(items, students=["a", "b"])
+    (item,) = key.items
+    return key, doc, item
+
+
+def test_a_masked_score_written_as_zero_is_named_and_costs_a_whole_entry():
+    key, doc, item = _masked_scores_case()
+    subs = submissions(doc)
+    exact = np.asarray(item.env["scores"][0])
+    (i, j), *_rest = np.argwhere(np.isneginf(exact))
+    subs[0].answers["q1.scores"][i][j] = 0  # one masked score written as 0
+    part = by_part(grade(key, subs).results[0])["q1.scores"]
+    masked = int(np.isneginf(exact).sum())
+    units = exact.size - masked + 1  # 4×4 causal: 10 free entries and the 6 masked ones as one
+    assert (masked, units) == (6, 11)
+    assert part.mistakes == ["zero_not_minus_inf"] and "−∞" in part.diagnosis[0]
+    assert part.score == pytest.approx(3 * 10 / 11)
+    assert "the 6 masked entries count together as one entry" in part.message
+
+
+def test_a_forgotten_scale_keeps_no_more_than_the_masked_entry_and_chance_zeros():
+    key, doc, item = _masked_scores_case()
+    subs = submissions(doc)
+    exact = np.asarray(item.env["scores"][0])
+    subs[0].answers["q1.scores"] = encode(np.where(np.isinf(exact), exact, exact * 2))  # 1/√dₖ forgotten (dₖ = 4)
+    part = by_part(grade(key, subs).results[0])["q1.scores"]
+    zeros = int((exact == 0).sum())
+    assert "unscaled" in part.mistakes
+    assert part.score == pytest.approx(3 * (1 + zeros) / 11)
+    assert part.score < 3 / 2  # was 9 of 16 entries: the masked −∞ kept most of the part
+
+
+@pytest.mark.parametrize(("family", "params", "step"), [
+    ("attention.masked", {"tokens": 3, "mask": "padding"}, "scores"),
+    ("attention.weights", {"tokens": 3, "mask": "causal"}, "scores"),
+    ("attention.output", {"tokens": 3, "mask": "causal"}, "scores"),
+    ("backprop.attention", {"tokens": 3, "mask": "causal"}, "scores"),
+])
+def test_every_family_with_a_mask_names_one_masked_score_written_as_zero(family, params, step):
+    key, doc, item = _masked_scores_case(family, params, ask=(step,))
+    subs = submissions(doc)
+    exact = np.asarray(item.env[step][0])
+    (i, j), *_rest = np.argwhere(np.isneginf(exact))
+    subs[0].answers[f"q1.{step}"][i][j] = "0"
+    part = by_part(grade(key, subs).results[0])[f"q1.{step}"]
+    assert part.mistakes == ["zero_not_minus_inf"], (family, part.mistakes)
+    units = (~np.isneginf(exact)).sum() + 1
+    assert part.score == pytest.approx(3 * (units - 1) / units)
+
+
+@pytest.mark.parametrize("family", ["attention.masked", "attention.weights", "attention.output", "backprop.attention"])
+def test_every_unmasked_entry_wrong_never_keeps_most_of_a_masked_part(family):
+    from qkvquiz.grade.checks import entry_credit, fixed_entries
+
+    for tokens in (2, 3, 4):
+        params = {"tokens": tokens} if family == "attention.masked" else {"tokens": tokens, "mask": "causal"}
+        key, _doc, item = _masked_scores_case(family, params, ask=("scores", "weights"))
+        for part in item.parts:
+            fixed = fixed_entries(item, part, item.env, 2)
+            assert fixed is not None and fixed.any(axis=1).all(), (family, part.step)
+            share = entry_credit(fixed.copy(), fixed)  # the masked entries right, every other one wrong
+            assert (share <= 1 / 3 + 1e-12).all(), (family, tokens, part.step, share)
+
+
+def test_the_credit_rule_counts_the_masked_entries_as_one():
+    from qkvquiz.grade.checks import entry_credit
+
+    fixed = np.array([[False, True, True, False]] * 4)
+    ok = np.array([[True, True, True, True], [True, False, True, True], [False, True, True, False],
+                   [True, True, True, False]])
+    assert entry_credit(ok, fixed).tolist() == pytest.approx([1, 2 / 3, 1 / 3, 2 / 3])
+    assert entry_credit(ok, None).tolist() == pytest.approx([1, 3 / 4, 1 / 2, 3 / 4])
+
+
+# ----------------------------------------------------------------------------- transposed weights
+
+
+@pytest.mark.parametrize(("family", "params"), [
+    ("attention.weights", {"tokens": 3}), ("attention.weights", {"tokens": 3, "mask": "causal"}),
+    ("attention.output", {"tokens": 3, "mask": "random"}), ("attention.masked", {"tokens": 3}),
+])
+def test_transposed_weights_are_named(family, params):
+    items = [{"family": family, "params": params, "ask": ["weights"]}]
+    key, doc = make_key(items, students=["a", "b", "c"])
+    subs = submissions(doc)
+    (item,) = key.items
+    for k, sub in enumerate(subs):
+        sub.answers["q1.weights"] = encode(np.asarray(item.env["weights"][k]).T)
+    for r in grade(key, subs).results:
+        part = by_part(r)["q1.weights"]
+        assert "transposed" in part.mistakes and "row i holds query i's weights" in " ".join(part.diagnosis)
+    with using("zh"):
+        report = grade(key, subs, lang="zh")
+    assert "权重矩阵被转置了" in by_part(report.results[0])["q1.weights"].diagnosis[0]
+
+
+def test_one_token_has_no_transposed_weights():
+    from qkvquiz.families import get_family
+
+    for name in ("attention.weights", "attention.output", "attention.masked"):
+        family = get_family(name)
+        for params, listed in (({"tokens": 1}, False), ({"tokens": 2}, True), ({"queries": 2, "keys": 3}, False)):
+            if name == "attention.masked" and params.get("tokens") == 1:
+                continue  # one token has nothing to mask
+            p = family.resolve(params)
+            assert ("transposed" in {m.name for m in family.mistakes_for("weights", p)}) == listed, (name, params)
