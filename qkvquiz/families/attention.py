@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..core.i18n import N_
@@ -176,7 +178,7 @@ def factor_shows(p: Params) -> bool:
 FORGOT_FACTOR = N_("The scores were not multiplied by the scale this problem gives (S = scale·QKᵀ).")
 FORGOT_FACTOR_DQ = N_("The scale was forgotten in ∇Q: S = scale·QKᵀ, so ∇Q = scale·∇S K.")
 FORGOT_FACTOR_DK = N_("The scale was forgotten in ∇K: S = scale·QKᵀ, so ∇K = scale·∇Sᵀ Q.")
-UNSCALED = N_("The scores were not divided by √d_k.")
+UNSCALED = N_("The scores were not divided by √dₖ.")
 
 
 def unscaled_asked(p: Params) -> bool:
@@ -350,6 +352,8 @@ def masked_chain(e: Env, allowed, xp, *, fill: float | None = None, after: bool 
     return out
 
 
+ZERO_NOT_MINUS_INF = N_("Masked scores were set to 0 instead of −∞; exp(0) = 1, so masked keys still got weight.")
+
 # Slips with any mask, shared by every masked family: (name, wrong chain, steps it changes, feedback).
 MASK_SLIPS = (
     ("mask_after_softmax", lambda e, p, xp: masked_chain(e, _allowed(e, xp), xp, after=True),
@@ -357,9 +361,18 @@ MASK_SLIPS = (
      (N_("The mask was applied after the softmax: masked scores must be −∞ before it, so that each "
       "row's remaining weights still sum to 1."))),
     ("zero_not_minus_inf", lambda e, p, xp: masked_chain(e, _allowed(e, xp), xp, fill=0.0),
-     ("scores", "weights", "output"),
-     N_("Masked scores were set to 0 instead of −∞; exp(0) = 1, so masked keys still got weight.")),
+     ("scores", "weights", "output"), ZERO_NOT_MINUS_INF),
 )
+
+
+def masked_entries(e: Env, p: Params, xp) -> Any:
+    """The entries a mask fixes (True where the key is masked): −∞ scores, 0 weights (Step.fixed)."""
+    return ~allowed_from_given(e.mask, xp=xp)
+
+
+# Slips made entry by entry: (name, step). A masked score written as 0 is the same slip in one
+# entry as in all of them, so it is named whenever the wrong entries are all that slip.
+ENTRYWISE_SLIPS = frozenset({("zero_not_minus_inf", "scores")})
 
 
 def _step_of(chain, step: str):
@@ -376,7 +389,8 @@ def chain_mistakes(slips, steps: tuple[str, ...], applies=None) -> tuple[Misconc
     for slip in slips:
         name, chain, changed, feedback = slip[:4]
         when = slip[4] if len(slip) > 4 else applies
-        out.extend(Misconception(step, name, _step_of(chain, step), feedback, applies=when)
+        out.extend(Misconception(step, name, _step_of(chain, step), feedback, applies=when,
+                                 entrywise=(name, step) in ENTRYWISE_SLIPS)
                    for step in changed if step in steps)
     return tuple(out)
 
@@ -393,6 +407,16 @@ COLUMN_SOFTMAX = Misconception(
 def square(p: Params) -> bool:
     """As many queries as keys (more than one): only then can a matrix be mistaken for its transpose."""
     return n_queries(p) == n_keys(p) > 1
+
+
+# Aᵀ for A: each query's weights written down a column. Where Aᵀ lands on A within tolerance
+# (two tokens whose weights happen to mirror), the variant is redrawn (worksheet.rejections).
+TRANSPOSED_WEIGHTS = Misconception(
+    "weights", "transposed", lambda e, p, xp: swap(e.weights),
+    N_("The weight matrix is transposed: row i holds query i's weights over every key (each row sums to 1), "
+       "not column i."),
+    applies=square,
+)
 
 
 # --- attention.scores ---------------------------------------------------------------------
@@ -452,11 +476,11 @@ SCORES = Family(
         ),
         Misconception(
             "scores", "divided_by_d", lambda e, p, xp: _scores(e, _with(p, scale=NO_SCALE), xp) / stated_d_k(p),
-            N_("The scores were divided by d_k; the scale is 1/√d_k."), applies=scale_shows,
+            N_("The scores were divided by dₖ; the scale is 1/√dₖ."), applies=scale_shows,
         ),
         Misconception(
             "scores", "scaled_anyway", lambda e, p, xp: _scores(e, _with(p, scaled=True, scale=SQRT_DK), xp),
-            N_("This problem asks for the raw dot products, without dividing by √d_k."),
+            N_("This problem asks for the raw dot products, without dividing by √dₖ."),
             applies=unscaled_asked,
         ),
         Misconception(
@@ -499,15 +523,16 @@ WEIGHTS = Family(
             "scores", r"\tilde S", MASKED_SCORES_FORMULA,
             N_("Write the masked score matrix (−∞ where masked)"),
             lambda e, p, xp: apply_mask(e.S, allowed_from_given(e.mask, xp=xp), xp=xp), ("S", "mask"),
+            fixed=masked_entries,
         ),
         Step(
             "weights", "A", r"A_{ij} = \frac{e^{\tilde S_{ij}}}{\sum_{l} e^{\tilde S_{il}}}",
             N_("Compute the attention weights A, the softmax of each row of the scores"),
-            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
+            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS, fixed=masked_entries,
         ),
     ),
     default_ask=("weights",),
-    misconceptions=(COLUMN_SOFTMAX, *chain_mistakes(MASK_SLIPS, ("scores", "weights"), applies=masked)),
+    misconceptions=(COLUMN_SOFTMAX, TRANSPOSED_WEIGHTS, *chain_mistakes(MASK_SLIPS, ("scores", "weights"), applies=masked)),
     accept=lambda e, p, xp: not_saturated(e.weights, e.mask, xp),
     validate=_check_mask_params,
     extra=ATTENTION_EXTRA,
@@ -535,11 +560,11 @@ OUTPUT = Family(
             "scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}",
             N_("Compute the scaled scores"),
             lambda e, p, xp: apply_mask(scores_of(e, p, xp), allowed_from_given(e.mask, xp=xp), xp=xp),
-            ("Q", "K", "mask"),
+            ("Q", "K", "mask"), fixed=masked_entries,
         ),
         Step(
             "weights", "A", r"A = \operatorname{softmax}(S)", N_("Compute the attention weights row by row"),
-            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
+            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS, fixed=masked_entries,
         ),
         Step("output", "Z", "Z = AV", N_("Compute the output"), lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
     ),
@@ -559,9 +584,10 @@ OUTPUT = Family(
             "scores", "scaled_anyway",
             lambda e, p, xp: apply_mask(e.Q @ swap(e.K) / np.sqrt(stated_d_k(p)), allowed_from_given(e.mask, xp=xp),
                                         xp=xp),
-            N_("This problem asks for the raw dot products, without dividing by √d_k."), applies=unscaled_asked,
+            N_("This problem asks for the raw dot products, without dividing by √dₖ."), applies=unscaled_asked,
         ),
         COLUMN_SOFTMAX,
+        TRANSPOSED_WEIGHTS,
         *chain_mistakes(MASK_SLIPS, ("scores", "weights", "output"), applies=masked),
         Misconception(
             "output", "transposed_weights", lambda e, p, xp: swap(e.weights) @ e.V,
@@ -675,17 +701,18 @@ MASKED = Family(
             "scores", r"\tilde S", MASKED_SCORES_FORMULA,
             N_("Write the masked score matrix (−∞ where masked)"),
             lambda e, p, xp: apply_mask(e.unmasked, allowed_from_given(e.mask, xp=xp), xp=xp),
-            ("unmasked", "mask"),
+            ("unmasked", "mask"), fixed=masked_entries,
         ),
         Step(
             "weights", "A", r"A = \operatorname{softmax}(\tilde S)", N_("Compute the attention weights row by row"),
-            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS,
+            lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS, fixed=masked_entries,
         ),
         Step("output", "Z", "Z = AV", N_("Compute the output"), lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
     ),
     default_ask=("scores", "weights", "output"),
     misconceptions=(
         *chain_mistakes(MASK_SLIPS + _KIND_SLIPS, ("scores", "weights", "output")),
+        TRANSPOSED_WEIGHTS,
         *_unscaled_masked(),
     ),
     accept=lambda e, p, xp: not_saturated(e.weights, e.mask, xp),
@@ -780,7 +807,7 @@ QK_SWAP = Family(
         ),
         Misconception(
             "scores", "scaled_anyway", lambda e, p, xp: scaled_raw(e.Q, e.K, _with(p, scaled=True, scale=SQRT_DK), xp),
-            N_("This problem asks for the raw dot products, without dividing by √d_k."), applies=unscaled_asked,
+            N_("This problem asks for the raw dot products, without dividing by √dₖ."), applies=unscaled_asked,
         ),
     ),
     accept=_qk_accept,

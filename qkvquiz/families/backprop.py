@@ -8,6 +8,8 @@ with one slip in it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..core.i18n import N_
@@ -18,6 +20,7 @@ from ..engine.masks import allowed_from_given
 from ..engine.projection import linear, linear_backward, matvec, matvec_backward
 from .attention import (
     ATTENTION_EXTRA,
+    ZERO_NOT_MINUS_INF,
     FORGOT_FACTOR,
     FORGOT_FACTOR_DK,
     FORGOT_FACTOR_DQ,
@@ -28,6 +31,8 @@ from .attention import (
     WEIGHTS_INVARIANTS,
     _check_mask_params,
     factor_shows,
+    masked,
+    masked_entries,
     n_keys,
     n_queries,
     not_saturated,
@@ -149,23 +154,23 @@ SCORES = Family(
     default_ask=("dQ", "dK"),
     misconceptions=(
         Misconception("dQ", "transposed_dS", lambda e, p, xp: _dq_from(swap(e.dS), e.K, p),
-                      N_("Used ∇Sᵀ K: row i of ∇Q collects row i of ∇S (query i's scores), so ∇Q = ∇S K/√d_k."),
+                      N_("Used ∇Sᵀ K: row i of ∇Q collects row i of ∇S (query i's scores), so ∇Q = ∇S K/√dₖ."),
                       applies=_several_tokens),
         Misconception("dQ", "unscaled", lambda e, p, xp: e.dS @ e.K,
-                      N_("The factor 1/√d_k was forgotten: S = QKᵀ/√d_k, so every gradient through S carries it."),
+                      N_("The factor 1/√dₖ was forgotten: S = QKᵀ/√dₖ, so every gradient through S carries it."),
                       applies=_scaled),
         Misconception("dQ", "forgot_scale", lambda e, p, xp: e.dS @ e.K, FORGOT_FACTOR_DQ, applies=factor_shows),
         Misconception("dQ", "used_Q", lambda e, p, xp: _dq_from(e.dS, e.Q, p),
-                      N_("Multiplied by Q: ∂S_ij/∂Q_i = K_j/√d_k, so ∇Q = ∇S K/√d_k uses the keys."), applies=_same_count),
+                      N_("Multiplied by Q: ∂Sᵢⱼ/∂Qᵢ = Kⱼ/√dₖ, so ∇Q = ∇S K/√dₖ uses the keys."), applies=_same_count),
         Misconception("dK", "untransposed_dS", lambda e, p, xp: _dk_from(swap(e.dS), e.Q, p),
-                      N_("Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√d_k."), applies=_several_tokens),
+                      N_("Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√dₖ."), applies=_several_tokens),
         Misconception("dK", "unscaled", lambda e, p, xp: swap(e.dS) @ e.Q,
-                      N_("The factor 1/√d_k was forgotten: S = QKᵀ/√d_k, so every gradient through S carries it."),
+                      N_("The factor 1/√dₖ was forgotten: S = QKᵀ/√dₖ, so every gradient through S carries it."),
                       applies=_scaled),
         Misconception("dK", "forgot_scale", lambda e, p, xp: swap(e.dS) @ e.Q, FORGOT_FACTOR_DK,
                       applies=factor_shows),
         Misconception("dK", "used_K", lambda e, p, xp: _dk_from(e.dS, e.K, p),
-                      N_("Multiplied by K: ∂S_ij/∂K_j = Q_i/√d_k, so ∇K = ∇Sᵀ Q/√d_k uses the queries."),
+                      N_("Multiplied by K: ∂Sᵢⱼ/∂Kⱼ = Qᵢ/√dₖ, so ∇K = ∇Sᵀ Q/√dₖ uses the queries."),
                       applies=_same_count),
     ),
     accept=lambda e, p, xp: _mostly_nonzero(e.dQ, e.dK, xp=xp),
@@ -257,6 +262,11 @@ def _factor_slip(p: Params) -> bool:
     return factor_shows(p) and _several_keys(p)
 
 
+def _zero_filled_scores(e: Env, p: Params, xp) -> Any:
+    """The scores with 0 where the mask hides a key, instead of −∞ (a known mistake)."""
+    return xp.where(allowed_from_given(e.mask, xp=xp), scores_of(e, p, xp), 0.0)
+
+
 def _attention_ok(e: Env, p: Params, xp) -> np.ndarray:
     # Every row that can spread its weight must also pass a non-zero gradient to its scores.
     multi = (e.mask > 0.5).sum(axis=-1) >= 2
@@ -286,9 +296,9 @@ ATTENTION = Family(
         Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}",
              N_("Compute the scaled scores"),
              lambda e, p, xp: apply_mask(scores_of(e, p, xp), allowed_from_given(e.mask, xp=xp), xp=xp),
-             ("Q", "K", "mask")),
+             ("Q", "K", "mask"), fixed=masked_entries),
         Step("weights", "A", r"A = \operatorname{softmax}(S)", N_("Compute the attention weights row by row"),
-             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS),
+             lambda e, p, xp: softmax(e.scores, xp=xp), ("scores",), WEIGHTS_INVARIANTS, fixed=masked_entries),
         Step("output", "Z", "Z = AV", N_("Compute the output"), lambda e, p, xp: e.weights @ e.V, ("weights", "V")),
         Step("dV", r"\nabla V", r"\nabla V = A^\top \nabla Z", N_("Compute the gradient of the values"),
              lambda e, p, xp: swap(e.weights) @ e.dZ, ("weights", "dZ")),
@@ -296,7 +306,8 @@ ATTENTION = Family(
              lambda e, p, xp: e.dZ @ swap(e.V), ("dZ", "V")),
         Step("dS", r"\nabla S", r"\nabla S = A \odot \left(\nabla A - \operatorname{rowsum}(\nabla A \odot A)\right)",
              N_("Compute the gradient of the scores"),
-             lambda e, p, xp: softmax_backward(e.weights, e.dA, xp=xp), ("weights", "dA"), DS_INVARIANTS),
+             lambda e, p, xp: softmax_backward(e.weights, e.dA, xp=xp), ("weights", "dA"), DS_INVARIANTS,
+             fixed=masked_entries),  # ∇S is 0 where A is
         Step("dQ", r"\nabla Q", r"\nabla Q = \frac{\nabla S K}{\sqrt{d_k}}", N_("Compute the gradient of the queries"),
              lambda e, p, xp: _dq_from(e.dS, e.K, p), ("dS", "K")),
         Step("dK", r"\nabla K", r"\nabla K = \frac{\nabla S^\top Q}{\sqrt{d_k}}", N_("Compute the gradient of the keys"),
@@ -306,14 +317,19 @@ ATTENTION = Family(
     misconceptions=(
         Misconception("scores", "unscaled",
                       lambda e, p, xp: apply_mask(raw_scores(e.Q, e.K, xp), allowed_from_given(e.mask, xp=xp), xp=xp),
-                      N_("The scores were not divided by √d_k."), applies=scale_shows),
+                      N_("The scores were not divided by √dₖ."), applies=scale_shows),
         Misconception("scores", "forgot_scale",
                       lambda e, p, xp: apply_mask(raw_scores(e.Q, e.K, xp), allowed_from_given(e.mask, xp=xp), xp=xp),
                       FORGOT_FACTOR, applies=factor_shows),
         Misconception("scores", "scaled_anyway",
                       lambda e, p, xp: apply_mask(raw_scores(e.Q, e.K, xp) / np.sqrt(stated_d_k(p)),
                                                   allowed_from_given(e.mask, xp=xp), xp=xp),
-                      N_("This problem asks for the raw dot products, without dividing by √d_k."), applies=unscaled_asked),
+                      N_("This problem asks for the raw dot products, without dividing by √dₖ."), applies=unscaled_asked),
+        # A masked score written as 0, in some entries or all, and the weights that follow from all.
+        Misconception("scores", "zero_not_minus_inf", _zero_filled_scores, ZERO_NOT_MINUS_INF, applies=masked,
+                      entrywise=True),
+        Misconception("weights", "zero_not_minus_inf", lambda e, p, xp: softmax(_zero_filled_scores(e, p, xp), xp=xp),
+                      ZERO_NOT_MINUS_INF, applies=masked),
         # Transposed products fit the shapes only with as many queries as keys (more than one).
         Misconception("dV", "untransposed_weights", lambda e, p, xp: e.weights @ e.dZ,
                       N_("Used A ∇Z: value j reaches every query i through A_ij, so ∇V = Aᵀ∇Z sums down column j."),
@@ -326,19 +342,19 @@ ATTENTION = Family(
         Misconception("dS", "skipped_softmax", lambda e, p, xp: e.dA * allowed_from_given(e.mask, xp=xp),
                       N_("∇A was passed through as ∇S: the softmax sits between S and A and needs its own backward step.")),
         Misconception("dQ", "transposed_dS", lambda e, p, xp: _dq_from(swap(e.dS), e.K, p),
-                      N_("Used ∇Sᵀ K: row i of ∇Q collects row i of ∇S, so ∇Q = ∇S K/√d_k."), applies=square),
+                      N_("Used ∇Sᵀ K: row i of ∇Q collects row i of ∇S, so ∇Q = ∇S K/√dₖ."), applies=square),
         Misconception("dQ", "unscaled", lambda e, p, xp: e.dS @ e.K,
-                      N_("The factor 1/√d_k was forgotten in ∇Q = ∇S K/√d_k."), applies=_scale_slip),
+                      N_("The factor 1/√dₖ was forgotten in ∇Q = ∇S K/√dₖ."), applies=_scale_slip),
         Misconception("dQ", "forgot_scale", lambda e, p, xp: e.dS @ e.K, FORGOT_FACTOR_DQ, applies=_factor_slip),
         Misconception("dQ", "skipped_softmax", lambda e, p, xp: _dq_from(e.dA * allowed_from_given(e.mask, xp=xp), e.K, p),
-                      N_("∇A was used in place of ∇S: go back through the softmax first, then ∇Q = ∇S K/√d_k.")),
+                      N_("∇A was used in place of ∇S: go back through the softmax first, then ∇Q = ∇S K/√dₖ.")),
         Misconception("dK", "untransposed_dS", lambda e, p, xp: _dk_from(swap(e.dS), e.Q, p),
-                      N_("Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√d_k."), applies=square),
+                      N_("Used ∇S Q: key j is column j of S, so ∇K = ∇Sᵀ Q/√dₖ."), applies=square),
         Misconception("dK", "unscaled", lambda e, p, xp: swap(e.dS) @ e.Q,
-                      N_("The factor 1/√d_k was forgotten in ∇K = ∇Sᵀ Q/√d_k."), applies=_scale_slip),
+                      N_("The factor 1/√dₖ was forgotten in ∇K = ∇Sᵀ Q/√dₖ."), applies=_scale_slip),
         Misconception("dK", "forgot_scale", lambda e, p, xp: swap(e.dS) @ e.Q, FORGOT_FACTOR_DK, applies=_factor_slip),
         Misconception("dK", "skipped_softmax", lambda e, p, xp: _dk_from(e.dA * allowed_from_given(e.mask, xp=xp), e.Q, p),
-                      N_("∇A was used in place of ∇S: go back through the softmax first, then ∇K = ∇Sᵀ Q/√d_k.")),
+                      N_("∇A was used in place of ∇S: go back through the softmax first, then ∇K = ∇Sᵀ Q/√dₖ.")),
     ),
     accept=_attention_ok,
     validate=_check_mask_params,

@@ -281,6 +281,10 @@ class Step:
     # "number": entries are numbers; "shape": the value is a shape (rows, columns), which a
     # student may also write as one text, "2×4" or "[2, 4]" (grade.parse.parse_shape_text).
     kind: str = "number"
+    # The entries a mask fixes (True), whatever else the answer gets right: −∞ scores and 0
+    # weights of masked keys. Together they count as one entry in the per-entry credit
+    # (grade.checks.entry_credit), so that the lesson of the part decides its score.
+    fixed: Callable[[Env, Params, Any], Array] | None = None
 
     @property
     def askable(self) -> bool:
@@ -298,6 +302,9 @@ class Misconception:
     feedback: str
     # Whether the mistake can happen at all with these params (no "forgot the mask" without a mask).
     applies: Callable[[Params], bool] | None = None
+    # A slip made entry by entry (a masked score written as 0): named also when only some
+    # entries have it, every other entry right (grade.checks.matches_mistake).
+    entrywise: bool = False
 
     def applies_to(self, params: Params) -> bool:
         return self.applies is None or bool(self.applies(params))

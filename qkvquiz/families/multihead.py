@@ -210,7 +210,7 @@ MULTIHEAD = Family(
         ),
         Misconception(
             "scores", "unscaled", lambda e, p, xp: raw_scores(e.Qh, e.Kh, xp),
-            N_("Each head's scores were not divided by √d_k."), applies=lambda p: scale_shows(per_head(p)),
+            N_("Each head's scores were not divided by √dₖ."), applies=lambda p: scale_shows(per_head(p)),
         ),
         Misconception(
             "scores", "forgot_scale", lambda e, p, xp: raw_scores(e.Qh, e.Kh, xp),
@@ -220,7 +220,7 @@ MULTIHEAD = Family(
         Misconception(
             "scores", "scaled_anyway",
             lambda e, p, xp: scaled_raw(e.Qh, e.Kh, per_head(Params({**p, "scale": SQRT_DK})), xp),
-            N_("This problem asks for each head's raw dot products, without dividing by √d_k."),
+            N_("This problem asks for each head's raw dot products, without dividing by √dₖ."),
             applies=lambda p: unscaled_asked(per_head(p)),
         ),
     ),

@@ -86,10 +86,13 @@ def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np,
         invariants = item.family.invariants_for(part.step, item.params)
         if invariants:
             band = xp.asarray(entry_band(tol, column.values))
+            # An answer with an entry without a value (an empty or unreadable box) is not sound,
+            # but the properties it breaks are not named: the box, not the method, broke them.
+            judged = column.readable & ~np.isnan(column.values.reshape(n, -1)).any(axis=1)
             for inv in invariants:
                 holds = to_numpy(inv.holds(values, env, item.params, band, xp)).astype(bool)
                 holds_all &= holds
-                broken.append((inv.name, _(inv.feedback), column.readable & ~holds))
+                broken.append((inv.name, _(inv.feedback), judged & ~holds))
     holds_all &= column.readable
     named = [s for s in free if item.family.step(s).askable]  # helper steps have no name on the sheet
     return PartCheck(ok, right, broken, holds_all, right | holds_all, flat, explained, rounded, named)
@@ -272,6 +275,7 @@ def _why_not_carried(j: int, inputs: Sequence[str], columns: Mapping[str, Column
         "parts": ", ".join(inputs)}
 
 
+MASKED_AS_ONE = N_("the %(masked)s masked entries count together as one entry")
 ROUNDED_MESSAGE = N_("Right for rounded values of the steps in between that were not asked (%(steps)s): "
                      "it is off the exact value by no more than rounding them explains. Full points.")
 FROM_OWN_MESSAGE = N_("Correct for your own rounded earlier answers (%(inputs)s), which were accepted: full points.")
@@ -295,11 +299,14 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
         hit = to_numpy(tol.passes(values, wrong, xp=xp)).reshape(n, -1)
         if check.asked is not None:
             hit = hit | ~check.asked
-        mistakes.append((mistake.name, _(mistake.feedback), pending & hit.all(axis=1)))
+        mistakes.append((mistake.name, _(mistake.feedback), pending & matches_mistake(hit, check.ok, mistake.entrywise)))
 
     points = part.points
     ok = check.ok if check.asked is None else check.ok[:, check.asked]  # the asked entries only
-    share = ok.mean(axis=1) if ok.shape[1] else np.ones(n)
+    fixed = fixed_entries(item, part, env, n, xp)
+    if fixed is not None and check.asked is not None:
+        fixed = fixed[:, check.asked]
+    share = entry_credit(ok, fixed)
     entry_score = points * share if item.credit.per_entry else np.zeros(n)
     carried_score = np.where(chain.carried, points * item.credit.carried_forward, 0.0)
     expected = encode_rows(host[part.step])
@@ -320,6 +327,8 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
                 r.given = column.raw.get(j)  # kept as handed in, so a regrade request can be checked
         else:
             r.given, r.entry_ok, r.correct_entries = given[j], entry_ok[j], correct_entries[j]
+            if j in column.raw:  # entries that could not be read: what was written, for a regrade request
+                r.given = with_unread_texts(given[j], column.raw[j])
             if chain.accepted[j]:
                 r.verdict, r.score = "correct", points
                 if chain.from_own[j]:
@@ -340,6 +349,9 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
                         "%(correct)s of %(entries)s entry within tolerance (this part is all or nothing)",
                         "%(correct)s of %(entries)s entries within tolerance (this part is all or nothing)",
                         entries) % counts
+                if fixed is not None and fixed[j].sum() > 1 and item.credit.per_entry:
+                    r.message = _("%(message)s; %(note)s") % {"message": r.message, "note": _(
+                        MASKED_AS_ONE) % {"masked": int(fixed[j].sum())}}
                 if chain.carried[j]:  # carried credit was less than the per-entry share
                     r.carry = _("it follows from your earlier answers, but its correct entries earn more than "
                                 "carried credit")
@@ -358,6 +370,57 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
             out[j].broken.append(name)
             out[j].invariants.append(sentence)
     return out
+
+
+def matches_mistake(hit: np.ndarray, ok: np.ndarray, entrywise: bool = False) -> np.ndarray:
+    """Per student: whether the answer is what a known mistake gives (``hit``: per entry, within
+    tolerance of the mistake's value). A slip made entry by entry (``entrywise``: a masked score
+    written as 0) is named also when only some entries have it and every other one is right."""
+    if not entrywise:
+        return hit.all(axis=1)
+    return (hit | ok).all(axis=1) & (hit & ~ok).any(axis=1)
+
+
+def fixed_entries(item: KeyItem, part: Part, env: Env, n: int, xp=np) -> np.ndarray | None:
+    """bool (students, entries): the entries of ``part`` a mask fixes (its step's ``fixed``); None
+    where the step has none or no variant masks any."""
+    step = item.family.step(part.step)
+    if step.fixed is None:
+        return None
+    exact = env[part.step]
+    fixed = to_numpy(xp.broadcast_to(step.fixed(env, item.params, xp), exact.shape)).reshape(n, -1).astype(bool)
+    return fixed if fixed.any() else None
+
+
+def entry_credit(ok: np.ndarray, fixed: np.ndarray | None = None) -> np.ndarray:
+    """The share of a part's points each answer earns by its entries (``ok``: bool (students,
+    entries), the asked entries within tolerance).
+
+    The one rule of per-entry credit: every entry counts alike, except the entries a mask fixes
+    (``fixed``: −∞ scores, 0 weights of masked keys), which count together as one entry, earned
+    when all of them are right. So the lesson of a masked part decides its score: a forgotten
+    √dₖ does not keep the points of the masked entries it copied, and a masked score written
+    as 0 costs a whole entry. The static practice page applies the same rule (practice.js).
+    """
+    n, entries = ok.shape
+    if not entries:
+        return np.ones(n)
+    if fixed is None:
+        return ok.mean(axis=1)
+    masked = fixed.any(axis=1)
+    units = (~fixed).sum(axis=1) + masked  # the entries no mask fixes, and the masked ones as one
+    earned = (ok & ~fixed).sum(axis=1) + (masked & (ok | ~fixed).all(axis=1))
+    return earned / units
+
+
+def with_unread_texts(given: Any, handed_in: Any) -> Any:
+    """``given`` (an answer as read, ``None`` at each entry without a value) with the text
+    handed in at each entry that held something unreadable ("0、21"); empty boxes stay ``None``."""
+    if isinstance(given, list) and isinstance(handed_in, list) and len(given) == len(handed_in):
+        return [with_unread_texts(g, h) for g, h in zip(given, handed_in)]
+    if given is None and handed_in is not None and not isinstance(handed_in, list):
+        return handed_in if isinstance(handed_in, str) else str(handed_in)
+    return given
 
 
 def encode_rows_like(values: np.ndarray, like: np.ndarray, encoded_like: list[Any]) -> list[Any]:

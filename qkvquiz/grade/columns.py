@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from ..core.i18n import N_, _
+from ..core.places import where
 from ..core.ragged import fill_absent
-from .parse import AnswerFormatError, parse_answer, parse_shape_text
+from .parse import AnswerFormatError, parse_answer, parse_entry, parse_shape_text
 
 NO_ANSWER = N_("no answer given")
 NO_ANSWER_BLANK = N_("no answer given (every box is empty)")
@@ -26,7 +27,8 @@ class Column:
     readable: np.ndarray  # bool (students,)
     problems: dict[int, tuple[str, str]]  # student position -> ("missing" | "format", message)
     notes: dict[int, str] = field(default_factory=dict)  # student position -> a remark on a readable answer
-    raw: dict[int, Any] = field(default_factory=dict)  # student position -> an unreadable answer, as handed in
+    # student position -> an answer as handed in: one not readable, or one with unreadable entries
+    raw: dict[int, Any] = field(default_factory=dict)
 
 
 def read_column(answers: Sequence[Any], shape: tuple[int, ...], asked: np.ndarray | None = None,
@@ -91,19 +93,57 @@ def read_column(answers: Sequence[Any], shape: tuple[int, ...], asked: np.ndarra
                 notes[j] = _("%(empty)s of %(boxes)s boxes are empty") % {
                     "empty": empty, "boxes": blank.size if asked is None else int(asked.sum())}
         arr = _plain_numbers(answer, shape)
+        unread: list[str] = []
         if arr is None:
             try:
                 arr = parse_answer(answer, shape)
             except AnswerFormatError as exc:
-                problems[j] = ("format", str(exc))
-                raw[j] = _as_handed_in(answers[j])
-                notes.pop(j, None)
-                continue
+                # A hand-edited file may hold one box the answer form would have refused: the
+                # other entries are still graded, and that one counts as wrong, named.
+                read = _read_entries(answer, shape, blank, asked)
+                if read is None:
+                    problems[j] = ("format", str(exc))
+                    raw[j] = _as_handed_in(answers[j])
+                    notes.pop(j, None)
+                    continue
+                arr, unread = read
+                raw[j] = _as_handed_in(answers[j])  # kept as handed in, for a regrade request
         if blank is not None:
             arr[blank] = np.nan  # an empty box never passes
+        for note in unread:
+            notes[j] = _("%(message)s; %(note)s") % {"message": notes[j], "note": note} if j in notes else note
         values[j] = arr
         readable[j] = True
     return Column(values, readable, problems, notes, raw)
+
+
+UNREAD_ENTRY = N_("%(where)s: %(error)s; it counts as a wrong entry")
+
+
+def _read_entries(answer: Any, shape: tuple[int, ...], blank: np.ndarray | None,
+                  asked: np.ndarray | None) -> tuple[np.ndarray, list[str]] | None:
+    """An answer of the part's exact shape read entry by entry: each entry that cannot be read
+    is NaN (a wrong entry), with a note naming its place and why. None when the answer is not
+    such a grid, or when no entry it holds (an asked, filled box) can be read: then the whole
+    answer is a format problem."""
+    grid = _grid(answer, shape) if shape else None
+    if grid is None:
+        return None
+    arr = np.zeros(shape)
+    unread: list[str] = []
+    readable = 0
+    for index in np.ndindex(*shape):
+        if blank is not None and blank[index]:
+            continue  # an empty box (0 here): the caller empties it
+        try:
+            arr[index] = parse_entry(grid[index])
+        except AnswerFormatError as exc:
+            arr[index] = np.nan
+            if asked is None or asked[index]:
+                unread.append(_(UNREAD_ENTRY) % {"where": where(index, len(shape)), "error": str(exc)})
+            continue
+        readable += 1 if asked is None or asked[index] else 0
+    return (arr, unread) if readable and unread else None
 
 
 def _grid(answer: Any, shape: tuple[int, ...]) -> np.ndarray | None:

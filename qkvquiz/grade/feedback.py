@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from decimal import ROUND_HALF_UP, Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -24,6 +25,7 @@ from ..core.tolerance import Tolerance
 from ..core.untrusted import md_code
 from ..key import KeyItem, decode
 from ..render.environment import environment
+from ..render.svg_math import MINUS
 from .columns import NO_ANSWER, NO_ANSWER_BLANK
 from .results import GradeReport, PartResult, StudentResult
 
@@ -39,15 +41,30 @@ VERDICTS = {
 }
 
 
+#: Places a score is written with: those of the grade summary and the exports (half up, as
+#: exchange.gradebook rounds by default), so a student reads the number the gradebook shows.
+SCORE_DECIMALS = 2
+_SCORE_STEP = Decimal(1).scaleb(-SCORE_DECIMALS)
+
+
 def points_text(x: float) -> str:
-    """Points as a worksheet writes them: 2, 1.5, 0.6667."""
-    return f"{x:.4f}".rstrip("0").rstrip(".")
+    """Points and scores as the summary and the exports write them: 2, 1.5, 0.67, 12.56."""
+    # Decimal from the shortest repr: 12.555 rounds up, as the gradebook's half-up rule does.
+    text = format(Decimal(repr(float(x))).quantize(_SCORE_STEP, rounding=ROUND_HALF_UP), "f")
+    text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
 
 
 def number_text(x: float, tol: Tolerance | None = None) -> str:
-    """An exact value shown one digit finer than the tolerance asks; ±∞ as −∞/∞."""
+    """An exact value shown one digit finer than the tolerance asks, its sign the pages' minus
+    sign U+2212 (−0.25, −∞); ∞ as ∞."""
+    text = _plain_number_text(x, tol)
+    return MINUS + text[1:] if text.startswith("-") else text
+
+
+def _plain_number_text(x: float, tol: Tolerance | None) -> str:
     if math.isinf(x):
-        return "−∞" if x < 0 else "∞"
+        return "-∞" if x < 0 else "∞"
     if float(x).is_integer() and abs(x) < 2**53:
         return str(int(x))
     if tol is None:
@@ -61,6 +78,25 @@ def number_text(x: float, tol: Tolerance | None = None) -> str:
         places = 4 if step <= 0 else max(2, min(10, -math.floor(math.log10(step)) + 1))
         text = f"{x:.{places}f}".rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
+
+
+EMPTY_BOX = N_("nothing (the box is empty)")
+
+
+def given_text(value: Any) -> str:
+    """One entry of an answer as read (results.json's "given"): a number as the pages print
+    it; the text handed in where the entry could not be read, as code ("0、21"); an empty box."""
+    if value is None:
+        return _(EMPTY_BOX)
+    if isinstance(value, str) and value not in ("inf", "-inf"):
+        return md_code(value)  # as written: a student's text, which no Markdown in it can break out of
+    return number_text(float(decode(value)))
+
+
+def _entry_at(given: Any, index: tuple[int, ...]) -> Any:
+    for i in index:
+        given = given[i]
+    return given
 
 
 def entry_name(index: tuple[int, ...]) -> str:
@@ -120,14 +156,13 @@ def part_view(item: KeyItem, letter: str, r: PartResult) -> dict[str, Any]:
     else:
         view["expected_table"] = table(expected, tol, None if ok is None else ~ok, asked)
     if r.given is not None and ok is not None:
-        given = decode(r.given)
         off = ~ok if asked is None else ~ok & asked
         wrong = np.argwhere(off) if expected.ndim else ([()] if not ok else [])
         for index in wrong[:MAX_LISTED]:
             index = tuple(int(i) for i in index)
             view["wrong"].append({
                 "where": entry_name(index) if index else "",
-                "given": number_text(float(given[index])),
+                "given": given_text(_entry_at(r.given, index)),
                 "expected": number_text(float(expected[index]), tol),
             })
         view["more"] = max(0, len(wrong) - MAX_LISTED)

@@ -36,6 +36,8 @@ class PartFeedback:
     carry: str = ""  # a remark on carried work
     invariants: list[str] = field(default_factory=list)  # properties every right value has that it lacks
     tolerance: str = ""  # the tolerance, in words
+    score: float = 0.0  # the grader's points for it (the static page's own check gives the same share)
+    points: float = 0.0
 
     @property
     def right(self) -> bool:
@@ -71,7 +73,7 @@ def check(problem: Problem, answers: Mapping[str, Any]) -> CheckResult:
     for r in result.parts:
         entry_ok = None if r.entry_ok is None else np.ravel(np.asarray(r.entry_ok, dtype=bool)).tolist()
         out.append(PartFeedback(r.part, r.verdict, entry_ok, r.message, list(r.diagnosis), list(r.mistakes),
-                                r.carry, list(r.invariants), tolerances.get(r.part, "")))
+                                r.carry, list(r.invariants), tolerances.get(r.part, ""), r.score, r.points))
     return CheckResult(out)
 
 

@@ -30,7 +30,7 @@ from ..core.i18n import _, using
 from ..core.outputs import owned_present, write_set
 from ..core.tolerance import SLACK, Tolerance
 from ..families import Env
-from ..grade.checks import carried_inputs, rerun_on_own
+from ..grade.checks import carried_inputs, fixed_entries, rerun_on_own
 from ..key import encode
 from .checking import check
 from .pages import page_html, problem_html, worked_html
@@ -78,10 +78,13 @@ def check_data(problem: Problem) -> dict[str, Any]:
                 if wrong.shape != env[part.step].shape:
                     continue
                 mistakes.append({"name": m.name, "text": _(m.feedback), **target(tol, wrong[0]),
-                                 "_full": wrong})
+                                 "entrywise": m.entrywise, "_full": wrong})
+            fixed = fixed_entries(item, part, env, 1)
             parts[part.id] = {
                 "kind": item.family.step(part.step).kind, "shape": list(shape),
                 "asked": None if asked is None else asked.ravel().tolist(),
+                # The entries a mask fixes, which count together as one (grade.checks.entry_credit).
+                "fixed": None if fixed is None else fixed[0].tolist(),
                 **target(tol, env[part.step][0]), "mistakes": mistakes, "carried": [],
                 "tolerance": tol.describe(),
             }

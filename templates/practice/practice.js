@@ -261,6 +261,33 @@
     return true;
   }
 
+  /** A slip made entry by entry (a masked score written as 0): every entry right or the slip's,
+   *  and at least one the slip's (grade.checks.matches_mistake). */
+  function someMatch(values, target, data, asked) {
+    var any = false;
+    for (var i = 0; i < values.length; i++) {
+      if (asked && !asked[i]) continue;
+      var slip = passes(values[i], target, i), right = passes(values[i], data, i);
+      if (!slip && !right) return false;
+      if (slip && !right) any = true;
+    }
+    return any;
+  }
+
+  /** The share of the points the entries earn, the grader's one rule (grade.checks.entry_credit):
+   *  each asked entry counts alike, the entries a mask fixes together as one, earned when all are right. */
+  function entryCredit(ok, fixed, asked) {
+    var units = 0, earned = 0, masked = 0, maskedRight = true;
+    for (var i = 0; i < ok.length; i++) {
+      if (asked && !asked[i]) continue;
+      if (fixed && fixed[i]) { masked++; if (!ok[i]) maskedRight = false; continue; }
+      units++;
+      if (ok[i]) earned++;
+    }
+    if (masked) { units++; if (maskedRight) earned++; }
+    return units ? earned / units : 1;
+  }
+
   /** Read one part's boxes: {state: "missing"|"format"|"ok", values, message}. */
   function readPart(fieldset, data) {
     var boxes = boxesOf(fieldset);
@@ -270,16 +297,20 @@
       try { return { state: "ok", values: parse.parseShape(texts[0], data.values.length) }; }
       catch (err) { return { state: "format", message: err.message }; }
     }
-    var values = [];
+    var values = [], unread = [], readable = 0, first = "";
     for (var k = 0; k < boxes.length; k++) {
       if (!texts[k]) { values.push(NaN); continue; } // an empty box is a wrong entry, as the grader reads it
-      try { values.push(parse.parseEntry(texts[k])); }
+      try { values.push(parse.parseEntry(texts[k])); readable++; }
       catch (err) {
+        // As the grader reads it: an unreadable box is a wrong entry, named, while another box can be read.
         var where = boxes[k].dataset.where;
-        return { state: "format", message: where ? _("%(where)s: %(error)s", { where: where, error: err.message }) : err.message };
+        values.push(NaN);
+        first = first || (where ? _("%(where)s: %(error)s", { where: where, error: err.message }) : err.message);
+        unread.push(where ? _("%(where)s: %(error)s; it counts as a wrong entry", { where: where, error: err.message }) : err.message);
       }
     }
-    return { state: "ok", values: values };
+    if (unread.length && !readable) return { state: "format", message: first };
+    return { state: "ok", values: values, unread: unread };
   }
 
   /** One variant's parts checked as the grader checks them, from the stored values. */
@@ -299,9 +330,12 @@
       }
       r.entry_ok = ok;
       r.right = right; r.count = count;
-      if (right === count) { r.verdict = "correct"; return; }
-      data.mistakes.forEach(function (m) { if (allMatch(values, m, asked)) r.diagnosis.push(m.text); });
-      var share = variant.per_entry ? right / count : 0;
+      if (right === count) { r.verdict = "correct"; r.share = 1; return; }
+      data.mistakes.forEach(function (m) {
+        if (m.entrywise ? someMatch(values, m, data, asked) : allMatch(values, m, asked)) r.diagnosis.push(m.text);
+      });
+      var share = variant.per_entry ? entryCredit(ok, data.fixed, asked) : 0;
+      r.share = share;
       var carried = data.carried.some(function (c) {
         var earlier = readings[c.input];
         return earlier.state === "ok" && allMatch(earlier.values, variant.parts[c.input].mistakes[c.mistake], variant.parts[c.input].asked) &&
@@ -309,11 +343,17 @@
       });
       if (carried && variant.carried_forward > share) {
         r.verdict = "carried";
+        r.share = variant.carried_forward;
         r.message = _("Right method: this follows correctly from your own earlier answers.");
         return;
       }
       r.verdict = share > 0 ? "partial" : "wrong";
       r.message = _("Entries within tolerance: %(correct)s of %(entries)s.", { correct: right, entries: count });
+      var masked = (data.fixed || []).filter(function (f, i) { return f && (!asked || asked[i]); }).length;
+      if (variant.per_entry && masked > 1) {
+        r.message += " " + _("%(sentence)s.", { sentence: _("the %(masked)s masked entries count together as one entry", { masked: masked }) });
+      }
+      (reading.unread || []).forEach(function (note) { r.message += " " + _("%(sentence)s.", { sentence: note }); });
     });
     return variant.order.map(function (id) { return results[id]; });
   }

@@ -87,6 +87,9 @@ def test_every_documented_param_value_generates_or_is_refused_by_the_spec(name, 
     ("attention.scores", {"d_k": 1}, {"unscaled", "divided_by_d"}),
     ("attention.scores", {"form": "vector", "d_k": 1}, {"unscaled", "transposed"}),
     ("attention.scores", {"tokens": 1}, {"transposed"}),
+    ("attention.weights", {"tokens": 1}, {"transposed"}),
+    ("attention.output", {"queries": 2, "keys": 3}, {"transposed"}),
+    ("backprop.attention", {}, {"zero_not_minus_inf"}),  # no mask: nothing to write as 0
     ("attention.output", {"d_k": 1}, {"unscaled"}),
     ("backprop.scores", {"tokens": 1}, {"transposed_dS", "untransposed_dS"}),
     ("delta.recurrent", {"d_k": 1, "d_v": 1}, {"transposed_state", "left_multiplied"}),
@@ -107,6 +110,9 @@ def test_the_transposed_mistakes_stay_for_square_matrices_larger_than_one():
         ("delta.chunk_forward", {"d_k": 3, "d_v": 3}, "untransposed_state"),
         ("backprop.projection", {"d_in": 2, "d_out": 2}, "untransposed_W"),
         ("attention.scores", {"tokens": 2}, "transposed"),
+        ("attention.weights", {"tokens": 2}, "transposed"),
+        ("attention.output", {"tokens": 3}, "transposed"),
+        ("attention.masked", {"tokens": 2}, "transposed"),
     ]:
         family = get_family(name)
         p = family.resolve(params)

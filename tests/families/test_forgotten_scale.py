@@ -80,7 +80,7 @@ def test_the_audit_names_a_forgotten_number_scale():
 
     q, k = [[1, 0, 1, 0], [0, 2, 0, 1]], [[1, 1, 0, 0], [0, 1, 1, 1]]
     raw = (np.array(q) @ np.array(k).T).tolist()
-    for params, text in (({"scale": 0.5}, "multiplied by the scale"), ({"stated_d_k": 16}, "divided by √d_k")):
+    for params, text in (({"scale": 0.5}, "multiplied by the scale"), ({"stated_d_k": 16}, "divided by √dₖ")):
         item = {"family": "attention.masked", "params": {"tokens": 2, "mask": "causal", **params},
                 "givens": {"Q": q, "K": k, "V": [[1, 0], [0, 1]]}, "claimed": {"unmasked": raw}}
         report = audit_spec({"title": "t", "items": [item]})

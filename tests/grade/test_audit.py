@@ -40,7 +40,7 @@ def test_a_planted_wrong_claim_is_found_and_its_mistake_named():
     differ = {(i, j) for i in range(3) for j in range(3) if unscaled[i][j] != right_scores()[i][j]}
     assert len(wrong.wrong_entries) == len(differ)
     text = audit_markdown(report)
-    assert "q2.scores (attention.scores): WRONG" in text and "not divided by √d_k" in text
+    assert "q2.scores (attention.scores): WRONG" in text and "not divided by √dₖ" in text
 
 
 def test_a_slip_no_mistake_explains_is_still_reported_with_the_right_value():

@@ -35,7 +35,10 @@ def test_one_entry_beyond_tolerance_lowers_exactly_that_part():
     subs[1].answers["q3.weights"][1][2] = float(doc["students"][1]["answers"]["q3.weights"][1][2]) + 0.3
     report = grade(key, subs)
     changed = by_part(report.results[1])
-    assert changed["q3.weights"].score == pytest.approx(changed["q3.weights"].points * 8 / 9)
+    # The masked entries of the weights count together as one (grade.checks.entry_credit).
+    masked = int((np.asarray(key.items[2].env["mask"][1]) < 0.5).sum())
+    units = 9 - masked + (masked > 0)
+    assert changed["q3.weights"].score == pytest.approx(changed["q3.weights"].points * (units - 1) / units)
     assert changed["q3.weights"].correct_entries == 8
     for part, result in changed.items():
         if part != "q3.weights":
@@ -63,7 +66,7 @@ def test_format_errors_are_reported_per_part_and_do_not_stop_grading():
     key, doc = make_key()
     subs = submissions_from(doc)
     subs[0].answers["q2.weights"] = [[1, 0]]  # wrong shape
-    subs[1].answers["q3.output"][0][1] = "banana"
+    subs[1].answers["q3.output"] = [["banana"] * len(row) for row in subs[1].answers["q3.output"]]  # no entry readable
     del subs[2].answers["q1.scores"]
     parts = [by_part(r) for r in grade(key, subs).results]
     assert parts[0]["q2.weights"].verdict == "format" and "3×3" in parts[0]["q2.weights"].message
@@ -113,7 +116,7 @@ def test_diagnosis_names_a_known_mistake():
     subs[0].answers["q1.scores"] = (q @ k.T).tolist()  # forgot 1/√d_k
     result = by_part(grade(key, subs).results[0])["q1.scores"]
     assert result.verdict in ("wrong", "partial")
-    assert any("√d_k" in d for d in result.diagnosis)
+    assert any("√dₖ" in d for d in result.diagnosis)
 
 
 def test_a_later_step_right_from_an_earlier_slip_earns_carried_credit():
@@ -157,7 +160,12 @@ def test_empty_boxes_in_a_grid_count_as_wrong_entries_and_the_rest_still_earn_cr
     report = grade(key, subs)
     result = by_part(report.results[0])["q3.weights"]
     assert result.verdict == "partial" and result.correct_entries == 7
-    assert result.score == pytest.approx(result.points * 7 / 9)
+    masked = np.asarray(key.items[2].env["mask"][0]) < 0.5  # count together as one entry
+    empty = np.zeros((3, 3), dtype=bool)
+    empty[0, 0] = empty[2, 1] = True
+    units = (~masked).sum() + masked.any()
+    earned = (~masked & ~empty).sum() + (masked.any() and not (masked & empty).any())
+    assert result.score == pytest.approx(result.points * earned / units)
     assert "2 of 9 boxes are empty" in result.message
     assert result.given[0][0] is None  # results.json stays valid JSON (no NaN)
 
@@ -200,6 +208,10 @@ def test_an_unknown_student_id_close_to_a_known_one_gets_a_suggestion():
 def test_an_unreadable_answer_is_kept_as_handed_in():
     key, doc = make_key()
     subs = submissions_from(doc)
-    subs[1].answers["q3.output"][0][1] = "banana"
-    part = by_part(grade(key, subs).results[1])["q3.output"]
-    assert part.verdict == "format" and part.given[0][1] == "banana"
+    subs[1].answers["q3.output"][0][1] = "banana"  # one box: the others are graded, the text is kept
+    subs[2].answers["q3.output"] = [["banana", True]] * len(subs[2].answers["q3.output"])  # none readable
+    results = grade(key, subs).results
+    part = by_part(results[1])["q3.output"]
+    assert part.verdict == "partial" and part.given[0][1] == "banana"
+    part = by_part(results[2])["q3.output"]
+    assert part.verdict == "format" and part.given[0] == ["banana", True]

@@ -87,7 +87,7 @@ def graded(tmp_path_factory):
                 wrong = arr(g["q2"]["Q"]) @ arr(g["q2"]["K"]).T
                 answers["q2.scores"] = wrong.tolist()
                 score = TOTAL - 2 + 2 * share(wrong, st["q2"]["scores"])
-                says = ("The scores were not divided by √d_k.",)
+                says = ("The scores were not divided by √dₖ.",)
             else:
                 wrong = softmax_rows(arr(g["q3"]["S"]), axis=0)
                 answers["q3.weights"] = wrong.tolist()
@@ -114,8 +114,8 @@ def graded(tmp_path_factory):
             answers["q2.scores"] = [[1, 2]]
             hand_in(i, answers, TOTAL - 2, ("expected a 3×3 matrix", "Could not be read"))
         elif i == 25:
-            answers["q3.weights"][0][1] = "banana"
-            hand_in(i, answers, TOTAL - 2, ('cannot read "banana"',))
+            answers["q3.weights"][0][1] = "banana"  # one unreadable box: a wrong entry, named
+            hand_in(i, answers, TOTAL - 2 / 9, ('row 1, column 2: cannot read "banana"',))
         elif i == 26:
             del answers["q5.output"]
             answers["q1.scores"] = None
@@ -125,7 +125,8 @@ def graded(tmp_path_factory):
             # whole file invalid JSON (refused by name, see test_integrity).
             answers["q4.weights"][2][0] = "nan"
             answers["q2.scores"][1][1] = True
-            hand_in(i, answers, TOTAL - 4, ("NaN", "found true"))
+            # q4's causal weights: 10 free entries and the 6 masked ones as one, 11 in all.
+            hand_in(i, answers, TOTAL - 2 / 11 - 2 / 9, ("NaN", "found true"))
         elif i == 28:
             answers["q4.scores"][1] = answers["q4.scores"][1][:2]
             answers["q1.scores"] = "1/0"
@@ -177,4 +178,4 @@ def test_item_analysis_counts_the_class(graded):
     assert "rows_sum_to_one (1)" in rows["q5.weights"]["broken_invariants"]
     assert float(rows["q1.scores"]["share_missing"]) == pytest.approx(1 / 30, abs=1e-4)
     md = (out / "item-analysis.md").read_text(encoding="utf-8")
-    assert "**unscaled**: 3 students" in md and "not divided by √d_k" in md
+    assert "**unscaled**: 3 students" in md and "not divided by √dₖ" in md

@@ -95,8 +95,12 @@ def test_unreadable_boxes_and_empty_parts_are_the_graders_format_and_missing(pro
     answers[scores][0][0] = "abc"
     answers[part_of(problem, "output")] = [["", ""], [" ", ""], ["", ""]]
     result = {p.part: p for p in practice.check(problem, answers).parts}
-    assert result[scores].verdict == "format" and 'cannot read "abc"' in result[scores].message
+    # One unreadable box among readable ones is a wrong entry, named (the grader's rule for a hand-edited file).
+    assert result[scores].verdict == "partial" and 'row 1, column 1: cannot read "abc"' in result[scores].message
     assert result[part_of(problem, "output")].verdict == "missing"
+    answers[scores] = [["abc"] * len(row) for row in answers[scores]]  # no box readable: the answer's format
+    result = {p.part: p for p in practice.check(problem, answers).parts}
+    assert result[scores].verdict == "format" and 'cannot read "abc"' in result[scores].message
 
 
 def test_full_width_fractions_and_minus_infinity_read_as_on_the_answer_form():

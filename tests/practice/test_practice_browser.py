@@ -263,23 +263,69 @@ def test_the_static_checker_agrees_with_the_grader(browser, static_site, lang):
             problem = pg.problem()
             right = right_answers(problem)
             sets = [right]
-            asked = {p.step for p in problem.key.items[0].parts}
-            for m in problem.key.items[0].family.misconceptions:
-                if m.applies_to(problem.key.items[0].params) and m.step in asked:  # mistakes of asked steps only
-                    part, value = mistake_value(problem, m.name)
-                    if np.shape(value) == np.shape(problem.key.items[0].env[m.step][0]):
-                        sets.append({**right, part: as_texts(value)})
+            (item,) = problem.key.items
+            asked = {p.step: p.id for p in item.parts}
+            for m in item.family.misconceptions:  # each mistake of an asked step (one name may be of several)
+                if m.applies_to(item.params) and m.step in asked:
+                    with np.errstate(all="ignore"):
+                        value = np.asarray(m.fn(item.env, item.params, np))[0]
+                    if np.shape(value) == np.shape(item.env[m.step][0]):
+                        sets.append({**right, asked[m.step]: as_texts(value)})
             slipped = {pid: [[t if rng.random() > 0.2 else "0.1" for t in row] for row in v] for pid, v in right.items()}
             sets += [slipped, {pid: None for pid in right}, {**right, part_of(problem, "scores"): [["x"] * 3] * 3}]
+            sets += planted_slips(problem, right)
             for answers in sets:
                 pg.fill({pid: v if v is not None else np.full(np.shape(right[pid]), None).tolist()
                          for pid, v in answers.items()})
                 sent = pg.driver.execute_script("return window.qkvquizPractice.collect()")
-                seen = {pid: m["verdict"] for pid, m in pg.check().items()}
-                graded = {p.part: p.verdict for p in practice.check(problem, sent).parts}
+                checked = pg.check()
+                seen = {pid: m["verdict"] for pid, m in checked.items()}
+                parts = practice.check(problem, sent).parts
+                graded = {p.part: p.verdict for p in parts}
                 assert seen == graded, (topic, problem.seed, answers)
+                # The same score: the entries a mask fixes count as one on the page as in the grader.
+                shares = pg.driver.execute_script(SHARES)
+                for p in parts:
+                    if p.verdict in ("correct", "partial", "wrong", "carried"):
+                        assert shares[p.part] * p.points == pytest.approx(p.score), (topic, problem.seed, p.part, answers)
+                for p in parts:  # the same mistakes named (a masked score written as 0 in one entry too)
+                    assert bool(checked[p.part]["diagnosis"]) == bool(p.diagnosis), (topic, problem.seed, p.part, answers)
             pg.driver.find_element(By.ID, "another").click()
             wait_for(pg.driver, lambda: pg.seed() != problem.seed)
+
+
+# The share of the points the page gives each part (practice.js checkVariant), from the boxes as filled.
+SHARES = """
+var c = window.qkvquizPractice.current(), readings = {}, out = {};
+document.querySelectorAll('fieldset.part').forEach(function (f) {
+  readings[f.dataset.part] = window.qkvquizPractice.readPart(f, c.variant.parts[f.dataset.part]);
+});
+window.qkvquizPractice.checkVariant(c.variant, readings).forEach(function (r) { out[r.part] = r.share || 0; });
+return out;
+"""
+
+
+def planted_slips(problem, right) -> list[dict]:
+    """A masked score written as 0 (one, and all), one unreadable box, and the scale forgotten."""
+    scores = part_of(problem, "scores")
+    (item,) = problem.key.items
+    masked = [tuple(i) for i in np.argwhere(np.isneginf(np.asarray(item.env["scores"][0])))]
+    out = []
+    if masked:
+        one = [list(row) for row in right[scores]]
+        one[masked[0][0]][masked[0][1]] = "0"
+        every = [list(row) for row in right[scores]]
+        for i, j in masked:
+            every[i][j] = "0"
+        out += [{**right, scores: one}, {**right, scores: every}]
+    weights = part_of(problem, "weights")
+    unread = [list(row) for row in right[weights]]
+    unread[-1][-1] = "0、21"
+    out.append({**right, weights: unread})
+    m = next((m for m in item.family.mistakes_for("scores", item.params) if m.name == "unscaled"), None)
+    if m is not None:
+        out.append({**right, scores: as_texts(np.asarray(m.fn(item.env, item.params, np))[0])})
+    return out
 
 
 @pytest.fixture(scope="module")

@@ -70,7 +70,7 @@ def test_check_goes_through_the_grader(server, topics, monkeypatch):
     by_part = {p["part"]: p for p in result["parts"]}
     assert by_part[scores]["verdict"] in ("partial", "wrong") and by_part[scores]["mistakes"] == ["unscaled"]
     assert by_part[scores]["diagnosis"] and by_part["q1.weights"]["verdict"] == "carried"
-    assert by_part["q1.output"]["verdict"] == "format" and "divides by zero" in by_part["q1.output"]["message"]
+    assert by_part["q1.output"]["verdict"] == "partial" and "divides by zero" in by_part["q1.output"]["message"]
     assert result == {**practice.check(problem, answers).to_json(), "progress": result["progress"]}
     row = next(r for r in result["progress"] if r["family"] == "attention.output")
     assert row["checks"] >= 1 and any(m["name"] == "unscaled" for m in row["mistakes"])
