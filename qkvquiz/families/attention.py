@@ -409,13 +409,14 @@ def square(p: Params) -> bool:
     return n_queries(p) == n_keys(p) > 1
 
 
-# Aᵀ for A: each query's weights written down a column. Where Aᵀ lands on A within tolerance
-# (two tokens whose weights happen to mirror), the variant is redrawn (worksheet.rejections).
+# Aᵀ for A: each query's weights written down a column. Added after the families were published,
+# so it does not screen variants (Misconception.screens): where Aᵀ lands on A within tolerance (two
+# tokens whose weights happen to mirror), the answer is right either way and nothing is named.
 TRANSPOSED_WEIGHTS = Misconception(
     "weights", "transposed", lambda e, p, xp: swap(e.weights),
     N_("The weight matrix is transposed: row i holds query i's weights over every key (each row sums to 1), "
        "not column i."),
-    applies=square,
+    applies=square, screens=False,
 )
 
 
@@ -472,7 +473,7 @@ SCORES = Family(
         ),
         Misconception(
             "scores", "forgot_scale", lambda e, p, xp: _scores(e, _with(p, scale=NO_SCALE), xp),
-            FORGOT_FACTOR, applies=factor_shows,
+            FORGOT_FACTOR, applies=factor_shows, screens=False,
         ),
         Misconception(
             "scores", "divided_by_d", lambda e, p, xp: _scores(e, _with(p, scale=NO_SCALE), xp) / stated_d_k(p),
@@ -578,7 +579,7 @@ OUTPUT = Family(
         Misconception(
             "scores", "forgot_scale",
             lambda e, p, xp: apply_mask(e.Q @ swap(e.K), allowed_from_given(e.mask, xp=xp), xp=xp),
-            FORGOT_FACTOR, applies=factor_shows,
+            FORGOT_FACTOR, applies=factor_shows, screens=False,
         ),
         Misconception(
             "scores", "scaled_anyway",
@@ -672,7 +673,8 @@ def _unscaled_masked() -> tuple[Misconception, ...]:
     """The scale left out, before and after masking: √d_k (the default) or the spec's number."""
     raw = {"unmasked": lambda e, p, xp: raw_scores(e.Q, e.K, xp),
            "scores": lambda e, p, xp: apply_mask(raw_scores(e.Q, e.K, xp), allowed_from_given(e.mask, xp=xp), xp=xp)}
-    return tuple(Misconception(step, name, fn, feedback, applies=applies)
+    # Added after attention.masked was published: they name a slip, they do not screen variants.
+    return tuple(Misconception(step, name, fn, feedback, applies=applies, screens=False)
                  for step, fn in raw.items()
                  for name, feedback, applies in (("unscaled", UNSCALED, scale_shows),
                                                  ("forgot_scale", FORGOT_FACTOR, factor_shows)))
@@ -803,7 +805,7 @@ QK_SWAP = Family(
         ),
         Misconception(
             "scores", "forgot_scale", lambda e, p, xp: raw_scores(e.Q, e.K, xp),
-            FORGOT_FACTOR, applies=factor_shows,
+            FORGOT_FACTOR, applies=factor_shows, screens=False,
         ),
         Misconception(
             "scores", "scaled_anyway", lambda e, p, xp: scaled_raw(e.Q, e.K, _with(p, scaled=True, scale=SQRT_DK), xp),

@@ -305,6 +305,11 @@ class Misconception:
     # A slip made entry by entry (a masked score written as 0): named also when only some
     # entries have it, every other entry right (grade.checks.matches_mistake).
     entrywise: bool = False
+    # Whether a variant in which this mistake gives the right answer is drawn again
+    # (worksheet.rejections). A mistake added after its family was published does not screen,
+    # so that sets drawn before keep every student's variant; where its answer is the right one
+    # it is simply never named (tests/worksheet/test_variant_stability.py holds them to it).
+    screens: bool = True
 
     def applies_to(self, params: Params) -> bool:
         return self.applies is None or bool(self.applies(params))

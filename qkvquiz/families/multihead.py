@@ -215,7 +215,7 @@ MULTIHEAD = Family(
         Misconception(
             "scores", "forgot_scale", lambda e, p, xp: raw_scores(e.Qh, e.Kh, xp),
             N_("Each head's scores were not multiplied by the scale this problem gives (S⁽ʰ⁾ = scale·Q⁽ʰ⁾K⁽ʰ⁾ᵀ)."),
-            applies=lambda p: factor_shows(per_head(p)),
+            applies=lambda p: factor_shows(per_head(p)), screens=False,
         ),
         Misconception(
             "scores", "scaled_anyway",
