@@ -110,7 +110,7 @@ def _set(tmp_path, name: str, *extra: str):
 
 def test_generate_keeps_a_small_class_on_the_cpu_and_says_so(tmp_path, cupy):
     result, doc = _set(tmp_path, "gpu", "--backend", "cupy")
-    assert "computed on the CPU" in result.stderr
+    assert "computed on the CPU" in result.output
     assert cupy.calls == 0
     assert doc == _set(tmp_path, "cpu")[1]
 
@@ -118,7 +118,7 @@ def test_generate_keeps_a_small_class_on_the_cpu_and_says_so(tmp_path, cupy):
 def test_generate_hands_large_work_to_the_device(tmp_path, cupy, monkeypatch):
     monkeypatch.setattr(backend.place, "__kwdefaults__", {"break_even": 0.0})
     result, doc = _set(tmp_path, "gpu", "--backend", "cupy")
-    assert "computed on the CPU" not in result.stderr
+    assert "computed on the CPU" not in result.output
     assert cupy.calls > 0  # the candidates were screened on the device
     assert doc == _set(tmp_path, "cpu")[1]  # and the key is the same
 
@@ -131,8 +131,8 @@ def test_grade_weighs_its_own_work(tmp_path, cupy, monkeypatch):
                                "answers": doc["students"][0]["answers"]}), encoding="utf-8")
     key = str(tmp_path / "s" / "key.json")
     small = runner.invoke(app, ["grade", key, str(sub), "-o", str(tmp_path / "g1"), "--backend", "cupy"])
-    assert small.exit_code == 0 and "computed on the CPU" in small.stderr and cupy.calls == 0
+    assert small.exit_code == 0 and "computed on the CPU" in small.output and cupy.calls == 0
     monkeypatch.setattr(backend.place, "__kwdefaults__", {"break_even": 0.0})
     large = runner.invoke(app, ["grade", key, str(sub), "-o", str(tmp_path / "g2"), "--backend", "cupy"])
-    assert large.exit_code == 0 and "computed on the CPU" not in large.stderr and cupy.calls > 0
+    assert large.exit_code == 0 and "computed on the CPU" not in large.output and cupy.calls > 0
     assert ((tmp_path / "g1" / "results.json").read_bytes() == (tmp_path / "g2" / "results.json").read_bytes())
