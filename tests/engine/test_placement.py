@@ -21,10 +21,12 @@ from typer.testing import CliRunner
 from qkvquiz.cli import app
 from qkvquiz.engine import backend
 from qkvquiz.engine.backend import BackendUnavailable, place
+from qkvquiz.grade import workload
 from qkvquiz.grade.workload import grading_seconds
 from qkvquiz.key import load_key
 from qkvquiz.core.resources import bank_dir
 from qkvquiz.spec import load_spec
+from qkvquiz import worksheet
 from qkvquiz.worksheet import screening_seconds
 
 runner = CliRunner()
@@ -83,19 +85,33 @@ def test_a_missing_cupy_is_reported_however_small_the_work(monkeypatch):
 # --------------------------------------------------------------------- the estimates
 
 
-def test_the_screening_estimate_grows_with_the_class():
+class Clock:
+    """A clock that moves one second between readings: the estimates become counts, not timings."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_the_screening_estimate_scales_a_timed_probe_to_the_class(monkeypatch):
+    monkeypatch.setattr(worksheet, "perf_counter", Clock())
     spec = load_spec(bank_dir() / "all-families.yaml")
-    small, large = screening_seconds(spec, 100), screening_seconds(spec, 100_000)
-    assert 0 < small < large
-    assert large / small > 100  # linear in the class once past the probe (noise aside)
+    # One "second" per item's probe of PROBE candidates, scaled to the class (every draw of these
+    # items is accepted about as often for any roster, so the ratio is the classes' ratio).
+    small, large = screening_seconds(spec, 1_000), screening_seconds(spec, 100_000)
+    assert large == pytest.approx(100 * small)
+    assert small >= len(spec.items) * 1_000 / worksheet.PROBE  # at least a second per item per probe's worth
 
 
-def test_the_grading_estimate_grows_with_the_submissions(tmp_path):
+def test_the_grading_estimate_scales_a_timed_probe_to_the_submissions(tmp_path, monkeypatch):
     assert runner.invoke(app, ["generate", "backprop", "-n", "3", "-o", str(tmp_path / "s")]).exit_code == 0
     key = load_key(tmp_path / "s" / "key.json")
+    monkeypatch.setattr(workload, "perf_counter", Clock())
     assert grading_seconds(key, 0) == 0.0
-    small, large = grading_seconds(key, 10), grading_seconds(key, 100_000)
-    assert 0 < small < large
+    assert grading_seconds(key, 100_000) == pytest.approx(1.0 / workload.PROBE * 100_000)
 
 
 # ------------------------------------------------------------------------- commands
