@@ -18,35 +18,7 @@ from ..engine.attention import apply_mask, softmax, softmax_backward
 from ..engine.backend import swap
 from ..engine.masks import allowed_from_given
 from ..engine.projection import linear, linear_backward, matvec, matvec_backward
-from .attention import (
-    ATTENTION_EXTRA,
-    ZERO_NOT_MINUS_INF,
-    FORGOT_FACTOR,
-    FORGOT_FACTOR_DK,
-    FORGOT_FACTOR_DQ,
-    MASK_PARAMS,
-    QKV_GIVENS,
-    SCALE_PARAMS,
-    SIZE_PARAMS,
-    WEIGHTS_INVARIANTS,
-    _check_mask_params,
-    factor_shows,
-    masked,
-    masked_entries,
-    n_keys,
-    n_queries,
-    not_saturated,
-    qkv_params,
-    raw_scores,
-    sample_mask,
-    sample_qkv,
-    scale_shows,
-    score_factor,
-    scores_of,
-    square,
-    stated_d_k,
-    unscaled_asked,
-)
+from .qkv import ATTENTION_EXTRA, ZERO_NOT_MINUS_INF, FORGOT_FACTOR, FORGOT_FACTOR_DK, FORGOT_FACTOR_DQ, MASK_PARAMS, QKV_GIVENS, SCALE_PARAMS, SIZE_PARAMS, WEIGHTS_INVARIANTS, check_mask_params, factor_shows, masked, masked_entries, n_keys, n_queries, not_saturated, qkv_params, raw_scores, sample_mask, sample_qkv, scale_shows, score_factor, scores_of, square, stated_d_k, unscaled_asked
 from .base import (
     DECIMALS,
     Env,
@@ -360,7 +332,7 @@ ATTENTION = Family(
                       N_("∇A was used in place of ∇S: go back through the softmax first, then ∇K = ∇Sᵀ Q/√dₖ.")),
     ),
     accept=_attention_ok,
-    validate=_check_mask_params,
+    validate=check_mask_params,
     extra=ATTENTION_EXTRA,
 )
 

@@ -22,25 +22,7 @@ from ..engine.attention import softmax
 from ..engine.backend import swap
 from ..engine.multihead import merge_heads, split_heads
 from ..engine.projection import linear
-from .attention import (
-    LATER_PARAMS,
-    SATURATED,
-    SCALE_PARAMS,
-    SIZE_PARAMS,
-    SQRT_DK,
-    WEIGHTS_INVARIANTS,
-    divides_by_sqrt_dk,
-    factor_shows,
-    n_keys,
-    n_queries,
-    raw_scores,
-    scale_shows,
-    scaled_raw,
-    score_factor,
-    stated_d_k,
-    template_context,
-    unscaled_asked,
-)
+from .qkv import LATER_PARAMS, SATURATED, SCALE_PARAMS, SIZE_PARAMS, SQRT_DK, WEIGHTS_INVARIANTS, divides_by_sqrt_dk, factor_shows, n_keys, n_queries, raw_scores, scale_shows, scaled_raw, score_factor, stated_d_k, template_context, unscaled_asked
 from .base import (
     DECIMALS,
     Env,

@@ -19,7 +19,7 @@ import numpy as np
 from ..core.i18n import N_
 from ..core.seeding import Draw
 from ..engine.attention import softmax
-from .attention import SATURATED
+from .qkv import SATURATED
 from .base import (
     DECIMALS,
     Env,

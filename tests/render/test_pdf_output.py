@@ -360,7 +360,7 @@ def test_text_math_sets_fractions_scripts_and_signs() -> None:
     # A script of letters alone is itself italic (one element, not two); a mixed one holds its own.
     assert text_math_html("d_k") == '<span class="tm"><i>d</i><sub class="i">k</sub></span>'
     assert "<sub>1<i>j</i></sub>" in text_math_html("S_{1j}")
-    from qkvquiz.families.attention import MASKED_SCORES_FORMULA
+    from qkvquiz.families.qkv import MASKED_SCORES_FORMULA
 
     assert text_math_html(MASKED_SCORES_FORMULA).endswith(f'<span class="tx"> else </span>{MINUS}\u221e</span>')
 

@@ -81,15 +81,15 @@ def test_the_same_seed_draws_the_same_variants_as_the_release_before(label, spec
 def test_a_mistake_that_does_not_screen_leaves_the_variants_alone(monkeypatch):
     # The mechanism itself: the transposed-weights mistake, which came after attention.weights was
     # published, would redraw the two-token variants whose weights mirror if it screened.
-    from qkvquiz.families import attention
+    from qkvquiz.families import qkv
 
     def drawn() -> list[str]:
         return _digest(parse_spec({"title": "t", "items": [{"family": "attention.weights", "params": {"tokens": 2}}]}))
 
     kept = drawn()
     family = REGISTRY["attention.weights"]
-    screening = dataclasses.replace(attention.TRANSPOSED_WEIGHTS, screens=True)
-    mistakes = tuple(screening if m is attention.TRANSPOSED_WEIGHTS else m for m in family.misconceptions)
+    screening = dataclasses.replace(qkv.TRANSPOSED_WEIGHTS, screens=True)
+    mistakes = tuple(screening if m is qkv.TRANSPOSED_WEIGHTS else m for m in family.misconceptions)
     monkeypatch.setitem(REGISTRY, "attention.weights", dataclasses.replace(family, misconceptions=mistakes))
     assert drawn() != kept
 
