@@ -4,7 +4,12 @@ punctuation without stray spaces."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +19,8 @@ from qkvquiz.core.resources import bank_dir
 from qkvquiz.render.documents import key_student_document
 from qkvquiz.render.fonts import has_cjk
 from qkvquiz.render.math_html import math_html
+
+ROOT = Path(__file__).resolve().parents[2]
 
 #: The transparent text of a picture of math: what the picture draws, in its math face.
 _PICTURE_TEXT = re.compile(r'<span class="math-svg"[^>]*>([^<]*)</span>')
@@ -44,3 +51,97 @@ def test_no_picture_of_math_in_a_chinese_key_holds_cjk_text():
     drawn = [text for text in _PICTURE_TEXT.findall(key) if has_cjk(text)]
     assert not drawn, drawn[:10]
     assert key.count("。") > 100
+
+
+# ----------------------------------------------------------------------------- no CJK font
+
+
+def _no_cjk_font(monkeypatch: pytest.MonkeyPatch) -> None:
+    from qkvquiz.render import fonts
+
+    monkeypatch.setattr(fonts, "cjk_fonts", lambda: ())
+
+
+def test_a_chinese_pdf_set_without_a_cjk_font_stops_before_any_work(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from qkvquiz.cli import app
+
+    _no_cjk_font(monkeypatch)
+    out = tmp_path / "set"
+    result = CliRunner().invoke(app, ["generate", "attention-basics", "-n", "1", "--out", str(out),
+                                      "--lang", "zh", "--format", "md,pdf"])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("fonts-noto-cjk") == 1 and "--allow-missing-fonts" in result.output
+    assert not out.exists()
+    # Markdown and HTML need no font: the same set without PDFs is written.
+    result = CliRunner().invoke(app, ["generate", "attention-basics", "-n", "1", "--out", str(out),
+                                      "--lang", "zh", "--format", "md"])
+    assert result.exit_code == 0 and "fonts-noto-cjk" not in result.output
+
+
+def test_an_english_set_with_a_chinese_name_stops_too(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from qkvquiz.cli import app
+
+    _no_cjk_font(monkeypatch)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student,name\ns01,李雷\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["generate", "attention-basics", "--roster", str(roster),
+                                      "--out", str(tmp_path / "set"), "--format", "pdf"])
+    assert result.exit_code == 2 and "fonts-noto-cjk" in result.output
+
+
+def test_missing_glyphs_are_one_line_and_cjk_ones_none_after_the_font_warning(monkeypatch, caplog):
+    """WeasyPrint notes every character it draws as an empty box: thousands of lines for a
+    Chinese class without a CJK font, which buried the one warning naming the package."""
+    from qkvquiz.render.pdf import PdfResult, missing_glyph
+    from qkvquiz.render.pdf_batch import _log_warnings
+
+    def notdef(char: str) -> str:
+        return f'.notdef glyph rendered for Unicode string unsupported by fonts: "{char}" (U+{ord(char):04X})'
+
+    assert missing_glyph(notdef("注")) == "注" and missing_glyph("Ignored CSS property") is None
+    flood = tuple(notdef(c) for c in "注意力权重" * 300) + (notdef("\U0001d504"), "an other warning")
+    results = [PdfResult(Path(f"s{i}.pdf"), 2, flood) for i in range(3)]
+    _no_cjk_font(monkeypatch)
+    with caplog.at_level("WARNING", logger="qkvquiz.render.pdf_batch"):
+        _log_warnings(results)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 4, lines  # the other warning of each PDF, and one line for the rest
+    assert lines[-1] == "3 PDFs print empty boxes for 1 character that no installed font has: \U0001d504"
+    caplog.clear()
+    monkeypatch.setattr("qkvquiz.render.fonts.cjk_fonts", lambda: ("Noto Sans CJK SC",))
+    with caplog.at_level("WARNING", logger="qkvquiz.render.pdf_batch"):
+        _log_warnings(results[:1])
+    assert caplog.records[-1].getMessage().endswith(": 注意力权重\U0001d504")
+
+
+#: A font configuration with only the shipped faces: a machine without a CJK font.
+_LATIN_ONLY_FONTS = """<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "fonts.dtd">
+<fontconfig><dir>{fonts}</dir><cachedir>{cache}</cachedir></fontconfig>
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("fc-list") is None, reason="fontconfig's tools are not installed")
+def test_without_a_cjk_font_the_warning_is_said_once_and_no_notdef_flood(tmp_path):
+    pytest.importorskip("qkvquiz.render.pdf")
+    from qkvquiz.render.fonts import fonts_dir
+    from qkvquiz.render.pdf import pdf_available
+
+    if not pdf_available():
+        pytest.skip("WeasyPrint's libraries are not installed")
+    conf = tmp_path / "fonts.conf"
+    conf.write_text(_LATIN_ONLY_FONTS.format(fonts=fonts_dir(), cache=tmp_path / "fc-cache"), encoding="utf-8")
+    env = {**os.environ, "FONTCONFIG_FILE": str(conf), "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "qkvquiz", "generate", "attention-basics", "-n", "1", "--lang", "zh",
+               "--format", "pdf", "--public", "--out", str(tmp_path / "set")]
+    stopped = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert stopped.returncode == 2 and stopped.stderr.count("fonts-noto-cjk") == 1, stopped.stderr
+    went_on = subprocess.run([*command, "--allow-missing-fonts"], env=env, capture_output=True, text=True, timeout=600)
+    assert went_on.returncode == 0, went_on.stderr
+    assert went_on.stderr.count("fonts-noto-cjk") == 1 and ".notdef" not in went_on.stderr, went_on.stderr[:2000]
+    assert len(went_on.stderr.splitlines()) <= 3, went_on.stderr[:2000]
