@@ -145,3 +145,93 @@ def test_without_a_cjk_font_the_warning_is_said_once_and_no_notdef_flood(tmp_pat
     assert went_on.returncode == 0, went_on.stderr
     assert went_on.stderr.count("fonts-noto-cjk") == 1 and ".notdef" not in went_on.stderr, went_on.stderr[:2000]
     assert len(went_on.stderr.splitlines()) <= 3, went_on.stderr[:2000]
+
+
+# ----------------------------------------------------------------------------- punctuation
+
+#: Full-width marks that carry their own space: none may be followed (or preceded) by another.
+_WIDE = "、。，；：！？（）"
+_CATALOG = ROOT / "qkvquiz" / "locale" / "zh" / "LC_MESSAGES" / "qkvquiz.po"
+
+
+def _zh_messages() -> list[tuple[str, str]]:
+    from babel.messages.pofile import read_po
+
+    with _CATALOG.open("rb") as handle:
+        catalog = read_po(handle)
+    out = []
+    for message in catalog:
+        strings = message.string if isinstance(message.string, (list, tuple)) else [message.string]
+        out += [(str(message.id), s) for s in strings if s]
+    return out
+
+
+def test_catalog_has_no_half_width_space_beside_a_full_width_mark():
+    stray = re.compile(f"[{_WIDE}][ \u00a0]|[ \u00a0][{_WIDE}]")
+    found = [s for _, s in _zh_messages() if stray.search(s)]
+    assert not found, found[:10]
+
+
+def test_catalog_words_a_typesetter_asked_for():
+    messages = _zh_messages()
+    assert not [s for _, s in messages if "读作" in s]  # "无法读作数" → "无法识别为数字"
+    by_id = dict(messages)
+    assert "识别为数字" in by_id['cannot read "%(text)s" as a number (%(why)s)']
+    # A heading over a list of answers ends with no full stop.
+    assert by_id["**Answers.**"] == "**答案**" and by_id["Answers."] == "答案"
+
+
+def _zh_key(spec_name: str = "all-families.yaml") -> str:
+    spec = load_spec(bank_dir() / spec_name)
+    with i18n.using("zh"):
+        ws = build_worksheet(spec, ["s01"], seed=0)
+        return key_student_document(ws, 0)
+
+
+def test_a_line_break_after_a_chinese_mark_prints_no_space():
+    """Markdown's line break between two sentences is a space in HTML: after "。" it printed as a
+    stray half-width space ("H = X + Z。 答案：…")."""
+    from qkvquiz.render.html import markdown_body_html
+
+    html = markdown_body_html("加上残差：$H = X + Z$。\n答案：2×4 矩阵\n（0.4 分）；\n方差")
+    assert "。答案：2×4 矩阵（0.4 分）；方差" in re.sub(r"<[^>]+>", "", html), html
+    # Between Chinese and Latin text or math the space stays, as in English.
+    assert markdown_body_html("每个词元\n`t` 与\nsoftmax") == "<p>每个词元\n<code>t</code> 与\nsoftmax</p>\n"
+    assert markdown_body_html("One.\nTwo") == "<p>One.\nTwo</p>\n"
+
+
+@pytest.mark.slow
+def test_a_chinese_key_has_no_space_beside_a_full_width_mark():
+    page = re.sub(r"<style.*?</style>", "", _zh_key("attention-basics.yaml"), flags=re.S)
+    stray = re.compile(f"[{_WIDE}]\\s+(?=[^\\s<]|<(?:span|code|strong|em)\\b)")
+    found = [page[m.start() - 20 : m.end() + 20] for m in stray.finditer(page)]
+    assert not found, found[:5]
+
+
+def test_a_part_id_is_one_unbreakable_run_and_copies_as_written():
+    from qkvquiz.core.resources import templates_dir
+    from qkvquiz.render.html import markdown_body_html
+
+    html = markdown_body_html("小题 `attention-layernorm.var`（0.4 分），种子 `0`。")
+    assert '<code class="part-id">attention-layernorm.var</code>' in html  # ASCII "-", as the file spells it
+    assert "<code>0</code>" in html
+    css = (templates_dir() / "style.css").read_text(encoding="utf-8")
+    assert re.search(r"code\.part-id\s*\{[^}]*white-space:\s*nowrap", css)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils (pdftotext) is not installed")
+def test_no_part_id_is_broken_across_lines_in_a_chinese_key_pdf(tmp_path):
+    from qkvquiz.render.pdf import pdf_available, render_pdf
+
+    if not pdf_available():
+        pytest.skip("WeasyPrint's libraries are not installed")
+    render_pdf(_zh_key(), tmp_path / "key.pdf")
+    # -raw: the text in the order it is drawn, each printed line a line ("小题 theory-" and the
+    # rest of the id on the next one, where a line broke at the hyphen).
+    text = subprocess.run(["pdftotext", "-raw", str(tmp_path / "key.pdf"), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    broken = re.findall(r"[A-Za-z][\w.]*-$", text, re.M)
+    assert not broken, broken[:5]
+    assert "attention-layernorm.var" in text
+    assert "\ufffd" not in text and ".notdef" not in text
