@@ -235,3 +235,46 @@ def test_no_part_id_is_broken_across_lines_in_a_chinese_key_pdf(tmp_path):
     assert not broken, broken[:5]
     assert "attention-layernorm.var" in text
     assert "\ufffd" not in text and ".notdef" not in text
+
+
+# ----------------------------------------------------------------------------- names and header
+
+
+def test_the_markdown_worksheet_header_is_its_own_paragraph_and_carries_the_name():
+    from qkvquiz.render.html import markdown_body_html
+    from qkvquiz.render.markdown import worksheet_markdown
+
+    ws = build_worksheet(load_spec(bank_dir() / "attention-basics.yaml"), ["ada", "alan"], seed=1)
+    sheet = worksheet_markdown(ws, 0, name="Ada *Lovelace* <b>")
+    header = next(line for line in sheet.splitlines() if line.startswith("**Name:**"))
+    assert header.startswith(r"**Name:** Ada \*Lovelace\* \<b\> **Student:** `ada`"), header
+    body = markdown_body_html(sheet)
+    # The header line and the instructions are two paragraphs, and the name is text, as written.
+    assert re.search(r"<p><strong>Name:</strong> Ada \*Lovelace\* &lt;b&gt; <strong>Student:</strong>.*?</p>\n<p>Work each",
+                     body), body[:600]
+    # Without a name, a line to write it on.
+    assert "**Name:** ________________________ **Student:** `alan`" in worksheet_markdown(ws, 1)
+
+
+def test_generate_puts_roster_names_on_the_markdown_worksheet_and_in_key_html(tmp_path):
+    from qkvquiz.generate import generate_set
+
+    spec = load_spec(bank_dir() / "attention-basics.yaml")
+    made = generate_set(spec, ["ada", "alan"], tmp_path / "out", formats="md,html",
+                        names={"ada": "Ada Lovelace"})
+    assert "**Name:** Ada Lovelace **Student:** `ada`" in (made.folders["ada"] / "worksheet.md").read_text(encoding="utf-8")
+    key = (made.out / "key.html").read_text(encoding="utf-8")
+    assert ('<a href="#student-1"><span class="roster-id">ada</span></a> '
+            '<span class="roster-name">Ada Lovelace</span>') in key
+    assert '<span class="roster-id">alan</span></a> <span class="roster-code">' in key
+
+
+def test_the_key_cover_names_the_students_in_either_language():
+    from qkvquiz.render.documents import key_cover_document
+
+    ws = build_worksheet(load_spec(bank_dir() / "attention-basics.yaml"), ["ada", "alan"], seed=1)
+    cover = key_cover_document(ws, names={"alan": "阿兰"})
+    assert '<span class="roster-name">阿兰</span>' in cover and "(student id, name, variant)" in cover
+    with i18n.using("zh"):
+        assert "（学号、姓名、变体）" in key_cover_document(ws, names={"alan": "阿兰"})
+        assert "（学号、变体）" in key_cover_document(ws)
