@@ -278,3 +278,16 @@ def test_the_key_cover_names_the_students_in_either_language():
     with i18n.using("zh"):
         assert "（学号、姓名、变体）" in key_cover_document(ws, names={"alan": "阿兰"})
         assert "（学号、变体）" in key_cover_document(ws)
+
+
+@pytest.mark.parametrize("tokens, written", [(2, "1, 2"), (3, "1, 2, 3"), (5, r"1, \dots, 5")])
+def test_the_delta_rule_writes_few_tokens_out(tokens, written):
+    """"for each token t = 1,…,2" read oddly: two or three tokens are written out."""
+    from qkvquiz.render.markdown import worksheet_markdown
+    from qkvquiz.spec import parse_spec
+
+    spec = parse_spec({"title": "t", "items": [{"family": "delta.recurrent", "params": {"tokens": tokens}}]})
+    ws = build_worksheet(spec, ["a"], seed=1)
+    assert f"For each token $t = {written}$ it" in worksheet_markdown(ws, 0)
+    with i18n.using("zh"):
+        assert f"对每个词元 $t = {written}$，" in worksheet_markdown(ws, 0)
