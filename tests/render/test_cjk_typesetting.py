@@ -280,7 +280,7 @@ def test_the_key_cover_names_the_students_in_either_language():
         assert "（学号、变体）" in key_cover_document(ws)
 
 
-@pytest.mark.parametrize("tokens, written", [(2, "1, 2"), (3, "1, 2, 3"), (5, r"1, \dots, 5")])
+@pytest.mark.parametrize("tokens, written", [(2, r"1,\ 2"), (3, r"1,\ 2,\ 3"), (5, r"1, \dots, 5")])
 def test_the_delta_rule_writes_few_tokens_out(tokens, written):
     """"for each token t = 1,…,2" read oddly: two or three tokens are written out."""
     from qkvquiz.render.markdown import worksheet_markdown
