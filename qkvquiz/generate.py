@@ -215,7 +215,8 @@ def generate_set(
         if "html" in formats:  # the key for a browser, as private as the others
             from .render.documents import key_html_document
 
-            files.write("key.html", key_html_document(ws, page_size=page_size, templates=templates, rendered=rendered))
+            files.write("key.html", key_html_document(ws, page_size=page_size, templates=templates, rendered=rendered,
+                                                      names=names))
         if "pdf" in formats:
             _write_pdfs(ws, slugs, files, page_size=page_size, templates=templates, class_pdf=class_pdf,
                         progress=pdf_progress, workers=workers, names=names, work_space=work_space,
@@ -257,7 +258,8 @@ class _StudentFiles:
             texts = render_student(ws, i, templates=self.templates)  # problems and solutions, rendered once
             if "md" in self.formats:
                 put(f"{here}/worksheet.md",
-                    worksheet_markdown(ws, i, templates=self.templates, problems=texts["problem"]))
+                    worksheet_markdown(ws, i, templates=self.templates, problems=texts["problem"],
+                                       name=self.names.get(student, "")))
             if "html" in self.formats:
                 from .render.documents import worksheet_document
                 from .render.form import answer_form_html
@@ -528,7 +530,7 @@ def _write_pdfs(
     ]
     if class_pdf:  # the long jobs first, so that the pool's other workers fill in around them
         jobs[:0] = [
-            (later(lambda: [key_cover_document(ws, page_size=page_size), *map(key, students)], len(students) + 1),
+            (later(lambda: [key_cover_document(ws, page_size=page_size, names=names), *map(key, students)], len(students) + 1),
              files.path("key.pdf")),
             (later(lambda: [sheet(i) for i in students], len(students)), files.path("class.pdf")),
         ]

@@ -69,6 +69,10 @@ def generate(
         "--work-space", help="Room to work under each part on the html and pdf worksheets: a height "
         "(4cm, 30mm, 1.5in) or ruled lines (6 lines); an item's own work_space wins.")] = None,
     lang: LangOpt = None,
+    allow_missing_fonts: Annotated[bool, typer.Option(
+        "--allow-missing-fonts", help="Write PDFs even where they hold Chinese, Japanese or Korean text "
+        "and no installed font has its glyphs (they print as empty boxes); without it generate stops "
+        "and names the font package to install.")] = False,
 ) -> None:
     """Generate a personalised worksheet set: per student a worksheet (`--format`) and a blank
     `submission.json`; for you `key.json` (what `grade` reads) and `key.md` (answers with worked steps).
@@ -132,24 +136,24 @@ def generate(
         fail(str(exc))
     parsed = parsed.in_language(lang or parsed.lang)  # its own text too, where written in that language
     _say_untranslated(parsed)
-    # The spec and roster are good: only now may a first run create the instructor's secret.
-    secret, secret_file = _generate_secret(secret_file, public)
-    if secret_file is not None and readable_by_others(secret_file):
-        err.print(f"[yellow]warning:[/] {escape(str(secret_file))} is readable by other users; "
-                  f"`chmod 600 {escape(str(secret_file))}` keeps it yours.", highlight=False)
     fonts_warned = False  # the CJK-font warning is said once, here or after rendering
     font_warning: type[Warning] | None = None  # the warning that PDFs lack a CJK font (with PDFs only)
     if "pdf" in chosen:
         from ..render.fonts import MissingCjkFont, cjk_warning
 
         font_warning = MissingCjkFont
-
+        # Said (or stopped at) before any work, and before a first run creates the secret.
         texts = [parsed.title, parsed.instructions, *(i.title for i in parsed.items),
                  *(i.intro for i in parsed.items), *names.values()]
-        warning = cjk_warning(texts)
+        warning = cjk_warning(texts, lang=parsed.lang)
         if warning is not None:
-            err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+            _missing_font(warning, allow_missing_fonts)
             fonts_warned = True
+    # The spec, roster and fonts are good: only now may a first run create the instructor's secret.
+    secret, secret_file = _generate_secret(secret_file, public)
+    if secret_file is not None and readable_by_others(secret_file):
+        err.print(f"[yellow]warning:[/] {escape(str(secret_file))} is readable by other users; "
+                  f"`chmod 600 {escape(str(secret_file))}` keeps it yours.", highlight=False)
     from ..worksheet import screening_seconds
 
     xp = array_backend(backend, lambda: screening_seconds(parsed, len(ids)))
@@ -193,13 +197,17 @@ def generate(
         if templates is None:
             raise  # a bug in qkvquiz itself: keep the traceback
         fail(f"a template from {templates} failed: {type(exc).__name__}: {exc}")
+    boxes_printed = False  # CJK text found only while rendering (a template's own words)
     for warned in font_warnings:
         if font_warning is not None and issubclass(warned.category, font_warning):
             if not fonts_warned:
                 err.print(f"[yellow]warning:[/] {escape(str(warned.message))}", highlight=False)
-                fonts_warned = True
+                fonts_warned = boxes_printed = True
         else:
             warnings.showwarning(warned.message, warned.category, warned.filename, warned.lineno)
+    if boxes_printed and not allow_missing_fonts:
+        fail("the PDFs were written with empty boxes for their CJK text (see the warning above); "
+             "install a CJK font and generate again, or pass --allow-missing-fonts", code=1)
     console.print(
         f"Wrote {len(ids)} worksheet{'s' if len(ids) != 1 else ''} of [bold]{escape(parsed.title)}[/] ({len(parsed.items)} problem{'s' if len(parsed.items) != 1 else ''}, "
         f"{parsed.points:g} point{'s' if parsed.points != 1 else ''}; {', '.join(chosen)}) to {escape(str(out))}/students/, and the key to {escape(str(result.key_path))}.",
@@ -207,6 +215,14 @@ def generate(
     )
     console.print(escape(secrecy_note(seed, None if secret is None else secret.source)), highlight=False)
     # No stale student folders to report: the new set replaced students/ wholly.
+
+
+def _missing_font(problem: str, allowed: bool) -> None:
+    """Stop before any work where the PDFs would print their CJK text as empty boxes, or, where
+    the user said to go on, warn once."""
+    if not allowed:
+        fail(f"{problem} To write them anyway, pass --allow-missing-fonts.")
+    err.print(f"[yellow]warning:[/] {escape(problem)}", highlight=False)
 
 
 def _say_untranslated(spec) -> None:

@@ -9,6 +9,7 @@ never become markup, and how to print it in a terminal without sending escape se
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 MAX_ID_LENGTH = 200
@@ -99,3 +100,15 @@ def md_code(text: object) -> str:
     return f"{fence}{body}{fence}"
 
 
+#: ASCII punctuation that can start Markdown syntax (emphasis, links, HTML, code, escapes,
+#: tables, and ``$`` for math).
+_MARKDOWN_SYNTAX = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~&$])")
+
+
+def md_text(text: object) -> str:
+    r"""``text`` as plain Markdown text, on one line: every character that could start Markdown
+    syntax is backslash-escaped (CommonMark reads ``\*`` as ``*``), invisible characters are
+    shown as escapes, and line breaks become spaces. For a person's name on a worksheet, where a
+    code span (:func:`md_code`) would print it as code."""
+    body = " ".join(terminal_text(str(text).replace("\r", " ").replace("\n", " ")).split())
+    return _MARKDOWN_SYNTAX.sub(r"\\\1", body)

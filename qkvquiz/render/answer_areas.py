@@ -111,6 +111,12 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: fl
     return f'<div class="answer-set" data-part="{part}">{"".join(grids)}</div>'
 
 
+def _part_code(part_id: str) -> re.Pattern[str]:
+    """``<code>part_id</code>`` as Markdown renders it, with or without the class our renderer
+    gives a part id (``part-id``: one unbreakable run)."""
+    return re.compile(r'<code(?: class="part-id")?>' + re.escape(escapeHtml(part_id)) + "</code>")
+
+
 def answer_points(problem_html: str, part_ids: Sequence[str]) -> list[int | None]:
     """Where each part's answer area goes in ``problem_html``: the end of the list item, or
     just after the paragraph, that names ``<code>part_id</code>`` (as every bundled
@@ -118,14 +124,12 @@ def answer_points(problem_html: str, part_ids: Sequence[str]) -> list[int | None
     points: list[int | None] = []
     cursor = 0
     for part_id in part_ids:
-        needle = f"<code>{escapeHtml(part_id)}</code>"
-        at = problem_html.find(needle, cursor)
-        if at < 0:
-            at = problem_html.find(needle)
-        if at < 0:
+        needle = _part_code(part_id)
+        found = needle.search(problem_html, cursor) or needle.search(problem_html)
+        if found is None:
             points.append(None)
             continue
-        after = at + len(needle)
+        after = found.end()
         ends = [(i, tag) for tag in ("</li>", "</p>") if (i := problem_html.find(tag, after)) >= 0]
         if not ends:
             points.append(None)
@@ -273,7 +277,7 @@ def drop_answer_sentences(problem_html: str, part_ids: Sequence[str]) -> str:
     # ("Answer: a 3×3 matrix, part `q2.scores` (2 pt)."), exactly as their translation starts it.
     word = _("Answer:")
     for part_id in part_ids:
-        code = re.escape(f"<code>{escapeHtml(part_id)}</code>")
+        code = _part_code(part_id).pattern
         # The English sentence (bundled templates in English, or a user's English template).
         patterns = [r"\s*Answer: (?:(?!</?(?:li|p|div)\b).)*?,? part " + code + r" \([^()]*\bpt\)\."]
         if word != "Answer:":

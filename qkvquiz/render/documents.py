@@ -154,23 +154,41 @@ def _key_heading(ws: Worksheet) -> str:
     return _("Answer key: %(title)s") % {"title": html.escape(ws.spec.title)}
 
 
+def _roster_entry(ws: Worksheet, i: int, names: Mapping[str, str], *, link: bool) -> str:
+    """One student of the key's roster: id (a link to their answers in key.html), the roster's
+    name where it has one (an instructor looks for a name, not an id), and the variant."""
+    sid = html.escape(ws.students[i])
+    shown = f'<span class="roster-id">{sid}</span>'
+    if link:
+        shown = f'<a href="#student-{i + 1}">{shown}</a>'
+    name = names.get(ws.students[i], "")
+    if name:
+        shown += f' <span class="roster-name">{html.escape(name)}</span>'
+    return f'<li>{shown} <span class="roster-code">{html.escape(ws.codes[i])}</span></li>'
+
+
 @in_spec_language
 def key_cover_document(
-    ws: Worksheet, students: Sequence[int] | None = None, *, page_size: str = "A4"
+    ws: Worksheet, students: Sequence[int] | None = None, *, page_size: str = "A4",
+    names: Mapping[str, str] | None = None,
 ) -> str:
-    """The key's first page: title, seed, and the students in the order their pages follow."""
+    """The key's first page: title, seed, and the students in the order their pages follow
+    (with their names, where ``names`` has them: a roster's name column)."""
     chosen = range(len(ws.students)) if students is None else students
-    roster = "".join(
-        f'<li><span class="roster-id">{html.escape(ws.students[i])}</span> '
-        f'<span class="roster-code">{html.escape(ws.codes[i])}</span></li>'
-        for i in chosen
+    names = names or {}
+    roster = "".join(_roster_entry(ws, i, names, link=False) for i in chosen)
+    order = (
+        _("Each student's answers and worked steps start on a new page, in this order "
+          "(student id, name, variant); the PDF's bookmarks lead to each.")
+        if any(names.get(ws.students[i]) for i in chosen)
+        else _("Each student's answers and worked steps start on a new page, in this order "
+               "(student id, variant); the PDF's bookmarks lead to each.")
     )
     body = (
         '<header class="sheet-header">'
         f'<h1 class="sheet-title">{_key_heading(ws)}</h1></header>\n'
         f"<p>{_seed_sentence(ws, len(chosen))}</p>\n"
-        "<p>" + _("Each student's answers and worked steps start on a new page, in this order "
-                  "(student id, variant); the PDF's bookmarks lead to each.") + "</p>\n"
+        f"<p>{order}</p>\n"
         f'<ol class="key-roster">{roster}</ol>\n'
     )
     return html_document(
@@ -215,15 +233,13 @@ def key_student_document(
 def key_html_document(
     ws: Worksheet, *, page_size: str = "A4", templates: str | Path | None = None,
     rendered: Sequence[Mapping[str, Sequence[str]]] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> str:
     """The whole key as one page for a browser (``key.html``): the cover's roster, each
-    entry a link to the student's answers below; printed, each student starts a page.
+    entry a link to the student's answers below, with the student's name where ``names`` (a
+    roster's name column) has one; printed, each student starts a page.
     ``rendered``: every student's problems and solutions already rendered, if they are."""
-    roster = "".join(
-        f'<li><a href="#student-{i + 1}"><span class="roster-id">{html.escape(sid)}</span></a> '
-        f'<span class="roster-code">{html.escape(ws.codes[i])}</span></li>'
-        for i, sid in enumerate(ws.students)
-    )
+    roster = "".join(_roster_entry(ws, i, names or {}, link=True) for i in range(len(ws.students)))
     cover = (
         '<header class="sheet-header">'
         f'<h1 class="sheet-title">{_key_heading(ws)}</h1></header>\n'
@@ -251,10 +267,11 @@ def key_documents(
     *,
     page_size: str = "A4",
     templates: str | Path | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> list[str]:
     """The documents of ``key.pdf``: the cover, then each student's answers (roster order)."""
     chosen = range(len(ws.students)) if students is None else students
     return [
-        key_cover_document(ws, chosen, page_size=page_size),
+        key_cover_document(ws, chosen, page_size=page_size, names=names),
         *(key_student_document(ws, i, page_size=page_size, templates=templates) for i in chosen),
     ]

@@ -11,7 +11,7 @@ import jinja2
 
 from ..core.i18n import install_jinja
 from ..core.resources import templates_dir
-from ..core.untrusted import md_code
+from ..core.untrusted import md_code, md_text
 from . import worked
 from .latex import bmatrix, mask_sentences, num, shape_text
 from .sandbox import FolderLoader, Record, TemplateSandbox, TrustedEnvironment
@@ -39,7 +39,8 @@ def environment(directory: str | None = None) -> jinja2.Environment:
                                                      **options)
     else:
         env = TemplateSandbox(loader=FolderLoader([Path(directory), templates_dir()]), **options)
-    env.filters.update(bmatrix=bmatrix, num=num, shape=shape_text, mask_sentences=mask_sentences, md_code=md_code)
+    env.filters.update(bmatrix=bmatrix, num=num, shape=shape_text, mask_sentences=mask_sentences, md_code=md_code,
+                       md_text=md_text)
     env.globals.update(zip=zip, len=len, enumerate=enumerate)  # np (and for users a bounded range) come with it
     # The worked solutions' longest lines (score, softmax and output rows, gradient sums,
     # substitutions), one call per matrix.

@@ -280,10 +280,16 @@ def cjk_font_available() -> bool:
     return bool(cjk_fonts())
 
 
-def cjk_font_problem(texts: Iterable[str]) -> str | None:
-    """The warning when some text (a document, or the spec's text and names) has CJK characters
-    and no installed font has CJK glyphs, else None."""
-    if not any(has_cjk(t) for t in texts if t) or cjk_font_available():
+#: Output languages written in CJK characters: every page of a set in one of them needs a CJK font.
+CJK_LANGUAGES = frozenset({"zh"})
+
+
+def cjk_font_problem(texts: Iterable[str], *, lang: str | None = None) -> str | None:
+    """The warning when some text (a document, or the spec's text and names) has CJK characters,
+    or the pages are written in a CJK language (``lang``), and no installed font has CJK glyphs,
+    else None."""
+    needed = lang in CJK_LANGUAGES or any(has_cjk(t) for t in texts if t)
+    if not needed or cjk_font_available():
         return None
     found = (
         "fontconfig's fc-list is missing, so no font with those glyphs could be found"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
@@ -19,6 +20,7 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from qkvquiz.render.boxes import expand_empty_grids
+from qkvquiz.render.fonts import has_cjk
 from qkvquiz.render.math_html import FONT_SIZE_PT_DEFAULT, breakable, math_html
 from qkvquiz.render.page import (
     BASE_STYLE_MARKER,
@@ -63,6 +65,40 @@ _HAS_MATRIX = re.compile(r"\\begin\{(?:[bpvBV]?matrix|array|cases)\}(.*?)\\end\{
 
 #: Punctuation that ends a sentence's displayed matrix: Latin, and the full-width Chinese marks.
 _TRAILING_PUNCTUATION = re.compile(r"\s*([.,;:。，；：])(?!\d)")
+
+
+#: A part id as the templates write it in code: an item id and a step, ``q1.scores`` or
+#: ``attention-layernorm.var`` (words of letters, digits, "_" and "-", joined by dots).
+_PART_ID = re.compile(r"[\w-]+(?:\.[\w-]+)+")
+
+
+def _wide_punctuation(char: str | None) -> bool:
+    """Whether ``char`` is a full-width punctuation mark (。，；：（）…): it carries its own space."""
+    return char is not None and unicodedata.category(char)[0] == "P" and unicodedata.east_asian_width(char) in "WF"
+
+
+def _edge_char(tokens: Any, idx: int, step: int) -> str | None:
+    """The character next to inline token ``idx`` on one side (``step`` -1: before, 1: after):
+    the nearest text's; ``"x"`` for math (set like Latin text); None at a line's end."""
+    i = idx + step
+    while 0 <= i < len(tokens):
+        token = tokens[i]
+        if token.type in ("text", "code_inline") and token.content:
+            return token.content[-1] if step < 0 else token.content[0]
+        if token.type.startswith("math"):
+            return "x"
+        if token.type in ("softbreak", "hardbreak"):
+            return None
+        i += step
+    return None
+
+
+def _joins_without_space(before: str | None, after: str | None) -> bool:
+    """Whether a line break in the Markdown between ``before`` and ``after`` prints as nothing:
+    beside a full-width mark (。，；：（）), or between two CJK characters, a space is wrong in
+    Chinese text (CSS's rule for segment breaks, which WeasyPrint and browsers do not apply)."""
+    return _wide_punctuation(before) or _wide_punctuation(after) or (
+        before is not None and after is not None and has_cjk(before) and has_cjk(after))
 
 
 def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: bool = False) -> MarkdownIt:
@@ -121,6 +157,25 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
         out = self.renderToken(tokens, idx, options, env)
         return out + TEXT_BULLET if tokens[idx].meta.get("text_bullet") else out
 
+    def softbreak(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        # A line break of the source: a space as printed, except in Chinese text after "。"
+        # and the like, where it printed as a stray half-width space.
+        if _joins_without_space(_edge_char(tokens, idx, -1), _edge_char(tokens, idx, 1)):
+            return ""
+        return "\n"
+
+    plain_code = md.renderer.rules["code_inline"]
+
+    def code_inline(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        if _PART_ID.fullmatch(tokens[idx].content):
+            # A part id is one unbreakable run (.part-id): broken at its hyphen, the line
+            # showed "attention-" and "layernorm.var" apart. The hyphen stays ASCII "-", so a
+            # copied id is the one the submission file spells.
+            tokens[idx].attrSet("class", "part-id")
+        return plain_code(tokens, idx, options, env)
+
+    md.add_render_rule("code_inline", code_inline)
+    md.add_render_rule("softbreak", softbreak)
     md.add_render_rule("list_item_open", list_item_open)
     md.add_render_rule("paragraph_open", paragraph_open)
     md.add_render_rule("math_inline", inline)

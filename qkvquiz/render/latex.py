@@ -29,9 +29,12 @@ def _num(x: float, decimals: int) -> str:
 
 
 def _fixed(x: float, decimals: int) -> str:
-    # In a matrix of non-integers every entry gets the same number of decimals, so columns align.
+    # In a matrix of non-integers every entry gets the same number of decimals, so columns align;
+    # an exact integer stays one (−2, as the worked steps write it, not −2.0).
     if x == _INF or x == -_INF:
         return r"-\infty" if x < 0 else r"\infty"
+    if x.is_integer():
+        return str(int(x)) if x else "0"
     text = f"{x:.{decimals}f}"
     return text.replace("-", "") if float(text) == 0 else text
 
@@ -41,6 +44,9 @@ def _fixed_texts(values: list[float], decimals: int) -> list[str]:
     so they are formatted directly rather than looked up (%-formatting writes what format() does)."""
     spec = "%." + str(decimals) + "f"
     out = [spec % v for v in values]
+    for i, v in enumerate(values):
+        if v.is_integer():
+            out[i] = str(int(v)) if v else "0"  # an exact integer as the steps write it
     for i, text in enumerate(out):
         first = text[0]
         if first == "-":
@@ -143,7 +149,7 @@ def bmatrix(value: Any, decimals: int = 3) -> str:
             same_width, chosen, all_finite = _decisions(values, decimals)
             if not arr.shape[-1]:
                 text = _layout(arr, [])
-            elif same_width and chosen and all_finite:
+            elif same_width and chosen and all_finite and not any(v.is_integer() for v in values):
                 # Every entry with ``chosen`` decimals: the whole matrix in one %-format (what
                 # _fixed writes entry by entry), then any −0.00 unsigned.
                 text = _layout_format(arr.shape, "%." + str(chosen) + "f") % tuple(values)

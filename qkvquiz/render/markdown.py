@@ -341,16 +341,17 @@ def render_items(ws: Worksheet, student: int, kind: str, *, templates: str | Pat
 
 @in_spec_language
 def worksheet_markdown(ws: Worksheet, student: int, *, templates: str | Path | None = None,
-                       problems: Sequence[str] | None = None) -> str:
+                       problems: Sequence[str] | None = None, name: str = "") -> str:
     """The worksheet one student works on: givens and questions, no answers.
 
-    ``problems``: the student's problems already rendered (:func:`render_student`), if they are."""
+    ``problems``: the student's problems already rendered (:func:`render_student`), if they are;
+    ``name``: the roster's name, printed on the name line (left blank to write on without one)."""
     view = _spec_view(ws.spec)
     if problems is None:
         problems = render_items(ws, student, "problem", templates=templates)
     return render_template(["worksheet.md.j2"], dict(
         spec=view, student=ws.students[student], code=ws.codes[student], set_id=ws.set_id,
-        problems=problems, items=view.items,
+        problems=problems, items=view.items, name=name,
     ), _templates_key(templates))
 
 

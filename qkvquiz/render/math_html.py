@@ -15,6 +15,7 @@ change from student to student.
 from __future__ import annotations
 
 import html
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from typing import Any
 from qkvquiz.render.fonts import has_cjk
 from qkvquiz.render.svg_math import INFINITY, MINUS, MathRenderError, svg_math_html
 from qkvquiz.render.textmath import Unsupported, text_math_html
+
+_log = logging.getLogger(__name__)
 
 #: Body text size; math is laid out at the same size.
 FONT_SIZE_PT_DEFAULT = 11.0
@@ -267,7 +270,8 @@ def _quad_separated(latex: str) -> list[str]:
     return [part for part in parts if part]
 
 
-_LEADING_COMMA = re.compile(r"\s*,")
+#: A comma after a matrix, Latin or full-width: it stays with the matrix it follows.
+_LEADING_COMMA = re.compile(r"\s*([,\uff0c])")
 _LEADING_SPACE = re.compile(r"(?:\s+|\\(?:qquad|quad|[,;: ])(?![A-Za-z]))+")
 
 
@@ -281,7 +285,7 @@ def _matrix_groups(
         if isinstance(piece, str) and groups[-1] and isinstance(groups[-1][-1], _NumericMatrix):
             comma = _LEADING_COMMA.match(piece)
             if comma:
-                groups[-1].append(",")
+                groups[-1].append(comma.group(1))
                 piece = piece[comma.end() :]
             piece = _LEADING_SPACE.sub("", piece, count=1) if _LEADING_SPACE.match(piece) else piece
             if piece.strip():
@@ -299,6 +303,11 @@ def _matrix_groups(
     return groups
 
 
+#: A piece that is only punctuation, set as text: the Latin comma, and the full-width marks
+#: that end or part a Chinese sentence (、。，：；！？).
+_PUNCTUATION_ONLY = re.compile(r",|[\u3001\u3002\uff0c\uff1a\uff1b\uff01\uff1f]+")
+
+
 def _pieces_html(
     pieces: Sequence[str | _NumericMatrix], display: bool, font_size_pt: float, text: bool
 ) -> str:
@@ -308,8 +317,11 @@ def _pieces_html(
             parts.append(matrix_table_html(piece.rows))
             continue
         source = piece.strip()
-        if source == ",":
-            parts.append(",")  # a comma after a matrix: plain text, no picture needed
+        if _PUNCTUATION_ONLY.fullmatch(source):
+            # Punctuation after a matrix (",", or the "。" that ends a Chinese sentence): plain
+            # text in the body's faces. The pictures' math face has no CJK glyphs and drew an
+            # empty box for "。" and "，".
+            parts.append(html.escape(source))
             continue
         # Chinese words in a formula (a translated \text{…}) are set as text where they can be:
         # the pictures' math font has no CJK glyphs and would draw empty boxes.
@@ -319,8 +331,18 @@ def _pieces_html(
             if set_as_text is not None:
                 parts.append(set_as_text)
                 continue
+        if has_cjk(source):
+            _say_cjk_in_picture(source)
         parts.append(_svg_piece_cached(source, display, float(font_size_pt)))
     return "".join(parts)
+
+
+@lru_cache(maxsize=256)
+def _say_cjk_in_picture(source: str) -> None:
+    """Say (once per expression) that a picture of math holds CJK text: its face has no such
+    glyphs, so the page would show empty boxes where nothing else warns of them."""
+    _log.warning("math with CJK text is drawn as a picture whose face lacks those glyphs "
+                 "(empty boxes): %s", source)
 
 
 @lru_cache(maxsize=16384)

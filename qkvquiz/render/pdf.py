@@ -99,6 +99,19 @@ def pdf_available() -> bool:
 _MACHINE_NOTE = "Using fontTools instead of HarfBuzz-Subset"
 
 
+#: WeasyPrint's note for each character no font it was given has a glyph for: one per
+#: occurrence, thousands for a Chinese class on a machine without a CJK font.
+_NOTDEF = re.compile(r'^\.notdef glyph rendered for Unicode string unsupported by fonts: "(.+)" \(U\+[0-9A-Fa-f]+\)$',
+                     re.DOTALL)
+
+
+def missing_glyph(message: str) -> str | None:
+    """The character a WeasyPrint warning says no font could draw (printed as an empty box),
+    or None for any other warning."""
+    found = _NOTDEF.match(message)
+    return found.group(1) if found else None
+
+
 class _WarningCollector(logging.Handler):
     """Keeps WeasyPrint's warnings about the document being rendered."""
 

@@ -26,6 +26,7 @@ from qkvquiz.render.pdf import (
     PdfUnavailable,
     base_stylesheet,
     fonts_stylesheet,
+    missing_glyph,
     page_size_stylesheet,
     render_pdf,
     weasyprint_module,
@@ -271,7 +272,41 @@ def render_pdfs(
             collect(block=True)
 
     final = [r for r in results if r is not None]
-    for result in final:
-        for message in result.warnings:
-            _log.warning("%s: %s", result.path, message)
+    _log_warnings(final)
     return final
+
+
+#: How many of the characters without a glyph the one line about them names.
+_MISSING_SHOWN = 40
+
+
+def _log_warnings(results: Sequence[PdfResult]) -> None:
+    """WeasyPrint's warnings, each once; its notes of characters no font could draw (one per
+    occurrence: thousands for a Chinese class without a CJK font, which drowned the one
+    warning that says what to install) become one line that names them. CJK characters are
+    left out of it where no CJK font is installed: that warning, with the package, was said
+    before rendering (:class:`_CjkWatch`)."""
+    from qkvquiz.render.fonts import cjk_font_available, has_cjk
+
+    missing: dict[str, None] = {}  # in order of appearance
+    files = 0
+    cjk_said = None  # asked at most once, and only if a CJK character is missing
+    for result in results:
+        found = False
+        for message in result.warnings:
+            char = missing_glyph(message)
+            if char is None:
+                _log.warning("%s: %s", result.path, message)
+                continue
+            if has_cjk(char):
+                if cjk_said is None:
+                    cjk_said = not cjk_font_available()
+                if cjk_said:
+                    continue
+            missing.setdefault(char)
+            found = True
+        files += found
+    if missing:
+        shown = "".join(list(missing)[:_MISSING_SHOWN]) + ("…" if len(missing) > _MISSING_SHOWN else "")
+        _log.warning("%d PDF%s print empty boxes for %d character%s that no installed font has: %s",
+                     files, "s" if files != 1 else "", len(missing), "s" if len(missing) != 1 else "", shown)

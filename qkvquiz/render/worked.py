@@ -107,13 +107,44 @@ def softmax_rows(S: Any, A: Any, d: int, s: str = "S", a: str = "A", sup: str = 
     return "".join(lines)
 
 
+#: At most this many decimals more than asked for a sum's coefficients (see :func:`_adding_decimals`).
+_EXTRA_DECIMALS = 3
+
+
+def _adding_decimals(coeffs: Any, rows: Any, row_decimals: int, total: Any, d: int) -> int:
+    """How many decimals a weighted sum's coefficients are printed with, from ``d`` up: the
+    fewest with which the printed terms add up to the printed ``total`` (to within its last
+    digit). Rounded to ``d`` they may not: 0.62·[−1 −1] + 0.31·[1 0] printed as [−0.32 −0.62]
+    (the exact weights give −0.32; the printed ones −0.31), and a reader who checks the line
+    finds it wrong."""
+    coeffs = np.asarray(coeffs, dtype=np.float64)
+    rows = np.asarray(rows, dtype=np.float64)[: coeffs.shape[0]]
+    if not (np.all(np.isfinite(coeffs)) and np.all(np.isfinite(rows)) and np.all(np.isfinite(total))):
+        return d
+    shown_rows, shown_total = _shown(rows, row_decimals), _shown(total, d)
+    for k in range(d, d + _EXTRA_DECIMALS + 1):
+        if np.all(np.abs(_shown(coeffs, k) @ shown_rows - shown_total) <= 0.5 * 10.0 ** -d + 1e-9):
+            return k
+    return d
+
+
+def _shown(values: Any, decimals: int) -> np.ndarray:
+    """``values`` as :func:`num` and :func:`bmatrix` print them, rounded as text is (``%.3f`` of
+    −0.6165 is −0.617, where ``np.round`` gives −0.616)."""
+    arr = np.asarray(values, dtype=np.float64)
+    spec = "%." + str(decimals) + "f"
+    return np.array([float(spec % v) for v in arr.ravel().tolist()]).reshape(arr.shape)
+
+
 def output_rows(A: Any, V: Any, Z: Any, d: int, z: str = "Z", sup: str = "") -> str:
-    """``Z_i = Σ_j A_ij V_j`` for every row, the terms with a nonzero weight written out."""
+    """``Z_i = Σ_j A_ij V_j`` for every row, the terms with a nonzero weight written out (the
+    weights with the decimals that make the printed terms add up to the printed row)."""
     lines = []
     rows = [bmatrix(V[j]) for j in range(V.shape[0])]  # each value row once, not once per query
     weights = np.asarray(A).tolist()
     for i in range(A.shape[0]):
-        terms = [num(w, d) + r"\," + rows[j] for j, w in enumerate(weights[i][:V.shape[0]]) if w != 0]
+        k = _adding_decimals(weights[i][:V.shape[0]], V, 3, Z[i], d)
+        terms = [num(w, k) + r"\," + rows[j] for j, w in enumerate(weights[i][:V.shape[0]]) if w != 0]
         lines.append("- $" + z + "_{" + str(i + 1) + ",:}" + sup + " = " + (" + ".join(terms) or "0")
                      + " = " + bmatrix(Z[i], d) + "$\n")
     return "".join(lines)
@@ -134,7 +165,10 @@ def row_sums(label: str, coeffs: Any, rows: Any, result: Any, d: int, divisor: A
     lines = []
     for i in range(result.shape[0]):
         weights = coeffs[i]
-        terms = [coef(weights[k], d) + " " + row_texts[k] for k in range(rows.shape[0]) if weights[k] != 0]
+        # The coefficients with the decimals that make the printed terms add up to the sum printed next.
+        summed = result[i] if divisor == 1 else np.dot(weights, rows)
+        places = _adding_decimals(weights, rows, d, summed, d)
+        terms = [coef(weights[k], places) + " " + row_texts[k] for k in range(rows.shape[0]) if weights[k] != 0]
         scaled = ""
         if divisor != 1 and (weights != 0).any():
             scaled = r" = \frac{1}{" + divisor_tex + "} " + bmatrix(np.dot(weights, rows), d)

@@ -286,7 +286,7 @@ def test_fullwidth_entries_read_and_ambiguous_ones_refused_in_the_students_langu
     with i18n.using("zh"):
         with pytest.raises(AnswerFormatError, match="、.*每个格子只填一个元素"):
             parse_entry("１、５")
-        with pytest.raises(AnswerFormatError, match="第 1 行第 2 列：无法把“x”读作数"):
+        with pytest.raises(AnswerFormatError, match="第 1 行第 2 列：无法把“x”识别为数字"):
             parse_answer([[1, "x"], [1, 2]], (2, 2))
     with pytest.raises(AnswerFormatError, match="could separate two entries"):
         parse_entry("1、5")
@@ -304,7 +304,7 @@ def test_the_chinese_form_carries_its_messages_as_data_and_keeps_its_script_hash
     assert hashes.search(en).group(1) == hashes.search(zh).group(1)  # the same two scripts
     assert '<html lang="zh-Hans">' in zh and "保存答案" in zh and "Save answers" not in zh
     messages = json.loads(html.unescape(re.search(r'data-messages="([^"]*)"', zh).group(1)))
-    assert messages['cannot read "%(text)s" as a number (%(why)s)'] == "无法把“%(text)s”读作数（%(why)s）"
+    assert messages['cannot read "%(text)s" as a number (%(why)s)'] == "无法把“%(text)s”识别为数字（%(why)s）"
     assert json.loads(html.unescape(re.search(r'data-messages="([^"]*)"', en).group(1))) == {}
     assert len(re.findall(r"<script\b", zh)) == 2
 

@@ -345,7 +345,7 @@ def test_the_chinese_form_takes_full_width_entries_and_the_grader_scores_them(br
     box = boxes(browser, "q3.weights")[4]
     type_into(box, "０、５")
     status = browser.find_element(By.CSS_SELECTOR, 'fieldset[data-part="q3.weights"] .part-status').text
-    assert status.startswith("第 2 行第 2 列：无法把“０、５”读作数（“、”既可能分隔两个元素"), status
+    assert status.startswith("第 2 行第 2 列：无法把“０、５”识别为数字（“、”既可能分隔两个元素"), status
     type_into(box, texts["q3.weights"][4])
     screenshot(browser, "answer-form-zh.png")
     before = {p.name for p in browser.downloads.iterdir()}

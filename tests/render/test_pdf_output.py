@@ -188,11 +188,11 @@ def test_the_key_gives_each_student_their_own_pages_with_their_answers(made) -> 
         first = owner.index(student) + 2
         section = " ".join(words(key, p) for p in range(first, first + owner.count(student)))
         # Each student's answers: the weights, to the decimals the item asks for (its
-        # tolerance), row by row.
+        # tolerance), row by row; an exact integer (a masked 0, a lone 1) as an integer.
         weights = ws.variant(i)[1]["steps"]["weights"]
         d = key_decimals(ws.spec.items[1])
         for row in weights:
-            assert " ".join(f"{x:.{d}f}" for x in row) in section
+            assert " ".join(str(int(x)) if float(x).is_integer() else f"{x:.{d}f}" for x in row) in section
 
 
 @pytest.mark.slow

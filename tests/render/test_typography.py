@@ -130,9 +130,11 @@ def test_key_numbers_are_formatted_one_way() -> None:
     from qkvquiz.render.latex import bmatrix, label_symbol, num
 
     assert [num(x, 2) for x in (2.5, 1.0, 0.26894, -0.001, -0.0, 1 / 3)] == ["2.5", "1", "0.27", "0", "0", "0.33"]
-    # A matrix: every entry the decimals the matrix needs (aligned), never "-0".
-    assert bmatrix([[1, -2], [1.5, -0.0]], 2) == r"\begin{bmatrix} 1.0 & -2.0 \\ 1.5 & 0.0 \end{bmatrix}"
-    assert bmatrix([[1, -2], [1.5, -0.001]], 2) == r"\begin{bmatrix} 1.00 & -2.00 \\ 1.50 & 0.00 \end{bmatrix}"
+    # A matrix: every entry the decimals the matrix needs (aligned), never "-0"; an exact integer
+    # as the worked steps write it (−2, not −2.0), a rounded entry with its decimals (0.00).
+    assert bmatrix([[1, -2], [1.5, -0.0]], 2) == r"\begin{bmatrix} 1 & -2 \\ 1.5 & 0 \end{bmatrix}"
+    assert bmatrix([[1, -2], [1.5, -0.001]], 2) == r"\begin{bmatrix} 1 & -2 \\ 1.50 & 0.00 \end{bmatrix}"
+    assert bmatrix([[[0.5, -2]], [[1, 3]]], 2) == r"\begin{bmatrix} 0.5 & -2 \end{bmatrix},\ \begin{bmatrix} 1 & 3 \end{bmatrix}"
     assert label_symbol("S", 0) == "s" and label_symbol("Z", 1) == "z" and label_symbol("S", 2) == "S"
     assert label_symbol(r"\nabla X", 1) == r"\nabla x"
     assert label_symbol(r"N_{\text{dot}}", 0) == r"N_{\text{dot}}"
@@ -146,7 +148,10 @@ def test_key_prints_the_asked_decimals_and_no_minus_zero() -> None:
     assert "- 0}" not in md and "- 0 " not in md
     import re
 
-    assert not re.search(r"\d\.\d{3}", md)  # never 3 decimals where 2 are asked
+    # Never 3 decimals where 2 are asked, but for a weighted sum's coefficients, which take the
+    # digit that makes the printed terms add up to the printed row (worked.output_rows).
+    coefficients = re.compile(r"\(?-?\d+\.\d+\)?\s*(?:\\,)?\s*(?=\\begin\{bmatrix\})")
+    assert not re.search(r"\d\.\d{3}", coefficients.sub("", md))
 
 
 def test_scalar_boxes_are_labelled_as_the_prompt_names_them() -> None:

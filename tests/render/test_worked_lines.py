@@ -6,6 +6,8 @@ kept below as the reference, in every language and every form a template asks fo
 
 from __future__ import annotations
 
+import re
+
 import jinja2
 import numpy as np
 import pytest
@@ -52,7 +54,8 @@ REFERENCE = r"""{% macro score_rows(Q, K, scaled, d_k, d, mask=None, name="S", s
 {%- endmacro %}
 {% macro output_rows(A, V, Z, d, z="Z", sup="") -%}
 {% for i in range(A.shape[0]) %}
-- ${{ z }}_{ {{- i + 1 }},:}{{ sup }} = {% for j in range(V.shape[0]) if A[i][j] != 0 %}{{ "" if loop.first else " + " }}{{ A[i][j]|num(d) }}\,{{ V[j]|bmatrix }}{% else %}0{% endfor %} = {{ Z[i]|bmatrix(d) }}$
+{% set k = places(A[i][:V.shape[0]], V, 3, Z[i], d) %}
+- ${{ z }}_{ {{- i + 1 }},:}{{ sup }} = {% for j in range(V.shape[0]) if A[i][j] != 0 %}{{ "" if loop.first else " + " }}{{ A[i][j]|num(k) }}\,{{ V[j]|bmatrix }}{% else %}0{% endfor %} = {{ Z[i]|bmatrix(d) }}$
 {% endfor %}
 {%- endmacro %}
 """
@@ -65,7 +68,8 @@ GRAD_REFERENCE = r"""{% macro coef(x, d) -%}
 {% macro row_sums(label, coeffs, rows, result, d, divisor=1, divisor_tex="") -%}
 {% for i in range(result.shape[0]) %}
 {% set raw = np.dot(coeffs[i], rows) %}
-- ${{ label }}_{ {{- i + 1 -}} } = {% for k in range(rows.shape[0]) if coeffs[i][k] != 0 %}{{ "" if loop.first else " + " }}{{ coef(coeffs[i][k], d) }} {{ rows[k]|bmatrix(d) }}{% else %}0{% endfor %}{% if divisor != 1 and (coeffs[i] != 0).any() %} = \frac{1}{ {{- divisor_tex -}} } {{ raw|bmatrix(d) }}{% endif %} = {{ result[i]|bmatrix(d) }}$
+{% set p = places(coeffs[i], rows, d, result[i] if divisor == 1 else raw, d) %}
+- ${{ label }}_{ {{- i + 1 -}} } = {% for k in range(rows.shape[0]) if coeffs[i][k] != 0 %}{{ "" if loop.first else " + " }}{{ coef(coeffs[i][k], p) }} {{ rows[k]|bmatrix(d) }}{% else %}0{% endfor %}{% if divisor != 1 and (coeffs[i] != 0).any() %} = \frac{1}{ {{- divisor_tex -}} } {{ raw|bmatrix(d) }}{% endif %} = {{ result[i]|bmatrix(d) }}$
 {% endfor %}
 {%- endmacro %}
 
@@ -133,7 +137,7 @@ def reference():
                              keep_trailing_newline=True, extensions=["jinja2.ext.i18n"])
     env.install_gettext_callables(lambda m: i18n._(m), lambda s, p, n: i18n.ngettext(s, p, n), newstyle=True)
     env.filters.update(num=num, bmatrix=bmatrix, shape=shape_text)
-    env.globals.update(np=np, zip=zip)
+    env.globals.update(np=np, zip=zip, places=worked._adding_decimals)  # the sums' coefficient decimals
     return env.from_string(REFERENCE + LISTS_REFERENCE).module
 
 
@@ -143,7 +147,7 @@ def grad_reference(reference):
                              keep_trailing_newline=True, extensions=["jinja2.ext.i18n"])
     env.install_gettext_callables(lambda m: i18n._(m), lambda s, p, n: i18n.ngettext(s, p, n), newstyle=True)
     env.filters.update(num=num, bmatrix=bmatrix)
-    env.globals.update(np=np, zip=zip)
+    env.globals.update(np=np, zip=zip, places=worked._adding_decimals)  # the sums' coefficient decimals
     return env.from_string(GRAD_REFERENCE).module
 
 
@@ -300,3 +304,44 @@ def test_a_shared_parts_list_is_kept_per_language_and_a_fresh_one_never():
     parts[0] = {**parts[0], "points": 7.5}
     with i18n.using("en"):
         assert worked.parts_list(parts) != english and "7.5 pt" in worked.parts_list(parts)
+
+
+_VEC = r"\\begin\{bmatrix\}([^\\]*)\\end\{bmatrix\}"
+_TERM = re.compile(r"\(?(-?\d+(?:\.\d+)?)\)?\s*(?:\\,)?\s*" + _VEC)
+
+
+def _sums_that_do_not_add_up(text: str) -> list[str]:
+    """Lines ``c₁ [row] + c₂ [row] + … = [result]`` whose printed terms do not give the printed
+    result to within its last digit."""
+    wrong = []
+    for line in text.splitlines():
+        head, _eq, last = line.rpartition(" = ")
+        terms = _TERM.findall(head.rpartition(" = ")[2])
+        result = re.fullmatch(_VEC + r"\$", last.strip())
+        if len(terms) < 2 or result is None:
+            continue
+        shown = [x.strip() for x in result.group(1).split("&")]
+        total = sum(float(c) * np.array([float(x) for x in row.split("&")]) for c, row in terms)
+        digits = [len(x.partition(".")[2]) for x in shown]
+        if any(abs(t - float(x)) > 0.5 * 10.0 ** -k + 1e-9 for t, x, k in zip(total, shown, digits)):
+            wrong.append(line)
+    return wrong
+
+
+def test_a_weighted_sum_adds_up_from_the_numbers_it_prints():
+    """0.42·[1 0] + 0.16·[0 2] + 0.42·[2 −2] printed as [1.26 −0.52] from exact weights that
+    give it: the weights are printed with the digits that make the line add up."""
+    A = np.array([[0.4223, 0.1554, 0.4223]])
+    V = np.array([[1.0, 0.0], [0.0, 2.0], [2.0, -2.0]])
+    line = worked.output_rows(A, V, A @ V, 2)
+    assert not _sums_that_do_not_add_up(line), line
+    assert "0.422" in line and line.endswith(r"\begin{bmatrix} 1.27 & -0.53 \end{bmatrix}$" + "\n")
+    # Where the weights rounded to the asked decimals add up, they are printed so.
+    even = np.array([[0.5, 0.25, 0.25]])
+    assert worked.output_rows(even, V, even @ V, 2).startswith(r"- $Z_{1,:} = 0.5\,")
+    rng = np.random.default_rng(5)
+    for _trial in range(40):
+        coeffs = rng.normal(size=(3, 4)).round(4)
+        rows = rng.integers(-3, 4, (4, 3)).astype(float)
+        text = worked.row_sums("\\nabla v", coeffs, rows, coeffs @ rows, 2)
+        assert not _sums_that_do_not_add_up(text), text
