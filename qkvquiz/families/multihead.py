@@ -123,7 +123,7 @@ def _formula(p: Params, step: str) -> str | None:
     return f"S^{{(h)}} = {scale}Q^{{(h)}} K^{{(h)\\top}}"
 
 
-_D_MODEL = N_("Each head is scaled by √d_k with d_k = d_model/h, its own width, not by √d_model.")
+_D_MODEL = N_("Each head is scaled by √dₖ with dₖ = d_model/h, its own width, not by √d_model.")
 _STACKED = (
     N_("The heads were stacked along the tokens (one under the other) and read back into n rows; "
     "concatenate each token's head outputs side by side along the features: [Z₁ | Z₂ | …].")

@@ -104,7 +104,7 @@ SHAPES = Family(
         Misconception("d_k", "times_heads", lambda e, p, xp: e.d_model * e.heads,
                       N_("The heads share d_model between them: d_k = d_model/h, not d_model·h.")),
         Misconception("sqrt_dk", "sqrt_d_model", lambda e, p, xp: xp.sqrt(e.d_model),
-                      N_("A head's scores are divided by √d_k of that head (d_model/h), not by √d_model.")),
+                      N_("A head's scores are divided by √dₖ of that head (d_model/h), not by √d_model.")),
         Misconception("sqrt_dk", "no_root", lambda e, p, xp: e.d_k,
                       N_("The scale is the square root of d_k.")),
         Misconception("q_shape", "full_width", lambda e, p, xp: _pair(e.n, e.d_model, xp),

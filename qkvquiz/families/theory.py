@@ -2,7 +2,7 @@
 
 - ``theory.dot_variance``: with independent entries of mean 0 and variance v, each product
   q_l k_l has variance v², so Var(q·k) = d_k v² (d_k for unit variance), σ = √d_k·v, about
-  99.7 % of scores lie in [−3σ, 3σ], and dividing by √d_k divides the variance by d_k.
+  99.7 % of scores lie in [−3σ, 3σ], and dividing by √dₖ divides the variance by dₖ.
   An optional empirical check hands out a few drawn pairs of ±√v vectors (mean 0, variance v
   exactly) and asks for the sample mean and variance of their dot products.
 - ``theory.softmax_jacobian``: ∂p_j/∂z_k = p_j(δ_jk − p_k), i.e. J = diag(p) − ppᵀ; when one
@@ -125,7 +125,7 @@ DOT_VARIANCE = Family(
         Misconception("three_sigma", "three_variances", lambda e, p, xp: 3.0 * e.variance,
                       N_("The 3σ range uses the standard deviation σ = √Var, not the variance.")),
         Misconception("scaled_variance", "divided_by_root", lambda e, p, xp: e.variance / xp.sqrt(e.d_k),
-                      N_("Scaling by c multiplies the variance by c²: dividing by √d_k divides the variance by d_k.")),
+                      N_("Scaling by c multiplies the variance by c²: dividing by √dₖ divides the variance by dₖ.")),
         Misconception("sample_var", "divided_by_m_minus_1", lambda e, p, xp: _sample_var(e.dots, xp, ddof=1),
                       N_("This problem's sample variance divides by m, the number of pairs, not by m − 1.")),
     ),
