@@ -51,6 +51,8 @@ def reference_num(x, decimals=3):
 def _reference_fixed(x, decimals):
     if np.isinf(x):
         return reference_num(x)
+    if float(x).is_integer():  # an exact integer as the worked steps write it (−2, not −2.0)
+        return str(int(x)) if x else "0"
     text = f"{x:.{decimals}f}"
     return text.replace("-", "") if float(text) == 0 else text
 
