@@ -40,16 +40,18 @@ from render import ONE_PAGE_SPEC
 PHASES = ("parse", "layout", "pdf write")
 
 
-def class_documents(students: int) -> tuple[list[str], list[str]]:
-    """The worksheets and keys ``generate`` would render for ``students`` students."""
+def captured_jobs(specs: list, students: int) -> list[tuple[int, str, str]]:
+    """``(spec index, html, target)`` of every PDF ``generate`` would render for each of ``specs``
+    (parsed specs) and ``students`` students: built, not rendered."""
     from qkvquiz import generate
     from qkvquiz.render import pdf_batch
-    from qkvquiz.spec import parse_spec
 
-    captured: list[tuple[str, str]] = []
+    captured: list[tuple[int, str, str]] = []
+    spec_index = 0
 
     def capture(jobs, **_options):  # the pool's jobs, not rendered
-        captured.extend((html.build() if isinstance(html, pdf_batch.Deferred) else html, str(target)) for html, target in jobs)
+        captured.extend((spec_index, html.build() if isinstance(html, pdf_batch.Deferred) else html, str(target))
+                        for html, target in jobs)
         return []
 
     real = pdf_batch.render_pdfs
@@ -57,12 +59,21 @@ def class_documents(students: int) -> tuple[list[str], list[str]]:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             ids = [f"S{20250000 + i}" for i in range(students)]
-            generate.generate_set(parse_spec(ONE_PAGE_SPEC), ids, Path(tmp) / "set", seed="bench",
-                                  formats="md,pdf", force=True)
+            for spec_index, spec in enumerate(specs):
+                generate.generate_set(spec, ids, Path(tmp) / f"set{spec_index}", seed="bench", formats="md,pdf",
+                                      force=True)
     finally:
         pdf_batch.render_pdfs = real
-    sheets = [html for html, target in captured if target.endswith("worksheet.pdf")]
-    keys = [html for html, target in captured if not target.endswith("worksheet.pdf")]
+    return captured
+
+
+def class_documents(students: int) -> tuple[list[str], list[str]]:
+    """The worksheets and keys ``generate`` would render for ``students`` students."""
+    from qkvquiz.spec import parse_spec
+
+    captured = captured_jobs([parse_spec(ONE_PAGE_SPEC)], students)
+    sheets = [html for _k, html, target in captured if target.endswith("worksheet.pdf")]
+    keys = [html for _k, html, target in captured if not target.endswith("worksheet.pdf")]
     return sheets, keys
 
 

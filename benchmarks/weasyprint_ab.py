@@ -44,31 +44,14 @@ IMPORT_MS = (time.process_time() - started) * 1000
 
 
 def documents(students: int, specs: list[str]) -> list[tuple[str, str]]:
-    from qkvquiz import generate
-    from qkvquiz.render import pdf_batch
+    """Each PDF's HTML and a name (spec, folder, file) for the bundled ``specs``."""
+    from pdf_split import captured_jobs
+
     from qkvquiz.spec import load_spec
 
-    captured: list[tuple[str, str]] = []
-    named: list[str] = []
-
-    def capture(jobs, **_options):
-        captured.extend((html.build() if isinstance(html, pdf_batch.Deferred) else html, str(target))
-                        for html, target in jobs)
-        return []
-
-    real = pdf_batch.render_pdfs
-    pdf_batch.render_pdfs = capture
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            ids = [f"S{20250000 + i}" for i in range(students)]
-            for name in specs:
-                spec = load_spec(HERE.parent / "problem_bank" / f"{name}.yaml")
-                before = len(captured)
-                generate.generate_set(spec, ids, Path(tmp) / name, seed="bench", formats="md,pdf", force=True)
-                named.extend(f"{name}-{Path(t).parent.name}-{Path(t).name}" for _, t in captured[before:])
-    finally:
-        pdf_batch.render_pdfs = real
-    return [(html, name) for (html, _), name in zip(captured, named)]
+    loaded = [load_spec(HERE.parent / "problem_bank" / f"{name}.yaml") for name in specs]
+    return [(html, f"{specs[k]}-{Path(target).parent.name}-{Path(target).name}")
+            for k, html, target in captured_jobs(loaded, students)]
 
 
 COMPONENTS = ("setup", "breaks", "pseudo", "subsets", "arrays", "flow")

@@ -20,7 +20,7 @@ from qkvquiz import practice
 from qkvquiz.core import i18n
 from qkvquiz.families import REGISTRY
 
-from ..render.test_answer_form_browser import FLAGS, _browser_paths
+from ..render.test_answer_form_browser import start_chrome
 from .helpers import as_texts, carried_value, mistake_value, part_of, right_answers, running
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
@@ -33,18 +33,7 @@ TOPICS = ["attention.output", "attention.masked"]
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    paths = _browser_paths()
-    if paths is None:
-        pytest.skip("no headless browser: install chromium and chromium-driver")
-    from selenium.webdriver.chrome.service import Service
-
-    chrome, driver_path = paths
-    options = webdriver.ChromeOptions()
-    options.binary_location = chrome
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chrome-profile')}")
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    driver = start_chrome(tmp_path_factory.mktemp("chrome-profile"))
     yield driver
     driver.quit()
 

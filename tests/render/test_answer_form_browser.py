@@ -49,8 +49,8 @@ def _browser_paths() -> tuple[str, str] | None:
     return (chrome, driver) if chrome and driver else None
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
+def start_chrome(profile: Path, prefs: dict | None = None):
+    """A headless chromium through its driver (skips where either is missing); ``profile`` a fresh folder."""
     paths = _browser_paths()
     if paths is None:
         pytest.skip("no headless browser: install chromium and chromium-driver")
@@ -61,13 +61,19 @@ def browser(tmp_path_factory):
     options.binary_location = chrome
     for flag in FLAGS:
         options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chrome-profile')}")
+    options.add_argument(f"--user-data-dir={profile}")
+    if prefs:
+        options.add_experimental_option("prefs", prefs)
+    # An explicit driver path: selenium never looks for (or downloads) a driver of its own.
+    return webdriver.Chrome(service=Service(driver_path), options=options)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
     downloads = tmp_path_factory.mktemp("downloads")
-    options.add_experimental_option("prefs", {
+    driver = start_chrome(tmp_path_factory.mktemp("chrome-profile"), {
         "download.default_directory": str(downloads), "download.prompt_for_download": False,
     })
-    # An explicit driver path: selenium never looks for (or downloads) a driver of its own.
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
     driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
     driver.downloads = downloads
     yield driver
