@@ -52,6 +52,7 @@ import numpy as np
 
 from ..core.i18n import _, using
 from ..core.i18n import chosen as language_chosen
+from ..grade.checks import fixed_entries
 from ..spec import ItemSpec, WorksheetSpec
 from ..worksheet import Worksheet, build_worksheet
 
@@ -95,6 +96,9 @@ class Entry:
     index: tuple[int, ...]
     value: float
     band: float
+    # A mask fixes it (a −∞ score, a 0 weight of a masked key): the grader counts all the fixed
+    # entries of a part together as one entry (grade.checks.entry_credit).
+    fixed: bool = False
 
     @property
     def infinite(self) -> bool:
@@ -128,20 +132,43 @@ def part_boxes(ws: Worksheet, item_index: int, student: int) -> list[PartBoxes]:
         exact = np.asarray(env[part.step][student], dtype=np.float64)
         band = np.asarray(item.tolerance_for(part.step).band(exact))
         asked = part.asked(exact.shape)
-        entries = tuple(Entry(tuple(int(i) for i in idx), float(exact[idx]), float(band[idx]))
+        fixed = fixed_entries(item, part, env, len(ws.students))
+        fixed = np.zeros(exact.shape, bool) if fixed is None else fixed[student].reshape(exact.shape)
+        entries = tuple(Entry(tuple(int(i) for i in idx), float(exact[idx]), float(band[idx]), bool(fixed[idx]))
                         for idx in np.ndindex(exact.shape) if asked is None or asked[idx])
         label = f"({'abcdefghijklmnopqrstuvwxyz'[k % 26]}) {item.family.step(part.step).prompt}"
         out.append(PartBoxes(part.id, label, part.points, exact.shape, entries, asked))
     return out
 
 
+def entry_units(part: PartBoxes) -> int:
+    """How many entries the grader counts in ``part``: the entries no mask fixes, and the fixed
+    ones (if any) as one (:func:`qkvquiz.grade.checks.entry_credit`)."""
+    fixed = _fixed_count(part)
+    return len(part.entries) - fixed + (fixed > 0)
+
+
+def entry_shares(part: PartBoxes) -> list[Fraction]:
+    """Each entry's share of ``part``'s points, as the grader weighs it: one unit per entry no mask
+    fixes, one unit shared equally by the fixed entries (``entry_credit``). They add up to 1."""
+    units = max(entry_units(part), 1)
+    fixed = _fixed_count(part)
+    return [Fraction(1, units * fixed) if getattr(e, "fixed", False) else Fraction(1, units) for e in part.entries]
+
+
+def _fixed_count(part: PartBoxes) -> int:
+    # An entry that carries no mask flag (a bare stand-in for an Entry) is no fixed one.
+    return sum(bool(getattr(e, "fixed", False)) for e in part.entries)
+
+
 def entry_weights(parts: Sequence[PartBoxes]) -> list[list[int]]:
-    """Whole-number weights per entry proportional to (part points / entries of the part)."""
-    shares = [Fraction(p.points).limit_denominator(10_000) / max(len(p.entries), 1) for p in parts]
-    denominator = reduce(lambda a, b: a * b // math.gcd(a, b), (s.denominator for s in shares), 1)
-    ints = [int(s * denominator) for s in shares]
-    common = reduce(math.gcd, [i for i in ints if i], 0) or 1
-    return [[max(i // common, 0)] * len(p.entries) for i, p in zip(ints, parts)]
+    """Whole-number weights per entry proportional to (part points × the entry's share of its
+    part, :func:`entry_shares`), all scaled by one factor and divided by their common divisor."""
+    shares = [[Fraction(p.points).limit_denominator(10_000) * s for s in entry_shares(p)] for p in parts]
+    flat = [s for row in shares for s in row]
+    denominator = reduce(lambda a, b: a * b // math.gcd(a, b), (s.denominator for s in flat), 1)
+    common = reduce(math.gcd, [int(s * denominator) for s in flat if s], 0) or 1
+    return [[max(int(s * denominator) // common, 0) for s in row] for row in shares]
 
 
 # --------------------------------------------------------------------------- problem text
@@ -355,8 +382,8 @@ def qti_item(ws: Worksheet, item_index: int, student: int, problem: str | None =
     })
     responses: list[tuple[str, Entry, float]] = []
     for k, part in enumerate(parts):
-        share = part.points / max(len(part.entries), 1)
-        for e in part.entries:
+        for e, fraction in zip(part.entries, entry_shares(part)):
+            share = part.points * fraction
             rid = _ident(f"R{k + 1}_" + "_".join(str(i + 1) for i in e.index) if e.index else f"R{k + 1}")
             responses.append((rid, e, share))
             decl = ET.SubElement(root, _q("responseDeclaration"), identifier=rid, cardinality="single",

@@ -176,3 +176,69 @@ def test_only_the_asked_entries_become_answer_fields():
         items = sorted(n for n in z.namelist() if n.endswith(".xml") and "manifest" not in n)
         counts = [z.read(n).decode().count("textEntryInteraction ") for n in items]
     assert sorted(counts) == sorted(fields)
+
+
+# ---------------------------------------------------------------- masked entries weigh as graded
+
+
+@pytest.fixture(scope="module")
+def causal_bank():
+    """A 4×4 causal-masked attention: its scores and weights each fix 6 entries (−∞, 0)."""
+    from qkvquiz.spec import parse_spec
+
+    spec = parse_spec({"title": "T", "items": [
+        {"family": "attention.masked", "params": {"mask": "causal", "tokens": 4}, "ask": {"scores": 1, "weights": 2}},
+    ]})
+    return export_questions(spec, 2, "causal")
+
+
+def graded_units(ws, student: int):
+    """Per part: the grader's fixed entries (bool per entry) and the share of the part that one
+    entry no mask fixes earns, and that all the fixed entries together earn (``entry_credit``)."""
+    from qkvquiz.grade.checks import entry_credit, fixed_entries
+
+    item, env = ws.spec.items[0], ws.envs[0]
+    out = []
+    for part in item.parts:
+        fixed = fixed_entries(item, part, env, len(ws.students))[student:student + 1]
+        one = np.zeros_like(fixed)
+        one[0, np.flatnonzero(~fixed[0])[0]] = True
+        out.append((fixed[0], float(entry_credit(one, fixed)[0]), float(entry_credit(fixed.copy(), fixed)[0])))
+    return out
+
+
+def test_a_causal_part_counts_eleven_units_as_the_grader_does(causal_bank):
+    ws, _files = causal_bank
+    for fixed, unmasked, masked in graded_units(ws, 0):
+        assert fixed.sum() == 6 and unmasked == pytest.approx(1 / 11) and masked == pytest.approx(1 / 11)
+
+
+def test_moodle_cloze_weights_count_the_masked_entries_as_one(causal_bank):
+    ws, files = causal_bank
+    cloze = [q.find("questiontext/text").text for q in ET.fromstring(files["questions-moodle.xml"])
+             if q.get("type") == "cloze"]
+    for s, text in enumerate(cloze):
+        weights = [int(w) for w in re.findall(r"\{(\d+):(?:NUMERICAL|SHORTANSWER):", text)]
+        units = graded_units(ws, s)
+        assert len(weights) == 16 * len(units)
+        for k, (fixed, unmasked, masked) in enumerate(units):
+            part = np.array(weights[16 * k:16 * (k + 1)])
+            assert part[~fixed].tolist() == [part[~fixed][0]] * 10  # every unmasked entry alike
+            assert part[~fixed][0] / part.sum() == pytest.approx(unmasked)  # 1 of 11 units
+            assert part[fixed].sum() / part.sum() == pytest.approx(masked)  # the 6 masked: 1 unit
+        # The parts' points (1 and 2) split the question's mark as in the spec.
+        assert sum(weights[16:]) == 2 * sum(weights[:16])
+
+
+def test_qti_scores_count_the_masked_entries_as_one(causal_bank):
+    ws, files = causal_bank
+    with zipfile.ZipFile(io.BytesIO(files["questions-qti21.zip"])) as zf:
+        for s, variant in enumerate(ws.students):
+            root = ET.fromstring(zf.read(f"items/{ws.spec.items[0].id}-{variant}.xml"))
+            scores = [float(c.find(f".//{Q}setOutcomeValue[@identifier='SCORE']/{Q}sum/{Q}baseValue").text)
+                      for c in root.findall(f"{Q}responseProcessing/{Q}responseCondition")]
+            for k, ((fixed, unmasked, masked), points) in enumerate(zip(graded_units(ws, s), (1, 2))):
+                part = np.array(scores[16 * k:16 * (k + 1)])
+                assert part.sum() == pytest.approx(points)
+                assert np.allclose(part[~fixed], points * unmasked)
+                assert part[fixed].sum() == pytest.approx(points * masked)
