@@ -39,6 +39,15 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def missing_font(problem: str, allowed: bool) -> None:
+    """Stop before any work where PDFs would print their CJK text as empty boxes (``problem``:
+    :func:`qkvquiz.render.fonts.cjk_font_problem`'s message, naming the font package), exit 2;
+    or, where the user said to go on (``--allow-missing-fonts``), warn once."""
+    if not allowed:
+        fail(f"{problem} To write them anyway, pass --allow-missing-fonts.")
+    err.print(f"[yellow]warning:[/] {escape(problem)}", highlight=False)
+
+
 def renamed(name: str, value: T, default: T, old_name: str, old_value: T | None) -> T:
     """An option given by its name or by its old one, a hidden alias that still works (``export
     questions --format`` is now ``--to``, as every export names its target): the value given,

@@ -17,6 +17,7 @@ from ._common import (
     console,
     err,
     fail,
+    missing_font,
     renamed,
     resolve_spec,
     safe_text,
@@ -218,6 +219,10 @@ def feedback(
     pdf: Annotated[bool, typer.Option(help="Also print pdf/<student>.pdf (needs WeasyPrint's libraries).")] = False,
     moodle_zip: Annotated[bool | None, typer.Option(
         "--moodle-zip/--no-moodle-zip", hidden=True, help="The old spelling of --to moodle.")] = None,
+    allow_missing_fonts: Annotated[bool, typer.Option(
+        "--allow-missing-fonts", help="With --pdf, write PDFs even where the pages hold Chinese, Japanese or "
+        "Korean text and no installed font has its glyphs (they print as empty boxes); without it the "
+        "export stops before writing anything and names the font package to install.")] = False,
 ) -> None:
     """Write each student's feedback as an HTML page (and PDF), and Moodle's feedback zip.
 
@@ -249,6 +254,13 @@ def feedback(
             pages, missing = feedback_pages(loaded, entries)
     except InputError as exc:
         fail(str(exc))
+    if pdf:  # as generate does: said (or stopped at) before anything is written
+        from ..render.fonts import cjk_font_problem
+
+        problem = cjk_font_problem([p.html for p in pages], lang=loaded.lang,
+                                   instead="export again, or leave out --pdf")
+        if problem is not None:
+            missing_font(problem, allow_missing_fonts)
     files: dict[str, bytes | str] = {f"html/{p.name}.html": p.html for p in pages}
     left_out: list[str] = []
     if moodle_zip:

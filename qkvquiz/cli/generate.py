@@ -20,6 +20,7 @@ from ._common import (
     err,
     exit_on_terminate,
     fail,
+    missing_font,
     progress_bar,
     resolve_spec,
     safe_text,
@@ -147,7 +148,7 @@ def generate(
                  *(i.intro for i in parsed.items), *names.values()]
         warning = cjk_warning(texts, lang=parsed.lang)
         if warning is not None:
-            _missing_font(warning, allow_missing_fonts)
+            missing_font(warning, allow_missing_fonts)
             fonts_warned = True
     # The spec, roster and fonts are good: only now may a first run create the instructor's secret.
     secret, secret_file = _generate_secret(secret_file, public)
@@ -215,14 +216,6 @@ def generate(
     )
     console.print(escape(secrecy_note(seed, None if secret is None else secret.source)), highlight=False)
     # No stale student folders to report: the new set replaced students/ wholly.
-
-
-def _missing_font(problem: str, allowed: bool) -> None:
-    """Stop before any work where the PDFs would print their CJK text as empty boxes, or, where
-    the user said to go on, warn once."""
-    if not allowed:
-        fail(f"{problem} To write them anyway, pass --allow-missing-fonts.")
-    err.print(f"[yellow]warning:[/] {escape(problem)}", highlight=False)
 
 
 def _say_untranslated(spec) -> None:

@@ -7,20 +7,40 @@ and ``rel`` depend on the entry). Three formats:
 
 - **Moodle XML** (Question bank → Import → Moodle XML): one *Embedded answers (Cloze)* question
   per variant, each entry a ``{w:NUMERICAL:=value:tolerance}`` field. Cloze weights are whole
-  numbers; each entry's weight is its part's points shared among its entries, all scaled by one
-  common factor, so the question's mark splits as the spec's points do. An entry that is −∞ (a
-  masked score) is a ``SHORTANSWER`` field accepting ``-inf``, ``−∞`` and ``-∞`` (NUMERICAL
-  cannot hold an infinity).
+  numbers; each entry's weight is its part's points times its share of the part as the grader
+  counts it (:func:`entry_shares`), all scaled by one common factor so that they stay whole, so
+  the question's mark splits as the spec's points do. An entry that is −∞ (a masked score) is a
+  ``SHORTANSWER`` field accepting ``-inf``, ``−∞`` and ``-∞`` (NUMERICAL cannot hold an
+  infinity).
 - **Canvas** ("Import Course Content" → QTI .zip file; Canvas reads QTI 1.2 with its own
   ``question_type`` metadata): an assessment with one question group per item that draws 1 of
   its variants; a variant asking one number is a ``numerical_question`` whose range is the
   band, any other a ``fill_in_multiple_blanks_question`` whose blanks accept, as text, every
-  number within the band written to the band's decimal place (:func:`accepted_texts`).
+  number within the band written to the band's decimal place (:func:`accepted_texts`). Canvas
+  scores such a question as (right blanks / blanks) × its points, every blank alike: its QTI
+  importer (``qti_exporter`` ``fill_in_the_blank.rb``, ``process_canvas``) gives every accepted
+  text the weight 100 and keeps no per-blank score, and
+  ``Quizzes::QuizQuestion::FillInMultipleBlanksQuestion`` counts right blanks. So a Canvas
+  question weighs every entry alike, the masked ones and the parts' points included; the
+  ``setvar`` of each blank says the same equal share.
 - **QTI 2.1** (a content package: ``imsmanifest.xml`` + one ``assessmentItem`` per variant):
   one ``textEntryInteraction`` per entry, a float response whose ``equal`` in the response
   processing has ``toleranceMode="absolute"`` and the entry's band; −∞ entries are string
   responses matched case-insensitively to the same spellings. ``SCORE`` adds each right
-  entry's share of its part's points; ``MAXSCORE`` is the item's points.
+  unmasked entry's share of its part's points; each right masked entry adds 1 to its part's
+  ``MASKED<k>`` outcome, and a last condition adds the masked entries' one share to ``SCORE``
+  when ``MASKED<k>`` counts all of them. ``MAXSCORE`` is the item's points.
+
+**Masked entries.** ``qkvquiz grade`` counts every entry of a part alike, except the entries a
+mask fixes (−∞ scores, 0 weights of masked keys), which count together as one entry, earned only
+when all of them are right (:func:`qkvquiz.grade.checks.entry_credit`): a 4×4 causal-masked part
+is 10 + 1 = 11 units. QTI 2.1's response processing says exactly that (above). A Moodle cloze
+question follows the weights as far as weights go: each unmasked entry is 1 unit and each of the
+6 masked entries 1/6 of one (whole weights 6 and 1), but a cloze question's mark is the sum of
+its fields' marks, each field on its own, so it cannot keep the unit back until all 6 are right:
+with 5 of the 6 masked entries right Moodle gives 5/6 of a unit and the grader none. With every
+masked entry right, or none, the two agree. Canvas weighs every blank alike (above), so there the
+6 masked entries weigh 6 units of 16.
 
 The problem text is the worksheet's own (the family's problem template) as HTML, with math
 left as ``\\(…\\)`` and ``\\[…\\]`` for the LMS's MathJax filter. What each format would read
@@ -52,6 +72,7 @@ import numpy as np
 
 from ..core.i18n import _, using
 from ..core.i18n import chosen as language_chosen
+from ..grade.checks import fixed_entries
 from ..spec import ItemSpec, WorksheetSpec
 from ..worksheet import Worksheet, build_worksheet
 
@@ -95,6 +116,9 @@ class Entry:
     index: tuple[int, ...]
     value: float
     band: float
+    # A mask fixes it (a −∞ score, a 0 weight of a masked key): the grader counts all the fixed
+    # entries of a part together as one entry (grade.checks.entry_credit).
+    fixed: bool = False
 
     @property
     def infinite(self) -> bool:
@@ -128,20 +152,43 @@ def part_boxes(ws: Worksheet, item_index: int, student: int) -> list[PartBoxes]:
         exact = np.asarray(env[part.step][student], dtype=np.float64)
         band = np.asarray(item.tolerance_for(part.step).band(exact))
         asked = part.asked(exact.shape)
-        entries = tuple(Entry(tuple(int(i) for i in idx), float(exact[idx]), float(band[idx]))
+        fixed = fixed_entries(item, part, env, len(ws.students))
+        fixed = np.zeros(exact.shape, bool) if fixed is None else fixed[student].reshape(exact.shape)
+        entries = tuple(Entry(tuple(int(i) for i in idx), float(exact[idx]), float(band[idx]), bool(fixed[idx]))
                         for idx in np.ndindex(exact.shape) if asked is None or asked[idx])
         label = f"({'abcdefghijklmnopqrstuvwxyz'[k % 26]}) {item.family.step(part.step).prompt}"
         out.append(PartBoxes(part.id, label, part.points, exact.shape, entries, asked))
     return out
 
 
+def entry_units(part: PartBoxes) -> int:
+    """How many entries the grader counts in ``part``: the entries no mask fixes, and the fixed
+    ones (if any) as one (:func:`qkvquiz.grade.checks.entry_credit`)."""
+    fixed = _fixed_count(part)
+    return len(part.entries) - fixed + (fixed > 0)
+
+
+def entry_shares(part: PartBoxes) -> list[Fraction]:
+    """Each entry's share of ``part``'s points, as the grader weighs it: one unit per entry no mask
+    fixes, one unit shared equally by the fixed entries (``entry_credit``). They add up to 1."""
+    units = max(entry_units(part), 1)
+    fixed = _fixed_count(part)
+    return [Fraction(1, units * fixed) if getattr(e, "fixed", False) else Fraction(1, units) for e in part.entries]
+
+
+def _fixed_count(part: PartBoxes) -> int:
+    # An entry that carries no mask flag (a bare stand-in for an Entry) is no fixed one.
+    return sum(bool(getattr(e, "fixed", False)) for e in part.entries)
+
+
 def entry_weights(parts: Sequence[PartBoxes]) -> list[list[int]]:
-    """Whole-number weights per entry proportional to (part points / entries of the part)."""
-    shares = [Fraction(p.points).limit_denominator(10_000) / max(len(p.entries), 1) for p in parts]
-    denominator = reduce(lambda a, b: a * b // math.gcd(a, b), (s.denominator for s in shares), 1)
-    ints = [int(s * denominator) for s in shares]
-    common = reduce(math.gcd, [i for i in ints if i], 0) or 1
-    return [[max(i // common, 0)] * len(p.entries) for i, p in zip(ints, parts)]
+    """Whole-number weights per entry proportional to (part points × the entry's share of its
+    part, :func:`entry_shares`), all scaled by one factor and divided by their common divisor."""
+    shares = [[Fraction(p.points).limit_denominator(10_000) * s for s in entry_shares(p)] for p in parts]
+    flat = [s for row in shares for s in row]
+    denominator = reduce(lambda a, b: a * b // math.gcd(a, b), (s.denominator for s in flat), 1)
+    common = reduce(math.gcd, [int(s * denominator) for s in flat if s], 0) or 1
+    return [[max(int(s * denominator) // common, 0) for s in row] for row in shares]
 
 
 # --------------------------------------------------------------------------- problem text
@@ -353,12 +400,18 @@ def qti_item(ws: Worksheet, item_index: int, student: int, problem: str | None =
         "identifier": identifier, "title": f"{item_index + 1} {_item_title(item)} ({variant})",
         "adaptive": "false", "timeDependent": "false",
     })
-    responses: list[tuple[str, Entry, float]] = []
+    # Each entry no mask fixes adds its share of SCORE when right. The entries a mask fixes count
+    # as one (grade.checks.entry_credit): each right one adds 1 to its part's MASKED<k>, and the
+    # part's one unit is added once MASKED<k> counts all of them.
+    responses: list[tuple[str, Entry, float | str]] = []
+    masked: list[tuple[str, int, float]] = []  # (counter, how many fixed entries, the unit's points)
     for k, part in enumerate(parts):
-        share = part.points / max(len(part.entries), 1)
+        fixed = sum(e.fixed for e in part.entries)
+        if fixed:
+            masked.append((f"MASKED{k + 1}", fixed, part.points / entry_units(part)))
         for e in part.entries:
             rid = _ident(f"R{k + 1}_" + "_".join(str(i + 1) for i in e.index) if e.index else f"R{k + 1}")
-            responses.append((rid, e, share))
+            responses.append((rid, e, f"MASKED{k + 1}" if e.fixed else part.points / entry_units(part)))
             decl = ET.SubElement(root, _q("responseDeclaration"), identifier=rid, cardinality="single",
                                  baseType="string" if e.infinite else "float")
             ET.SubElement(ET.SubElement(decl, _q("correctResponse")), _q("value")).text = \
@@ -366,6 +419,9 @@ def qti_item(ws: Worksheet, item_index: int, student: int, problem: str | None =
     for name, value in (("SCORE", 0.0), ("MAXSCORE", sum(p.points for p in parts))):
         out = ET.SubElement(root, _q("outcomeDeclaration"), identifier=name, cardinality="single", baseType="float")
         ET.SubElement(ET.SubElement(out, _q("defaultValue")), _q("value")).text = number_text(value)
+    for name, _count, _points in masked:
+        out = ET.SubElement(root, _q("outcomeDeclaration"), identifier=name, cardinality="single", baseType="integer")
+        ET.SubElement(ET.SubElement(out, _q("defaultValue")), _q("value")).text = "0"
     body = ET.SubElement(root, _q("itemBody"))
     text = problem if problem is not None else _problems(ws, student)[item_index]
     _html_into(body, problem_html(text))
@@ -405,11 +461,24 @@ def qti_item(ws: Worksheet, item_index: int, student: int, problem: str | None =
                                   includeLowerBound="true", includeUpperBound="true")
             ET.SubElement(equal, _q("variable"), identifier=rid)
             ET.SubElement(equal, _q("correct"), identifier=rid)
-        add = ET.SubElement(cond, _q("setOutcomeValue"), identifier="SCORE")
-        total = ET.SubElement(add, _q("sum"))
-        ET.SubElement(total, _q("variable"), identifier="SCORE")
-        ET.SubElement(total, _q("baseValue"), baseType="float").text = number_text(share)
+        if isinstance(share, str):  # a fixed entry: counted
+            _add(cond, share, "integer", "1")
+        else:
+            _add(cond, "SCORE", "float", number_text(share))
+    for name, count, points in masked:  # all the fixed entries of a part right: their one unit
+        cond = ET.SubElement(ET.SubElement(processing, _q("responseCondition")), _q("responseIf"))
+        match = ET.SubElement(cond, _q("match"))
+        ET.SubElement(match, _q("variable"), identifier=name)
+        ET.SubElement(match, _q("baseValue"), baseType="integer").text = str(count)
+        _add(cond, "SCORE", "float", number_text(points))
     return identifier, xml_document(root)
+
+
+def _add(parent: ET.Element, outcome: str, base_type: str, value: str) -> None:
+    """``outcome`` = ``outcome`` + ``value``, in QTI 2.1 response processing."""
+    total = ET.SubElement(ET.SubElement(parent, _q("setOutcomeValue"), identifier=outcome), _q("sum"))
+    ET.SubElement(total, _q("variable"), identifier=outcome)
+    ET.SubElement(total, _q("baseValue"), baseType=base_type).text = value
 
 
 def qti_package(ws: Worksheet) -> bytes:

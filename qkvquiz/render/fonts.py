@@ -284,10 +284,11 @@ def cjk_font_available() -> bool:
 CJK_LANGUAGES = frozenset({"zh"})
 
 
-def cjk_font_problem(texts: Iterable[str], *, lang: str | None = None) -> str | None:
+def cjk_font_problem(texts: Iterable[str], *, lang: str | None = None,
+                     instead: str = "generate again, or use md/html output") -> str | None:
     """The warning when some text (a document, or the spec's text and names) has CJK characters,
     or the pages are written in a CJK language (``lang``), and no installed font has CJK glyphs,
-    else None."""
+    else None. ``instead`` ends it: what to do once the font is installed, or instead."""
     needed = lang in CJK_LANGUAGES or any(has_cjk(t) for t in texts if t)
     if not needed or cjk_font_available():
         return None
@@ -299,7 +300,7 @@ def cjk_font_problem(texts: Iterable[str], *, lang: str | None = None) -> str | 
     return (
         f"the PDFs hold Chinese, Japanese or Korean text, but {found}: every such character would "
         f"print as an empty box. Install one, e.g. `sudo apt-get install {CJK_PACKAGE}` (Debian, "
-        "Ubuntu), then generate again, or use md/html output."
+        f"Ubuntu), then {instead}."
     )
 
 

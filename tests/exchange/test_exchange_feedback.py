@@ -82,3 +82,26 @@ def test_exported_feedback_keeps_the_language_it_was_graded_in(tmp_path):
     page = (tmp_path / "ret" / "html" / "ada.html").read_text(encoding="utf-8")
     # The page says it is Chinese (a PDF then sets it with a Chinese font's Simplified forms).
     assert '<html lang="zh-Hans">' in page and "反馈" in page
+
+
+def test_chinese_feedback_pdfs_without_a_cjk_font_stop_before_anything_is_written(tmp_path, monkeypatch):
+    # As `generate` does (tests/render/test_cjk_typesetting.py): the font lookup finds no CJK font.
+    from qkvquiz.render import fonts
+
+    key, doc = make_key(students=("ada",))
+    subs = [submission_from_json({"student": "ada", "answers": doc["students"][0]["answers"]}, "ada.json")]
+    write_reports(grade(key, subs, lang="zh"), tmp_path / "g")
+    monkeypatch.setattr(fonts, "cjk_fonts", lambda: ())
+    out = tmp_path / "ret"
+    result = CliRunner().invoke(app, ["export", "feedback", str(tmp_path / "g"), "--pdf", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("fonts-noto-cjk") == 1 and "--allow-missing-fonts" in result.output
+    assert not out.exists()  # no pages, no PDFs: nothing half written
+    # Without --pdf no font is needed; with --allow-missing-fonts the PDFs are written, said once.
+    result = CliRunner().invoke(app, ["export", "feedback", str(tmp_path / "g"), "--out", str(out)])
+    assert result.exit_code == 0 and "fonts-noto-cjk" not in result.output, result.output
+    result = CliRunner().invoke(app, ["export", "feedback", str(tmp_path / "g"), "--pdf", "--allow-missing-fonts",
+                                      "--out", str(tmp_path / "ret2")])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("fonts-noto-cjk") == 1
+    assert (tmp_path / "ret2" / "pdf" / "ada.pdf").is_file()

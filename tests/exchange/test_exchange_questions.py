@@ -176,3 +176,139 @@ def test_only_the_asked_entries_become_answer_fields():
         items = sorted(n for n in z.namelist() if n.endswith(".xml") and "manifest" not in n)
         counts = [z.read(n).decode().count("textEntryInteraction ") for n in items]
     assert sorted(counts) == sorted(fields)
+
+
+# ---------------------------------------------------------------- masked entries weigh as graded
+
+
+@pytest.fixture(scope="module")
+def causal_bank():
+    """A 4×4 causal-masked attention: its scores and weights each fix 6 entries (−∞, 0)."""
+    from qkvquiz.spec import parse_spec
+
+    spec = parse_spec({"title": "T", "items": [
+        {"family": "attention.masked", "params": {"mask": "causal", "tokens": 4}, "ask": {"scores": 1, "weights": 2}},
+    ]})
+    return export_questions(spec, 2, "causal")
+
+
+def graded_units(ws, student: int):
+    """Per part: the grader's fixed entries (bool per entry) and the share of the part that one
+    entry no mask fixes earns, and that all the fixed entries together earn (``entry_credit``)."""
+    from qkvquiz.grade.checks import entry_credit, fixed_entries
+
+    item, env = ws.spec.items[0], ws.envs[0]
+    out = []
+    for part in item.parts:
+        fixed = fixed_entries(item, part, env, len(ws.students))[student:student + 1]
+        one = np.zeros_like(fixed)
+        one[0, np.flatnonzero(~fixed[0])[0]] = True
+        out.append((fixed[0], float(entry_credit(one, fixed)[0]), float(entry_credit(fixed.copy(), fixed)[0])))
+    return out
+
+
+def test_a_causal_part_counts_eleven_units_as_the_grader_does(causal_bank):
+    ws, _files = causal_bank
+    for fixed, unmasked, masked in graded_units(ws, 0):
+        assert fixed.sum() == 6 and unmasked == pytest.approx(1 / 11) and masked == pytest.approx(1 / 11)
+
+
+def test_moodle_cloze_weights_count_the_masked_entries_as_one(causal_bank):
+    ws, files = causal_bank
+    cloze = [q.find("questiontext/text").text for q in ET.fromstring(files["questions-moodle.xml"])
+             if q.get("type") == "cloze"]
+    for s, text in enumerate(cloze):
+        weights = [int(w) for w in re.findall(r"\{(\d+):(?:NUMERICAL|SHORTANSWER):", text)]
+        units = graded_units(ws, s)
+        assert len(weights) == 16 * len(units)
+        for k, (fixed, unmasked, masked) in enumerate(units):
+            part = np.array(weights[16 * k:16 * (k + 1)])
+            assert part[~fixed].tolist() == [part[~fixed][0]] * 10  # every unmasked entry alike
+            assert part[~fixed][0] / part.sum() == pytest.approx(unmasked)  # 1 of 11 units
+            assert part[fixed].sum() / part.sum() == pytest.approx(masked)  # the 6 masked: 1 unit
+        # The parts' points (1 and 2) split the question's mark as in the spec.
+        assert sum(weights[16:]) == 2 * sum(weights[:16])
+
+
+def qti_score(root: ET.Element, typed: dict[str, str | None]) -> float:
+    """SCORE after running the item's response processing on the ``typed`` responses (the QTI 2.1
+    expressions the exports write: and, or, not, isNull, equal, stringMatch, match, sum)."""
+    decls = {d.get("identifier"): d for d in root.findall(f"{Q}responseDeclaration")}
+    outcomes = {o.get("identifier"): float(o.find(f"{Q}defaultValue/{Q}value").text)
+                for o in root.findall(f"{Q}outcomeDeclaration")}
+
+    def response(rid):
+        text = typed.get(rid)
+        if text is None or decls[rid].get("baseType") == "string":
+            return text
+        try:
+            return float(text)
+        except ValueError:
+            return None  # a float response that is no number
+
+    def value(node):
+        tag = node.tag.removeprefix(Q)
+        kids = list(node)
+        if tag == "and":
+            return all(value(k) for k in kids)
+        if tag == "or":
+            return any(value(k) for k in kids)
+        if tag == "not":
+            return not value(kids[0])
+        if tag == "isNull":
+            return value(kids[0]) is None
+        if tag == "variable":
+            rid = node.get("identifier")
+            return response(rid) if rid in decls else outcomes[rid]
+        if tag == "correct":
+            text = decls[node.get("identifier")].find(f"{Q}correctResponse/{Q}value").text
+            return float(text) if decls[node.get("identifier")].get("baseType") == "float" else text
+        if tag == "baseValue":
+            return node.text if node.get("baseType") == "string" else float(node.text)
+        if tag == "equal":
+            assert node.get("toleranceMode") == "absolute"
+            low, high = (float(t) for t in node.get("tolerance").split())
+            x, y = value(kids[0]), value(kids[1])
+            return x is not None and y - low <= x <= y + high
+        if tag == "stringMatch":
+            x, y = value(kids[0]), value(kids[1])
+            return x is not None and (x.lower() == y.lower() if node.get("caseSensitive") == "false" else x == y)
+        if tag == "match":
+            return value(kids[0]) == value(kids[1])
+        if tag == "sum":
+            return sum(value(k) for k in kids)
+        raise AssertionError(f"no such expression here: {tag}")
+
+    for cond in root.findall(f"{Q}responseProcessing/{Q}responseCondition"):
+        branch = cond.find(f"{Q}responseIf")
+        test, *actions = list(branch)
+        if value(test):
+            for action in actions:
+                outcomes[action.get("identifier")] = value(action[0])
+    return outcomes["SCORE"]
+
+
+def test_qti_scores_count_the_masked_entries_as_one_as_the_grader_does(causal_bank):
+    # The response processing gives what entry_credit gives: every unmasked entry 1 unit of 11,
+    # and the 6 masked entries together 1 unit, only when all of them are right.
+    from qkvquiz.grade.checks import entry_credit
+
+    ws, files = causal_bank
+    rng = np.random.default_rng(0)
+    with zipfile.ZipFile(io.BytesIO(files["questions-qti21.zip"])) as zf:
+        for s, variant in enumerate(ws.students):
+            root = ET.fromstring(zf.read(f"items/{ws.spec.items[0].id}-{variant}.xml"))
+            decls = root.findall(f"{Q}responseDeclaration")
+            right = {d.get("identifier"): d.find(f"{Q}correctResponse/{Q}value").text for d in decls}
+            units = graded_units(ws, s)
+            fixed = np.concatenate([f for f, *_ in units])
+            cases = [np.ones(32, bool), ~fixed, fixed, np.zeros(32, bool)]
+            for j in np.flatnonzero(fixed)[[0, 6]]:  # one masked entry of each part wrong
+                cases.append(np.arange(32) != j)
+            cases += [rng.random(32) < 0.8 for _ in range(20)]
+            for ok in cases:
+                typed = {rid: right[rid] if good else "12345" for rid, good in zip(right, ok)}
+                expected = sum(points * entry_credit(ok[None, 16 * k:16 * (k + 1)], f[None])[0]
+                               for k, ((f, *_), points) in enumerate(zip(units, (1, 2))))
+                assert qti_score(root, typed) == pytest.approx(expected)
+            assert qti_score(root, {}) == 0  # nothing typed

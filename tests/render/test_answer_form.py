@@ -268,3 +268,19 @@ def test_chinese_words_in_a_formula_are_never_drawn_as_a_picture() -> None:
         assert "否则为" in page
         pictured = re.findall(r'class="math-svg"[^>]*>([^<]*)<', page)
         assert pictured and not [text for text in pictured if has_cjk(text)]
+
+
+def test_each_legend_keeps_its_part_id_whole(ws):
+    """A line may break a part id at "." or "-" (q2.dS-row): in each legend the id is a
+    ``code.part-id`` that the form's own stylesheet keeps on one line, as the printed pages do."""
+    html = answer_form_html(ws, 0)
+    legends = re.findall(r"<legend[^>]*>(.*?)</legend>", html, re.S)
+    ids = [p.id for item in ws.spec.items for p in item.parts]
+    assert len(legends) == len(ids)
+    for legend, part_id in zip(legends, ids):
+        assert f'<code class="part-id">{part_id}</code>' in legend, legend
+    css = "".join(page(html).styles)
+    form_css = css[css.index("The answer form on a screen"):]  # answer-form/form.css, after style.css
+    rules = re.findall(r"([^{}]+)\{([^}]*)\}", re.sub(r"/\*.*?\*/", "", form_css, flags=re.S))
+    assert any("code.part-id" in [s.strip() for s in sel.split(",")] and "white-space: nowrap" in body
+               for sel, body in rules)

@@ -364,3 +364,35 @@ def test_the_chinese_form_takes_full_width_entries_and_the_grader_scores_them(br
     cells = dict(zip(header.split(","), row.split(",")))
     assert float(cells["score"]) == float(cells["total"]) == 13.0
     assert "8 个小题中 8 个正确" in (tmp_path / "g" / "feedback" / f"{STUDENT}.md").read_text(encoding="utf-8")
+
+
+def test_legends_keep_part_ids_whole_on_a_narrow_phone(browser, tmp_path):
+    # 320 px (the narrowest phones): each legend's part id on one line, and a long id pushes its
+    # points to the next line instead of past the part's box.
+    from qkvquiz.render.form import answer_form_html
+    from qkvquiz.spec import parse_spec
+    from qkvquiz.worksheet import build_worksheet
+
+    spec = parse_spec({"title": "Narrow", "items": [
+        {"id": "week3-causal-masked-attention", "family": "attention.masked",
+         "params": {"mask": "causal", "tokens": 3}, "ask": ["scores", "weights"]},
+        {"id": "q2", "family": "backprop.softmax", "ask": ["dS"]},
+    ]})
+    form = tmp_path / "narrow.html"
+    form.write_text(answer_form_html(build_worksheet(spec, ["ada"], seed=1), 0), encoding="utf-8")
+    browser.set_window_size(320, 800)
+    try:
+        open_fresh(browser, form)
+        legends = browser.execute_script("""return [...document.querySelectorAll('fieldset.part')].map(f => {
+            const legend = f.querySelector('legend'), id = legend.querySelector('code');
+            return {id: id && id.textContent, lines: id ? id.getClientRects().length : 0,
+                    right: legend.getBoundingClientRect().right, box: f.getBoundingClientRect().right};
+        })""")
+        assert [x["id"] for x in legends] == ["week3-causal-masked-attention.scores",
+                                              "week3-causal-masked-attention.weights", "q2.dS"]
+        for x in legends:
+            assert x["lines"] == 1, x  # the id whole, on one line
+            assert x["right"] <= x["box"] + 0.5, x  # nothing of the legend past its box
+        screenshot(browser, "answer-form-legends-320.png")
+    finally:
+        browser.set_window_size(1100, 1400)
