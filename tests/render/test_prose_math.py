@@ -31,13 +31,13 @@ GREEK = re.compile(r"[\u0370-\u03ff]")
 # (dₖ, Wᴼ, Kᵀ, S⁺), ∇ and √.
 NOTATION = re.compile(r"[\u0300-\u036f\u1d00-\u1dbf\u2070-\u209f\u2c7c\u2c7d∇√∂]")
 # A letter standing alone: a variable, unless the allow-list below says it is a word.
-LONE_LETTER = re.compile(r"(?<![A-Za-z0-9_\\])[A-Za-z](?![A-Za-z0-9])")
+LONE_LETTER = re.compile(r"(?<![A-Za-z0-9_\\'’])[A-Za-z](?![A-Za-z0-9])")  # not the s of "head's"
 # Words of one letter: the English article "a", and "A" opening a sentence (then a lower-case
 # word follows: "A query whose …", "A chunk of …"); the part letters "**(a)**".
 ARTICLE_A = re.compile(r"(?:^|(?<=[.:!?] )|(?<=\*\*)|(?<=- ))A (?=[a-z])")
 PART_LETTER = re.compile(r"\*\*\([a-z]\)\*\*")
-# "i.e." and "e.g." are abbreviations; "# T" is the spec's title in these tests.
-ABBREVIATIONS = re.compile(r"\b(?:i\.e\.|e\.g\.)|^#+ (?:Answer key: |参考答案：)?T$", re.MULTILINE)
+# "i.e." and "e.g." are abbreviations, "key(s)" a plural; "# T" is the spec's title in these tests.
+ABBREVIATIONS = re.compile(r"\b(?:i\.e\.|e\.g\.)|(?<=[a-z])\(s\)|^#+ (?:Answer key: |参考答案：)?T$", re.MULTILINE)
 
 
 def prose_problems(text: str) -> list[str]:
