@@ -52,7 +52,10 @@ def _is_notation(run: str, start: int, text: str) -> bool:
     if any(c in _MARKS or c in _GREEK or c in "√=·/×[(" for c in run):
         return True
     if len(letters) == 1:
-        return not (run == "a" or _ARTICLE.match(text, start) is not None)
+        end = start + len(run)
+        plural = text[max(start - 2, 0):end + 1].endswith(("(s)",)) and text[start - 2:start - 1].isalpha()  # key(s)
+        abbreviation = text[end:end + 2] in (".e", ".g") or text[max(start - 2, 0):start] in ("i.", "e.")  # i.e., e.g.
+        return not (run == "a" or plural or abbreviation or _ARTICLE.match(text, start) is not None)
     return letters.isupper() and len(letters) <= 3  # QK, KQ: matrices side by side
 
 

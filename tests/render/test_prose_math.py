@@ -17,11 +17,13 @@ import pytest
 
 from qkvquiz.core import i18n
 from qkvquiz.families import REGISTRY
+from qkvquiz.render.form import answer_form_html, form_problems
 from qkvquiz.render.markdown import key_markdown, worksheet_markdown
+from qkvquiz.render.prose_math import prose_math
 from qkvquiz.spec import parse_spec
 from qkvquiz.worksheet import build_worksheet
 
-from .test_i18n_pages import FORMS, asked_all
+from .test_i18n_pages import FORMS, asked_all, text_of
 
 # Math ($…$, $$…$$, one or several lines) and code spans are not prose.
 NOT_PROSE = re.compile(r"\$\$.*?\$\$|\$[^$]*\$|`[^`]*`", re.DOTALL)
@@ -92,3 +94,35 @@ def test_plain_text_sentences_write_no_latex_subscripts(lang):
         shown = [i18n._(text) for text in plain_sentences()]
     found = sorted({text for text in shown if RAW_SUBSCRIPT.search(text) or "$" in text})
     assert not found, "\n".join(found)
+
+
+def test_a_prompts_unicode_notation_becomes_inline_math_on_a_page():
+    assert prose_math("Compute the weights A = softmax(S) row by row") == \
+        r"Compute the weights $A = \operatorname{softmax}(S)$ row by row"
+    assert prose_math("Compute X̄") == r"Compute $\bar X$"
+    assert prose_math("Compute Ā (every entry, treating A as a free C×C matrix)") == \
+        r"Compute $\bar A$ (every entry, treating $A$ as a free $C\times C$ matrix)"
+    assert prose_math("乘以 γ 再加上 β") == r"乘以 $\gamma$ 再加上 $\beta$"
+    assert prose_math("Give the scale √dₖ the scores of a head are divided by") == \
+        r"Give the scale $\sqrt{d_k}$ the scores of a head are divided by"
+    assert prose_math("Give the shape Wᴼ must have") == r"Give the shape $W^O$ must have"
+    assert prose_math("Compute T̄ (the gradient of T = QKᵀ)") == r"Compute $\bar T$ (the gradient of $T = QK^\top$)"
+    assert prose_math("lie in [−3σ, 3σ]: give 3σ") == r"lie in $[-3\sigma, 3\sigma]$: give $3\sigma$"
+    # Plain text writes the delta rule's B_K as Bₖ (no capital subscripts in Unicode); a page as B_K.
+    assert prose_math("Compute B̄ₖ by back substitution") == r"Compute $\bar B_K$ by back substitution"
+    # Words of one letter, apostrophes, plurals and math already written stay as they are.
+    for text in ("A query attends to every key.", "Compute each row's mean", "the last key(s), i.e. a mask",
+                 r"Compute $\bar B_K$ now", ""):
+        assert prose_math(text) == text
+
+
+def test_every_prompt_is_set_as_math_in_the_answer_form():
+    spec = parse_spec({"title": "Shapes", "lang": "en", "items": [{"family": "theory.shapes"}, {"family": "delta.chunk_backward"}]})
+    page = answer_form_html(build_worksheet(spec, ["s01"], seed=7), 0)
+    assert "Give the shape" in page and "by back substitution" in page
+    shown = re.sub(r"\([a-z]\)", " ", text_of(page))  # the parts' letters (a), (b) …
+    assert not prose_problems(shown)
+    # A part the problem's text does not name gets its prompt printed beside its boxes.
+    prompts = [part.prompt for problem in form_problems(build_worksheet(spec, ["s01"], seed=7), 0) for part in problem.parts]
+    assert len(prompts) == 15
+    assert not [p for p in prompts if prose_problems(re.sub(r"\([a-z]\)", " ", text_of(p)))]
