@@ -277,7 +277,9 @@ def item_frame(item: ItemSpec, steps: dict, view: Record | None = None) -> dict[
     return {
         **(extra(item.params) if extra is not None else {}),
         "item": view, "family": fam, "p": view.params, "parts": parts, "shown": shown, "d": key_decimals(item),
-        "title": view.title or prose_math(fam.title),
+        # An item's title, the spec's or the family's, is plain text elsewhere (LMS question
+        # names, feedback headings); in the problem's heading its notation is set as math.
+        "title": prose_math(view.title or fam.title),
     }
 
 

@@ -9,8 +9,10 @@ letter with an accent or a Unicode sub- or superscript (X̄, Wᴼ, Qᵢ, √dₖ
 formulas they make with ``=``, ``·``, ``/``, ``×`` and ``softmax(…)``.
 
 English words of one letter are not notation: the article "a", and "A" opening a sentence
-(a capital A followed by a lower-case word: "A query …"). The sentences this is used on are the
-families' own, in the bundled catalogs; the tests check every one of them.
+(a capital A followed by a lower-case word: "A query …"), the s of "key(s)" and the letters of
+"i.e." and "e.g.". It is used on the families' own sentences, in the bundled catalogs (the tests
+check every one of them), and on an item's title in its problem's heading ("Can Q and K be
+swapped?"), which a spec also gives as plain text for LMS question names and feedback files.
 """
 
 from __future__ import annotations

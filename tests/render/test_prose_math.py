@@ -12,6 +12,7 @@ there is no ``X_ij``: they use the Unicode subscripts the pages use (Aᵢⱼ, �
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,7 @@ from qkvquiz.families import REGISTRY
 from qkvquiz.render.form import answer_form_html, form_problems
 from qkvquiz.render.markdown import key_markdown, worksheet_markdown
 from qkvquiz.render.prose_math import prose_math
-from qkvquiz.spec import parse_spec
+from qkvquiz.spec import load_spec, parse_spec
 from qkvquiz.worksheet import build_worksheet
 
 from .test_i18n_pages import FORMS, asked_all, text_of
@@ -71,6 +72,21 @@ def test_problem_and_solution_prose_sets_every_variable_as_math(lang, items):
     spec = parse_spec({"title": "T", "lang": lang, "items": items})
     with i18n.using(lang):
         ws = build_worksheet(spec, ["s01", "s02"], seed=7)
+        pages = {"worksheet": worksheet_markdown(ws, 0), "key": key_markdown(ws)}
+    found = sorted({f"{page}: {problem}" for page, text in pages.items() for problem in prose_problems(text)})
+    assert not found, "\n".join(found)
+
+
+BUNDLED = sorted((Path(__file__).resolve().parents[2] / "problem_bank").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("path", BUNDLED, ids=[p.name for p in BUNDLED])
+def test_the_bundled_specs_set_their_variables_as_math(path, lang):
+    """Their instructions and item titles too (a title stays plain text for LMS question names
+    and feedback files: its heading sets its notation as math)."""
+    with i18n.using(lang):
+        ws = build_worksheet(load_spec(path), ["s01"], seed=7)
         pages = {"worksheet": worksheet_markdown(ws, 0), "key": key_markdown(ws)}
     found = sorted({f"{page}: {problem}" for page, text in pages.items() for problem in prose_problems(text)})
     assert not found, "\n".join(found)
