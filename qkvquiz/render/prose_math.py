@@ -46,6 +46,8 @@ _RUN = re.compile(
     rf"\[−?{_OPERAND}, −?{_OPERAND}\]"  # an interval: [−3σ, 3σ]
     rf"|−?{_OPERAND}(?:\s*[=·/×]\s*{_OPERAND})*"
 )
+#: The matrices of the families, for products written without a sign (AV, XW).
+_MATRICES = frozenset("AKQSVWXZ")
 _ARTICLE = re.compile(r"(?:^|(?<=[.:!?] ))A(?= [a-z])")
 
 
@@ -55,10 +57,11 @@ def _is_notation(run: str, start: int, text: str) -> bool:
         return True
     if len(letters) == 1:
         end = start + len(run)
-        plural = text[max(start - 2, 0):end + 1].endswith(("(s)",)) and text[start - 2:start - 1].isalpha()  # key(s)
+        plural = start >= 2 and text[start - 1:end + 1] == "(s)" and text[start - 2].isalpha()  # key(s)
         abbreviation = text[end:end + 2] in (".e", ".g") or text[max(start - 2, 0):start] in ("i.", "e.")  # i.e., e.g.
         return not (run == "a" or plural or abbreviation or _ARTICLE.match(text, start) is not None)
-    return letters.isupper() and len(letters) <= 3  # QK, KQ: matrices side by side
+    # Two matrices side by side (AV, QK), not an acronym ("PDF", "UK").
+    return len(letters) == 2 and all(c in _MATRICES for c in letters)
 
 
 def _symbol_latex(symbol: str) -> str:

@@ -142,3 +142,7 @@ def test_every_prompt_is_set_as_math_in_the_answer_form():
     prompts = [part.prompt for problem in form_problems(build_worksheet(spec, ["s01"], seed=7), 0) for part in problem.parts]
     assert len(prompts) == 15
     assert not [p for p in prompts if prose_problems(re.sub(r"\([a-z]\)", " ", text_of(p)))]
+
+
+def test_acronyms_in_a_title_are_words():
+    assert prose_math("Scores and AV together, as a PDF for the UK") == "Scores and $AV$ together, as a PDF for the UK"
