@@ -128,6 +128,8 @@ def bundled_specs() -> list[tuple[str, str, list[str]]]:
 
 
 def family_section(family: Any, used_in: list[str]) -> list[str]:
+    from qkvquiz.render.prose_math import prose_math
+
     lines = [f"## {family.name}", "", f"**{prose(family.title)}.** {prose(family.summary)}", ""]
     facts = [f"Asked when an item has no `ask`: {', '.join(code(s) for s in family.default_ask)}."]
     if used_in:
@@ -146,7 +148,8 @@ def family_section(family: Any, used_in: list[str]) -> list[str]:
     lines += ["", "**Steps** (the names `ask:` and `claimed:` take; a step without a prompt is computed, never asked)", ""]
     rows = []
     for s in family.steps:
-        prompt = prose(s.prompt, formulas=True) if s.prompt else "(not asked)"
+        # As the pages set it: its notation (X̄, dₖ, A = softmax(S)) as math.
+        prompt = prose(prose_math(s.prompt), formulas=True) if s.prompt else "(not asked)"
         if s.kind == "shape":
             prompt += " (answered as a shape: `2×4`, `[2, 4]`)"
         checks = " ".join(prose(i.feedback) for i in s.invariants) or "—"

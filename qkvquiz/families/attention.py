@@ -104,7 +104,7 @@ def _scores_nonzero(e: Env, p: Params, xp) -> np.ndarray:
 SCORES = Family(
     name="attention.scores",
     title=N_("Scaled dot-product scores"),
-    summary=N_("S = QKᵀ/√d_k for matrices, or one query against one key (optionally unscaled)."),
+    summary=N_("S = QKᵀ/√dₖ for matrices, or one query against one key (optionally unscaled)."),
     params={
         "form": Param("matrix", "one query·key pair or the whole score matrix", choices=("vector", "matrix")),
         "tokens": Param(3, "number of tokens n (rows of Q and K)", low=1, high=8),
@@ -205,7 +205,7 @@ def _sample_output(draw: Draw, p: Params) -> dict:
 OUTPUT = Family(
     name="attention.output",
     title=N_("Attention output"),
-    summary=N_("Z = softmax(QKᵀ/√d_k + mask) V, asking for any of S, A and Z."),
+    summary=N_("Z = softmax(QKᵀ/√dₖ + mask) V, asking for any of S, A and Z."),
     params={**qkv_params(low=1), **SIZE_PARAMS, **SCALE_PARAMS, **MASK_PARAMS, "empty_rows": EMPTY_ROWS,
             "decimals": DECIMALS},
     givens=QKV_GIVENS,

@@ -101,7 +101,7 @@ def _same_count(p: Params) -> bool:
 SCORES = Family(
     name="backprop.scores",
     title=N_("Gradients of the scores"),
-    summary=N_("Given ∇S for S = QKᵀ/√d_k: ∇Q = ∇S K/√d_k and ∇K = ∇Sᵀ Q/√d_k."),
+    summary=N_("Given ∇S for S = QKᵀ/√dₖ: ∇Q = ∇S K/√dₖ and ∇K = ∇Sᵀ Q/√dₖ."),
     params={
         "tokens": Param(3, "number of tokens n (rows of Q and K; ∇S is n×n)", low=1, high=8),
         **SIZE_PARAMS,
@@ -194,16 +194,16 @@ SOFTMAX = Family(
         Misconception("weights", "column_softmax", lambda e, p, xp: softmax(e.S, axis=-2, xp=xp),
                       N_("The softmax was taken down each column; it normalises each row (one query over all keys).")),
         Misconception("rowdot", "unweighted", lambda e, p, xp: xp.sum(e.dA, axis=-1),
-                      N_("The row sum must weight each ∇A_ij by A_ij: c_i = Σ_j ∇A_ij A_ij.")),
+                      N_("The row sum must weight each ∇Aᵢⱼ by Aᵢⱼ: cᵢ = Σⱼ ∇Aᵢⱼ Aᵢⱼ.")),
         Misconception("rowdot", "column_sum", lambda e, p, xp: xp.sum(e.dA * e.weights, axis=-2),
-                      N_("Summed down a column; each row of A is its own softmax, so c_i sums along row i.")),
+                      N_("Summed down a column; each row of A is its own softmax, so cᵢ sums along row i.")),
         Misconception("dS", "diagonal_only", lambda e, p, xp: e.weights * e.dA,
-                      N_("Only the diagonal of the softmax Jacobian was used (A ⊙ ∇A); every A_il depends on every "
-                      "S_ij of its row, which subtracts c_i = Σ_l ∇A_il A_il.")),
+                      N_("Only the diagonal of the softmax Jacobian was used (A ⊙ ∇A); every Aᵢₗ depends on every "
+                      "Sᵢⱼ of its row, which subtracts cᵢ = Σₗ ∇Aᵢₗ Aᵢₗ.")),
         Misconception("dS", "missing_outer_A", lambda e, p, xp: e.dA - e.rowdot[..., None],
-                      N_("The factor A_ij in front was forgotten: ∇S_ij = A_ij (∇A_ij − c_i).")),
+                      N_("The factor Aᵢⱼ in front was forgotten: ∇Sᵢⱼ = Aᵢⱼ (∇Aᵢⱼ − cᵢ).")),
         Misconception("dS", "unweighted_sum", lambda e, p, xp: e.weights * (e.dA - xp.sum(e.dA, axis=-1)[..., None]),
-                      N_("The subtracted term weights ∇A by A: c_i = Σ_l ∇A_il A_il, not Σ_l ∇A_il.")),
+                      N_("The subtracted term weights ∇A by A: cᵢ = Σₗ ∇Aᵢₗ Aᵢₗ, not Σₗ ∇Aᵢₗ.")),
         Misconception("dS", "column_sum",
                       lambda e, p, xp: e.weights * (e.dA - xp.sum(e.dA * e.weights, axis=-2)[..., None, :]),
                       N_("The subtracted term is a row sum (each row of A is its own softmax), not a column sum.")),
@@ -252,7 +252,7 @@ def _attention_ok(e: Env, p: Params, xp) -> np.ndarray:
 ATTENTION = Family(
     name="backprop.attention",
     title=N_("Backprop through an attention layer"),
-    summary=N_("Z = softmax(QKᵀ/√d_k + mask)V given ∇Z: ∇V, ∇A, ∇S, ∇Q, ∇K (forward S, A, Z too); "
+    summary=N_("Z = softmax(QKᵀ/√dₖ + mask)V given ∇Z: ∇V, ∇A, ∇S, ∇Q, ∇K (forward S, A, Z too); "
                "cross-attention and any scale."),
     params={
         # One query against one key is queries: 1, keys: 1 (∇S, ∇Q and ∇K are then 0).
@@ -305,10 +305,10 @@ ATTENTION = Family(
                       ZERO_NOT_MINUS_INF, applies=masked, screens=False),
         # Transposed products fit the shapes only with as many queries as keys (more than one).
         Misconception("dV", "untransposed_weights", lambda e, p, xp: e.weights @ e.dZ,
-                      N_("Used A ∇Z: value j reaches every query i through A_ij, so ∇V = Aᵀ∇Z sums down column j."),
+                      N_("Used A ∇Z: value j reaches every query i through Aᵢⱼ, so ∇V = Aᵀ∇Z sums down column j."),
                       applies=square),
         Misconception("dA", "transposed", lambda e, p, xp: e.V @ swap(e.dZ),
-                      N_("∇A is transposed: ∂Z_i/∂A_ij = V_j, so ∇A_ij = ∇Z_i·V_j, i.e. ∇A = ∇Z Vᵀ."), applies=square),
+                      N_("∇A is transposed: ∂Zᵢ/∂Aᵢⱼ = Vⱼ, so ∇Aᵢⱼ = ∇Zᵢ·Vⱼ, i.e. ∇A = ∇Z Vᵀ."), applies=square),
         Misconception("dS", "diagonal_only", lambda e, p, xp: e.weights * e.dA,
                       N_("Only the diagonal of the softmax Jacobian was used (A ⊙ ∇A); subtract each row's "
                       "rowsum(∇A ⊙ A) before multiplying by A.")),
@@ -388,7 +388,7 @@ def _dx_untransposed(e: Env, p: Params, xp):
 PROJECTION = Family(
     name="backprop.projection",
     title=N_("Backprop through a projection"),
-    summary=N_("Q = XW_Q: ∇W_Q = Xᵀ∇Q, ∇X = ∇Q W_Qᵀ; or one vector q = Wx: ∇W = ∇q xᵀ, ∇x = Wᵀ∇q."),
+    summary=N_("Q = XW: ∇W = Xᵀ∇Q, ∇X = ∇Q Wᵀ; or one vector q = Wx: ∇W = ∇q xᵀ, ∇x = Wᵀ∇q."),
     params={
         "form": Param("matrix", "Q = XW for a matrix of token rows, or q = Wx for one column vector",
                       choices=("matrix", "vector")),
@@ -418,16 +418,16 @@ PROJECTION = Family(
     misconceptions=(
         Misconception("output", "transposed_W",
                       lambda e, p, xp: matvec(swap(e.W), e.X, xp=xp) if _vector(p) else e.X @ swap(e.W),
-                      N_("W was transposed: q_i = Σ_j W_ij x_j (Q = XW for token rows)."), applies=_square),
+                      N_("W was transposed: qᵢ = Σⱼ Wᵢⱼ xⱼ (Q = XW for token rows)."), applies=_square),
         Misconception("dW", "reversed_outer", _dw_reversed,
-                      N_("The gradient is transposed: ∂q_i/∂W_ij = x_j, so ∇W = ∇q xᵀ has W's shape "
+                      N_("The gradient is transposed: ∂qᵢ/∂Wᵢⱼ = xⱼ, so ∇W = ∇q xᵀ has W's shape "
                       "(for token rows, ∇W = Xᵀ∇Q)."), applies=_square),
         Misconception("dW", "one_token",
                       lambda e, p, xp: swap(e.X[..., :1, :]) @ e.dQ[..., :1, :],
                       N_("Only the first token was counted: W is shared by every token, so ∇W = Xᵀ∇Q sums "
                       "the outer products of all of them."), applies=lambda p: not _vector(p) and p.tokens > 1),
         Misconception("dX", "untransposed_W", _dx_untransposed,
-                      N_("W must be transposed: ∂q_i/∂x_j = W_ij, so ∇x = Wᵀ∇q (∇X = ∇Q Wᵀ for token rows)."),
+                      N_("W must be transposed: ∂qᵢ/∂xⱼ = Wᵢⱼ, so ∇x = Wᵀ∇q (∇X = ∇Q Wᵀ for token rows)."),
                       applies=_square),
     ),
     accept=lambda e, p, xp: _mostly_nonzero(e.dW, e.dX, xp=xp),

@@ -123,7 +123,7 @@ def _formula(p: Params, step: str) -> str | None:
     return f"S^{{(h)}} = {scale}Q^{{(h)}} K^{{(h)\\top}}"
 
 
-_D_MODEL = N_("Each head is scaled by √dₖ with dₖ = d_model/h, its own width, not by √d_model.")
+_D_MODEL = N_("Each head is scaled by √dₖ, dₖ being its own width (the model width over h), not by the square root of the model width.")
 _STACKED = (
     N_("The heads were stacked along the tokens (one under the other) and read back into n rows; "
     "concatenate each token's head outputs side by side along the features: [Z₁ | Z₂ | …].")
@@ -132,7 +132,7 @@ _STACKED = (
 MULTIHEAD = Family(
     name="attention.multihead",
     title=N_("Multi-head attention"),
-    summary=N_("Split d_model into h heads of d_k = d_model/h, attend per head (scale √d_k), concatenate, project by Wᴼ."),
+    summary=N_("Split the model width into h heads of width dₖ, attend per head (scale √dₖ), concatenate, project by Wᴼ."),
     params={
         "tokens": Param(2, "number of tokens n", low=2, high=8),
         **SIZE_PARAMS,

@@ -77,7 +77,7 @@ def _variance_accept(e: Env, p: Params, xp):
 DOT_VARIANCE = Family(
     name="theory.dot_variance",
     title=N_("Why divide by √dₖ: the variance of q·k"),
-    summary=N_("Var(q·k) = d_k·v² for independent entries of variance v; σ, the 3σ range, the variance after 1/√d_k; an empirical check."),
+    summary=N_("Var(q·k) = dₖ·v² for independent entries of variance v; σ, the 3σ range, the variance after 1/√dₖ; an empirical check."),
     params={
         "d_k_range": int_range((16, 144), "range d_k is drawn from", bound=1_000_000),
         "squares": Param(True, "draw only perfect squares, so that σ = √d_k is a whole number"),
@@ -116,9 +116,9 @@ DOT_VARIANCE = Family(
     default_ask=("variance", "std", "three_sigma", "scaled_variance"),
     misconceptions=(
         Misconception("variance", "one_term", lambda e, p, xp: xp.full_like(e.variance, p.entry_var ** 2),
-                      N_("The d_k products q_l k_l are independent, so their variances add up: d_k of them, not one.")),
+                      N_("The dₖ products qₗ kₗ are independent, so their variances add up: dₖ of them, not one.")),
         Misconception("variance", "variance_not_squared", lambda e, p, xp: e.d_k * p.entry_var,
-                      N_("Var(q_l k_l) = E[q_l²]·E[k_l²] = v·v = v², so each term contributes v², not v."),
+                      N_("Var(qₗ kₗ) = E[qₗ²]·E[kₗ²] = v·v = v², so each term contributes v², not v."),
                       applies=lambda p: p.entry_var != 1),
         Misconception("std", "no_root", lambda e, p, xp: e.variance,
                       N_("The standard deviation is the square root of the variance.")),
@@ -175,7 +175,7 @@ def _off_diagonal_plus(e: Env, p: Params, xp):
 SOFTMAX_JACOBIAN = Family(
     name="theory.softmax_jacobian",
     title=N_("The softmax Jacobian"),
-    summary=N_("∂p_j/∂z_k = p_j(δ_jk − p_k) for given logits z, and how it vanishes when softmax saturates."),
+    summary=N_("∂pⱼ/∂zₖ = pⱼ(δⱼₖ − pₖ) for given logits z, and how it vanishes when softmax saturates."),
     params={
         "size": Param(3, "number of logits n", low=2, high=8),
         "entries": int_range((-2, 2), "range of the integer logits"),
@@ -197,13 +197,13 @@ SOFTMAX_JACOBIAN = Family(
     default_ask=("probs", "jacobian"),
     misconceptions=(
         Misconception("jacobian", "diagonal_only", lambda e, p, xp: _jacobian(e.probs, xp) * xp.eye(p.size),
-                      N_("Every p_j depends on every z_k through the sum in the denominator: off the diagonal "
-                      "∂p_j/∂z_k = −p_j p_k, not 0."), applies=_moderate),
+                      N_("Every pⱼ depends on every zₖ through the sum in the denominator: off the diagonal "
+                      "∂pⱼ/∂zₖ = −pⱼ pₖ, not 0."), applies=_moderate),
         Misconception("jacobian", "plus_off_diagonal", _off_diagonal_plus,
-                      N_("Off the diagonal ∂p_j/∂z_k = −p_j p_k: raising another logit takes probability away from p_j."),
+                      N_("Off the diagonal ∂pⱼ/∂zₖ = −pⱼ pₖ: raising another logit takes probability away from pⱼ."),
                       applies=_moderate),
         Misconception("jacobian", "negated", lambda e, p, xp: -e.jacobian,
-                      N_("The signs are flipped: J = diag(p) − ppᵀ, positive on the diagonal (raising z_j raises p_j)."),
+                      N_("The signs are flipped: J = diag(p) − ppᵀ, positive on the diagonal (raising zⱼ raises pⱼ)."),
                       applies=_moderate),
     ),
     accept=_jacobian_accept,
@@ -275,9 +275,9 @@ COMPLEXITY = Family(
                       N_("Each additive score first applies two d×d matrices (d² multiplications each) before vₐᵀtanh(·).")),
         Misconception("additive_scores", "one_matrix",
                       lambda e, p, xp: _additive(e.n, e.d, p.reuse) - (e.n if p.reuse else e.n * e.n) * e.d * e.d,
-                      N_("Both W_a q_i and U_a k_j are d×d matrix-vector products; count d² multiplications for each.")),
+                      N_("Both Wₐ qᵢ and Uₐ kⱼ are d×d matrix-vector products; count d² multiplications for each.")),
         Misconception("additive_scores", "reuse_mixed_up", lambda e, p, xp: _additive(e.n, e.d, not p.reuse),
-                      N_("Follow the counting convention stated: whether W_a q_i and U_a k_j are computed once "
+                      N_("Follow the counting convention stated: whether Wₐ qᵢ and Uₐ kⱼ are computed once "
                       "or again for every pair.")),
         Misconception("ratio", "inverted", lambda e, p, xp: e.dot_scores / e.additive_scores,
                       N_("The ratio asked is additive over dot-product; additive attention costs more, so it exceeds 1.")),

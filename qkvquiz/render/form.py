@@ -47,6 +47,7 @@ from ..core.resources import templates_dir
 from ..worksheet import Worksheet
 from .latex import label_symbol, num, shape_text
 from .markdown import in_spec_language, ragged_shape, render_items
+from .prose_math import prose_math
 from .sandbox import Record
 
 FORM_TEMPLATE = "answer-form.html.j2"
@@ -189,7 +190,8 @@ def form_problems(ws: Worksheet, student: int, *, text_math: bool = False) -> li
             if step.kind == "shape":
                 # One box for the whole shape, read as "2×4" by parse.js and by the grader.
                 parts.append(FormPart(
-                    id=part.id, letter=_LETTERS[k % len(_LETTERS)], prompt=_(step.prompt),
+                    id=part.id, letter=_LETTERS[k % len(_LETTERS)],
+                    prompt=Markup(html.inline_markdown_html(prose_math(_(step.prompt)), font_size_pt=FORM_FONT_SIZE_PT)),
                     symbol=Markup(html.math_html(f"{step.symbol} =", font_size_pt=FORM_FONT_SIZE_PT)),
                     points=part.points, shape=(),
                     shape_text=_("a shape rows × columns, such as 2×4"), blocks=grid_blocks(()),
@@ -200,7 +202,7 @@ def form_problems(ws: Worksheet, student: int, *, text_math: bool = False) -> li
                 id=part.id,
                 letter=_LETTERS[k % len(_LETTERS)],
                 # A prompt may hold inline math ($\bar B_K$): typeset as in the worksheet.
-                prompt=Markup(html.inline_markdown_html(_(step.prompt), font_size_pt=FORM_FONT_SIZE_PT)),
+                prompt=Markup(html.inline_markdown_html(prose_math(_(step.prompt)), font_size_pt=FORM_FONT_SIZE_PT)),
                 symbol=Markup(html.math_html(f"{label_symbol(step.symbol, len(shape))} =",
                                              font_size_pt=FORM_FONT_SIZE_PT)),
                 points=part.points,

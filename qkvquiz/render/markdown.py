@@ -27,6 +27,7 @@ from ..core.places import where
 from ..spec import ItemSpec, WorksheetSpec
 from ..worksheet import Worksheet
 from . import worked
+from .prose_math import prose_math
 from .environment import environment
 from .latex import and_list
 from .sandbox import Record
@@ -77,7 +78,9 @@ def _text(message: str) -> str:
 
 
 def _step_view(step: Any) -> Record:
-    return Record(name=step.name, symbol=step.symbol, formula=_text(step.formula), prompt=_text(step.prompt),
+    # The prompt's notation (X̄, dₖ, A = softmax(S)) is set as math on a page: italic as in the
+    # formulas (its Unicode form is for plain text: feedback files, LMS labels).
+    return Record(name=step.name, symbol=step.symbol, formula=_text(step.formula), prompt=prose_math(_text(step.prompt)),
                   askable=step.askable, kind=step.kind)
 
 
@@ -274,7 +277,9 @@ def item_frame(item: ItemSpec, steps: dict, view: Record | None = None) -> dict[
     return {
         **(extra(item.params) if extra is not None else {}),
         "item": view, "family": fam, "p": view.params, "parts": parts, "shown": shown, "d": key_decimals(item),
-        "title": view.title or fam.title,
+        # An item's title, the spec's or the family's, is plain text elsewhere (LMS question
+        # names, feedback headings); in the problem's heading its notation is set as math.
+        "title": prose_math(view.title or fam.title),
     }
 
 

@@ -24,6 +24,7 @@ from qkvquiz.grade.grader import grade
 from qkvquiz.core.tolerance import Tolerance
 from qkvquiz.key import key_from_json, key_to_json
 from qkvquiz.render.markdown import key_markdown
+from qkvquiz.render.prose_math import prose_math
 from qkvquiz.spec import parse_spec
 from qkvquiz.worksheet import acceptable, build_worksheet
 
@@ -439,7 +440,7 @@ def test_show_prints_a_problem_and_its_worked_solution(name, params):
     result = runner.invoke(app, ["show", name, *params])
     assert result.exit_code == 0, result.output
     out = result.output
-    assert f"Problem 1: {REGISTRY[name].title}" in out
+    assert f"Problem 1: {prose_math(REGISTRY[name].title)}" in out  # its notation as math, as in the problem
     assert "Solution" in out and "Answers" in out
     for step in REGISTRY[name].default_ask:
         assert f"q1.{step}" in out
