@@ -101,6 +101,31 @@ def _joins_without_space(before: str | None, after: str | None) -> bool:
         before is not None and after is not None and has_cjk(before) and has_cjk(after))
 
 
+#: A part's label as the templates write it at the start of its item: ``**(a)**``.
+_PART_LABEL = re.compile(r"\([a-z]{1,2}\)|\([ivx]{1,4}\)")
+
+
+def _part_label(inline: Any) -> bool:
+    """Whether an item's text opens with a part label in bold (``**(a)** Compute …``); if so,
+    the label is marked to hang (``class="pl"``) and the space after it goes."""
+    kids = list(inline.children or [])
+    while kids and kids[0].type == "text" and not kids[0].content:
+        kids.pop(0)  # the parser opens with an empty text token
+    if (
+        len(kids) >= 4
+        and kids[0].type == "strong_open"
+        and kids[1].type == "text"
+        and _PART_LABEL.fullmatch(kids[1].content)
+        and kids[2].type == "strong_close"
+        and kids[3].type == "text"
+        and kids[3].content.startswith(" ")
+    ):
+        kids[0].attrSet("class", "pl")
+        kids[3].content = kids[3].content.lstrip(" ")
+        return True
+    return False
+
+
 def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": raw_html}).enable("table")
     if not raw_html:
@@ -146,6 +171,15 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
     def list_item_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
         token = tokens[idx]
         following = tokens[idx + 1] if idx + 1 < len(tokens) else None
+        inline = tokens[idx + 2] if idx + 2 < len(tokens) else None
+        if (
+            token.markup in ("-", "*", "+") and following is not None and following.type == "paragraph_open"
+            and inline is not None and inline.type == "inline" and _part_label(inline)
+        ):
+            # A part of a problem, "- **(a)** Compute …": as in a typeset exam, no bullet; its
+            # label hangs at the left of the text (.pl), which lines up under the label's right.
+            token.attrSet("class", "pi")
+            return self.renderToken(tokens, idx, options, env)
         if token.markup in ("-", "*", "+") and following is not None and following.type == "paragraph_open":
             # An item of a bullet list, tight or loose: its bullet is text that opens its first
             # line (see TEXT_BULLET), on the line's baseline even where a matrix makes it tall.

@@ -56,10 +56,31 @@ BOX_TILE_SVG = (
 #: The tile, for the documents that have answer boxes. It is not in ``style.css``: the
 #: answer form embeds that stylesheet under a Content-Security-Policy that loads nothing,
 #: not even a ``data:`` picture, and has boxes of its own.
+#: The answer column of a printed worksheet: every part's boxes start at one left edge, in a
+#: column as wide as the widest grid set beside a sentence needs (its label's fixed room, the
+#: bracket and 1 to 4 boxes of 73.28 px; ``.answer-label`` and ``.boxes`` in the stylesheet).
+#: A worksheet's problems take the class ``acol-N`` of their widest such grid
+#: (:func:`qkvquiz.render.answer_areas.answer_column`). Wider grids (5 to 8 boxes) and sets of
+#: grids go under their sentence from the text's left edge. Widths in CSS px, the cell's content.
+ANSWER_COLUMN_PX: dict[int, float] = {n: round(63.0 + 73.28 * n, 2) for n in range(1, 5)}
+#: The gap between a part's sentence and its answer column (the cell's left padding), in px.
+ANSWER_COLUMN_GAP_PX = 12.0
+
+
+def _answer_column_css() -> str:
+    rules = []
+    for n, width in ANSWER_COLUMN_PX.items():
+        rules.append(f".acol-{n} .part-boxes {{ width: {width:.2f}px; }}")
+        # Boxes under a sentence too long to share its line sit in the same column.
+        rules.append(f".acol-{n} .part-row.wide > .part-boxes {{ flex: 0 0 {width:.2f}px; }}")
+    return "\n".join(rules)
+
+
 BOXES_CSS = (
     ".boxes { background-image: url('data:image/svg+xml;base64,"
     + base64.b64encode(BOX_TILE_SVG.encode("ascii")).decode("ascii")
-    + "'); }"
+    + "'); }\n"
+    + _answer_column_css()
 )
 
 
