@@ -27,7 +27,7 @@ from ..worksheet import Worksheet
 from .boxes import answer_grid_html
 from .latex import label_symbol, num
 from .markdown import in_spec_language, ragged_shape
-from .page import ANSWER_COLUMN_GAP_PX, ANSWER_COLUMN_PX
+from .page import LABEL_ROOMS_PX, MAX_COLUMN_BOXES, AnswerColumn
 
 #: Boxes per row and rows per grid; a larger part is split into several grids (a 16-wide
 #: row of 1.6 cm boxes would not fit on the page, nor could a student write in 1 cm boxes).
@@ -118,15 +118,25 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: fl
 
 #: A symbol that takes an index as a subscript: a letter, maybe under an accent or after ∇.
 _SUBSCRIPTABLE = re.compile(r"(?:\\nabla\s*)?(?:\\(?:tilde|hat|bar)\s*)?(?:[A-Za-z]|\\[a-zA-Z]+|\{[A-Za-z]\})")
+#: A symbol that names its matrices by a letter standing for the index: ``S_t`` (the state after
+#: token t), ``S^{(h)}`` (head h). The letter is replaced by the number.
+_INDEX_LETTER = re.compile(r"(_\{?|\^\{\()([a-z])(\}?|\)\})$")
 
 
 def _indexed(symbol: str, lead: Sequence[int]) -> str:
-    """The name of one matrix of a stack, counting from 1: ``S_{2}`` for the second of ``S``,
-    ``W_{Q}^{(2)}`` where the symbol has a subscript of its own."""
+    """The name of one matrix of a stack, counting from 1, as the prompt names it: ``S_{2}``
+    for the second of ``S_t``, ``S^{(2)}`` for head 2 of ``S^{(h)}``, ``A_{2}`` for the second of
+    ``A``; ``W_{Q}^{(2)}`` where the symbol has a subscript of its own."""
     index = ",".join(str(i + 1) for i in lead)
-    if _SUBSCRIPTABLE.fullmatch(symbol.strip()):
-        return f"{symbol.strip()}_{{{index}}}"
-    return f"{{{symbol.strip()}}}^{{({index})}}"
+    symbol = symbol.strip()
+    letter = _INDEX_LETTER.search(symbol)
+    if letter is not None and len(lead) == 1:
+        close = "}" if letter.group(1) == "_{" else letter.group(3)
+        opening = "_{" if letter.group(1).startswith("_") else letter.group(1)
+        return symbol[: letter.start()] + opening + index + (close if close else "}")
+    if _SUBSCRIPTABLE.fullmatch(symbol):
+        return f"{symbol}_{{{index}}}"
+    return f"{{{symbol}}}^{{({index})}}"
 
 
 def _part_code(part_id: str) -> re.Pattern[str]:
@@ -161,32 +171,49 @@ def answer_points(problem_html: str, part_ids: Sequence[str]) -> list[int | None
     return points
 
 
-def answer_column(areas_html: Iterable[str]) -> int:
-    """How many boxes wide the answer column of a worksheet with these areas is: its widest
-    grid that stands alone with at most 4 boxes to a row (wider grids and sets of grids go
-    under their sentence; see ``ANSWER_COLUMN_PX`` in :mod:`qkvquiz.render.page`)."""
-    widest = 1
+def answer_column(areas_html: Iterable[str]) -> AnswerColumn:
+    """The answer column of a worksheet with these areas: as many boxes wide as its widest
+    grid that stands alone with at most ``MAX_COLUMN_BOXES`` to a row (wider grids and sets
+    of grids go under their sentence), its labels' room as wide as its widest label."""
+    widest, label = 1, 0.0
     for area in areas_html:
         if 'class="answer-set"' in area:
             continue
-        for columns in _COLUMNS.findall(area):
-            if int(columns) <= max(ANSWER_COLUMN_PX):
-                widest = max(widest, int(columns))
-    return widest
+        for grid in _GRID.finditer(area):
+            columns = int(grid.group(2))
+            if columns <= MAX_COLUMN_BOXES:
+                widest = max(widest, columns)
+                label = max(label, _label_px(grid.group(1)))
+    room = next((k for k, px in enumerate(LABEL_ROOMS_PX) if label <= px), len(LABEL_ROOMS_PX) - 1)
+    return AnswerColumn(widest, room)
 
 
-def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]], column: int | None = None) -> str:
+#: A grid of boxes: its label's HTML and how many boxes a row has.
+_GRID = re.compile(r'<span class="answer-label">(.*?)</span>(?:<span class="bracket">)?<span class="boxes r\d+ c(\d+)">')
+_TAG = re.compile(r"<[^>]+>")
+
+
+def _label_px(label_html: str) -> float:
+    """About how wide a grid's label is, in CSS px: a formula drawn as a picture states its
+    width; text counts by its characters (a fraction's two lines both, so a little over)."""
+    pictures = [float(w) for w in _PICTURE_WIDTH.findall(label_html)]
+    text = html.unescape(_TAG.sub("", re.sub(r'<span class="math-svg".*?</span>', "", label_html)))
+    return sum(pictures) + _width_units(text.strip()) * _LABEL_CHAR_PX
+
+
+def place_answer_areas(
+    problem_html: str, areas: Sequence[tuple[str, str]], column: AnswerColumn | None = None
+) -> str:
     """Put each ``(part_id, area_html)`` after the sentence that names the part.
 
     The sentence is the list item or paragraph holding ``<code>part_id</code>``, as every
     bundled template writes it; areas follow one another in the order of the parts. An
     area whose part is not named anywhere goes at the end of the problem. ``column`` is the
-    answer column's width in boxes (:func:`answer_column`; default: of these areas alone).
+    worksheet's answer column (:func:`answer_column`; default: of these areas alone).
     """
     if column is None:
         column = answer_column(area for _part_id, area in areas)
-    # The room a sentence has beside the answer column, in CSS px.
-    beside = _ROW_PX - ANSWER_COLUMN_PX[column] - ANSWER_COLUMN_GAP_PX
+    beside = column.sentence_px
     points = answer_points(problem_html, [part_id for part_id, _area in areas])
     # Areas that go to the end of one list item: that item becomes a row, its text on the
     # left and its boxes beside it (below it where they leave the text too little room).
@@ -233,12 +260,11 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]], colu
 WIDE_FORMULA = 36
 
 
-#: Widths in CSS pixels (96 to the inch) for telling whether a part's sentence fits beside the
-#: answer column: the text width of an A4 page (the narrower size) less a list's indent; a
-#: character of a formula (11 pt serif), on average.
-_ROW_PX = 652.0
+#: The width of a character of a formula (11 pt serif), on average, in CSS pixels: for telling
+#: whether a part's sentence fits beside the answer column.
 _MATH_CHAR_PX = 6.6
-_COLUMNS = re.compile(r'<span class="boxes r\d+ c(\d+)">')
+#: The same for a grid's label, whose words ("shape", "Var") are upright and wider.
+_LABEL_CHAR_PX = 7.6
 #: A formula drawn as a picture states its width (qkvquiz/render/html.py).
 _PICTURE_WIDTH = re.compile(r'class="math-svg" style="width:([0-9.]+)px')
 
@@ -287,7 +313,8 @@ def drop_answer_sentences(problem_html: str, part_ids: Sequence[str]) -> str:
     prompt is printed once, next to its boxes. The Markdown worksheet keeps the sentence.
 
     In another language the sentence starts with the translation of "Answer:" and ends with
-    the points in brackets after the part's id ("答案：3×3 矩阵，小题 ``q2.scores``（2 分）。")."""
+    the points in brackets after the part's id ("答案：3×3 矩阵，小题 ``q2.scores``（2 分）。", its
+    closing bracket at half width before the full stop: :mod:`qkvquiz.render.html`)."""
     # Translators: the word that starts the templates' sentence naming a part's answer
     # ("Answer: a 3×3 matrix, part `q2.scores` (2 pt)."), exactly as their translation starts it.
     word = _("Answer:")
@@ -297,7 +324,7 @@ def drop_answer_sentences(problem_html: str, part_ids: Sequence[str]) -> str:
         patterns = [r"\s*Answer: (?:(?!</?(?:li|p|div)\b).)*?,? part " + code + r" \([^()]*\bpt\)\."]
         if word != "Answer:":
             patterns.insert(0, r"\s*" + re.escape(word) + r"\s*(?:(?!</?(?:li|p|div)\b).)*?" + code
-                            + r"\s*[(（][^()（）<]*[)）][.。]?")
+                            + r"\s*[(（][^()（）<]*(?:<span class=\"halt\">)?[)）](?:</span>)?[.。]?")
         for pattern in patterns:
             problem_html, found = re.compile(pattern, re.DOTALL).subn("", problem_html, count=1)
             if found:

@@ -88,7 +88,7 @@ def worksheet_body_html(
         space = item.work_space or work_space
         if space is not None and space.per == "problem":
             body += work_space_html(space)
-        parts.append(f'<section class="problem acol-{column}">\n{body}</section>')
+        parts.append(f'<section class="problem {column.css_class}">\n{body}</section>')
     return "\n".join(parts) + "\n"
 
 

@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from qkvquiz.render.boxes import expand_empty_grids
@@ -126,6 +127,23 @@ def _part_label(inline: Any) -> bool:
     return False
 
 
+#: Two full-width marks in a row ("）：", "。（"): each is drawn in a full em with its ink at one
+#: side, so the pair shows a blank of half an em between them. Chinese typesetting sets the
+#: first of the two at half width; the fonts' ``halt`` feature does that (.halt).
+_PUNCTUATION_PAIR = re.compile("([）」』】》〉，。、；：！？])(?=[）」』】》〉（「『【《〈，。、；：！？])")
+#: A space between a number or a Latin word and a Chinese character ("到 2 位小数", "键 1"):
+#: tied, so that a line does not end between a number and its measure word.
+_CJK_TIE = re.compile(r"(?<=[0-9A-Za-z])[ ](?=[\u3400-\u9fff])|(?<=[\u3400-\u9fff])[ ](?=[0-9A-Za-z])")
+
+
+def _chinese_text(text: str, math_after: bool) -> str:
+    """Escaped ``text`` with Chinese typesetting's ties and half-width punctuation pairs."""
+    text = _CJK_TIE.sub("\u00a0", text)
+    if math_after and text.endswith(" ") and has_cjk(text[-2:-1]):
+        text = text[:-1] + "\u00a0"  # "键 $1$": the number is math
+    return _PUNCTUATION_PAIR.sub(r'<span class="halt">\1</span>', escapeHtml(text))
+
+
 def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": raw_html}).enable("table")
     if not raw_html:
@@ -198,6 +216,13 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
             return ""
         return "\n"
 
+    def text(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        content = tokens[idx].content
+        if not has_cjk(content):
+            return escapeHtml(content)
+        following = tokens[idx + 1] if idx + 1 < len(tokens) else None
+        return _chinese_text(content, following is not None and following.type.startswith("math"))
+
     plain_code = md.renderer.rules["code_inline"]
 
     def code_inline(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
@@ -208,6 +233,7 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
             tokens[idx].attrSet("class", "part-id")
         return plain_code(tokens, idx, options, env)
 
+    md.add_render_rule("text", text)
     md.add_render_rule("code_inline", code_inline)
     md.add_render_rule("softbreak", softbreak)
     md.add_render_rule("list_item_open", list_item_open)
