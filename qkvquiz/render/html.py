@@ -42,6 +42,7 @@ from qkvquiz.render.page import (
 TEXT_BULLET = "\u2022\u00a0"
 
 _TM_OPEN = '<span class="tm">'
+ZERO_WIDTH_SPACE = "\u200b"
 
 def _markbreakable(body: str) -> str:
     """``body`` with its outermost text-math spans marked ``brk`` where the whole is long."""
@@ -218,10 +219,16 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
 
     def text(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
         content = tokens[idx].content
-        if not has_cjk(content):
-            return escapeHtml(content)
         following = tokens[idx + 1] if idx + 1 < len(tokens) else None
-        return _chinese_text(content, following is not None and following.type.startswith("math"))
+        math_after = following is not None and following.type == "math_inline"
+        out = _chinese_text(content, math_after) if has_cjk(content) else escapeHtml(content)
+        if math_after and out.endswith(" "):
+            # The space before a formula as a break the PDF renderer sees: without it, a formula
+            # too long for the rest of the line made it break the sentence at its *first* space
+            # ("(b) Compute ⏎ W by forward substitution: ⏎ W = A⁻¹B_K."). The zero-width space
+            # prints nothing and is not in the PDF's text.
+            out += ZERO_WIDTH_SPACE
+        return out
 
     plain_code = md.renderer.rules["code_inline"]
 

@@ -62,8 +62,9 @@ BOX_TILE_SVG = (
 #: text's left edge. Widths in CSS px.
 MAX_COLUMN_BOXES = 4
 LABEL_ROOMS_PX: tuple[float, ...] = (50.0, 70.0, 90.0, 110.0, 130.0)
-#: What a grid adds to its label and boxes: the label's right margin and the bracket.
-_GRID_FRAME_PX = 13.0
+#: What a grid adds to its label and boxes: the label's right margin, the bracket's left margin
+#: (a relation's space after "=") and the bracket itself.
+_GRID_FRAME_PX = 18.0
 #: The gap between a part's sentence and its answer column (the cell's left padding; in the
 #: stylesheet too).
 ANSWER_COLUMN_GAP_PX = 12.0
