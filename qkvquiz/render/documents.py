@@ -76,7 +76,7 @@ def worksheet_body_html(
     already rendered (:func:`~qkvquiz.render.markdown.render_student`), if they are."""
     parts = [header_html(ws.spec.title, ws.students[student], ws.codes[student], set_id=ws.set_id, name=name)]
     if ws.spec.instructions:
-        parts.append(markdown_body_html(ws.spec.instructions))
+        parts.append(markdown_body_html(ws.spec.instructions, text_math=True))
     parts.append('<p class="hand-in">' + _(HAND_IN_NOTE) + "</p>")
     problems = _rendered(ws, student, "problem", templates, rendered)
     all_areas = problem_areas(ws, student, work_space)
