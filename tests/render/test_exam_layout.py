@@ -150,3 +150,21 @@ def test_a_sentence_beside_its_boxes_is_not_broken_after_its_first_word(tmp_path
     (page,) = words(render_pdf(html, tmp_path / "part.pdf").path)
     compute, forward = page.find("Compute"), page.find("forward")
     assert compute and forward and compute[0].level_with(forward[0]), page.words
+
+
+def test_the_matrices_of_a_product_stand_together_and_a_list_keeps_its_space() -> None:
+    """"r₁ = S₀k₁ = [..]   [..]   = [..]": the factors of a product stood a quad apart, as if
+    they were a list. A product's next factor follows its neighbour (a zero-width break between),
+    the rest of an equation is spaced as its operator is, and a list ("[..], [..]") keeps its room."""
+    from qkvquiz.render.math_html import math_html
+
+    m = r"\begin{bmatrix} 1 & 2 \\ 3 & 4 \end{bmatrix}"
+    v = r"\begin{bmatrix} 1 \\ 3 \end{bmatrix}"
+    product = math_html(f"r = S k = {m}{v} = {v}", display=True, text=True)
+    assert product.count('class="math-group cont"') == 2, product
+    assert '\u200b<span class="math-group cont"><span class="bmat">' in product  # the second factor
+    assert ' <span class="math-group cont"><span class="tm">=' in product  # "= [..]"
+    listed = math_html(f"S_t = {m}, {m}", display=True, text=True)
+    assert "cont" not in listed and "\u200b" not in listed, listed
+    givens = math_html(rf"Q = {m}, \quad K = {m}", display=True, text=True)
+    assert "cont" not in givens, givens
