@@ -163,8 +163,11 @@ class NoBar:
 
 def progress_bar(auto_refresh: bool = True):
     """A progress bar on stderr. Without ``auto_refresh`` it redraws only when told
-    (``refresh()``) and runs no thread of its own, so a process pool may fork beside it."""
-    if not err.is_terminal:
+    (``refresh()``) and runs no thread of its own, so a process pool may fork beside it.
+
+    None where stderr is no terminal (a script, a log), nor on a dumb one (``TERM=dumb``: an
+    editor's shell, a serial console): a bar redraws by moving the cursor, which neither does."""
+    if not err.is_terminal or err.is_dumb_terminal:
         return NoBar()
     from rich.progress import (
         BarColumn,

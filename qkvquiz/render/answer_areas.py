@@ -14,7 +14,7 @@ import html
 import itertools
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from html.parser import HTMLParser
 
 import numpy as np
@@ -27,7 +27,7 @@ from ..worksheet import Worksheet
 from .boxes import answer_grid_html
 from .latex import label_symbol, num
 from .markdown import in_spec_language, ragged_shape
-from .math_html import tags_removed
+from .page import LABEL_ROOMS_PX, MAX_COLUMN_BOXES, AnswerColumn
 
 #: Boxes per row and rows per grid; a larger part is split into several grids (a 16-wide
 #: row of 1.6 cm boxes would not fit on the page, nor could a student write in 1 cm boxes).
@@ -91,6 +91,10 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: fl
         shape2 = shape[-2:]
     grids = []
     for lead in itertools.product(*(range(n) for n in shape[:-2])):
+        # Each matrix of a stack is labelled with its own name (S₁ =, S₂ =), as the prompt
+        # names them; a further tile of the same matrix keeps the label's room, unlabelled,
+        # so that its boxes line up with the tile before.
+        own = _indexed(symbol, lead) + " =" if lead else label
         for rows in _ranges(shape2[0]):
             for cols in _ranges(shape2[1]):
                 words = [
@@ -99,16 +103,40 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: fl
                     _span("entries" if len(shape) == 1 else "columns", cols, shape2[1]),
                 ]
                 tile: tuple[int, ...] = (len(cols),) if len(shape) == 1 else (len(rows), len(cols))
+                first_tile = rows.start == 0 and cols.start == 0
                 grids.append(
                     answer_grid_html(
                         part_id,
                         tile,
-                        label=label if not grids else None,
+                        label=own if first_tile else "",
                         caption=_caption(part_id, *(w for w in words if w)) + (worth if not grids else ""),
                     )
                 )
     part = html.escape(part_id, quote=True)
     return f'<div class="answer-set" data-part="{part}">{"".join(grids)}</div>'
+
+
+#: A symbol that takes an index as a subscript: a letter, maybe under an accent or after ∇.
+_SUBSCRIPTABLE = re.compile(r"(?:\\nabla\s*)?(?:\\(?:tilde|hat|bar)\s*)?(?:[A-Za-z]|\\[a-zA-Z]+|\{[A-Za-z]\})")
+#: A symbol that names its matrices by a letter standing for the index: ``S_t`` (the state after
+#: token t), ``S^{(h)}`` (head h). The letter is replaced by the number.
+_INDEX_LETTER = re.compile(r"(_\{?|\^\{\()([a-z])(\}?|\)\})$")
+
+
+def _indexed(symbol: str, lead: Sequence[int]) -> str:
+    """The name of one matrix of a stack, counting from 1, as the prompt names it: ``S_{2}``
+    for the second of ``S_t``, ``S^{(2)}`` for head 2 of ``S^{(h)}``, ``A_{2}`` for the second of
+    ``A``; ``W_{Q}^{(2)}`` where the symbol has a subscript of its own."""
+    index = ",".join(str(i + 1) for i in lead)
+    symbol = symbol.strip()
+    letter = _INDEX_LETTER.search(symbol)
+    if letter is not None and len(lead) == 1:
+        close = "}" if letter.group(1) == "_{" else letter.group(3)
+        opening = "_{" if letter.group(1).startswith("_") else letter.group(1)
+        return symbol[: letter.start()] + opening + index + (close if close else "}")
+    if _SUBSCRIPTABLE.fullmatch(symbol):
+        return f"{symbol}_{{{index}}}"
+    return f"{{{symbol}}}^{{({index})}}"
 
 
 def _part_code(part_id: str) -> re.Pattern[str]:
@@ -143,13 +171,49 @@ def answer_points(problem_html: str, part_ids: Sequence[str]) -> list[int | None
     return points
 
 
-def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> str:
+def answer_column(areas_html: Iterable[str]) -> AnswerColumn:
+    """The answer column of a worksheet with these areas: as many boxes wide as its widest
+    grid that stands alone with at most ``MAX_COLUMN_BOXES`` to a row (wider grids and sets
+    of grids go under their sentence), its labels' room as wide as its widest label."""
+    widest, label = 1, 0.0
+    for area in areas_html:
+        if 'class="answer-set"' in area:
+            continue
+        for grid in _GRID.finditer(area):
+            columns = int(grid.group(2))
+            if columns <= MAX_COLUMN_BOXES:
+                widest = max(widest, columns)
+                label = max(label, _label_px(grid.group(1)))
+    room = next((k for k, px in enumerate(LABEL_ROOMS_PX) if label <= px), len(LABEL_ROOMS_PX) - 1)
+    return AnswerColumn(widest, room)
+
+
+#: A grid of boxes: its label's HTML and how many boxes a row has.
+_GRID = re.compile(r'<span class="answer-label">(.*?)</span>(?:<span class="bracket">)?<span class="boxes r\d+ c(\d+)">')
+_TAG = re.compile(r"<[^>]+>")
+
+
+def _label_px(label_html: str) -> float:
+    """About how wide a grid's label is, in CSS px: a formula drawn as a picture states its
+    width; text counts by its characters (a fraction's two lines both, so a little over)."""
+    pictures = [float(w) for w in _PICTURE_WIDTH.findall(label_html)]
+    text = html.unescape(_TAG.sub("", re.sub(r'<span class="math-svg".*?</span>', "", label_html)))
+    return sum(pictures) + _width_units(text.strip()) * _LABEL_CHAR_PX
+
+
+def place_answer_areas(
+    problem_html: str, areas: Sequence[tuple[str, str]], column: AnswerColumn | None = None
+) -> str:
     """Put each ``(part_id, area_html)`` after the sentence that names the part.
 
     The sentence is the list item or paragraph holding ``<code>part_id</code>``, as every
     bundled template writes it; areas follow one another in the order of the parts. An
-    area whose part is not named anywhere goes at the end of the problem.
+    area whose part is not named anywhere goes at the end of the problem. ``column`` is the
+    worksheet's answer column (:func:`answer_column`; default: of these areas alone).
     """
+    if column is None:
+        column = answer_column(area for _part_id, area in areas)
+    beside = column.sentence_px
     points = answer_points(problem_html, [part_id for part_id, _area in areas])
     # Areas that go to the end of one list item: that item becomes a row, its text on the
     # left and its boxes beside it (below it where they leave the text too little room).
@@ -169,13 +233,13 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
         opening = problem_html.rfind("<li", last, at)
         if problem_html.startswith("</li>", at) and opening >= 0 and problem_html.find("</li>", opening) == at:
             start = problem_html.index(">", opening) + 1
-            # A formula too long to share its line with the boxes puts them under the sentence
-            # (it cannot break: the boxes would be pushed past the margin), and so do boxes
-            # that, beside the sentence's longest formula, would not fit in the line.
+            # A formula too long to share its line with the answer column puts the boxes under
+            # the sentence, in the same column (it cannot break: the boxes would be pushed
+            # past the margin).
             sentence = problem_html[start:at]
             longest = _longest_formula(sentence)
             unbreakable = max(longest * _MATH_CHAR_PX, *map(float, _PICTURE_WIDTH.findall(sentence)), 0.0)
-            wide = longest > WIDE_FORMULA or unbreakable + _boxes_width(joined) > _ROW_PX
+            wide = longest > WIDE_FORMULA or unbreakable > beside
             out += [
                 problem_html[last:start],
                 '<div class="part-row wide"><div class="part-text">' if wide else '<div class="part-row"><div class="part-text">',
@@ -196,19 +260,11 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
 WIDE_FORMULA = 36
 
 
-#: Widths in CSS pixels (96 to the inch) for telling whether a part's boxes fit beside its
-#: sentence: the text width of an A4 page (the narrower size) less a list's indent and the gap
-#: between the two; a character of a formula (11 pt serif) and of a caption (7 pt sans), on
-#: average; a box (``.boxes`` in the stylesheet), and what surrounds a grid (its label's room,
-#: brackets, margins).
-_ROW_PX = 630.0
+#: The width of a character of a formula (11 pt serif), on average, in CSS pixels: for telling
+#: whether a part's sentence fits beside the answer column.
 _MATH_CHAR_PX = 6.6
-_CAPTION_CHAR_PX = 4.4
-_BOX_PX = 73.28
-_GRID_EXTRA_PX = 40.0
-_ANSWER = re.compile(r'<div class="answer answer-\w+"[^>]*>(.*?)</div>', re.DOTALL)
-_COLUMNS = re.compile(r'<span class="boxes r\d+ c(\d+)">')
-_CAPTION = re.compile(r'<span class="answer-part">([^<]*)</span>')
+#: The same for a grid's label, whose words ("shape", "Var") are upright and wider.
+_LABEL_CHAR_PX = 7.6
 #: A formula drawn as a picture states its width (qkvquiz/render/html.py).
 _PICTURE_WIDTH = re.compile(r'class="math-svg" style="width:([0-9.]+)px')
 
@@ -217,21 +273,6 @@ def _width_units(text: str) -> int:
     """How many average Latin characters ``text`` is as wide as: a Chinese character (a wide or
     full-width one) counts twice."""
     return len(text) + sum(1 for ch in text if ch >= "\u1100" and unicodedata.east_asian_width(ch) in "WF")
-
-
-def _boxes_width(areas_html: str) -> float:
-    """About how wide the widest of these answer areas (:func:`answer_area_html`) is, in CSS
-    pixels: label, boxes and caption (the grids of a set wrap, so they count one at a time)."""
-    widest = 0.0
-    for answer in _ANSWER.findall(areas_html):
-        columns, caption = _COLUMNS.search(answer), _CAPTION.search(answer)
-        if columns is None:
-            continue
-        label = tags_removed(answer[:columns.start()])
-        width = (_width_units(label) * _MATH_CHAR_PX + int(columns.group(1)) * _BOX_PX + _GRID_EXTRA_PX
-                 + (_width_units(html.unescape(caption.group(1))) * _CAPTION_CHAR_PX if caption else 0.0))
-        widest = max(widest, width)
-    return widest
 
 
 class _FormulaLengths(HTMLParser):
@@ -272,7 +313,8 @@ def drop_answer_sentences(problem_html: str, part_ids: Sequence[str]) -> str:
     prompt is printed once, next to its boxes. The Markdown worksheet keeps the sentence.
 
     In another language the sentence starts with the translation of "Answer:" and ends with
-    the points in brackets after the part's id ("答案：3×3 矩阵，小题 ``q2.scores``（2 分）。")."""
+    the points in brackets after the part's id ("答案：3×3 矩阵，小题 ``q2.scores``（2 分）。", its
+    closing bracket at half width before the full stop: :mod:`qkvquiz.render.html`)."""
     # Translators: the word that starts the templates' sentence naming a part's answer
     # ("Answer: a 3×3 matrix, part `q2.scores` (2 pt)."), exactly as their translation starts it.
     word = _("Answer:")
@@ -282,7 +324,7 @@ def drop_answer_sentences(problem_html: str, part_ids: Sequence[str]) -> str:
         patterns = [r"\s*Answer: (?:(?!</?(?:li|p|div)\b).)*?,? part " + code + r" \([^()]*\bpt\)\."]
         if word != "Answer:":
             patterns.insert(0, r"\s*" + re.escape(word) + r"\s*(?:(?!</?(?:li|p|div)\b).)*?" + code
-                            + r"\s*[(（][^()（）<]*[)）][.。]?")
+                            + r"\s*[(（][^()（）<]*(?:<span class=\"halt\">)?[)）](?:</span>)?[.。]?")
         for pattern in patterns:
             problem_html, found = re.compile(pattern, re.DOTALL).subn("", problem_html, count=1)
             if found:

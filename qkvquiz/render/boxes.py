@@ -61,7 +61,10 @@ def answer_grid_html(
     dims = _shape(shape)
     rows, cols = dims if dims else (1, 1)
     kind = "scalar" if not dims else "matrix"
-    label_html = f'<span class="answer-label">{math_html(label, text=True)}</span>' if label else ""
+    # An empty label ("") keeps its room (a further grid of the same part lines up with the
+    # first); None leaves none.
+    label_html = "" if label is None else (
+        f'<span class="answer-label">{math_html(label, text=True) if label else ""}</span>')
     # One element, the boxes its tiled background (see .boxes in the stylesheet).
     grid = f'<span class="boxes r{rows} c{cols}"></span>'
     if dims:

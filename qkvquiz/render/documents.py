@@ -26,6 +26,7 @@ from ..core.i18n import N_, _, ngettext
 from ..spec_types import WorkSpace
 from ..worksheet import Worksheet
 from .answer_areas import (
+    answer_column,
     drop_answer_sentences,
     place_answer_areas,
     problem_areas,
@@ -75,16 +76,19 @@ def worksheet_body_html(
     already rendered (:func:`~qkvquiz.render.markdown.render_student`), if they are."""
     parts = [header_html(ws.spec.title, ws.students[student], ws.codes[student], set_id=ws.set_id, name=name)]
     if ws.spec.instructions:
-        parts.append(markdown_body_html(ws.spec.instructions))
+        parts.append(markdown_body_html(ws.spec.instructions, text_math=True))
     parts.append('<p class="hand-in">' + _(HAND_IN_NOTE) + "</p>")
     problems = _rendered(ws, student, "problem", templates, rendered)
-    for item, markdown, areas in zip(ws.spec.items, problems, problem_areas(ws, student, work_space)):
-        body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas)
+    all_areas = problem_areas(ws, student, work_space)
+    # One answer column for the whole worksheet: every grid starts at the same left edge.
+    column = answer_column(area for areas in all_areas for _part_id, area in areas)
+    for item, markdown, areas in zip(ws.spec.items, problems, all_areas):
+        body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas, column)
         body = drop_answer_sentences(body, [part_id for part_id, _area in areas])
         space = item.work_space or work_space
         if space is not None and space.per == "problem":
             body += work_space_html(space)
-        parts.append(f'<section class="problem">\n{body}</section>')
+        parts.append(f'<section class="problem {column.css_class}">\n{body}</section>')
     return "\n".join(parts) + "\n"
 
 

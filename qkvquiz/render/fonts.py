@@ -7,6 +7,11 @@ has: ``templates/fonts/`` holds the DejaVu faces (Bitstream Vera licence, in
 stylesheet names these families first; the system families after them are only what a
 browser falls back to for the HTML pages (which load no font file).
 
+Formulas drawn as pictures (:mod:`qkvquiz.render.svg_math`) are set in DejaVu Math TeX Gyre
+(:data:`MATH_FONT`, same licence; its math extensions are in the public domain), the DejaVu
+Serif design with the OpenType MATH table a formula layout needs: a drawn formula and the math
+set as text (:mod:`qkvquiz.render.textmath`) are one face at one size on the page.
+
 :func:`missing_glyphs` finds text a face cannot draw and :func:`latex_leaks` LaTeX source
 left in prose; the test suite runs both over every family's worksheet, key and form.
 CJK text (a Chinese set, ``--lang zh``, or an instructor's own text) is out of reach of these
@@ -74,8 +79,17 @@ UNPLACED_MARKS = frozenset("\u0302\u0303\u0304\u0305\u0307\u20d7")
 UNPLACED_BASES = frozenset("βδζθλξ")
 
 
+#: The face of the drawn formulas: DejaVu Serif's letters, digits and operators, with a MATH table.
+MATH_FONT = "DejaVuMathTeXGyre.ttf"
+
+
 def fonts_dir() -> Path:
     return templates_dir() / FONT_FOLDER
+
+
+def math_font_path() -> Path:
+    """The font file every drawn formula is set in (:data:`MATH_FONT`)."""
+    return fonts_dir() / MATH_FONT
 
 
 def font_face_css() -> str:

@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from qkvquiz.render.boxes import expand_empty_grids
@@ -41,6 +42,7 @@ from qkvquiz.render.page import (
 TEXT_BULLET = "\u2022\u00a0"
 
 _TM_OPEN = '<span class="tm">'
+ZERO_WIDTH_SPACE = "\u200b"
 
 def _markbreakable(body: str) -> str:
     """``body`` with its outermost text-math spans marked ``brk`` where the whole is long."""
@@ -101,6 +103,48 @@ def _joins_without_space(before: str | None, after: str | None) -> bool:
         before is not None and after is not None and has_cjk(before) and has_cjk(after))
 
 
+#: A part's label as the templates write it at the start of its item: ``**(a)**``.
+_PART_LABEL = re.compile(r"\([a-z]{1,2}\)|\([ivx]{1,4}\)")
+
+
+def _part_label(inline: Any) -> bool:
+    """Whether an item's text opens with a part label in bold (``**(a)** Compute …``); if so,
+    the label is marked to hang (``class="pl"``) and the space after it goes."""
+    kids = list(inline.children or [])
+    while kids and kids[0].type == "text" and not kids[0].content:
+        kids.pop(0)  # the parser opens with an empty text token
+    if (
+        len(kids) >= 4
+        and kids[0].type == "strong_open"
+        and kids[1].type == "text"
+        and _PART_LABEL.fullmatch(kids[1].content)
+        and kids[2].type == "strong_close"
+        and kids[3].type == "text"
+        and kids[3].content.startswith(" ")
+    ):
+        kids[0].attrSet("class", "pl")
+        kids[3].content = kids[3].content.lstrip(" ")
+        return True
+    return False
+
+
+#: Two full-width marks in a row ("）：", "。（"): each is drawn in a full em with its ink at one
+#: side, so the pair shows a blank of half an em between them. Chinese typesetting sets the
+#: first of the two at half width; the fonts' ``halt`` feature does that (.halt).
+_PUNCTUATION_PAIR = re.compile("([）」』】》〉，。、；：！？])(?=[）」』】》〉（「『【《〈，。、；：！？])")
+#: A space between a number or a Latin word and a Chinese character ("到 2 位小数", "键 1"):
+#: tied, so that a line does not end between a number and its measure word.
+_CJK_TIE = re.compile(r"(?<=[0-9A-Za-z])[ ](?=[\u3400-\u9fff])|(?<=[\u3400-\u9fff])[ ](?=[0-9A-Za-z])")
+
+
+def _chinese_text(text: str, math_after: bool) -> str:
+    """Escaped ``text`` with Chinese typesetting's ties and half-width punctuation pairs."""
+    text = _CJK_TIE.sub("\u00a0", text)
+    if math_after and text.endswith(" ") and has_cjk(text[-2:-1]):
+        text = text[:-1] + "\u00a0"  # "键 $1$": the number is math
+    return _PUNCTUATION_PAIR.sub(r'<span class="halt">\1</span>', escapeHtml(text))
+
+
 def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": raw_html}).enable("table")
     if not raw_html:
@@ -146,6 +190,15 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
     def list_item_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
         token = tokens[idx]
         following = tokens[idx + 1] if idx + 1 < len(tokens) else None
+        inline = tokens[idx + 2] if idx + 2 < len(tokens) else None
+        if (
+            token.markup in ("-", "*", "+") and following is not None and following.type == "paragraph_open"
+            and inline is not None and inline.type == "inline" and _part_label(inline)
+        ):
+            # A part of a problem, "- **(a)** Compute …": as in a typeset exam, no bullet; its
+            # label hangs at the left of the text (.pl), which lines up under the label's right.
+            token.attrSet("class", "pi")
+            return self.renderToken(tokens, idx, options, env)
         if token.markup in ("-", "*", "+") and following is not None and following.type == "paragraph_open":
             # An item of a bullet list, tight or loose: its bullet is text that opens its first
             # line (see TEXT_BULLET), on the line's baseline even where a matrix makes it tall.
@@ -164,6 +217,19 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
             return ""
         return "\n"
 
+    def text(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+        content = tokens[idx].content
+        following = tokens[idx + 1] if idx + 1 < len(tokens) else None
+        math_after = following is not None and following.type == "math_inline"
+        out = _chinese_text(content, math_after) if has_cjk(content) else escapeHtml(content)
+        if math_after and out.endswith(" "):
+            # The space before a formula as a break the PDF renderer sees: without it, a formula
+            # too long for the rest of the line made it break the sentence at its *first* space
+            # ("(b) Compute ⏎ W by forward substitution: ⏎ W = A⁻¹B_K."). The zero-width space
+            # prints nothing and is not in the PDF's text.
+            out += ZERO_WIDTH_SPACE
+        return out
+
     plain_code = md.renderer.rules["code_inline"]
 
     def code_inline(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
@@ -174,6 +240,7 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
             tokens[idx].attrSet("class", "part-id")
         return plain_code(tokens, idx, options, env)
 
+    md.add_render_rule("text", text)
     md.add_render_rule("code_inline", code_inline)
     md.add_render_rule("softbreak", softbreak)
     md.add_render_rule("list_item_open", list_item_open)

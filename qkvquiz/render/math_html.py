@@ -230,10 +230,23 @@ def math_html(
     if display and sum(isinstance(p, _NumericMatrix) for p in pieces) > 1:
         # Several matrices side by side (Q =, K =, V = …) may be wider than the page: each
         # labelled matrix is one unbreakable group, and the line may wrap between groups.
-        return " ".join(
-            f'<span class="math-group">{_pieces_html(group, display, font_size_pt, text)}</span>'
-            for group in _matrix_groups(pieces)
-        )
+        out = []
+        previous: list[str | _NumericMatrix] = []
+        for k, group in enumerate(_matrix_groups(pieces)):
+            inner = _pieces_html(group, display, font_size_pt, text)
+            first = group[0]
+            listed = bool(previous) and isinstance(previous[-1], str) and previous[-1].rstrip().endswith(",")
+            previous = group
+            if k and isinstance(first, _NumericMatrix) and not listed:
+                # A factor of a product ("S₀k₁ = [..][..]"): next to the one before, as TeX
+                # sets them, with a zero-width break between in case the line is full.
+                out.append(f'\u200b<span class="math-group cont">{inner}</span>')
+            elif k and isinstance(first, str) and re.match(r"\s*(?:[=+\-<>]|\\(?:approx|cdot|odot|times|le|ge)(?![A-Za-z]))", first):
+                # The rest of one equation ("= [..]", "+ [..]"): spaced as its operator is.
+                out.append(f' <span class="math-group cont">{inner}</span>')
+            else:
+                out.append(f'{" " if k else ""}<span class="math-group">{inner}</span>')
+        return "".join(out)
     body = _pieces_html(pieces, display, font_size_pt, text)
     if display and breakable(body):
         definitions = _quad_separated(latex.strip())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -53,13 +54,75 @@ BOX_TILE_SVG = (
     '<rect x="1.13" y="1.13" width="71.01" height="33.22" fill="none" stroke="#777" '
     'stroke-width="0.8"/></svg>'
 )
-#: The tile, for the documents that have answer boxes. It is not in ``style.css``: the
-#: answer form embeds that stylesheet under a Content-Security-Policy that loads nothing,
-#: not even a ``data:`` picture, and has boxes of its own.
+#: The answer column of a printed worksheet: every part's boxes start at one left edge, in a
+#: column as wide as the worksheet's widest grid beside a sentence needs: its label's room (as
+#: wide as the widest label, from :data:`LABEL_ROOMS_PX`, right-aligned so that "S =" and
+#: "Var(q·k) =" end at one place), the bracket, and 1 to 4 boxes of 73.28 px (``.boxes`` in the
+#: stylesheet). Wider grids (5 to 8 boxes) and sets of grids go under their sentence from the
+#: text's left edge. Widths in CSS px.
+MAX_COLUMN_BOXES = 4
+LABEL_ROOMS_PX: tuple[float, ...] = (50.0, 70.0, 90.0, 110.0, 130.0)
+#: What a grid adds to its label and boxes: the label's right margin, the bracket's left margin
+#: (a relation's space after "=") and the bracket itself.
+_GRID_FRAME_PX = 18.0
+#: The gap between a part's sentence and its answer column (the cell's left padding; in the
+#: stylesheet too).
+ANSWER_COLUMN_GAP_PX = 12.0
+#: The width of a part's row: an A4 page's text width (178 mm) less a list's indent (1.4 em)
+#: and the room of a part's label (0.7 em) at 11 pt. (On letter paper the row is wider and
+#: both cells share the rest alike, so the column's edge is still one for the whole sheet.)
+ANSWER_ROW_PX = 642.0
+
+
+@dataclass(frozen=True)
+class AnswerColumn:
+    """A worksheet's answer column: ``boxes`` wide (1 to :data:`MAX_COLUMN_BOXES`), with room
+    ``room`` (an index into :data:`LABEL_ROOMS_PX`) for the labels."""
+
+    boxes: int = 1
+    room: int = 0
+
+    @property
+    def css_class(self) -> str:
+        return f"acol-{self.boxes} alab-{self.room}"
+
+    @property
+    def width_px(self) -> float:
+        return LABEL_ROOMS_PX[self.room] + _GRID_FRAME_PX + 73.28 * self.boxes
+
+    @property
+    def sentence_px(self) -> float:
+        """How wide a part's sentence is beside the column."""
+        return ANSWER_ROW_PX - self.width_px - ANSWER_COLUMN_GAP_PX
+
+
+def _answer_column_css() -> str:
+    rules = []
+    for room, label in enumerate(LABEL_ROOMS_PX):
+        rules.append(f".alab-{room} .part-boxes .answer-label {{ min-width: {label:.0f}px; }}")
+        # The part's name and points go under its boxes, from their left edge.
+        rules.append(f".alab-{room} .part-boxes .answer-part {{ margin-left: {label + 4.4:.1f}px; }}")
+        for boxes in range(1, MAX_COLUMN_BOXES + 1):
+            column = AnswerColumn(boxes, room)
+            at = f".acol-{boxes}.alab-{room}"
+            # Both cells have a width: with the sentence's left to the table's automatic
+            # layout, the PDF renderer broke a sentence after its first word where a formula
+            # followed it.
+            rules.append(f"{at} .part-boxes {{ width: {column.width_px:.2f}px; }}")
+            rules.append(f"{at} .part-row > .part-text {{ width: {column.sentence_px:.2f}px; }}")
+            # Boxes under a sentence too long to share its line sit in the same column.
+            rules.append(f"{at} .part-row.wide > .part-boxes {{ flex: 0 0 {column.width_px:.2f}px; }}")
+    return "\n".join(rules)
+
+
+#: The tile, for the documents that have answer boxes, and the answer column's widths. It is
+#: not in ``style.css``: the answer form embeds that stylesheet under a Content-Security-Policy
+#: that loads nothing, not even a ``data:`` picture, and has boxes of its own.
 BOXES_CSS = (
     ".boxes { background-image: url('data:image/svg+xml;base64,"
     + base64.b64encode(BOX_TILE_SVG.encode("ascii")).decode("ascii")
-    + "'); }"
+    + "'); }\n"
+    + _answer_column_css()
 )
 
 

@@ -1,4 +1,8 @@
-"""A formula as an SVG picture: LaTeX → MathML (latex2mathml) → SVG (ziamath, STIX Two Math).
+"""A formula as an SVG picture: LaTeX → MathML (latex2mathml) → SVG (ziamath).
+
+The picture is set in the face of the text around it (DejaVu Math TeX Gyre, the DejaVu Serif
+design with a MATH table: :func:`qkvquiz.render.fonts.math_font_path`) at the text's size, so
+that "softmax" in a drawn formula and the words and text math beside it read as one face.
 
 A few MathML fixes come first (legible inline fractions, spaced operators), and the picture
 is the background of a box whose transparent text is the expression in plain Unicode
@@ -14,6 +18,8 @@ import warnings
 import xml.etree.ElementTree as ET
 from functools import lru_cache
 from types import ModuleType
+
+from qkvquiz.render.fonts import math_font_path
 
 #: CSS pixels per point (CSS px are 1/96 in; ziamath sizes are in px).
 PX_PER_PT = 96.0 / 72.0
@@ -275,7 +281,7 @@ def _ziamath_svg(root: ET.Element, size_px: float) -> tuple[str, float, float]:
     # make smaller documents.
     ziamath.config.svg2, ziamath.config.precision = False, 2
     try:
-        math = ziamath.Math(root, size=size_px)
+        math = ziamath.Math(root, size=size_px, font=str(math_font_path()))
         svg = math.svg()
     finally:
         ziamath.config.svg2, ziamath.config.precision = previous

@@ -130,11 +130,21 @@ def test_the_progress_bar_draws_on_a_terminal_and_is_not_even_imported_elsewhere
 
     from qkvquiz.cli import _common
 
+    # A terminal that moves its cursor, whatever TERM the tests themselves run under.
+    monkeypatch.setenv("TERM", "xterm-256color")
     screen = io.StringIO()
     monkeypatch.setattr(_common, "err", Console(file=screen, force_terminal=True, width=100))
     result = runner.invoke(app, ["generate", "attention-basics", "-n", "3", "--out", str(tmp_path / "tty")])
     assert result.exit_code == 0, result.output
     assert "writing worksheets" in screen.getvalue()
+
+    # A dumb terminal (TERM=dumb: an editor's shell) cannot redraw a bar: none is drawn.
+    monkeypatch.setenv("TERM", "dumb")
+    screen = io.StringIO()
+    monkeypatch.setattr(_common, "err", Console(file=screen, force_terminal=True, width=100))
+    result = runner.invoke(app, ["generate", "attention-basics", "-n", "3", "--out", str(tmp_path / "dumb")])
+    assert result.exit_code == 0, result.output
+    assert screen.getvalue() == "", "no bar, and no blank line where a bar was"
 
     # Not a terminal (a script, a log, CI): nothing drawn, and rich.progress never imported.
     code = (

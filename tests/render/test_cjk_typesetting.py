@@ -194,7 +194,8 @@ def test_a_line_break_after_a_chinese_mark_prints_no_space():
     from qkvquiz.render.html import markdown_body_html
 
     html = markdown_body_html("加上残差：$H = X + Z$。\n答案：2×4 矩阵\n（0.4 分）；\n方差")
-    assert "。答案：2×4 矩阵（0.4 分）；方差" in re.sub(r"<[^>]+>", "", html), html
+    # (A number and its Chinese word are tied: a no-break space, see the test below.)
+    assert "。答案：2×4 矩阵（0.4 分）；方差" in re.sub(r"<[^>]+>", "", html).replace("\xa0", " "), html
     # Between Chinese and Latin text or math the space stays, as in English.
     assert markdown_body_html("每个词元\n`t` 与\nsoftmax") == "<p>每个词元\n<code>t</code> 与\nsoftmax</p>\n"
     assert markdown_body_html("One.\nTwo") == "<p>One.\nTwo</p>\n"
@@ -291,3 +292,25 @@ def test_the_delta_rule_writes_few_tokens_out(tokens, written):
     assert f"For each token $t = {written}$ it" in worksheet_markdown(ws, 0)
     with i18n.using("zh"):
         assert f"对每个词元 $t = {written}$，" in worksheet_markdown(ws, 0)
+
+
+def test_a_number_stays_on_the_line_of_its_chinese_word():
+    """"四舍五入到 2 ⏎ 位小数", "只能关注键 ⏎ 1": the space between a number (or a Latin word) and a
+    Chinese character is tied, also before a number set as math; English spaces stay spaces."""
+    from qkvquiz.render.html import markdown_body_html
+
+    assert "到\xa02\xa0位小数" in markdown_body_html("四舍五入到 2 位小数")
+    assert "关注键\xa0<span" in markdown_body_html("只能关注键 $1$。")
+    assert "\xa0" not in markdown_body_html("round to 2 decimals, key $1$.")
+
+
+def test_two_chinese_marks_in_a_row_set_the_first_at_half_width():
+    """"）：" drawn as two full ems showed half an em of blank between the marks; the first of a
+    pair takes the font's half-width forms (halt), a lone mark keeps its full width."""
+    from qkvquiz.render.html import markdown_body_html
+
+    html = markdown_body_html("（每个词元一行）：查询 1。（注）")
+    assert '<span class="halt">）</span>：' in html
+    assert '<span class="halt">。</span>（' in html
+    assert html.count('class="halt"') == 2, html
+    assert "halt" not in markdown_body_html("(one row per token): query 1.")

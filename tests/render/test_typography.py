@@ -223,13 +223,15 @@ def test_roster_names_reach_the_header_and_key_html_is_private(tmp_path: Path) -
 
 @pytest.mark.slow
 @pdf_only
-def test_attention_basics_for_one_student_fits_on_two_pages(tmp_path: Path) -> None:
+def test_attention_basics_for_one_student_fits_on_three_pages(tmp_path: Path) -> None:
+    """Five problems on three pages: each problem is kept whole on its page (two pages held
+    them only by cutting problem 4 between its givens and its parts)."""
     from qkvquiz.render.pdf import layout
 
     spec = load_spec(bank_dir() / "attention-basics.yaml")
     for seed in ("a", "b", "c"):
         ws = build_worksheet(spec, ["ada"], seed=seed)
-        assert len(layout(worksheet_document(ws, 0)).pages) <= 2, seed
+        assert len(layout(worksheet_document(ws, 0)).pages) <= 3, seed
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

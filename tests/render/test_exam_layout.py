@@ -1,0 +1,170 @@
+"""The printed worksheet set as a typeset exam sets it: one face for text and math, every grid
+of a sheet at one left edge, parts labelled (a), (b) hanging at the left, a problem kept on one
+page with its givens, and no sentence broken after its first word.
+
+The layout checks read the written PDF from outside (:mod:`tests.render.pdf_reading`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from qkvquiz import build_worksheet, load_spec
+from qkvquiz.core import i18n
+from qkvquiz.core.resources import bank_dir
+from qkvquiz.render.answer_areas import answer_area_html, place_answer_areas
+from qkvquiz.render.boxes import answer_grid_html
+from qkvquiz.render.documents import worksheet_document
+from qkvquiz.render.fonts import fonts_dir
+from qkvquiz.render.html import html_document, markdown_body_html
+from qkvquiz.render.math_html import tags_removed
+from qkvquiz.render.pdf import pdf_available
+from qkvquiz.render.svg_math import svg_math_html
+
+from .pdf_reading import Page, words
+
+pdf_only = pytest.mark.skipif(not pdf_available(), reason="WeasyPrint's system libraries are not installed")
+
+
+def _advance_px(text: str, font_file: str, size_pt: float) -> float:
+    from fontTools.ttLib import TTFont
+
+    with TTFont(fonts_dir() / font_file, lazy=True) as font:
+        cmap, metrics, units = font.getBestCmap(), font["hmtx"], font["head"].unitsPerEm
+        return sum(metrics[cmap[ord(ch)]][0] for ch in text) / units * size_pt * 96 / 72
+
+
+def test_a_drawn_formula_is_in_the_face_and_size_of_the_text() -> None:
+    """"softmax" in a drawn formula was a smaller, narrower face (STIX) than the text beside it
+    (DejaVu Serif): drawn, it is as wide as the text face sets the word at the same size."""
+    for size in (11.0, 9.0):
+        drawn = svg_math_html(r"\operatorname{softmax}", display=False, font_size_pt=size)
+        width = float(re.search(r"width:([0-9.]+)px", drawn).group(1)) - 2.0  # less the 1 px margins
+        text = _advance_px("softmax", "DejaVuSerif.ttf", size)
+        assert abs(width - text) / text < 0.04, (size, width, text)
+
+
+def test_a_part_has_its_label_hanging_and_no_bullet() -> None:
+    html = markdown_body_html("- **(a)** Compute $x$.\n- **(b)** And $y$.\n- a plain item\n- **bold** word\n", text_math=True)
+    items = re.findall(r"<li[^>]*>.*?</li>", html, re.DOTALL)
+    assert items[0].startswith('<li class="pi"><strong class="pl">(a)</strong>Compute'), items[0]
+    assert items[1].startswith('<li class="pi"><strong class="pl">(b)</strong>And'), items[1]
+    assert all("\u2022" not in item for item in items[:2])
+    # Other items keep their bullet.
+    assert items[2].startswith('<li class="tb">\u2022'), items[2]
+    assert items[3].startswith('<li class="tb">\u2022'), items[3]
+
+
+@pytest.mark.parametrize(
+    ("symbol", "expected"),
+    [("S_t", ["S1 =", "S2 ="]), ("S^{(h)}", ["S(1) =", "S(2) ="]), ("A", ["A1 =", "A2 ="])],
+)
+def test_every_matrix_of_a_stack_is_labelled_as_the_prompt_names_it(symbol: str, expected: list[str]) -> None:
+    """The second grid of a list answer (S₂, head 2) had no label and stood offset from the first."""
+    area = answer_area_html("q1.states", (2, 2, 2), symbol, 1.0)
+    labels = re.findall(r'<span class="answer-label">(.*?)</span><span class="bracket">', area)
+    assert [" ".join(tags_removed(label).split()) for label in labels] == expected, area
+
+
+def _captions(page: Page, ids: set[str]) -> list:
+    """The words that name a single grid's part under it (``q2.scores``), not a grid of a set
+    (``q1.states,`` with the comma of its place)."""
+    return [w for w in page.words if w.text in ids]
+
+
+def _worksheet_pdf(spec_name: str, lang: str, seed: str, tmp_path: Path) -> tuple[Path, set[str], list]:
+    from qkvquiz.render.pdf import render_pdf
+
+    spec = load_spec(bank_dir() / spec_name)
+    with i18n.using(lang):
+        ws = build_worksheet(spec, ["ada"], seed=seed)
+        html = worksheet_document(ws, 0)
+    pdf = render_pdf(html, tmp_path / f"{spec_name}-{lang}-{seed}.pdf").path
+    ids = {part.id for item in ws.spec.items for part in item.parts}
+    return pdf, ids, list(ws.spec.items)
+
+
+@pytest.mark.slow
+@pdf_only
+@pytest.mark.parametrize(("spec_name", "lang"), [("attention-basics.yaml", "en"), ("attention-basics.yaml", "zh"),
+                                                  ("all-families.yaml", "en")])
+def test_every_grid_of_a_worksheet_starts_at_one_left_edge(spec_name: str, lang: str, tmp_path: Path) -> None:
+    """Grids stood where their width and caption put them (a 40 mm spread on one page), and in
+    Chinese one dropped under its prompt at the left margin: every single grid of the sheet now
+    starts at one edge, its caption under it."""
+    pdf, ids, _items = _worksheet_pdf(spec_name, lang, "edge", tmp_path)
+    edges = sorted({round(w.x_min, 1) for page in words(pdf) for w in _captions(page, ids)})
+    assert edges, "no caption found"
+    assert edges[-1] - edges[0] < 1.0, edges
+
+
+@pytest.mark.slow
+@pdf_only
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_worksheet_problem_stays_on_one_page_with_its_givens(lang: str, tmp_path: Path) -> None:
+    """Problem 4's givens were on one page and its parts on the next: every part of a problem
+    is on the page of the problem's first given (its first matrix's first entry is the first
+    word after the heading)."""
+    for seed in ("a", "b", "c"):
+        pdf, ids, items = _worksheet_pdf("attention-basics.yaml", lang, seed, tmp_path)
+        pages = words(pdf)
+        assert len(pages) <= 3, seed  # five problems, none cut: three pages (two when one could be cut)
+        where = defaultdict(set)
+        for page in pages:
+            for word in _captions(page, ids):
+                where[word.text.split(".")[0]].add(page.number)
+        for item in items:
+            part_pages = set().union(*(where[part.id.split(".")[0]] for part in item.parts))
+            assert len(part_pages) == 1, (seed, item.id, part_pages)
+        # Each problem's heading ("Problem 4:", "第 4 题：") is on the page of its parts.
+        headings = 0
+        for page in pages:
+            ws_ = page.words
+            for k in range(len(ws_) - 2):
+                en = ws_[k].text == "Problem" and re.fullmatch(r"\d+:", ws_[k + 1].text)
+                zh = ws_[k].text == "第" and ws_[k + 1].text.isdigit() and ws_[k + 2].text.startswith("题")
+                if en or zh:
+                    headings += 1
+                    item = items[int(ws_[k + 1].text.rstrip(":")) - 1]
+                    assert where[item.parts[0].id.split(".")[0]] == {page.number}, (seed, item.id, page.number)
+        assert headings == len(items), (seed, headings)
+
+
+@pdf_only
+def test_a_sentence_beside_its_boxes_is_not_broken_after_its_first_word(tmp_path: Path) -> None:
+    """"(b) Compute ⏎ W by forward substitution: ⏎ W = A⁻¹B_K": with its width left to the
+    table's automatic layout the sentence broke after its first word where a formula followed."""
+    from qkvquiz.render.answer_areas import answer_column
+    from qkvquiz.render.pdf import render_pdf
+
+    markdown = "- **(b)** Compute W by forward substitution: $W = A^{-1}B_K$. Part `q1.W`.\n"
+    area = answer_grid_html("q1.W", (3, 2), label="W =", caption="q1.W")
+    grid4 = answer_grid_html("q1.X", (3, 4), label="X =", caption="q1.X")
+    column = answer_column([area, grid4])  # a sheet whose widest grid has 4 boxes to a row
+    body = place_answer_areas(markdown_body_html(markdown, text_math=True), [("q1.W", area)], column)
+    html = html_document(f'<section class="problem {column.css_class}">{body}</section>', body_class="worksheet")
+    (page,) = words(render_pdf(html, tmp_path / "part.pdf").path)
+    compute, forward = page.find("Compute"), page.find("forward")
+    assert compute and forward and compute[0].level_with(forward[0]), page.words
+
+
+def test_the_matrices_of_a_product_stand_together_and_a_list_keeps_its_space() -> None:
+    """"r₁ = S₀k₁ = [..]   [..]   = [..]": the factors of a product stood a quad apart, as if
+    they were a list. A product's next factor follows its neighbour (a zero-width break between),
+    the rest of an equation is spaced as its operator is, and a list ("[..], [..]") keeps its room."""
+    from qkvquiz.render.math_html import math_html
+
+    m = r"\begin{bmatrix} 1 & 2 \\ 3 & 4 \end{bmatrix}"
+    v = r"\begin{bmatrix} 1 \\ 3 \end{bmatrix}"
+    product = math_html(f"r = S k = {m}{v} = {v}", display=True, text=True)
+    assert product.count('class="math-group cont"') == 2, product
+    assert '\u200b<span class="math-group cont"><span class="bmat">' in product  # the second factor
+    assert ' <span class="math-group cont"><span class="tm">=' in product  # "= [..]"
+    listed = math_html(f"S_t = {m}, {m}", display=True, text=True)
+    assert "cont" not in listed and "\u200b" not in listed, listed
+    givens = math_html(rf"Q = {m}, \quad K = {m}", display=True, text=True)
+    assert "cont" not in givens, givens
