@@ -156,7 +156,8 @@ def part_boxes(ws: Worksheet, item_index: int, student: int) -> list[PartBoxes]:
         fixed = np.zeros(exact.shape, bool) if fixed is None else fixed[student].reshape(exact.shape)
         entries = tuple(Entry(tuple(int(i) for i in idx), float(exact[idx]), float(band[idx]), bool(fixed[idx]))
                         for idx in np.ndindex(exact.shape) if asked is None or asked[idx])
-        label = f"({'abcdefghijklmnopqrstuvwxyz'[k % 26]}) {item.family.step(part.step).prompt}"
+        # The step's prompt in the bank's language (export_questions enters it), as the pages say it.
+        label = f"({'abcdefghijklmnopqrstuvwxyz'[k % 26]}) {_(item.family.step(part.step).prompt)}"
         out.append(PartBoxes(part.id, label, part.points, exact.shape, entries, asked))
     return out
 

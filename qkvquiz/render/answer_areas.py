@@ -191,6 +191,7 @@ def answer_column(areas_html: Iterable[str]) -> AnswerColumn:
 #: A grid of boxes: its label's HTML and how many boxes a row has.
 _GRID = re.compile(r'<span class="answer-label">(.*?)</span>(?:<span class="bracket">)?<span class="boxes r\d+ c(\d+)">')
 _TAG = re.compile(r"<[^>]+>")
+_BOXES_WIDE = re.compile(r'<span class="boxes r\d+ c(\d+)">')
 
 
 def _label_px(label_html: str) -> float:
@@ -240,9 +241,14 @@ def place_answer_areas(
             longest = _longest_formula(sentence)
             unbreakable = max(longest * _MATH_CHAR_PX, *map(float, _PICTURE_WIDTH.findall(sentence)), 0.0)
             wide = longest > WIDE_FORMULA or unbreakable > beside
+            # Boxes wider than the column (5 to 8 to a row) and sets of grids go under the
+            # sentence from the text's edge ("under"); boxes under a long formula keep to the
+            # column ("wide"); the rest stand beside their sentence.
+            under = 'class="answer-set"' in joined or any(int(c) > MAX_COLUMN_BOXES for c in _BOXES_WIDE.findall(joined))
+            kind = "part-row under" if under else "part-row wide" if wide else "part-row"
             out += [
                 problem_html[last:start],
-                '<div class="part-row wide"><div class="part-text">' if wide else '<div class="part-row"><div class="part-text">',
+                f'<div class="{kind}"><div class="part-text">',
                 problem_html[start:at],
                 f'</div><div class="part-boxes">{joined}</div></div>{spaces}',
             ]

@@ -109,9 +109,17 @@ def _answer_column_css() -> str:
             # layout, the PDF renderer broke a sentence after its first word where a formula
             # followed it.
             rules.append(f"{at} .part-boxes {{ width: {column.width_px:.2f}px; }}")
-            rules.append(f"{at} .part-row > .part-text {{ width: {column.sentence_px:.2f}px; }}")
-            # Boxes under a sentence too long to share its line sit in the same column.
-            rules.append(f"{at} .part-row.wide > .part-boxes {{ flex: 0 0 {column.width_px:.2f}px; }}")
+            rules.append(f"{at} .part-text {{ width: {column.sentence_px:.2f}px; }}")
+    # A sentence with its boxes under it takes the whole line, and boxes under it from the
+    # text's edge (`under`) take what they need. Here, not in style.css: the PDF renderer takes
+    # that file as a user stylesheet, which loses to these rules whatever its selectors.
+    rules.append(".problem .part-row.wide > .part-text, .problem .part-row.under > .part-text { width: auto; }")
+    rules.append(".problem .part-row.under > .part-boxes { width: auto; }")
+    # Grids under their sentence are not in the column: their labels take the least room, so
+    # that the grids of a set stand side by side.
+    first = LABEL_ROOMS_PX[0]
+    rules.append(f".problem .part-row.under .answer-label {{ min-width: {first:.0f}px; }}")
+    rules.append(f".problem .part-row.under .answer-part {{ margin-left: {first + 4.4:.1f}px; }}")
     return "\n".join(rules)
 
 

@@ -312,3 +312,15 @@ def test_qti_scores_count_the_masked_entries_as_one_as_the_grader_does(causal_ba
                                for k, ((f, *_), points) in enumerate(zip(units, (1, 2))))
                 assert qti_score(root, typed) == pytest.approx(expected)
             assert qti_score(root, {}) == 0  # nothing typed
+
+
+def test_a_chinese_bank_names_its_parts_in_chinese():
+    """A Chinese set's questions labelled every part with the English prompt ("(a) Compute the
+    scaled score matrix"): the labels are in the bank's language, as its pages are."""
+    spec = load_spec(bank_dir() / "attention-basics.yaml")
+    _ws, files = export_questions(spec, 1, "zh", lang="zh")
+    moodle = files["questions-moodle.xml"]
+    assert "&lt;strong&gt;(a) 计算" in moodle, moodle[:2000]  # the part's label, above its fields
+    assert "(a) Compute" not in moodle
+    _ws, files = export_questions(spec, 1, "en", lang="en")
+    assert "(a) Compute the scaled score" in files["questions-moodle.xml"]
