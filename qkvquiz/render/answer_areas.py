@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import itertools
+import math
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -175,7 +176,7 @@ def answer_column(areas_html: Iterable[str]) -> AnswerColumn:
     """The answer column of a worksheet with these areas: as many boxes wide as its widest
     grid that stands alone with at most ``MAX_COLUMN_BOXES`` to a row (wider grids and sets
     of grids go under their sentence), its labels' room as wide as its widest label."""
-    widest, label = 1, 0.0
+    widest, label, caption = 1, 0.0, 0.0
     for area in areas_html:
         if 'class="answer-set"' in area:
             continue
@@ -184,6 +185,12 @@ def answer_column(areas_html: Iterable[str]) -> AnswerColumn:
             if columns <= MAX_COLUMN_BOXES:
                 widest = max(widest, columns)
                 label = max(label, _label_px(grid.group(1)))
+                under = _CAPTION.search(area, grid.end())
+                if under is not None:
+                    caption = max(caption, len(html.unescape(under.group(1))) * _CAPTION_CHAR_PX)
+    # The caption under the boxes starts at their left edge: the column holds it too (a long
+    # part id under one box widened its cell and pushed the box out of line).
+    widest = max(widest, min(MAX_COLUMN_BOXES, math.ceil((caption - _GRID_FRAME_PX) / _BOX_PX)))
     room = next((k for k, px in enumerate(LABEL_ROOMS_PX) if label <= px), len(LABEL_ROOMS_PX) - 1)
     return AnswerColumn(widest, room)
 
@@ -191,6 +198,12 @@ def answer_column(areas_html: Iterable[str]) -> AnswerColumn:
 #: A grid of boxes: its label's HTML and how many boxes a row has.
 _GRID = re.compile(r'<span class="answer-label">(.*?)</span>(?:<span class="bracket">)?<span class="boxes r\d+ c(\d+)">')
 _TAG = re.compile(r"<[^>]+>")
+_CAPTION = re.compile(r'<span class="answer-part">([^<]*)</span>')
+#: A caption's character (7 pt sans), on average, a box and what a grid adds to its boxes
+#: beside the label (its bracket), in CSS px.
+_CAPTION_CHAR_PX = 5.0
+_BOX_PX = 73.28
+_GRID_FRAME_PX = 10.0
 _BOXES_WIDE = re.compile(r'<span class="boxes r\d+ c(\d+)">')
 
 

@@ -18,6 +18,7 @@ student starts on a new page, and page numbers and running headers count per stu
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -36,6 +37,9 @@ from .boxes import header_html
 from .html import html_document, markdown_body_html
 from .latex import num
 from .markdown import in_spec_language, render_items
+
+#: An answer area of one box (a number or a shape), its only grid.
+_SINGLE_BOX = re.compile(r'^<div class="answer answer-scalar"[^>]*>(?:(?!<div).)*</div>(?:<div class="work-space[^>]*></div>)?$', re.DOTALL)
 
 #: Extra CSS of the HTML worksheet when it is read on a screen rather than printed.
 SCREEN_CSS = "@media screen { body { max-width: 52rem; margin: 1rem auto; padding: 0 1rem; } }"
@@ -83,12 +87,17 @@ def worksheet_body_html(
     # One answer column for the whole worksheet: every grid starts at the same left edge.
     column = answer_column(area for areas in all_areas for _part_id, area in areas)
     for item, markdown, areas in zip(ws.spec.items, problems, all_areas):
-        body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas, column)
+        # A problem of several one-box answers (counts, shapes, one number each) keeps its
+        # sentences wide: its boxes have a column of their own, as narrow as they need (in the
+        # sheet's column, beside 4-box grids, each sentence took four lines).
+        single = len(areas) > 1 and all(_SINGLE_BOX.search(area) for _part_id, area in areas)
+        own = answer_column(area for _part_id, area in areas) if single else column
+        body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas, own)
         body = drop_answer_sentences(body, [part_id for part_id, _area in areas])
         space = item.work_space or work_space
         if space is not None and space.per == "problem":
             body += work_space_html(space)
-        parts.append(f'<section class="problem {column.css_class}">\n{body}</section>')
+        parts.append(f'<section class="problem {own.css_class}">\n{body}</section>')
     return "\n".join(parts) + "\n"
 
 

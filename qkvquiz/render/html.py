@@ -21,6 +21,7 @@ from markdown_it.common.utils import escapeHtml
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from qkvquiz.render.boxes import expand_empty_grids
+from qkvquiz.render.cjk_text import chinese_text_html
 from qkvquiz.render.fonts import has_cjk
 from qkvquiz.render.math_html import FONT_SIZE_PT_DEFAULT, breakable, math_html
 from qkvquiz.render.page import (
@@ -128,21 +129,15 @@ def _part_label(inline: Any) -> bool:
     return False
 
 
-#: Two full-width marks in a row ("）：", "。（"): each is drawn in a full em with its ink at one
-#: side, so the pair shows a blank of half an em between them. Chinese typesetting sets the
-#: first of the two at half width; the fonts' ``halt`` feature does that (.halt).
-_PUNCTUATION_PAIR = re.compile("([）」』】》〉，。、；：！？])(?=[）」』】》〉（「『【《〈，。、；：！？])")
-#: A space between a number or a Latin word and a Chinese character ("到 2 位小数", "键 1"):
-#: tied, so that a line does not end between a number and its measure word.
-_CJK_TIE = re.compile(r"(?<=[0-9A-Za-z])[ ](?=[\u3400-\u9fff])|(?<=[\u3400-\u9fff])[ ](?=[0-9A-Za-z])")
+#: A paragraph's last word, when short (a few letters and its full stop), after a space.
+_LAST_WORD = re.compile(r" (\S{1,6})$")
+#: What may follow a paragraph's last word in the same line of text: its punctuation.
+_CLOSING = re.compile(r"[.,;:!?)\]\u3002]*")
 
 
-def _chinese_text(text: str, math_after: bool) -> str:
-    """Escaped ``text`` with Chinese typesetting's ties and half-width punctuation pairs."""
-    text = _CJK_TIE.sub("\u00a0", text)
-    if math_after and text.endswith(" ") and has_cjk(text[-2:-1]):
-        text = text[:-1] + "\u00a0"  # "键 $1$": the number is math
-    return _PUNCTUATION_PAIR.sub(r'<span class="halt">\1</span>', escapeHtml(text))
+def _ends_paragraph(tokens: Any, idx: int) -> bool:
+    """Whether inline token ``idx`` is the last of its paragraph but for closing punctuation."""
+    return all(t.type == "text" and _CLOSING.fullmatch(t.content) for t in tokens[idx + 1 :])
 
 
 def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: bool = False) -> MarkdownIt:
@@ -221,7 +216,19 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
         content = tokens[idx].content
         following = tokens[idx + 1] if idx + 1 < len(tokens) else None
         math_after = following is not None and following.type == "math_inline"
-        out = _chinese_text(content, math_after) if has_cjk(content) else escapeHtml(content)
+        if has_cjk(content):
+            previous = tokens[idx - 2] if idx >= 2 and tokens[idx - 1].type in ("em_close", "strong_close") else None
+            if previous is not None and content.startswith(" ") and has_cjk(content[1:2]) and has_cjk(previous.content[-1:]):
+                content = content[1:]  # "*点积注意力* 为每个…": no space between Chinese words
+            return chinese_text_html(content, math_after)
+        # The last word of a paragraph never stands alone on its line ("…inside the square ⏎
+        # root.", "…do not invert ⏎ A."): a short one is tied to the word before, as a typesetter
+        # ties it (invert~$A$).
+        if _ends_paragraph(tokens, idx):
+            content = _LAST_WORD.sub("\u00a0\\1", content)
+        elif math_after and content.endswith(" ") and len(following.content) <= 6 and _ends_paragraph(tokens, idx + 1):
+            return escapeHtml(content[:-1]) + "\u00a0"
+        out = escapeHtml(content)
         if math_after and out.endswith(" "):
             # The space before a formula as a break the PDF renderer sees: without it, a formula
             # too long for the rest of the line made it break the sentence at its *first* space

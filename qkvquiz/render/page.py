@@ -120,6 +120,13 @@ def _answer_column_css() -> str:
     first = LABEL_ROOMS_PX[0]
     rules.append(f".problem .part-row.under .answer-label {{ min-width: {first:.0f}px; }}")
     rules.append(f".problem .part-row.under .answer-part {{ margin-left: {first + 4.4:.1f}px; }}")
+    # A lone grid of 5 to 8 boxes to a row: its label takes only its own width and stands in
+    # the part's indent, so that label and grid fit on one line (8 boxes and "Z_cat =" are
+    # wider than the text).
+    lone = ".problem .part-row.under > .part-boxes > .answer"
+    rules.append(f"{lone} {{ margin-left: -2.1em; }}")
+    rules.append(f"{lone} > .answer-label {{ min-width: 0; }}")
+    rules.append(f"{lone} > .answer-part {{ margin-left: 0; }}")
     return "\n".join(rules)
 
 
@@ -135,8 +142,11 @@ BOXES_CSS = (
 
 
 def page_css(page_size: str = "A4") -> str:
-    """The rule that sets the page size (``@page`` cannot take a CSS variable)."""
-    return f"@page {{ size: {page_size_css(page_size)}; }}"
+    """The rule that sets the page size (``@page`` cannot take a CSS variable), and a key's first
+    page without the running head: its title block says it (a document's own rules, as here,
+    outweigh ``style.css``, which the PDF renderer takes as a user stylesheet)."""
+    return (f"@page {{ size: {page_size_css(page_size)}; }}\n"
+            "@page key:first { @top-left { content: none; } @top-right { content: none; } }")
 
 
 def css_content(message: str, values: dict[str, str]) -> str:
@@ -159,9 +169,12 @@ def page_words_css() -> str:
     page = css_content(_("Page %(page)s of %(pages)s"), {"page": "counter(page)", "pages": "counter(pages)"})
     student = css_content(_("Student %(student)s"), {"student": "string(student-id) string(variant-code)"})
     bookmark = css_content(_("Student %(student)s"), {"student": "content()"})
+    # Translators: the running head of a worksheet page that opens inside a problem.
+    continued = css_content(_("Problem %(number)s (continued)"), {"number": "counter(problem)"})
     return (f"@page {{ @bottom-right {{ content: {page}; }} }}\n"
             f"@page key {{ @top-right {{ content: {student}; }} }}\n"
-            f".sheet-fields .student-id {{ bookmark-label: {bookmark}; }}")
+            f".sheet-fields .student-id {{ bookmark-label: {bookmark}; }}\n"
+            f"body.worksheet .problem > :not(h3) {{ string-set: continued {continued}; }}")
 
 
 def stylesheet(page_size: str = "A4") -> str:

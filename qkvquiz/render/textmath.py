@@ -20,6 +20,9 @@ from __future__ import annotations
 import html
 import re
 
+from .cjk_text import chinese_text_html
+from .fonts import has_cjk
+
 _MINUS = "\u2212"
 
 #: Commands that stand for one upright symbol.
@@ -233,7 +236,9 @@ class _Parser:
         if name in _UPRIGHT_TEXT:
             text = self.raw_group()
             cls = "fn" if name == "operatorname" else "tx"
-            return "ord", f'<span class="{cls}">{html.escape(text)}</span>'
+            # Words in a formula ("（若 …），否则为"): Chinese set as in prose.
+            words = chinese_text_html(text) if has_cjk(text) else html.escape(text)
+            return "ord", f'<span class="{cls}">{words}</span>'
         if name in _FRAC:
             num, den = self.argument(), self.argument()
             return "ord", f'<span class="tfrac"><span class="tnum">{num}</span><span class="tden">{den}</span></span>'

@@ -301,7 +301,7 @@ def test_a_number_stays_on_the_line_of_its_chinese_word():
 
     assert "到\xa02\xa0位小数" in markdown_body_html("四舍五入到 2 位小数")
     assert "关注键\xa0<span" in markdown_body_html("只能关注键 $1$。")
-    assert "\xa0" not in markdown_body_html("round to 2 decimals, key $1$.")
+    assert "round to 2 decimals, key " in markdown_body_html("round to 2 decimals, key $1$ of the set.")
 
 
 def test_two_chinese_marks_in_a_row_set_the_first_at_half_width():
@@ -314,3 +314,14 @@ def test_two_chinese_marks_in_a_row_set_the_first_at_half_width():
     assert '<span class="halt">。</span>（' in html
     assert html.count('class="halt"') == 2, html
     assert "halt" not in markdown_body_html("(one row per token): query 1.")
+
+
+def test_words_in_a_formula_follow_the_chinese_rules_and_emphasis_takes_no_space():
+    """"（若 Mᵢⱼ = 1），否则为 −∞" inside a formula's \\text{} kept its pair of marks at full
+    width; "*点积注意力* 为每个查询" printed a Latin space between Chinese words."""
+    from qkvquiz.render.html import markdown_body_html
+
+    html = markdown_body_html(r"$\tilde S_{ij} = S_{ij}\text{（若 }M_{ij} = 1\text{），否则为 }-\infty$", text_math=True)
+    assert '<span class="halt">）</span>，' in html, html
+    assert "<em>点积注意力</em>为每个查询" in markdown_body_html("*点积注意力* 为每个查询")
+    assert "<em>dot product</em> for" in markdown_body_html("*dot product* for each query")
