@@ -3,8 +3,10 @@
 Per part: the verdict and score; where the answer is not right, the tolerance it was checked
 with, the expected value (entries the student got wrong in bold), each wrong entry with what
 was written, the known mistake it matches and the properties it breaks; for an answer that
-could not be read, why. Numbers are plain text (no LaTeX), so the file reads the same in an
-editor and in a Markdown viewer.
+could not be read, why. Numbers and notation are plain text (no LaTeX: "√dₖ", "−0.5"), so the
+file reads the same in an editor and in a Markdown viewer; ``export feedback`` sets the notation as
+math on its pages (:func:`qkvquiz.exchange.feedback_export.page_markdown`). Part ids named in a
+sentence are code, as in the headings.
 """
 
 from __future__ import annotations
