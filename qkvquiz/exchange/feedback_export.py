@@ -55,19 +55,45 @@ body.feedback table + p, body.feedback p + ul { break-before: avoid; }
 body.feedback td, body.feedback th { font-variant-numeric: tabular-nums; }
 """
 
-#: A code span, its fence a run of backticks (qkvquiz.core.untrusted.md_code).
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)")
+#: What a page shows as written, never as math: a code span (its fence a run of backticks,
+#: qkvquiz.core.untrusted.md_code), text in quotes (a student's text as the grader quotes it:
+#: "banana", 'Q1.SCORES', “b”) and a number with an exponent (−5.55112e-17).
+_LITERAL = re.compile(
+    r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)"
+    r'|"[^"\n]*"|“[^”\n]*”|「[^」\n]*」'
+    r"|(?<!\w)'[^'\n]*'(?!\w)"
+    r"|\d+(?:\.\d+)?e[-+−]?\d+"
+)
 #: A part's letter at the start of a heading, "### (b) ": a label, not the letter b.
 _PART_LETTER = re.compile(r"#{1,6} \([a-z]{1,2}\) ")
+#: A word in a run of notation ("rows × columns", "√Var"): English, not math.
+_WORD = re.compile(r"[A-Za-z]{3,}")
+
+
+def _sentence_math(text: str) -> str:
+    """:func:`~qkvquiz.render.prose_math.prose_math` on a piece of a sentence, except a run that
+    holds a word (a message's "write rows × columns"), which stays text."""
+    from ..render import prose_math as pm
+
+    if not text:
+        return text
+    text = text.translate(pm._PRECOMPOSED)
+    pieces, at = [], 0
+    for match in pm._RUN.finditer(text):
+        run = match.group()
+        if not pm._is_notation(run, match.start(), text) or _WORD.search(re.sub(r"(?:softmax|diag)\(", "(", run)):
+            continue
+        pieces += [text[at:match.start()], "$" + pm._latex(run) + "$"]
+        at = match.end()
+    pieces.append(text[at:])
+    return "".join(pieces)
 
 
 def page_markdown(markdown: str) -> str:
     """A feedback file's Markdown as its page sets it: the notation of its sentences as inline
-    math (:func:`~qkvquiz.render.prose_math.prose_math`: "√dₖ" → ``$\\sqrt{d_k}$``, "A" →
-    ``$A$``), as on the worksheet; code spans (ids, a student's text), table rows (numbers
-    only) and a heading's part letter as they are."""
-    from ..render.prose_math import prose_math
-
+    math, as :func:`~qkvquiz.render.prose_math.prose_math` sets a worksheet's prompts ("√dₖ" →
+    ``$\\sqrt{d_k}$``, "A" → ``$A$``); code spans, quoted text, table rows (numbers only) and a
+    heading's part letter as they are."""
     out = []
     for line in markdown.split("\n"):
         if line.startswith("|"):
@@ -76,10 +102,10 @@ def page_markdown(markdown: str) -> str:
         lead = _PART_LETTER.match(line)
         start = lead.end() if lead else 0
         pieces, at = [line[:start]], start
-        for span in _CODE_SPAN.finditer(line, start):
-            pieces += [prose_math(line[at:span.start()]), span.group()]
+        for span in _LITERAL.finditer(line, start):
+            pieces += [_sentence_math(line[at:span.start()]), span.group()]
             at = span.end()
-        pieces.append(prose_math(line[at:]))
+        pieces.append(_sentence_math(line[at:]))
         out.append("".join(pieces))
     return "\n".join(out)
 

@@ -182,3 +182,16 @@ def test_a_label_its_table_and_its_tolerance_share_a_page(tmp_path):
         markdown = _exact_answers(24)
         assert cuts(markdown_to_html(markdown), "plain.pdf")  # the document does reach the cut
         assert cuts(feedback_html(markdown), "feedback.pdf") == []
+
+
+def test_quoted_text_numbers_with_an_exponent_and_words_stay_text_on_the_page():
+    lines = [
+        'Your answer could not be read: cannot read "x" as a shape (write rows × columns, such as 2×4).',
+        "No answer under `q1.scores`; the file has one under 'Q1.SCORES': use the part id exactly.",
+        "- row 1, column 2: you wrote −5.55112e-17, the exact value is 0.052",
+        "无法把“b”识别为形状；σ = √Var，不是方差。",
+    ]
+    for line in lines:
+        assert "$" not in page_markdown(line), page_markdown(line)
+    assert page_markdown("the scores were not divided by √dₖ; each row of A") == \
+        "the scores were not divided by $\\sqrt{d_k}$; each row of $A$"
