@@ -3,7 +3,10 @@ installed), and a zip laid out as Moodle's "Upload multiple feedback files in a 
 
 The pages are made from what ``qkvquiz grade`` wrote (``feedback/<name>.md``, named as the
 student's folder, :func:`qkvquiz.files.safe_name`), through the worksheet's Markdown → HTML
-(:func:`qkvquiz.render.html.markdown_to_html`), with the roster's name above.
+(:func:`feedback_html`), with the roster's name above. The files write their notation in Unicode
+("not divided by √dₖ", "the attention weights A"), which reads right as plain text; on a page it
+is set as the worksheet sets it (:func:`page_markdown`): the sentences go through
+:func:`qkvquiz.render.prose_math.prose_math`, as the worksheet's prompts do.
 
 Moodle's importer (``mod/assign/feedback/file/importziplib.php``) reads, in each path part, the
 ``_``-separated fields ``<full name>_<participant id>_<plugin type>_<plugin>`` and files what
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import html
 import io
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +44,81 @@ class FeedbackPage:
     html: str
 
 
+#: The feedback page's own rules, after the pages' stylesheet (templates/style.css).
+FEEDBACK_CSS = """
+/* An exact answer's label, its table and the tolerance under it stay on one page
+ * ("The exact answer:" ending a page, its table on the next, was the cut this mends),
+ * as do a label and the list it introduces. */
+body.feedback table { break-before: avoid; break-inside: avoid; }
+body.feedback table + p, body.feedback p + ul { break-before: avoid; }
+/* The numbers of a table right-aligned (Markdown's "---:"), in digits of one width. */
+body.feedback td, body.feedback th { font-variant-numeric: tabular-nums; }
+"""
+
+#: What a page shows as written, never as math: a code span (its fence a run of backticks,
+#: qkvquiz.core.untrusted.md_code), text in quotes (a student's text as the grader quotes it:
+#: "banana", 'Q1.SCORES', “b”) and a number with an exponent (−5.55112e-17).
+_LITERAL = re.compile(
+    r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)"
+    r'|"[^"\n]*"|“[^”\n]*”|「[^」\n]*」'
+    r"|(?<!\w)'[^'\n]*'(?!\w)"
+    r"|\d+(?:\.\d+)?e[-+−]?\d+"
+)
+#: A part's letter at the start of a heading, "### (b) ": a label, not the letter b.
+_PART_LETTER = re.compile(r"#{1,6} \([a-z]{1,2}\) ")
+#: A word in a run of notation ("rows × columns", "√Var"): English, not math.
+_WORD = re.compile(r"[A-Za-z]{3,}")
+
+
+def _sentence_math(text: str) -> str:
+    """:func:`~qkvquiz.render.prose_math.prose_math` on a piece of a sentence, except a run that
+    holds a word (a message's "write rows × columns"), which stays text."""
+    from ..render import prose_math as pm
+
+    if not text:
+        return text
+    text = text.translate(pm._PRECOMPOSED)
+    pieces, at = [], 0
+    for match in pm._RUN.finditer(text):
+        run = match.group()
+        if not pm._is_notation(run, match.start(), text) or _WORD.search(re.sub(r"(?:softmax|diag)\(", "(", run)):
+            continue
+        pieces += [text[at:match.start()], "$" + pm._latex(run) + "$"]
+        at = match.end()
+    pieces.append(text[at:])
+    return "".join(pieces)
+
+
+def page_markdown(markdown: str) -> str:
+    """A feedback file's Markdown as its page sets it: the notation of its sentences as inline
+    math, as :func:`~qkvquiz.render.prose_math.prose_math` sets a worksheet's prompts ("√dₖ" →
+    ``$\\sqrt{d_k}$``, "A" → ``$A$``); code spans, quoted text, table rows (numbers only) and a
+    heading's part letter as they are."""
+    out = []
+    for line in markdown.split("\n"):
+        if line.startswith("|"):
+            out.append(line)
+            continue
+        lead = _PART_LETTER.match(line)
+        start = lead.end() if lead else 0
+        pieces, at = [line[:start]], start
+        for span in _LITERAL.finditer(line, start):
+            pieces += [_sentence_math(line[at:span.start()]), span.group()]
+            at = span.end()
+        pieces.append(_sentence_math(line[at:]))
+        out.append("".join(pieces))
+    return "\n".join(out)
+
+
+def feedback_html(markdown: str, *, title: str = "", header: str = "") -> str:
+    """One feedback file as a self-contained HTML page: its Markdown (:func:`page_markdown`)
+    with math set as text where it can be, as the worksheet's is, and :data:`FEEDBACK_CSS`."""
+    from ..render.html import html_document, markdown_body_html
+
+    body = markdown_body_html(page_markdown(markdown), raw_html=True, text_math=True)
+    return html_document(f"{header}\n{body}", title=title, extra_css=[FEEDBACK_CSS], body_class="feedback")
+
+
 def feedback_markdown_path(folder: Path, student: str) -> Path | None:
     """The feedback file ``grade`` wrote for ``student``: named as their folder, or with the id's hash
     when two ids share a folder name (case-insensitively); None when there is none."""
@@ -53,8 +132,6 @@ def feedback_markdown_path(folder: Path, student: str) -> Path | None:
 
 def feedback_pages(results: Results, roster: Roster | None) -> tuple[list[FeedbackPage], list[str]]:
     """Every graded student's feedback as an HTML page, and the students whose feedback file is missing."""
-    from ..render.html import markdown_to_html
-
     pages, missing = [], []
     taken: set[str] = set()
     for student, result in results.students.items():
@@ -68,7 +145,7 @@ def feedback_pages(results: Results, roster: Roster | None) -> tuple[list[Feedba
         entry = roster.get(student) if roster is not None else RosterEntry(student)
         header = (f'<p class="student-name"><strong>{html.escape(entry.display_name)}</strong>'
                   f' ({html.escape(student)})</p>') if entry.name or entry.first_name or entry.last_name else ""
-        page = markdown_to_html(markdown, title=f"{results.title}: {entry.display_name}", header=header)
+        page = feedback_html(markdown, title=f"{results.title}: {entry.display_name}", header=header)
         pages.append(FeedbackPage(student, safe_name(student, taken), page))
     return pages, missing
 

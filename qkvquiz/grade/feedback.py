@@ -3,8 +3,10 @@
 Per part: the verdict and score; where the answer is not right, the tolerance it was checked
 with, the expected value (entries the student got wrong in bold), each wrong entry with what
 was written, the known mistake it matches and the properties it breaks; for an answer that
-could not be read, why. Numbers are plain text (no LaTeX), so the file reads the same in an
-editor and in a Markdown viewer.
+could not be read, why. Numbers and notation are plain text (no LaTeX: "√dₖ", "−0.5"), so the
+file reads the same in an editor and in a Markdown viewer; ``export feedback`` sets the notation as
+math on its pages (:func:`qkvquiz.exchange.feedback_export.page_markdown`). Part ids named in a
+sentence are code, as in the headings.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import math
 import re
 from decimal import ROUND_HALF_UP, Decimal
 from functools import lru_cache
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -108,7 +111,13 @@ def table(values: np.ndarray, tol: Tolerance, bold: np.ndarray | None = None,
           asked: np.ndarray | None = None) -> list[str]:
     """A vector or matrix (or a stack of them) as Markdown tables, wrong entries in bold; with
     ``asked`` (bool), entries not asked (a partial ask, the padding of a shorter last delta
-    chunk) show as "—"."""
+    chunk) show as "—".
+
+    The numbers of a table are right-aligned (its row headers left) and written with one number
+    of decimals: the most any of its entries needs (:func:`number_text`, no finer than the
+    tolerance asks), so that a column reads evenly ("0.450" under "0.274"). Only how the table
+    prints: what the grader compares is the exact value.
+    """
     if values.ndim == 1:
         return table(values[None, :], tol, None if bold is None else bold[None, :],
                      None if asked is None else asked[None, :])
@@ -120,17 +129,43 @@ def table(values: np.ndarray, tol: Tolerance, bold: np.ndarray | None = None,
             out.append("")
         return out[:-1]
     cols = values.shape[1]
-    lines = ["| | " + " | ".join(_("col %(j)s") % {"j": j + 1} for j in range(cols)) + " |", "|---" * (cols + 1) + "|"]
-    for i, row in enumerate(values):
+    shown = np.ones(values.shape, dtype=bool) if asked is None else np.asarray(asked, dtype=bool)
+    texts = table_numbers(values, tol, shown)
+    lines = ["| | " + " | ".join(_("col %(j)s") % {"j": j + 1} for j in range(cols)) + " |",
+             "|---|" + "---:|" * cols]
+    for i in range(values.shape[0]):
         cells = []
-        for j, x in enumerate(row):
-            if asked is not None and not asked[i, j]:
+        for j in range(cols):
+            if not shown[i, j]:
                 cells.append("—")
                 continue
-            text = number_text(float(x), tol)
+            text = texts[i][j]
             cells.append(f"**{text}**" if bold is not None and bold[i, j] else text)
         lines.append("| " + _("row %(i)s") % {"i": i + 1} + " | " + " | ".join(cells) + " |")
     return lines
+
+
+def table_numbers(values: np.ndarray, tol: Tolerance, shown: np.ndarray) -> list[list[str]]:
+    """The entries of a matrix as its table writes them: each finite one with as many decimals
+    as the entry of the shown ones that needs the most (as :func:`number_text` writes it alone);
+    ±∞ as ∞. Where an entry needs an exponent (1e-07), each is written as on its own."""
+    plain = [[_plain_number_text(float(x), tol) for x in row] for row in values]
+    finite = [t for row, ok in zip(plain, shown) for t, s in zip(row, ok) if s and "∞" not in t]
+    if any("e" in t for t in finite):
+        places = None
+    else:
+        places = max((len(t) - t.index(".") - 1 for t in finite if "." in t), default=0)
+    out = []
+    for row, texts in zip(values, plain):
+        line = []
+        for x, text in zip(row, texts):
+            if places is not None and "∞" not in text:
+                text = f"{float(x):.{places}f}"
+                if float(text) == 0:
+                    text = text.lstrip("-")  # −0.000 is 0.000
+            line.append(MINUS + text[1:] if text.startswith("-") else text)
+        out.append(line)
+    return out
 
 
 def part_view(item: KeyItem, letter: str, r: PartResult) -> dict[str, Any]:
@@ -138,12 +173,15 @@ def part_view(item: KeyItem, letter: str, r: PartResult) -> dict[str, Any]:
     part = next(p for p in item.parts if p.id == r.part)
     step = item.family.step(part.step)
     tol = item.tolerance_for(part.step)
+    ids = [p.id for p in item.parts]  # named in running text as code: "your answer to `q5.scores`"
     view: dict[str, Any] = {
         "letter": letter, "id": r.part, "prompt": _(step.prompt) if step.prompt else step.name, "verdict": r.verdict,
         "verdict_text": _(VERDICTS[r.verdict]), "score": points_text(r.score), "points": points_text(r.points),
-        "message": r.message, "carry": r.carry, "diagnosis": r.diagnosis, "invariants": r.invariants,
+        "message": _code_ids(r.message, ids), "carry": _code_ids(r.carry, ids),
+        "diagnosis": [_code_ids(d, ids) for d in r.diagnosis], "invariants": [_code_ids(d, ids) for d in r.invariants],
         # A missing part's own sentence (an answer under a near id), not the plain "no answer given".
-        "missing_note": r.message if r.verdict == "missing" and r.message not in (_(NO_ANSWER), _(NO_ANSWER_BLANK)) else "",
+        "missing_note": (_code_ids(r.message, ids) if r.verdict == "missing"
+                         and r.message not in (_(NO_ANSWER), _(NO_ANSWER_BLANK)) else ""),
         "tolerance": tol.describe(), "expected": "", "expected_table": [], "wrong": [], "more": 0,
     }
     if r.verdict == "correct":
@@ -219,6 +257,32 @@ def item_title(item: KeyItem) -> str:
     return item.title
 
 
+#: A part's heading: its letter, its prompt and its id (in code). Chinese closes the prompt's
+#: own brackets with full-width ones, so the id goes in full-width brackets too: "（`q4.scores`）".
+PART_HEADING = N_("(%(letter)s) %(prompt)s (%(id)s)")
+
+
+def label(text: str) -> str:
+    """A bold label and what parts it from the text after it: "**Correct:** ". One that ends in
+    a full-width colon keeps the colon outside the bold and no space after it ("**正确**：得 1 分"):
+    Chinese puts no space after "：", and CommonMark closes no bold between "：" and a letter."""
+    if text.endswith("："):
+        return "**" + text[:-1] + "**："
+    return "**" + text + "** "
+
+
+def _code_ids(text: str, ids: Sequence[str]) -> str:
+    """``text`` with each part id of ``ids`` in it as code (``q5.scores``; a quoted 'q5.scores'
+    loses its quotes), outside the code spans it has already."""
+    if not text or not ids:
+        return text
+    names = "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True))
+    pattern = re.compile(rf"(?<![\w.`'-])(?:'({names})'|({names}))(?![\w`'-]|\.\w)")
+    pieces = re.split(r"(`+[^`]*?`+)", text)
+    return "".join(p if k % 2 else pattern.sub(lambda m: md_code(m.group(1) or m.group(2)), p)
+                   for k, p in enumerate(pieces))
+
+
 def feedback_markdown(report: GradeReport, result: StudentResult, *, lang: str | None = None) -> str:
     """The feedback file of one graded student, in ``lang`` (default: the report's, the language
     its sentences were graded in)."""
@@ -237,7 +301,7 @@ TEMPLATE = "feedback.md.j2"
 #: SHA-256 of the bundled feedback.md.j2 that :class:`FeedbackWriter` writes the Markdown of.
 #: Another template (an edited one) is rendered by Jinja instead, so the files are always the
 #: template's; tests/grade/test_feedback_writer.py compares the two ways byte for byte.
-TEMPLATE_SHA256 = "a385244c894ad7a5e23d992f5c98c41b711f617b39aa5eb80e7879a667f42f79"
+TEMPLATE_SHA256 = "608ae5e858132efcb697910d74fc2795ed69e2d9e3939a37e2ac369241fcd593"
 
 
 @lru_cache(maxsize=1)
@@ -286,9 +350,9 @@ class FeedbackWriter:
             self._items.append((number, item, item_title(item), parts,
                                 points_text(sum(p.points for p in item.parts))))
         # The sentences every file has, in this language.
-        self._title = "# " + _("Feedback: %(title)s") % {"title": report.key.title} + "\n\n**" + _("Student:") % {} + "** "
-        self._variant = " · **" + _("Variant:") % {} + "** "
-        self._note = "\n**" + _("Note:") % {} + "** "
+        self._title = "# " + _("Feedback: %(title)s") % {"title": report.key.title} + "\n\n" + label(_("Student:") % {})
+        self._variant = " · " + label(_("Variant:") % {})
+        self._note = "\n" + label(_("Note:") % {})
         self._intro = "\n" + _(_INTRO) % {} + "\n"
 
     def markdown(self, result: StudentResult) -> str:
@@ -347,8 +411,8 @@ def _ngettext(singular: str, plural: str, n: int, **variables: Any) -> str:
 def _part_markdown(part: dict[str, Any]) -> str:
     """One part of ``feedback.md.j2`` (from its ``### (a)`` line to its tolerance line)."""
     out = [
-        "\n### (", str(part["letter"]), ") ", str(part["prompt"]), " (`", str(part["id"]), "`)\n\n**",
-        _("%(verdict)s:") % {"verdict": part["verdict_text"]}, "** ",
+        "\n### ", _(PART_HEADING) % {"letter": part["letter"], "prompt": part["prompt"], "id": md_code(part["id"])},
+        "\n\n", label(_("%(verdict)s:") % {"verdict": part["verdict_text"]}),
         _ngettext("%(score)s of %(points)s point.", "%(score)s of %(points)s points.",
                   1 if part["points"] == "1" else 2, score=part["score"], points=part["points"]), "\n",
     ]
@@ -372,9 +436,9 @@ def _part_markdown(part: dict[str, Any]) -> str:
                 "\n"]
     if verdict != "correct":
         for sentence in part["diagnosis"]:
-            out += ["\n- **", _("Likely mistake:") % {}, "** ", str(sentence), "\n"]
+            out += ["\n- ", label(_("Likely mistake:") % {}), str(sentence), "\n"]
         for sentence in part["invariants"]:
-            out += ["\n- **", _("Check that fails:") % {}, "** ",
+            out += ["\n- ", label(_("Check that fails:") % {}),
                     _("%(sentence)s Your answer does not have this property.") % {"sentence": sentence}, "\n"]
         if part["wrong"]:
             out += ["\n", _("Entries outside the tolerance:") % {}, "\n"]

@@ -1,0 +1,197 @@
+"""The feedback a student gets set as well as the worksheets: tables of numbers that line up,
+Chinese labels and headings with Chinese punctuation, part ids as code, and on the page
+(HTML/PDF) the notation of its sentences set as the worksheet sets it."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import numpy as np
+import pytest
+
+from qkvquiz.core.i18n import using
+from qkvquiz.core.submissions import Submission
+from qkvquiz.core.tolerance import Tolerance
+from qkvquiz.exchange.feedback_export import feedback_html, page_markdown
+from qkvquiz.grade import feedback as fb
+from qkvquiz.grade.grader import grade
+from qkvquiz.key import encode
+
+from ..helpers import make_key
+
+TWO_DECIMALS = Tolerance("decimals", 2)
+
+LAYER = [
+    {"family": "attention.scores", "params": {"tokens": 3, "d_k": 4}, "points": 2},
+    {"family": "attention.output", "params": {"tokens": 3, "d_k": 4, "d_v": 2},
+     "ask": {"scores": 1, "weights": 2, "output": 2}},
+]
+
+
+def graded_layer(lang: str):
+    """One student: the scores of q1 not divided by √dₖ; q2's scores right, its weights all off
+    (so they neither follow from the scores nor keep their rows' sums), its output blank."""
+    key, doc = make_key(LAYER, students=["s01"])
+    answers = copy.deepcopy(doc["students"][0]["answers"])
+    answers["q1.scores"] = encode(np.asarray(answers["q1.scores"], dtype=float) * 2)
+    answers["q2.weights"] = encode(np.asarray(answers["q2.weights"], dtype=float) + 0.2)
+    answers["q2.output"] = None
+    report = grade(key, [Submission("s01.json", "s01", answers)], lang=lang)
+    return report, fb.feedback_markdown(report, report.results[0], lang=lang)
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def test_the_numbers_of_a_table_are_right_aligned_and_its_row_headers_left():
+    with using("en"):
+        lines = fb.table(np.array([[-0.5, 1.5], [-1.5, 2.0]]), TWO_DECIMALS)
+    assert lines[1] == "|---|---:|---:|"
+    assert all(line.count("|") == 4 for line in lines)
+
+
+def test_a_table_writes_every_number_with_the_decimals_its_finest_entry_needs():
+    weights = np.array([[0.274068619, 0.274068619, 0.451862762],
+                        [0.449816218, 0.449816218, 0.100367565]])
+    with using("en"):
+        lines = fb.table(weights, TWO_DECIMALS, bold=np.array([[True, False, False], [False, False, False]]))
+    assert lines[2:] == ["| row 1 | **0.274** | 0.274 | 0.452 |", "| row 2 | 0.450 | 0.450 | 0.100 |"]
+    with using("en"):
+        scores = fb.table(np.array([[-1.0, -0.5], [3.5, 1.0]]), TWO_DECIMALS)
+        masked = fb.table(np.array([[0.0, -np.inf], [-1.0, 2.0]]), TWO_DECIMALS)
+    assert scores[2:] == ["| row 1 | −1.0 | −0.5 |", "| row 2 | 3.5 | 1.0 |"]
+    assert masked[2:] == ["| row 1 | 0 | −∞ |", "| row 2 | −1 | 2 |"]  # whole numbers stay whole
+    # Never finer than the tolerance asks (one digit past it), and the wrong entries' list and a
+    # lone value keep their own shortest form: only the table's columns are evened.
+    with using("en"):
+        fine = fb.table(np.array([[0.123456789, 0.5]]), TWO_DECIMALS)
+    assert fine[2] == "| row 1 | 0.123 | 0.500 |"
+    assert fb.number_text(0.449816218, TWO_DECIMALS) == "0.45"
+
+
+def test_not_asked_entries_do_not_set_a_tables_decimals():
+    with using("en"):
+        lines = fb.table(np.array([[0.5, 0.123456]]), TWO_DECIMALS, asked=np.array([[True, False]]))
+    assert lines[2] == "| row 1 | 0.5 | — |"
+
+
+# ----------------------------------------------------------------------------- labels, headings, ids
+
+
+def test_chinese_labels_and_headings_use_chinese_punctuation():
+    _report, text = graded_layer("zh")
+    assert "： " not in text, [line for line in text.splitlines() if "： " in line]
+    assert text.count("\n### ") == 4
+    for line in text.splitlines():
+        if line.startswith("### "):
+            assert re.fullmatch(r"### \([a-z]\) .+（`q\d\.\w+`）", line), line
+    assert "**学生**：`s01` · **变体**：`" in text
+    assert "**不正确**：得 0 分" in text and "- **可能的错误**：" in text
+    page = feedback_html(text)
+    assert "<strong>学生</strong>：" in page and "<strong>不正确</strong>：" in page  # the bold closes
+    assert "**" not in page
+
+
+def test_english_labels_keep_their_colon_and_space():
+    _report, text = graded_layer("en")
+    assert "**Student:** `s01` · **Variant:** `" in text
+    assert "**Not correct:** 0 of 2 points." in text and "- **Likely mistake:** " in text
+    assert "\n### (a) Compute the scores (`q1.scores`)\n" in text
+
+
+def test_part_ids_in_running_text_are_code():
+    for lang in ("en", "zh"):
+        _report, text = graded_layer(lang)
+        carry = [line for line in text.splitlines() if "q2.scores" in line and not line.startswith("###")]
+        assert carry, text
+        for line in carry:
+            assert re.sub(r"`q2\.scores`", "", line).count("q2.scores") == 0, line
+
+
+def test_a_part_id_inside_a_code_span_or_a_longer_name_is_left_alone():
+    ids = ["q1.scores"]
+    assert fb._code_ids("from your answer to q1.scores, which", ids) == "from your answer to `q1.scores`, which"
+    assert fb._code_ids("under 'q1.scores'; the file has one under 'Q1.SCORES'", ids) == \
+        "under `q1.scores`; the file has one under 'Q1.SCORES'"
+    assert fb._code_ids("you wrote `q1.scores` and q1.scoresx", ids) == "you wrote `q1.scores` and q1.scoresx"
+
+
+# ----------------------------------------------------------------------------- the page
+
+
+def test_the_page_sets_the_sentences_notation_as_math_and_the_file_stays_plain_text():
+    for lang in ("en", "zh"):
+        _report, text = graded_layer(lang)
+        assert "√dₖ" in text and "$" not in text  # the Markdown file reads as plain text
+        marked = page_markdown(text)
+        assert "$\\sqrt{d_k}$" in marked and "√dₖ" not in marked
+        assert "$A$" in marked  # "the attention weights A", "each row of A"
+        assert "(`q1.scores`)" in marked or "（`q1.scores`）" in marked  # ids stay code
+        assert "(b)" in marked  # a part's letter is no variable
+        tables = [line for line in marked.splitlines() if line.startswith("|")]
+        assert tables and tables == [line for line in text.splitlines() if line.startswith("|")]
+        page = feedback_html(text)
+        assert "√dₖ" not in page and '<span class="rad"><i>d</i><sub class="i">k</sub></span>' in page
+        assert "<i>A</i>" in page  # italic, as on the worksheet
+
+
+def test_the_page_right_aligns_the_numbers_and_keeps_a_label_with_its_table():
+    _report, text = graded_layer("en")
+    page = feedback_html(text)
+    assert '<td style="text-align:right">' in page
+    assert '<body class="feedback">' in page
+    assert "body.feedback table { break-before: avoid; break-inside: avoid; }" in page
+    assert "body.feedback table + p" in page
+
+
+def _exact_answers(blocks: int) -> str:
+    """Parts of feedback, each a few lines of text before its exact answer, so that one label
+    or another falls at the foot of a page."""
+    table = ["| | col 1 | col 2 | col 3 |", "|---|---:|---:|---:|"]
+    table += [f"| row {i} | 0.274 | −0.450 | 0.100 |" for i in range(1, 5)]
+    out = []
+    for k in range(blocks):
+        out += [f"### ({'abcdefgh'[k % 8]}) Part {k}", ""]
+        out += ["- row 1, column 1: you wrote 0.3, the exact value is 0.274"] * (1 + k % 7)
+        out += ["", "The exact answer:", "", *table, "",
+                "Tolerance: an entry counts when it is within 0.01 of the exact value.", ""]
+    return "\n".join(out)
+
+
+@pytest.mark.slow
+def test_a_label_its_table_and_its_tolerance_share_a_page(tmp_path):
+    from qkvquiz.render.html import markdown_to_html
+    from qkvquiz.render.pdf import render_pdf
+
+    from ..render.pdf_reading import page_texts
+
+    def cuts(html: str, name: str) -> list[str]:
+        target = tmp_path / name
+        render_pdf(html, target)
+        out = []
+        for n, text in enumerate(page_texts(target)):
+            lines = [line.strip() for line in text.splitlines() if line.strip() and "Page " not in line]
+            if lines and lines[-1] == "The exact answer:":
+                out.append(f"page {n + 1} ends with the label")
+            if lines and lines[0].startswith(("Tolerance:", "row ")):
+                out.append(f"page {n + 1} opens with {lines[0]!r}")
+        return out
+
+    with using("en"):
+        markdown = _exact_answers(24)
+        assert cuts(markdown_to_html(markdown), "plain.pdf")  # the document does reach the cut
+        assert cuts(feedback_html(markdown), "feedback.pdf") == []
+
+
+def test_quoted_text_numbers_with_an_exponent_and_words_stay_text_on_the_page():
+    lines = [
+        'Your answer could not be read: cannot read "x" as a shape (write rows × columns, such as 2×4).',
+        "No answer under `q1.scores`; the file has one under 'Q1.SCORES': use the part id exactly.",
+        "- row 1, column 2: you wrote −5.55112e-17, the exact value is 0.052",
+        "无法把“b”识别为形状；σ = √Var，不是方差。",
+    ]
+    for line in lines:
+        assert "$" not in page_markdown(line), page_markdown(line)
+    assert page_markdown("the scores were not divided by √dₖ; each row of A") == \
+        "the scores were not divided by $\\sqrt{d_k}$; each row of $A$"
