@@ -56,7 +56,7 @@ def test_padding_says_key_or_keys(padded, lang):
         wanted = ("The last key is padding: no query may attend to it." if padded == 1
                   else f"The last {padded} keys are padding: no query may attend to them.")
     else:
-        wanted = f"最后 {padded} 个键是填充：任何查询都不能关注它们。"
+        wanted = f"最后 {padded} 个键是填充，不能被任何查询关注。"  # no plural pronoun for one key
     assert wanted in worksheet
 
 
