@@ -88,15 +88,15 @@ DOT_VARIANCE = Family(
     },
     givens=(
         Given("d_k", "d_k", N_("dimension of queries and keys"), check=whole_at_least(1)),
-        Given("q_samples", r"q^{(s)}", N_("drawn queries for the empirical check, one per row")),
-        Given("k_samples", r"k^{(s)}", N_("drawn keys for the empirical check, one per row")),
+        Given("q_samples", "Q", N_("drawn queries for the empirical check, one per row")),
+        Given("k_samples", "K", N_("drawn keys for the empirical check, one per row")),
     ),
     sample=_sample_variance,
     steps=(
         Step("variance", r"\operatorname{Var}(q \cdot k)",
              r"\operatorname{Var}(q \cdot k) = \sum_{l=1}^{d_k} \operatorname{Var}(q_l k_l) = d_k v^2",
              N_("Compute the variance of the dot product q·k"), lambda e, p, xp: e.d_k * p.entry_var ** 2, ("d_k",)),
-        Step("std", r"\sigma", r"\sigma = \sqrt{\operatorname{Var}(q \cdot k)}", N_("Compute its standard deviation"),
+        Step("std", r"\sigma", r"\sigma = \sqrt{\operatorname{Var}(q \cdot k)}", N_("Compute its standard deviation σ"),
              lambda e, p, xp: xp.sqrt(e.variance), ("variance",)),
         Step("three_sigma", r"3\sigma", r"3\sigma",
              N_("About 99.7 percent of the scores lie in [−3σ, 3σ]: give the upper end 3σ"),
