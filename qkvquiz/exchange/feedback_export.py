@@ -77,14 +77,13 @@ def _sentence_math(text: str) -> str:
 
     if not text:
         return text
-    text = text.translate(pm._PRECOMPOSED)
+    text = pm.split_accents(text)
     pieces, at = [], 0
-    for match in pm._RUN.finditer(text):
-        run = match.group()
-        if not pm._is_notation(run, match.start(), text) or _WORD.search(re.sub(r"(?:softmax|diag)\(", "(", run)):
+    for start, end, latex in pm.notation_runs(text):
+        if _WORD.search(re.sub(r"(?:softmax|diag)\(", "(", text[start:end])):
             continue
-        pieces += [text[at:match.start()], "$" + pm._latex(run) + "$"]
-        at = match.end()
+        pieces += [text[at:start], "$" + latex + "$"]
+        at = end
     pieces.append(text[at:])
     return "".join(pieces)
 

@@ -114,6 +114,19 @@ def _latex(run: str) -> str:
 _PRECOMPOSED = str.maketrans({"Ā": "A\u0304", "Ō": "O\u0304", "Ū": "U\u0304", "Ḡ": "G\u0304"})
 
 
+def split_accents(text: str) -> str:
+    """``text`` with its letters written with an accent as one character (Ā) as letter and mark,
+    the form :func:`notation_runs` reads."""
+    return text.translate(_PRECOMPOSED)
+
+
+def notation_runs(text: str) -> list[tuple[int, int, str]]:
+    r"""Each run of notation in ``text`` (after :func:`split_accents`): where it starts and ends,
+    and the LaTeX it is set in ("√dₖ" → ``\sqrt{d_k}``)."""
+    return [(m.start(), m.end(), _latex(m.group())) for m in _RUN.finditer(text)
+            if _is_notation(m.group(), m.start(), text)]
+
+
 @lru_cache(maxsize=1024)
 def prose_math(text: str) -> str:
     """``text`` with each run of notation written as inline math ($…$); the rest as it was."""
@@ -122,12 +135,10 @@ def prose_math(text: str) -> str:
     if "$" in text:  # math already written stays as it is; only the prose between is looked at
         parts = re.split(r"(\$[^$]*\$)", text)
         return "".join(p if i % 2 else prose_math(p) for i, p in enumerate(parts))
-    text = text.translate(_PRECOMPOSED)
+    text = split_accents(text)
     pieces, at = [], 0
-    for match in _RUN.finditer(text):
-        if not _is_notation(match.group(), match.start(), text):
-            continue
-        pieces += [text[at:match.start()], "$" + _latex(match.group()) + "$"]
-        at = match.end()
+    for start, end, latex in notation_runs(text):
+        pieces += [text[at:start], "$" + latex + "$"]
+        at = end
     pieces.append(text[at:])
     return "".join(pieces)

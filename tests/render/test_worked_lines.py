@@ -119,7 +119,7 @@ GRAD_REFERENCE = r"""{% macro coef(x, d) -%}
 LISTS_REFERENCE = r"""{% macro parts_list(parts) -%}
 {% for part in parts %}
 - **({{ "abcdefghijklmnopqrstuvwxyz"[loop.index0] }})** {{ _("%(prompt)s: $%(formula)s$.", prompt=part.step.prompt, formula=part.formula) }}
-  {{ _("Answer: %(shape)s, part `%(id)s` (%(points)s pt).", shape=part.shape|shape, id=part.id, points=part.points|num(2)) }}{{ part.only }}
+  {{ _("Answer: %(shape)s, part `%(id)s` (%(points)s\u00a0pt).", shape=part.shape|shape, id=part.id, points=part.points|num(2)) }}{{ part.only }}
 {% endfor %}
 {%- endmacro %}
 {% macro answers(parts, s, d) -%}
@@ -303,7 +303,7 @@ def test_a_shared_parts_list_is_kept_per_language_and_a_fresh_one_never():
     # A user's template may change its (fresh) list between two calls: each call reads it anew.
     parts[0] = {**parts[0], "points": 7.5}
     with i18n.using("en"):
-        assert worked.parts_list(parts) != english and "7.5 pt" in worked.parts_list(parts)
+        assert worked.parts_list(parts) != english and "7.5\u00a0pt" in worked.parts_list(parts)
 
 
 _VEC = r"\\begin\{bmatrix\}([^\\]*)\\end\{bmatrix\}"
