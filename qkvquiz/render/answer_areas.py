@@ -399,10 +399,15 @@ def problem_areas(
         areas = []
         # A delta sequence with a shorter last chunk: which entries of a step are real.
         present = item.family.extra.get("present")
+        taken = set(item.params) | {given.symbol.strip() for given in item.family.givens}
         for part in item.parts:
             shape = np.shape(env[part.step][student])
             step = item.family.step(part.step)
             symbol = label_symbol(step.symbol, len(shape))
+            if symbol != step.symbol and symbol.strip() in taken:
+                # The lower-case letter already names something of the problem (a count N of
+                # weights beside n tokens): the label keeps the step's own letter.
+                symbol = step.symbol
             worth = _worth(part.points)
             if step.kind == "shape":  # one box, for "2×4"
                 area = answer_grid_html(part.id, (), label=f"{step.symbol} =", caption=part.id + worth)

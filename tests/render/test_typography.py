@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from qkvquiz import build_worksheet, load_spec
+from qkvquiz.spec import parse_spec
 from qkvquiz.render.documents import key_student_document, worksheet_document
 from qkvquiz.render.fonts import (
     FACES,
@@ -163,6 +164,16 @@ def test_scalar_boxes_are_labelled_as_the_prompt_names_them() -> None:
     form = answer_form_html(ws, 0)
     block = form[form.index('data-part="q1.scores"') :][:3000]
     assert "<i>s</i>" in block or ">s<" in block or "s =" in block
+
+
+def test_a_capital_that_a_lower_case_letter_would_confuse_keeps_its_case() -> None:
+    """The count of weights N was labelled "n =" beside n tokens: a scalar's capital is written
+    in lower case only where that letter names nothing else of the problem."""
+    from qkvquiz.render.answer_areas import problem_areas
+
+    ws = build_worksheet(parse_spec({"title": "t", "items": [{"family": "theory.shapes", "ask": ["params"]}]}), ["a"], "n")
+    ((_part, area),) = problem_areas(ws, 0)[0]
+    assert "<i>N</i>" in area and "<i>n</i>" not in area, area
 
 
 # --------------------------------------------------------------------------- layout
