@@ -216,7 +216,7 @@ def _problems(ws: Worksheet, student: int) -> list[str]:
     # The worksheet's "Answer: …, part `id`" lines speak of the submission file; here the boxes
     # follow. They start with the catalog's word for "Answer:" in the language rendered.
     with using(ws.spec.lang if language_chosen() is None else None):  # as render_items chooses
-        answer = _("Answer: %(shape)s, part `%(id)s` (%(points)s\u00a0pt).").split("%(")[0].strip()
+        answer = _("Answer: %(shape)s, part `%(id)s`\u00a0(%(points)s\u00a0pt).").split("%(")[0].strip()
     return [re.sub(rf"\n\s*{re.escape(answer)}[^\n]*", "", t) for t in texts]
 
 

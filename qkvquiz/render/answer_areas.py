@@ -174,12 +174,13 @@ def answer_points(problem_html: str, part_ids: Sequence[str]) -> list[int | None
 
 def answer_column(areas_html: Iterable[str]) -> AnswerColumn:
     """The answer column of a worksheet with these areas: as many boxes wide as its widest
-    grid that stands alone with at most ``MAX_COLUMN_BOXES`` to a row (wider grids and sets
-    of grids go under their sentence), its labels' room as wide as its widest label."""
+    grid with at most ``MAX_COLUMN_BOXES`` to a row (wider grids and tall sets of grids go
+    under their sentence), its labels' room as wide as its widest label, room for its captions."""
     widest, label, caption = 1, 0.0, 0.0
     for area in areas_html:
-        if 'class="answer-set"' in area:
-            continue
+        if any(int(c) > MAX_COLUMN_BOXES for c in _BOXES_WIDE.findall(area)) or (
+                'class="answer-set"' in area and sum(map(int, _BOXES_ROWS.findall(area))) > MAX_STACKED_ROWS):
+            continue  # these boxes go under their sentence, not in the column
         for grid in _GRID.finditer(area):
             columns = int(grid.group(2))
             if columns <= MAX_COLUMN_BOXES:
@@ -205,6 +206,10 @@ _CAPTION_CHAR_PX = 5.0
 _BOX_PX = 73.28
 _GRID_FRAME_PX = 10.0
 _BOXES_WIDE = re.compile(r'<span class="boxes r\d+ c(\d+)">')
+_BOXES_ROWS = re.compile(r'<span class="boxes r(\d+) c\d+">')
+#: The most rows of boxes a set of grids stacks in the answer column (two 4×4 heads, four
+#: 2×2 states); a taller set would hold a whole part on one page, so it goes under its sentence.
+MAX_STACKED_ROWS = 8
 
 
 def _label_px(label_html: str) -> float:
@@ -254,10 +259,13 @@ def place_answer_areas(
             longest = _longest_formula(sentence)
             unbreakable = max(longest * _MATH_CHAR_PX, *map(float, _PICTURE_WIDTH.findall(sentence)), 0.0)
             wide = longest > WIDE_FORMULA or unbreakable > beside
-            # Boxes wider than the column (5 to 8 to a row) and sets of grids go under the
-            # sentence from the text's edge ("under"); boxes under a long formula keep to the
-            # column ("wide"); the rest stand beside their sentence.
-            under = 'class="answer-set"' in joined or any(int(c) > MAX_COLUMN_BOXES for c in _BOXES_WIDE.findall(joined))
+            # Boxes wider than the column (5 to 8 to a row), and a set of grids taller than
+            # MAX_STACKED_ROWS one under the other, go under the sentence from the text's edge
+            # ("under": a set may break between its grids there); boxes under a long formula
+            # keep to the column ("wide"); the rest, sets of grids one under the other too,
+            # stand beside their sentence.
+            under = any(int(c) > MAX_COLUMN_BOXES for c in _BOXES_WIDE.findall(joined)) or (
+                'class="answer-set"' in joined and sum(map(int, _BOXES_ROWS.findall(joined))) > MAX_STACKED_ROWS)
             kind = "part-row under" if under else "part-row wide" if wide else "part-row"
             out += [
                 problem_html[last:start],
@@ -340,10 +348,10 @@ def drop_answer_sentences(problem_html: str, part_ids: Sequence[str]) -> str:
     for part_id in part_ids:
         code = _part_code(part_id).pattern
         # The English sentence (bundled templates in English, or a user's English template).
-        patterns = [r"\s*Answer: (?:(?!</?(?:li|p|div)\b).)*?,? part " + code + r" \([^()]*\bpt\)\."]
+        patterns = [r"\s*Answer: (?:(?!</?(?:li|p|div)\b).)*?,? part " + code + r"[ \u00a0]\([^()]*\bpt\)\."]
         if word != "Answer:":
             patterns.insert(0, r"\s*" + re.escape(word) + r"\s*(?:(?!</?(?:li|p|div)\b).)*?" + code
-                            + r"\s*[(（][^()（）<]*(?:<span class=\"halt\">)?[)）](?:</span>)?[.。]?")
+                            + r"\s*\u2060?[(（][^()（）<]*(?:<span class=\"halt\">)?[)）](?:</span>)?[.。]?")
         for pattern in patterns:
             problem_html, found = re.compile(pattern, re.DOTALL).subn("", problem_html, count=1)
             if found:

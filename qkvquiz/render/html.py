@@ -220,7 +220,10 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
             previous = tokens[idx - 2] if idx >= 2 and tokens[idx - 1].type in ("em_close", "strong_close") else None
             if previous is not None and content.startswith(" ") and has_cjk(content[1:2]) and has_cjk(previous.content[-1:]):
                 content = content[1:]  # "*点积注意力* 为每个…": no space between Chinese words
-            return chinese_text_html(content, math_after)
+            # A number set as math is tied to the Chinese word before it ("键 $1$"); a longer
+            # formula is not (tied, it pulled the word with it and left a short line: "然 ⏎ 后 Y = …").
+            out = chinese_text_html(content, math_after and len(following.content) <= 8)
+            return out + ZERO_WIDTH_SPACE if math_after and out.endswith(" ") else out
         # The last word of a paragraph never stands alone on its line ("…inside the square ⏎
         # root.", "…do not invert ⏎ A."): a short one is tied to the word before, as a typesetter
         # ties it (invert~$A$).

@@ -58,8 +58,9 @@ BOX_TILE_SVG = (
 #: column as wide as the worksheet's widest grid beside a sentence needs: its label's room (as
 #: wide as the widest label, from :data:`LABEL_ROOMS_PX`, right-aligned so that "S =" and
 #: "Var(q·k) =" end at one place), the bracket, and 1 to 4 boxes of 73.28 px (``.boxes`` in the
-#: stylesheet). Wider grids (5 to 8 boxes) and sets of grids go under their sentence from the
-#: text's left edge. Widths in CSS px.
+#: stylesheet); the grids of a set one under the other. Wider grids (5 to 8 boxes) and sets
+#: taller than ``answer_areas.MAX_STACKED_ROWS`` go under their sentence from the text's left
+#: edge. Widths in CSS px.
 MAX_COLUMN_BOXES = 4
 LABEL_ROOMS_PX: tuple[float, ...] = (50.0, 70.0, 90.0, 110.0, 130.0)
 #: What a grid adds to its label and boxes: the label's right margin, the bracket's left margin

@@ -289,7 +289,7 @@ def _parts_list(parts: Any) -> str:
         lines.append(
             "- **(" + _LETTERS[index] + ")** "
             + _("%(prompt)s: $%(formula)s$.") % {"prompt": _field(step, "prompt"), "formula": _field(part, "formula")}
-            + "\n  " + _("Answer: %(shape)s, part `%(id)s` (%(points)s\u00a0pt).") % {
+            + "\n  " + _("Answer: %(shape)s, part `%(id)s`\u00a0(%(points)s\u00a0pt).") % {
                 "shape": shape_text(_field(part, "shape")), "id": _field(part, "id"),
                 "points": num(_field(part, "points"), 2)}
             + str(_field(part, "only")) + "\n")

@@ -227,10 +227,10 @@ def _problem_and_solution(item: dict) -> tuple[str, str]:
 
 def test_scores_problem_shows_the_part_points_and_the_vector_form_answers_s():
     problem, solution = _problem_and_solution({"family": "attention.scores", "points": 2, "params": {"form": "vector"}})
-    assert "`q1.scores` (2\u00a0pt)" in problem  # points and "pt" tied
+    assert "`q1.scores`\u00a0(2\u00a0pt)" in problem  # the id, points and "pt" tied
     assert "$s = " in solution and "S_{" not in solution and "$S = " not in solution
     problem, _ = _problem_and_solution({"family": "attention.scores", "points": 3})
-    assert "`q1.scores` (3\u00a0pt)" in problem  # points and "pt" tied
+    assert "`q1.scores`\u00a0(3\u00a0pt)" in problem  # the id, points and "pt" tied
 
 
 # ------------------------------------------------------------------ layer norm's constant row

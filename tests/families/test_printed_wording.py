@@ -132,14 +132,15 @@ def test_the_masked_score_rule_is_stated_once(ask, lang):
 # ----------------------------------------------------------------- 7. "(1 pt)" in one piece
 
 
-SENTENCE = re.compile(r"Answer: .*part `[^`]+` \(\d+(?:\.\d+)?(.)pt\)\.")
+SENTENCE = re.compile(r"Answer: .*part `[^`]+`\u00a0\(\d+(?:\.\d+)?(.)pt\)\.")
 
 
 @pytest.mark.parametrize("family", ["backprop.projection", "backprop.scores", "theory.dot_variance",
                                     "theory.shapes", "attention.scores", "attention.multihead"])
 def test_the_points_and_pt_are_tied(family):
-    """A line broke in "(1 pt)." and left "pt)." alone: a no-break space ties them, in the
-    templates' sentence and in the parts list every generic family prints."""
+    """A line broke in "(1 pt)." and left "pt)." alone, then before "(1 pt)." itself: no-break
+    spaces tie the id, the points and "pt", in the templates' sentence and in the parts list
+    every generic family prints."""
     worksheet, key = pages([{"family": family}])
     for page in (worksheet, key):
         spaces = SENTENCE.findall(page)

@@ -301,6 +301,8 @@ def test_a_number_stays_on_the_line_of_its_chinese_word():
 
     assert "到\xa02\xa0位小数" in markdown_body_html("四舍五入到 2 位小数")
     assert "关注键\xa0<span" in markdown_body_html("只能关注键 $1$。")
+    # A long formula is not tied: it pulled the Chinese word with it ("然 ⏎ 后 Y = …").
+    assert "然后 \u200b<span" in markdown_body_html("然后 $Y = [Z^{(1)} \\mid Z^{(2)}] W^O$。", text_math=True)
     assert "round to 2 decimals, key " in markdown_body_html("round to 2 decimals, key $1$ of the set.")
 
 

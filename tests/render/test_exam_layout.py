@@ -132,6 +132,7 @@ def _headings(page: Page) -> list[int]:
 @pdf_only
 @pytest.mark.parametrize(("spec_name", "lang", "strict"), [
     ("attention-basics.yaml", "en", True), ("attention-basics.yaml", "zh", True),
+    ("masking.yaml", "en", True), ("layernorm.yaml", "en", True),
     ("multihead.yaml", "en", True), ("delta-rule.yaml", "zh", False),
 ])
 def test_a_problems_givens_stay_with_its_first_part_and_a_continued_page_says_so(
@@ -225,7 +226,7 @@ def test_a_problem_of_several_one_box_answers_has_a_column_of_its_own() -> None:
     from qkvquiz.render.documents import worksheet_body_html
 
     ws = build_worksheet(load_spec(bank_dir() / "theory.yaml"), ["ada"], seed="own")
-    sections = re.findall(r'<section class="problem (acol-\d) alab-\d">\s*<h3>[^<]*?(\d+):', worksheet_body_html(ws, 0))
+    sections = re.findall(r'<section class="problem (acol-\d) alab-\d(?: whole)?">\s*<h3>[^<]*?(\d+):', worksheet_body_html(ws, 0))
     columns = {int(number): column for column, number in sections}
     kinds = {k + 1: item.family.name for k, item in enumerate(ws.spec.items)}
     counts = [n for n, name in kinds.items() if name == "theory.complexity"]
@@ -233,3 +234,30 @@ def test_a_problem_of_several_one_box_answers_has_a_column_of_its_own() -> None:
     assert counts and jacobian
     assert all(columns[n] != columns[jacobian[0]] for n in counts), columns
     assert len({columns[n] for n in jacobian}) == 1
+
+
+@pytest.mark.slow
+@pdf_only
+@pytest.mark.parametrize(("spec_name", "lang"), [("attention-basics.yaml", "en"), ("attention-basics.yaml", "zh"),
+                                                  ("masking.yaml", "en")])
+def test_a_problem_shorter_than_three_quarters_of_a_page_is_kept_whole(spec_name: str, lang: str, tmp_path: Path) -> None:
+    """Broken between parts, attention-basics' problem 5 left (b) and (c) alone on a page and
+    masking's problem 4 its (c): a problem that fits on a page with room to spare is kept whole."""
+    from qkvquiz.render.documents import WHOLE_PROBLEM_PX, problem_height_px, worksheet_body_html
+
+    for seed in ("a", "b"):
+        pdf, ids, items = _worksheet_pdf(spec_name, lang, seed, tmp_path)
+        spec = load_spec(bank_dir() / spec_name)
+        with i18n.using(lang):
+            body = worksheet_body_html(build_worksheet(spec, ["ada"], seed=seed), 0)
+        sections = re.findall(r'<section class="problem[^"]*">(.*?)</section>', body, re.DOTALL)
+        pages_of = defaultdict(set)
+        for page in words(pdf):
+            for word in page.words:
+                named = re.split("[,，]", word.text)[0]
+                if named in ids:
+                    pages_of[named.split(".")[0]].add(page.number)
+        for item, section in zip(items, sections):
+            if problem_height_px(section) <= WHOLE_PROBLEM_PX:
+                prefix = item.parts[0].id.split(".")[0]
+                assert len(pages_of[prefix]) == 1, (seed, item.id, pages_of[prefix])

@@ -119,7 +119,7 @@ GRAD_REFERENCE = r"""{% macro coef(x, d) -%}
 LISTS_REFERENCE = r"""{% macro parts_list(parts) -%}
 {% for part in parts %}
 - **({{ "abcdefghijklmnopqrstuvwxyz"[loop.index0] }})** {{ _("%(prompt)s: $%(formula)s$.", prompt=part.step.prompt, formula=part.formula) }}
-  {{ _("Answer: %(shape)s, part `%(id)s` (%(points)s\u00a0pt).", shape=part.shape|shape, id=part.id, points=part.points|num(2)) }}{{ part.only }}
+  {{ _("Answer: %(shape)s, part `%(id)s`\u00a0(%(points)s\u00a0pt).", shape=part.shape|shape, id=part.id, points=part.points|num(2)) }}{{ part.only }}
 {% endfor %}
 {%- endmacro %}
 {% macro answers(parts, s, d) -%}
