@@ -83,7 +83,8 @@ def _sentence_and_boxes(pdf: Path) -> tuple[tuple[int, int, int, int], tuple[int
     return (min(xs), min(ys), max(xs) + 1, max(ys) + 1), (min(x for x, _ in boxes), min(y for _, y in boxes))
 
 
-@pytest.mark.parametrize("shape, beside", [((), True), ((3, 3), True), ((2, 6), False), ((2, 2, 2), False)])
+@pytest.mark.parametrize("shape, beside", [((), True), ((3, 3), True), ((2, 6), False), ((2, 2, 2), True),
+                                           ((3, 4, 4), False)])
 def test_a_parts_sentence_stands_beside_narrow_boxes_and_over_wide_ones(
     shape: tuple[int, ...], beside: bool, tmp_path: Path
 ) -> None:
