@@ -114,7 +114,8 @@ def feedback_html(markdown: str, *, title: str = "", header: str = "") -> str:
     with math set as text where it can be, as the worksheet's is, and :data:`FEEDBACK_CSS`."""
     from ..render.html import html_document, markdown_body_html
 
-    body = markdown_body_html(page_markdown(markdown), raw_html=True, text_math=True)
+    # The file holds what students and the spec wrote (quoted, titles): its HTML stays text.
+    body = markdown_body_html(page_markdown(markdown), text_math=True)
     return html_document(f"{header}\n{body}", title=title, extra_css=[FEEDBACK_CSS], body_class="feedback")
 
 

@@ -28,7 +28,8 @@ from ..worksheet import Worksheet
 from .boxes import answer_grid_html
 from .latex import label_symbol, num
 from .markdown import in_spec_language, ragged_shape
-from .page import LABEL_ROOMS_PX, MAX_COLUMN_BOXES, AnswerColumn
+from .math_html import MATRIX_ROWS
+from .page import BOX_PX, GRID_FRAME_PX, LABEL_ROOMS_PX, MAX_COLUMN_BOXES, AnswerColumn
 
 #: Boxes per row and rows per grid; a larger part is split into several grids (a 16-wide
 #: row of 1.6 cm boxes would not fit on the page, nor could a student write in 1 cm boxes).
@@ -178,9 +179,8 @@ def answer_column(areas_html: Iterable[str]) -> AnswerColumn:
     under their sentence), its labels' room as wide as its widest label, room for its captions."""
     widest, label, caption = 1, 0.0, 0.0
     for area in areas_html:
-        if any(int(c) > MAX_COLUMN_BOXES for c in _BOXES_WIDE.findall(area)) or (
-                'class="answer-set"' in area and sum(map(int, _BOXES_ROWS.findall(area))) > MAX_STACKED_ROWS):
-            continue  # these boxes go under their sentence, not in the column
+        if _goes_under(area):
+            continue  # these boxes are not in the column
         for grid in _GRID.finditer(area):
             columns = int(grid.group(2))
             if columns <= MAX_COLUMN_BOXES:
@@ -191,7 +191,7 @@ def answer_column(areas_html: Iterable[str]) -> AnswerColumn:
                     caption = max(caption, len(html.unescape(under.group(1))) * _CAPTION_CHAR_PX)
     # The caption under the boxes starts at their left edge: the column holds it too (a long
     # part id under one box widened its cell and pushed the box out of line).
-    widest = max(widest, min(MAX_COLUMN_BOXES, math.ceil((caption - _GRID_FRAME_PX) / _BOX_PX)))
+    widest = max(widest, min(MAX_COLUMN_BOXES, math.ceil((caption - GRID_FRAME_PX) / BOX_PX)))
     room = next((k for k, px in enumerate(LABEL_ROOMS_PX) if label <= px), len(LABEL_ROOMS_PX) - 1)
     return AnswerColumn(widest, room)
 
@@ -200,16 +200,22 @@ def answer_column(areas_html: Iterable[str]) -> AnswerColumn:
 _GRID = re.compile(r'<span class="answer-label">(.*?)</span>(?:<span class="bracket">)?<span class="boxes r\d+ c(\d+)">')
 _TAG = re.compile(r"<[^>]+>")
 _CAPTION = re.compile(r'<span class="answer-part">([^<]*)</span>')
-#: A caption's character (7 pt sans), on average, a box and what a grid adds to its boxes
-#: beside the label (its bracket), in CSS px.
+#: A caption's character (7 pt sans), on average, in CSS px.
 _CAPTION_CHAR_PX = 5.0
-_BOX_PX = 73.28
-_GRID_FRAME_PX = 10.0
 _BOXES_WIDE = re.compile(r'<span class="boxes r\d+ c(\d+)">')
 _BOXES_ROWS = re.compile(r'<span class="boxes r(\d+) c\d+">')
 #: The most rows of boxes a set of grids stacks in the answer column (two 4×4 heads, four
 #: 2×2 states); a taller set would hold a whole part on one page, so it goes under its sentence.
 MAX_STACKED_ROWS = 8
+
+
+def _goes_under(area_html: str) -> bool:
+    """Whether a part's boxes go under its sentence, from the text's edge, rather than in the
+    answer column: a grid wider than the column (5 to 8 boxes to a row), or a set of grids
+    taller than :data:`MAX_STACKED_ROWS` one under the other (under its sentence it may break
+    between its grids)."""
+    return any(int(c) > MAX_COLUMN_BOXES for c in _BOXES_WIDE.findall(area_html)) or (
+        'class="answer-set"' in area_html and sum(map(int, _BOXES_ROWS.findall(area_html))) > MAX_STACKED_ROWS)
 
 
 def _label_px(label_html: str) -> float:
@@ -259,14 +265,10 @@ def place_answer_areas(
             longest = _longest_formula(sentence)
             unbreakable = max(longest * _MATH_CHAR_PX, *map(float, _PICTURE_WIDTH.findall(sentence)), 0.0)
             wide = longest > WIDE_FORMULA or unbreakable > beside
-            # Boxes wider than the column (5 to 8 to a row), and a set of grids taller than
-            # MAX_STACKED_ROWS one under the other, go under the sentence from the text's edge
-            # ("under": a set may break between its grids there); boxes under a long formula
-            # keep to the column ("wide"); the rest, sets of grids one under the other too,
-            # stand beside their sentence.
-            under = any(int(c) > MAX_COLUMN_BOXES for c in _BOXES_WIDE.findall(joined)) or (
-                'class="answer-set"' in joined and sum(map(int, _BOXES_ROWS.findall(joined))) > MAX_STACKED_ROWS)
-            kind = "part-row under" if under else "part-row wide" if wide else "part-row"
+            # Boxes that are not in the column go under the sentence ("under"); boxes under a
+            # long formula keep to the column ("wide"); the rest, sets of grids one under the
+            # other too, stand beside their sentence.
+            kind = "part-row under" if _goes_under(joined) else "part-row wide" if wide else "part-row"
             out += [
                 problem_html[last:start],
                 f'<div class="{kind}"><div class="part-text">',
@@ -300,6 +302,37 @@ def _width_units(text: str) -> int:
     """How many average Latin characters ``text`` is as wide as: a Chinese character (a wide or
     full-width one) counts twice."""
     return len(text) + sum(1 for ch in text if ch >= "\u1100" and unicodedata.east_asian_width(ch) in "WF")
+
+
+#: A problem at most this tall (CSS px, by :func:`problem_height_px`; three quarters of an A4
+#: page's text) is kept whole, on the next page where it does not fit on this one, as a typeset
+#: exam keeps a question; a taller one breaks between its parts (``.problem.whole`` in the
+#: stylesheet): moved whole, it left a page with nothing but the sheet's title.
+WHOLE_PROBLEM_PX = 750.0
+_DISPLAYS = re.compile(r'<(?:div|span) class="math-display">.*?</(?:div|span)>\s*(?=<|$)', re.DOTALL)
+
+
+def problem_height_px(body_html: str) -> float:
+    """About how tall a worksheet problem prints, in CSS px, erring high: its text at 80
+    characters a line (a part's sentence at 40, beside its boxes), each display as tall as its
+    tallest matrix, a part as tall as the taller of its sentence and its grids with captions."""
+
+    def text_px(html_: str, per_line: int) -> float:
+        text = _TAG.sub("", MATRIX_ROWS.sub("", html_))
+        return 20.0 * (len(text) // per_line + 1) if text.strip() else 0.0
+
+    def grids_px(html_: str) -> float:
+        return sum(35.5 * int(rows) + 18.0 for rows in _BOXES_ROWS.findall(html_))
+
+    parts = re.findall(r"<li class=\"pi\">.*?</li>", body_html, re.DOTALL)
+    rest = re.sub(r"<li class=\"pi\">.*?</li>", "", body_html, flags=re.DOTALL)
+    height = 34.0 * rest.count("<h3") + text_px(_DISPLAYS.sub("", rest), 80)
+    for display in _DISPLAYS.findall(rest):
+        rows = [m.count("\n") + 1 for m in MATRIX_ROWS.findall(display)]
+        height += 18.0 * max(rows, default=1) + 20.0
+    for part in parts:
+        height += max(text_px(part, 40), grids_px(part)) + 10.0
+    return height + grids_px(rest)
 
 
 class _FormulaLengths(HTMLParser):

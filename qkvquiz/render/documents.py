@@ -27,10 +27,12 @@ from ..core.i18n import N_, _, ngettext
 from ..spec_types import WorkSpace
 from ..worksheet import Worksheet
 from .answer_areas import (
+    WHOLE_PROBLEM_PX,
     answer_column,
     drop_answer_sentences,
     place_answer_areas,
     problem_areas,
+    problem_height_px,
     work_space_html,
 )
 from .boxes import header_html
@@ -40,40 +42,6 @@ from .markdown import in_spec_language, render_items
 
 #: An answer area of one box (a number or a shape), its only grid.
 _SINGLE_BOX = re.compile(r'^<div class="answer answer-scalar"[^>]*>(?:(?!<div).)*</div>(?:<div class="work-space[^>]*></div>)?$', re.DOTALL)
-
-#: A problem at most this tall (CSS px, by :func:`problem_height_px`; three quarters of an A4
-#: page's text) is kept whole, on the next page where it does not fit on this one, as a typeset
-#: exam keeps a question; a taller one breaks between its parts (``.problem.whole`` in the
-#: stylesheet): moved whole, it left a page with nothing but the sheet's title.
-WHOLE_PROBLEM_PX = 750.0
-_MATRIX_ROWS = re.compile(r'<span class="bm">([^<]*)</span>')
-_GRID_ROWS = re.compile(r'<span class="boxes r(\d+) c\d+">')
-_TAGS = re.compile(r"<[^>]+>")
-_DISPLAYS = re.compile(r'<(?:div|span) class="math-display">.*?</(?:div|span)>\s*(?=<|$)', re.DOTALL)
-
-
-def problem_height_px(body_html: str) -> float:
-    """About how tall a worksheet problem prints, in CSS px, erring high: its text at 80
-    characters a line (a part's sentence at 40, beside its boxes), each display as tall as its
-    tallest matrix, a part as tall as the taller of its sentence and its grids with captions."""
-
-    def text_px(html_: str, per_line: int) -> float:
-        text = _TAGS.sub("", _MATRIX_ROWS.sub("", html_))
-        return 20.0 * (len(text) // per_line + 1) if text.strip() else 0.0
-
-    def grids_px(html_: str) -> float:
-        return sum(35.5 * int(rows) + 18.0 for rows in _GRID_ROWS.findall(html_))
-
-    parts = re.findall(r"<li class=\"pi\">.*?</li>", body_html, re.DOTALL)
-    rest = re.sub(r"<li class=\"pi\">.*?</li>", "", body_html, flags=re.DOTALL)
-    height = 34.0 * rest.count("<h3") + text_px(_DISPLAYS.sub("", rest), 80)
-    for display in _DISPLAYS.findall(rest):
-        rows = [m.count("\n") + 1 for m in _MATRIX_ROWS.findall(display)]
-        height += 18.0 * max(rows, default=1) + 20.0
-    for part in parts:
-        height += max(text_px(part, 40), grids_px(part)) + 10.0
-    return height + grids_px(rest)
-
 
 #: Extra CSS of the HTML worksheet when it is read on a screen rather than printed.
 SCREEN_CSS = "@media screen { body { max-width: 52rem; margin: 1rem auto; padding: 0 1rem; } }"

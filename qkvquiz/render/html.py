@@ -23,7 +23,7 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 from qkvquiz.render.boxes import expand_empty_grids
 from qkvquiz.render.cjk_text import chinese_text_html
 from qkvquiz.render.fonts import has_cjk
-from qkvquiz.render.math_html import FONT_SIZE_PT_DEFAULT, breakable, math_html
+from qkvquiz.render.math_html import FONT_SIZE_PT_DEFAULT, ZERO_WIDTH_SPACE, breakable, math_html
 from qkvquiz.render.page import (
     BASE_STYLE_MARKER,
     BOXES_CSS,
@@ -43,7 +43,6 @@ from qkvquiz.render.page import (
 TEXT_BULLET = "\u2022\u00a0"
 
 _TM_OPEN = '<span class="tm">'
-ZERO_WIDTH_SPACE = "\u200b"
 
 def _markbreakable(body: str) -> str:
     """``body`` with its outermost text-math spans marked ``brk`` where the whole is long."""
@@ -186,15 +185,12 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
         token = tokens[idx]
         following = tokens[idx + 1] if idx + 1 < len(tokens) else None
         inline = tokens[idx + 2] if idx + 2 < len(tokens) else None
-        if (
-            token.markup in ("-", "*", "+") and following is not None and following.type == "paragraph_open"
-            and inline is not None and inline.type == "inline" and _part_label(inline)
-        ):
-            # A part of a problem, "- **(a)** Compute …": as in a typeset exam, no bullet; its
-            # label hangs at the left of the text (.pl), which lines up under the label's right.
-            token.attrSet("class", "pi")
-            return self.renderToken(tokens, idx, options, env)
         if token.markup in ("-", "*", "+") and following is not None and following.type == "paragraph_open":
+            if inline is not None and inline.type == "inline" and _part_label(inline):
+                # A part of a problem, "- **(a)** Compute …": as in a typeset exam, no bullet;
+                # its label hangs at the left of the text (.pl), which lines up under its right.
+                token.attrSet("class", "pi")
+                return self.renderToken(tokens, idx, options, env)
             # An item of a bullet list, tight or loose: its bullet is text that opens its first
             # line (see TEXT_BULLET), on the line's baseline even where a matrix makes it tall.
             token.attrSet("class", "tb")

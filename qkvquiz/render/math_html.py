@@ -240,7 +240,7 @@ def math_html(
             if k and isinstance(first, _NumericMatrix) and not listed:
                 # A factor of a product ("S₀k₁ = [..][..]"): next to the one before, as TeX
                 # sets them, with a zero-width break between in case the line is full.
-                out.append(f'\u200b<span class="math-group cont">{inner}</span>')
+                out.append(f'{ZERO_WIDTH_SPACE}<span class="math-group cont">{inner}</span>')
             elif k and isinstance(first, str) and re.match(r"\s*(?:[=+\-<>]|\\(?:approx|cdot|odot|times|le|ge)(?![A-Za-z]))", first):
                 # The rest of one equation ("= [..]", "+ [..]"): spaced as its operator is.
                 out.append(f' <span class="math-group cont">{inner}</span>')
@@ -384,7 +384,10 @@ def clear_math_cache() -> None:
 #: gradient written as a sum of rows, the delta rule's chain of definitions).
 BREAK_FORMULA = 50
 _TAG = re.compile(r"<[^>]*>")
-_MATRIX_ROWS = re.compile(r'<span class="bm">([^<]*)</span>')
+#: The rows of a matrix set as text (:func:`matrix_table_html`), one line each.
+MATRIX_ROWS = re.compile(r'<span class="bm">([^<]*)</span>')
+#: A break that prints nothing (and is not in a PDF's text).
+ZERO_WIDTH_SPACE = "\u200b"
 
 
 def tags_removed(markup: str) -> str:
@@ -394,5 +397,5 @@ def tags_removed(markup: str) -> str:
 
 def breakable(body: str) -> bool:
     """Whether a formula's HTML is long enough to break across lines (a matrix counts its widest row)."""
-    rows = _MATRIX_ROWS.sub(lambda m: max(m.group(1).split("\n"), key=len), body)
+    rows = MATRIX_ROWS.sub(lambda m: max(m.group(1).split("\n"), key=len), body)
     return len(tags_removed(rows)) >= BREAK_FORMULA

@@ -63,9 +63,11 @@ BOX_TILE_SVG = (
 #: edge. Widths in CSS px.
 MAX_COLUMN_BOXES = 4
 LABEL_ROOMS_PX: tuple[float, ...] = (50.0, 70.0, 90.0, 110.0, 130.0)
-#: What a grid adds to its label and boxes: the label's right margin, the bracket's left margin
-#: (a relation's space after "=") and the bracket itself.
-_GRID_FRAME_PX = 18.0
+#: A box of a grid (``.boxes`` in the stylesheet), and what a grid adds to its label and boxes:
+#: the label's right margin, the bracket's left margin (a relation's space after "=") and the
+#: bracket itself.
+BOX_PX = 73.28
+GRID_FRAME_PX = 18.0
 #: The gap between a part's sentence and its answer column (the cell's left padding; in the
 #: stylesheet too).
 ANSWER_COLUMN_GAP_PX = 12.0
@@ -89,7 +91,7 @@ class AnswerColumn:
 
     @property
     def width_px(self) -> float:
-        return LABEL_ROOMS_PX[self.room] + _GRID_FRAME_PX + 73.28 * self.boxes
+        return LABEL_ROOMS_PX[self.room] + GRID_FRAME_PX + BOX_PX * self.boxes
 
     @property
     def sentence_px(self) -> float:

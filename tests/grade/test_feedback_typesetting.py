@@ -195,3 +195,11 @@ def test_quoted_text_numbers_with_an_exponent_and_words_stay_text_on_the_page():
         assert "$" not in page_markdown(line), page_markdown(line)
     assert page_markdown("the scores were not divided by √dₖ; each row of A") == \
         "the scores were not divided by $\\sqrt{d_k}$; each row of $A$"
+
+
+def test_html_in_a_feedback_file_stays_text_on_its_page():
+    """A feedback file quotes what students and the spec wrote; a page made from it runs no
+    markup from it (an image that fetches, a script): it prints as text."""
+    page = feedback_html("# Feedback: <img src=x onerror=alert(1)>\n\n<script>alert(2)</script>\n", title="t")
+    assert "<img" not in page and "<script>alert" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page and "&lt;script&gt;alert(2)&lt;/script&gt;" in page

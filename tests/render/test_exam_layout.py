@@ -243,7 +243,8 @@ def test_a_problem_of_several_one_box_answers_has_a_column_of_its_own() -> None:
 def test_a_problem_shorter_than_three_quarters_of_a_page_is_kept_whole(spec_name: str, lang: str, tmp_path: Path) -> None:
     """Broken between parts, attention-basics' problem 5 left (b) and (c) alone on a page and
     masking's problem 4 its (c): a problem that fits on a page with room to spare is kept whole."""
-    from qkvquiz.render.documents import WHOLE_PROBLEM_PX, problem_height_px, worksheet_body_html
+    from qkvquiz.render.answer_areas import WHOLE_PROBLEM_PX, problem_height_px
+    from qkvquiz.render.documents import worksheet_body_html
 
     for seed in ("a", "b"):
         pdf, ids, items = _worksheet_pdf(spec_name, lang, seed, tmp_path)
