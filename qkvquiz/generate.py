@@ -59,9 +59,9 @@ FORMATS = ("md", "html", "pdf")
 FORMATS_DEFAULT = ("md",)
 #: Page size of the HTML and PDF documents (``"A4"`` or ``"Letter"``).
 PAGE_SIZE_DEFAULT = "A4"
-# HTML pages are typeset by qkvquiz.render.html (through qkvquiz.render.form); PDF files are
+# HTML pages are typeset by qkvquiz.render.html_page (through qkvquiz.render.form); PDF files are
 # those pages printed by qkvquiz.render.pdf (WeasyPrint, a process pool), where installed.
-_HTML_MODULE = "qkvquiz.render.html"
+_HTML_MODULE = "qkvquiz.render.html_page"
 _PDF_MODULE = "qkvquiz.render.pdf"
 _PDF_BATCH_MODULE = "qkvquiz.render.pdf_batch"
 

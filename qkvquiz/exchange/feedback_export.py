@@ -112,7 +112,7 @@ def page_markdown(markdown: str) -> str:
 def feedback_html(markdown: str, *, title: str = "", header: str = "") -> str:
     """One feedback file as a self-contained HTML page: its Markdown (:func:`page_markdown`)
     with math set as text where it can be, as the worksheet's is, and :data:`FEEDBACK_CSS`."""
-    from ..render.html import html_document, markdown_body_html
+    from ..render.html_page import html_document, markdown_body_html
 
     # The file holds what students and the spec wrote (quoted, titles): its HTML stays text.
     body = markdown_body_html(page_markdown(markdown), text_math=True)

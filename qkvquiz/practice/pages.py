@@ -19,7 +19,7 @@ from markupsafe import Markup
 from ..core.i18n import HTML_LANG, _, current, script_messages, using
 from ..core.resources import templates_dir
 from ..render.form import environment, form_problems, script_hash
-from ..render.html import markdown_body_html
+from ..render.html_page import markdown_body_html
 from ..render.markdown import render_student
 from ..render.page import stylesheet
 from .problem import Problem

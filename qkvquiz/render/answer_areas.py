@@ -294,7 +294,7 @@ WIDE_FORMULA = 36
 _MATH_CHAR_PX = 6.6
 #: The same for a grid's label, whose words ("shape", "Var") are upright and wider.
 _LABEL_CHAR_PX = 7.6
-#: A formula drawn as a picture states its width (qkvquiz/render/html.py).
+#: A formula drawn as a picture states its width (qkvquiz/render/html_page.py).
 _PICTURE_WIDTH = re.compile(r'class="math-svg" style="width:([0-9.]+)px')
 
 
@@ -374,7 +374,7 @@ def drop_answer_sentences(problem_html: str, part_ids: Sequence[str]) -> str:
 
     In another language the sentence starts with the translation of "Answer:" and ends with
     the points in brackets after the part's id ("答案：3×3 矩阵，小题 ``q2.scores``（2 分）。", its
-    closing bracket at half width before the full stop: :mod:`qkvquiz.render.html`)."""
+    closing bracket at half width before the full stop: :mod:`qkvquiz.render.html_page`)."""
     # Translators: the word that starts the templates' sentence naming a part's answer
     # ("Answer: a 3×3 matrix, part `q2.scores` (2 pt)."), exactly as their translation starts it.
     word = _("Answer:")

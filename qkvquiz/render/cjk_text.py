@@ -1,5 +1,5 @@
 """Chinese text as Chinese typesetting sets it, for every place the pages print it: prose
-(:mod:`qkvquiz.render.html`) and the words inside formulas (``\\text{…}``,
+(:mod:`qkvquiz.render.html_page`) and the words inside formulas (``\\text{…}``,
 :mod:`qkvquiz.render.textmath`).
 
 * Two full-width marks in a row ("）：", "。（"): each is drawn in a full em with its ink at one

@@ -3,11 +3,11 @@ instructor's key with one student per page, and the class printout.
 
 The problems and solutions are the family templates that the Markdown files use (a user's
 ``--templates`` included, rendered in the same sandbox), typeset by
-:mod:`qkvquiz.render.html`. What only paper needs is added here, after the Markdown has
+:mod:`qkvquiz.render.html_page`. What only paper needs is added here, after the Markdown has
 become HTML, so that the templates and the Markdown worksheet stay as they are:
 
 * a header with a line for the name, the student id and the variant code
-  (:func:`~qkvquiz.render.html.header_html`; the footer of every page repeats the id);
+  (:func:`~qkvquiz.render.html_page.header_html`; the footer of every page repeats the id);
 * under each asked part an answer area of the part's shape (:mod:`qkvquiz.render.answer_areas`).
 
 A PDF of several students (the key, the class printout) is a list of documents, one per
@@ -36,7 +36,7 @@ from .answer_areas import (
     work_space_html,
 )
 from .boxes import header_html
-from .html import html_document, markdown_body_html
+from .html_page import html_document, markdown_body_html
 from .latex import num
 from .markdown import in_spec_language, render_items
 

@@ -152,7 +152,7 @@ def _html_module() -> Any:
     markdown-it and ziamath, which Markdown-only runs never need."""
     from types import SimpleNamespace
 
-    from .html import inline_markdown_html, markdown_body_html
+    from .html_page import inline_markdown_html, markdown_body_html
     from .math_html import math_html
     from .page import stylesheet
 

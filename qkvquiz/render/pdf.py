@@ -280,7 +280,7 @@ def _short_picture_urls(html: str) -> str:
 def _stylesheets(html: str, page_size: str) -> tuple[str, list[Any]]:
     """The document, and the stylesheets to hand WeasyPrint beside it.
 
-    A document made by :func:`qkvquiz.render.html.markdown_to_html` embeds the base
+    A document made by :func:`qkvquiz.render.html_page.markdown_to_html` embeds the base
     stylesheet in a marked ``<style>``; that copy is swapped for one parsed once per
     process (parsing it cost about 5% of each page). It becomes a *user* stylesheet,
     which still beats WeasyPrint's defaults and still loses to the document's other

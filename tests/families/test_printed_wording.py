@@ -11,7 +11,7 @@ import pytest
 
 from qkvquiz.core import i18n
 from qkvquiz.render.answer_areas import drop_answer_sentences
-from qkvquiz.render.html import markdown_body_html
+from qkvquiz.render.html_page import markdown_body_html
 from qkvquiz.render.markdown import key_markdown, worksheet_markdown
 from qkvquiz.spec import parse_spec
 from qkvquiz.worksheet import build_worksheet

@@ -161,7 +161,7 @@ def _exact_answers(blocks: int) -> str:
 
 @pytest.mark.slow
 def test_a_label_its_table_and_its_tolerance_share_a_page(tmp_path):
-    from qkvquiz.render.html import markdown_to_html
+    from qkvquiz.render.html_page import markdown_to_html
     from qkvquiz.render.pdf import render_pdf
 
     from ..render.pdf_reading import page_texts

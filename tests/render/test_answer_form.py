@@ -21,8 +21,8 @@ from qkvquiz.render.form import answer_form_html, grid_blocks, submission_filena
 from qkvquiz.spec import parse_spec
 from qkvquiz.worksheet import build_worksheet
 
-if importlib.util.find_spec("qkvquiz.render.html") is None:
-    pytest.skip("the HTML renderer (qkvquiz.render.html) is not installed", allow_module_level=True)
+if importlib.util.find_spec("qkvquiz.render.html_page") is None:
+    pytest.skip("the HTML renderer (qkvquiz.render.html_page) is not installed", allow_module_level=True)
 
 ITEMS = [
     {"family": "attention.scores", "params": {"form": "vector"}},

@@ -25,8 +25,8 @@ from qkvquiz.cli import app
 
 from ..grade.test_entry_cases import CASES, assert_js_agrees_with_python
 
-if importlib.util.find_spec("qkvquiz.render.html") is None:
-    pytest.skip("the HTML renderer (qkvquiz.render.html) is not installed", allow_module_level=True)
+if importlib.util.find_spec("qkvquiz.render.html_page") is None:
+    pytest.skip("the HTML renderer (qkvquiz.render.html_page) is not installed", allow_module_level=True)
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402

@@ -191,7 +191,7 @@ def _zh_key(spec_name: str = "all-families.yaml") -> str:
 def test_a_line_break_after_a_chinese_mark_prints_no_space():
     """Markdown's line break between two sentences is a space in HTML: after "。" it printed as a
     stray half-width space ("H = X + Z。 答案：…")."""
-    from qkvquiz.render.html import markdown_body_html
+    from qkvquiz.render.html_page import markdown_body_html
 
     html = markdown_body_html("加上残差：$H = X + Z$。\n答案：2×4 矩阵\n（0.4 分）；\n方差")
     # (A number and its Chinese word are tied: a no-break space, see the test below.)
@@ -211,7 +211,7 @@ def test_a_chinese_key_has_no_space_beside_a_full_width_mark():
 
 def test_a_part_id_is_one_unbreakable_run_and_copies_as_written():
     from qkvquiz.core.resources import templates_dir
-    from qkvquiz.render.html import markdown_body_html
+    from qkvquiz.render.html_page import markdown_body_html
 
     html = markdown_body_html("小题 `attention-layernorm.var`（0.4 分），种子 `0`。")
     assert '<code class="part-id">attention-layernorm.var</code>' in html  # ASCII "-", as the file spells it
@@ -242,7 +242,7 @@ def test_no_part_id_is_broken_across_lines_in_a_chinese_key_pdf(tmp_path):
 
 
 def test_the_markdown_worksheet_header_is_its_own_paragraph_and_carries_the_name():
-    from qkvquiz.render.html import markdown_body_html
+    from qkvquiz.render.html_page import markdown_body_html
     from qkvquiz.render.markdown import worksheet_markdown
 
     ws = build_worksheet(load_spec(bank_dir() / "attention-basics.yaml"), ["ada", "alan"], seed=1)
@@ -297,7 +297,7 @@ def test_the_delta_rule_writes_few_tokens_out(tokens, written):
 def test_a_number_stays_on_the_line_of_its_chinese_word():
     """"四舍五入到 2 ⏎ 位小数", "只能关注键 ⏎ 1": the space between a number (or a Latin word) and a
     Chinese character is tied, also before a number set as math; English spaces stay spaces."""
-    from qkvquiz.render.html import markdown_body_html
+    from qkvquiz.render.html_page import markdown_body_html
 
     assert "到\xa02\xa0位小数" in markdown_body_html("四舍五入到 2 位小数")
     assert "关注键\xa0<span" in markdown_body_html("只能关注键 $1$。")
@@ -309,7 +309,7 @@ def test_a_number_stays_on_the_line_of_its_chinese_word():
 def test_two_chinese_marks_in_a_row_set_the_first_at_half_width():
     """"）：" drawn as two full ems showed half an em of blank between the marks; the first of a
     pair takes the font's half-width forms (halt), a lone mark keeps its full width."""
-    from qkvquiz.render.html import markdown_body_html
+    from qkvquiz.render.html_page import markdown_body_html
 
     html = markdown_body_html("（每个词元一行）：查询 1。（注）")
     assert '<span class="halt">）</span>：' in html
@@ -321,7 +321,7 @@ def test_two_chinese_marks_in_a_row_set_the_first_at_half_width():
 def test_words_in_a_formula_follow_the_chinese_rules_and_emphasis_takes_no_space():
     """"（若 Mᵢⱼ = 1），否则为 −∞" inside a formula's \\text{} kept its pair of marks at full
     width; "*点积注意力* 为每个查询" printed a Latin space between Chinese words."""
-    from qkvquiz.render.html import markdown_body_html
+    from qkvquiz.render.html_page import markdown_body_html
 
     html = markdown_body_html(r"$\tilde S_{ij} = S_{ij}\text{（若 }M_{ij} = 1\text{），否则为 }-\infty$", text_math=True)
     assert '<span class="halt">）</span>，' in html, html

@@ -21,7 +21,7 @@ from qkvquiz.render.answer_areas import answer_area_html, place_answer_areas
 from qkvquiz.render.boxes import answer_grid_html
 from qkvquiz.render.documents import worksheet_document
 from qkvquiz.render.fonts import fonts_dir
-from qkvquiz.render.html import html_document, markdown_body_html
+from qkvquiz.render.html_page import html_document, markdown_body_html
 from qkvquiz.render.math_html import tags_removed
 from qkvquiz.render.pdf import pdf_available
 from qkvquiz.render.svg_math import svg_math_html

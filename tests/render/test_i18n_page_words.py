@@ -17,7 +17,7 @@ from qkvquiz.grade.grader import grade
 from qkvquiz.key import key_from_json, key_to_json
 from qkvquiz.render.documents import key_html_document, worksheet_document
 from qkvquiz.render.form import answer_form_html
-from qkvquiz.render.html import html_document
+from qkvquiz.render.html_page import html_document
 from qkvquiz.render.markdown import key_markdown, worksheet_markdown
 from qkvquiz.spec import parse_spec
 from qkvquiz.worksheet import build_worksheet

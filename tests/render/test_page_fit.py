@@ -19,7 +19,7 @@ from qkvquiz.core.resources import bank_dir
 from qkvquiz.families import REGISTRY
 from qkvquiz.render.boxes import answer_grid_html
 from qkvquiz.render.documents import key_student_document, worksheet_document
-from qkvquiz.render.html import markdown_to_html
+from qkvquiz.render.html_page import markdown_to_html
 from qkvquiz.render.pdf import pdf_available, render_pdf
 from qkvquiz.spec import parse_spec
 

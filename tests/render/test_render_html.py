@@ -14,7 +14,7 @@ from qkvquiz.render import boxes as render_boxes
 from qkvquiz.render import svg_math
 from qkvquiz.render import page as render_page
 from qkvquiz.render.boxes import answer_grid_html, header_html
-from qkvquiz.render.html import markdown_body_html, markdown_to_html
+from qkvquiz.render.html_page import markdown_body_html, markdown_to_html
 from qkvquiz.render.math_html import MathRenderError, clear_math_cache, math_cache_info, math_html
 from qkvquiz.render.page import BASE_STYLE_MARKER
 
@@ -378,7 +378,7 @@ def test_stylesheet_keeps_matrices_and_answers_whole_and_numbers_pages() -> None
 def test_html_output_works_without_weasyprint() -> None:
     code = (
         "import sys; sys.modules['weasyprint'] = None\n"
-        "from qkvquiz.render.html import markdown_to_html\n"
+        "from qkvquiz.render.html_page import markdown_to_html\n"
         "doc = markdown_to_html('$x$ and $$\\\\begin{bmatrix} 1 & 2 \\\\end{bmatrix}$$')\n"
         "assert 'bmat' in doc and 'math-svg' in doc\n"
     )
@@ -413,7 +413,7 @@ def test_a_formula_too_long_to_share_its_line_puts_the_boxes_under_its_sentence(
 
 
 def test_a_long_formula_may_break_and_a_short_one_stays_whole() -> None:
-    from qkvquiz.render.html import markdown_body_html
+    from qkvquiz.render.html_page import markdown_body_html
 
     short = markdown_body_html("Compute $s = q \\cdot k$.", text_math=True)
     assert 'class="math tm"' in short and "brk" not in short

@@ -14,7 +14,7 @@ import pytest
 from qkvquiz.core.outputs import OutputError
 from qkvquiz.render import pdf as render_pdf_module
 from qkvquiz.render.boxes import answer_grid_html, header_html
-from qkvquiz.render.html import markdown_to_html
+from qkvquiz.render.html_page import markdown_to_html
 from qkvquiz.render.pdf import (
     DEBIAN_PACKAGES,
     PdfRenderError,

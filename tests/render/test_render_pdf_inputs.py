@@ -12,7 +12,7 @@ import pytest
 from qkvquiz.render import pdf as pdf_module
 from qkvquiz.render.answer_areas import answer_area_html, place_answer_areas
 from qkvquiz.render.boxes import header_html
-from qkvquiz.render.html import html_document, markdown_to_html
+from qkvquiz.render.html_page import html_document, markdown_to_html
 from qkvquiz.render.pdf import (
     FetchRefused,
     pdf_available,
