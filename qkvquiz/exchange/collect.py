@@ -203,6 +203,10 @@ def _identify(handin: Handin, kind: str | None, rel: str, roster: Roster | None,
     if roster is None:
         return True
     if not who.entries:
+        if named.default_team and not who.problems:
+            handin.notes.append(_("Moodle's default group does not say who uploaded this file, and the roster names "
+                                  "no groups: graded as the student it names"))
+            return True
         return False
     entry, how = who.entries[0]
     handin.student = entry.student
