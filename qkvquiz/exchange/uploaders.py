@@ -176,5 +176,14 @@ def _by_name(readings: list[LmsName], roster: Roster, why: str, what: tuple[str,
     if found:
         ids = ", ".join(list(found)[:5])
         return Who(first, problems=[_(several) % {"why": why, "name": repr(first.name), "ids": ids}])
+    close = {e.student: e for r in readings for e in roster.by_loose_name(r.name)}
+    if close:
+        # Names that differ only in marks: in many scripts a mark is a vowel (सती, सीता), so
+        # they are different names, and neither is taken for the other.
+        shown = ", ".join(f"{e.student} ({e.display_name!r})" for e in list(close.values())[:5])
+        return Who(first, problems=[_(
+            "%(why)s, and the name %(name)s fits no one exactly: it differs from %(close)s only in vowel signs or "
+            "other marks, which make another name; not graded. Add the LMS ids to the roster")
+            % {"why": why, "name": repr(first.name), "close": shown}])
     return Who(first, problems=[_("%(why)s, nor a name that fits %(name)s; add the LMS ids (or names) to the "
                                    "roster") % {"why": why, "name": repr(first.name)}])
