@@ -88,7 +88,8 @@ def grades(
     title: Annotated[str, typer.Option(help="The assignment's name in the LMS (default: the key's title).")] = "",
     assignment_id: Annotated[str, typer.Option(
         help="Canvas assignment id or Blackboard column id: the column then updates that assignment "
-             "(`Title (id)`, `Title [Total Pts: N Score] |id`) instead of creating a new one.")] = "",
+             "(`Title (id)`, `Title [Total Pts: N Score] |id`). Without it, Canvas updates the assignment whose "
+             "title is exactly the column's (else makes a new one) and Blackboard makes a new column.")] = "",
     points_possible: Annotated[bool, typer.Option(
         help="Canvas: add the `Points Possible` row.")] = False,
     worksheet: Annotated[Path | None, typer.Option(

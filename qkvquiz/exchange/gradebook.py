@@ -45,6 +45,22 @@ MOODLE_MODIFIED = "Last modified (grade)"
 MOODLE_FEEDBACK = "Feedback comments"
 MOODLE_PARTICIPANT = "Participant "
 
+# Canvas' gradebook importer drops, without a word, every column whose header holds one of these
+# (app/models/gradebook_importer.rb: NON_ASSIGNMENT_COLUMN_HEADERS, matched anywhere in the
+# header, case as written; "Unposted Final Grade" too): such a title would import nothing.
+CANVAS_SKIPPED_HEADERS = ("Current Score", "Current Points", "Current Grade", "Final Score", "Final Points",
+                          "Final Grade", "Override Score", "Override Grade", "Override Status")
+
+
+def canvas_title_problem(header: str) -> str | None:
+    """Why Canvas' importer would skip an assignment column headed ``header``, or None."""
+    words = [w for w in CANVAS_SKIPPED_HEADERS if w in header]
+    if not words:
+        return None
+    return (f"Canvas' gradebook importer skips every column whose title contains {words[0]!r} (its own "
+            f"columns: {', '.join(CANVAS_SKIPPED_HEADERS)}), so the column {header!r} would import no grade; "
+            "choose another --title")
+
 
 @dataclass(frozen=True)
 class GradeOptions:
@@ -169,13 +185,18 @@ def canvas_csv(results: Results, rows: Sequence[Row], opts: GradeOptions) -> str
     Canvas' rules for the file: the first column is ``Student`` (the sortable name, "Last,
     First"), the second ``ID`` (Canvas' user id), then ``SIS User ID`` and ``SIS Login ID``,
     with ``Section`` the last of the student columns; each assignment column is headed
-    ``Title (assignment id)`` so that it updates that assignment (a title without an id makes a
-    new assignment). A row whose first cell is ``Points Possible`` is read as the points of
-    each column, not as a student. Students are matched by ID, else SIS User ID, else SIS
-    Login ID.
+    ``Title (assignment id)`` so that it updates that assignment; a header without an id updates
+    the assignment whose title is exactly the header, and only where none is makes a new one
+    (``parse_assignments``). A header that contains one of :data:`CANVAS_SKIPPED_HEADERS` is
+    dropped by the importer, so such a title is refused (ValueError). A row whose first cell is
+    ``Points Possible`` is read as the points of each column, not as a student. Students are
+    matched by ID, else SIS User ID, else SIS Login ID.
     """
     title = opts.title or results.title or "qkvquiz"
     column = f"{title} ({opts.assignment_id})" if opts.assignment_id else title
+    problem = canvas_title_problem(column)
+    if problem is not None:
+        raise ValueError(problem)
     out = [["Student", "ID", "SIS User ID", "SIS Login ID", "Section", _t(column)]]
     if opts.points_possible:
         out.append(["Points Possible", "", "", "", "", possible(results, opts)])

@@ -134,3 +134,47 @@ def test_cli_export_grades(graded, tmp_path):
     (tmp_path / "broken.json").write_text(json.dumps({"students": [{"x": 1}]}), encoding="utf-8")
     broken = CliRunner().invoke(app, ["export", "grades", str(tmp_path / "broken.json")])
     assert broken.exit_code == 2 and "broken.json" in broken.output and "Traceback" not in broken.output
+
+
+# ----------------------------------------------------------------------------- Canvas' importer, ported
+
+
+def canvas_import_assignments(text: str) -> list[str]:
+    """The assignment columns Canvas' gradebook importer reads from a CSV (a port of
+    ``app/models/gradebook_importer.rb``: ``header?``, ``update_column_count``,
+    ``strip_non_assignment_columns`` with ``NON_ASSIGNMENT_COLUMN_HEADERS``)."""
+    import re
+
+    header = next(csv.reader(io.StringIO(text)))
+    assert len(header) > 3 and re.search("Student", header[0]) and re.search("ID", header[1])
+    student_columns = 3  # name, user id, section
+    if re.search(r"SIS\s+User\s+ID", header[2]) and re.search(r"SIS\s+Login\s+ID", header[3]):
+        student_columns += 2
+    assert re.search("Section", header[student_columns - 1])
+    skipped = re.compile("Current Score|Current Points|Current Grade|Final Score|Final Points|Final Grade|"
+                         "Override Score|Override Grade|Override Status")
+    return [h for h in header[student_columns:] if not skipped.search(h)]
+
+
+@pytest.mark.parametrize("title", ["Week 3", "Week 3 — Final Score practice", "Current Grade check", "final grade"])
+def test_canvas_reads_our_column_or_the_title_is_refused(graded, title):
+    results, roster, _key = graded
+    opts = GradeOptions("canvas", assignment_id="4411", title=title)
+    try:
+        text, _unmatched = export_grades(results, roster, opts)
+    except ValueError as exc:  # refused: Canvas would drop the column without a word
+        assert "Canvas" in str(exc) and "--title" in str(exc)
+        assert canvas_import_assignments(
+            export_grades(results, roster, GradeOptions("canvas", assignment_id="4411", title="x"))[0]) == ["x (4411)"]
+        assert any(w in title for w in ("Final Score", "Current Grade"))
+        return
+    assert canvas_import_assignments(text) == [f"{title} (4411)"]
+
+
+def test_cli_refuses_a_title_canvas_drops(graded, tmp_path):
+    results, _roster, _key = graded
+    result = CliRunner().invoke(app, ["export", "grades", str(results.folder), "--to", "canvas", "--roster",
+                                      str(tmp_path / "roster.csv"), "--title", "Final Grade", "--out",
+                                      str(tmp_path / "c.csv")])
+    assert result.exit_code == 2 and "Final Grade" in result.output
+    assert not (tmp_path / "c.csv").exists()
