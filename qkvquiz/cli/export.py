@@ -94,7 +94,7 @@ def grades(
         help="Canvas: add the `Points Possible` row.")] = False,
     worksheet: Annotated[Path | None, typer.Option(
         help="moodle-worksheet: the grading worksheet Moodle gave you (Download grading worksheet); its "
-             "Grade and Feedback comments are filled in and every other cell is kept.")] = None,
+             "Grade and Feedback comments are filled in for the students graded; every other line is kept byte for byte.")] = None,
 ) -> None:
     """Write grades in the import format of an LMS.
 
@@ -106,7 +106,8 @@ def grades(
 
     `qkvquiz export grades week3/grades --to blackboard --roster roster.csv --scale percent --decimals 1`
 
-    Students the importer cannot match (no LMS id of the kind it reads in the roster) are listed.
+    Students left out are listed with why (no LMS id of the kind the importer reads in the roster, or no row
+    in the worksheet).
     """
     from ..core.inputs import InputError
     from ..exchange.gradebook import GradeOptions, export_grades
@@ -125,10 +126,12 @@ def grades(
         _write_grades(out, text)
     except OSError as exc:
         fail(str(exc))  # OutputError: names the path
-    if unmatched:
-        shown = ", ".join(safe_text(s) for s in unmatched[:10]) + (" …" if len(unmatched) > 10 else "")
-        err.print(f"[yellow]not matched by the {to} importer[/] ({len(unmatched)}: no id it reads in the roster): "
-                  f"{shown}", highlight=False)
+    reasons: dict[str, list[str]] = {}
+    for left in unmatched:
+        reasons.setdefault(left.reason, []).append(left.student)
+    for reason, students in reasons.items():
+        shown = ", ".join(safe_text(s) for s in students[:10]) + (" …" if len(students) > 10 else "")
+        err.print(f"[yellow]not matched by the {to} importer[/] ({len(students)}: {reason}): {shown}", highlight=False)
     console.print(f"Wrote {safe_text(str(out))} ({len(loaded.students)} students, {to})", highlight=False)
 
 
