@@ -36,7 +36,7 @@ from ..core.folders import walk_json_files
 from ..core.i18n import _, current, using
 from ..core.inputs import InputError, decode_text, read_bytes, shown_path
 from ..core.submissions import Submission, submission_from_bytes
-from ..core.zips import read_zip
+from ..core.zips import ZipListing, read_zip
 from ..grade.choose import unknown_student_message
 from ..grade.grader import grade
 from ..grade.results import Candidate, FileProblem, GradeReport
@@ -59,6 +59,12 @@ from .uploaders import Who, match_canvas, match_moodle, match_submitters
 
 MAX_METADATA_BYTES = 20_000_000  # Gradescope's submission_metadata.yml: about 300 bytes per submission
 MAX_SUBMISSION_BYTES = 1_000_000  # as grade.grader's limit
+# What is read of one student's (or team's) upload in a download: a hand-in is one JSON file of a
+# few kilobytes, resubmitted a few times; Moodle's own default is at most 20 files a submission.
+# A student over either limit has only their latest files read, up to the limits, and the rest
+# listed: one student's flood never costs the class its grading, nor the run its memory.
+MAX_FILES_PER_STUDENT = 50
+MAX_BYTES_PER_STUDENT = 20_000_000
 LMS_CHOICES = ("auto", *LMS_NAMES, "none")
 LATE_FLAG = "late"
 MISMATCH_FLAG = "id-differs-from-lms"
@@ -135,9 +141,9 @@ def _collect(paths: Sequence[str | Path], roster: Roster | None, lms: str) -> Co
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            download = _folder_download(path, out)
+            download = _folder_download(path, out, lms)
         elif path.is_file() and is_zip(path):
-            download = _zip_download(path, out)
+            download = _zip_download(path, out, lms)
         else:
             try:
                 data = read_bytes(path, MAX_SUBMISSION_BYTES, "submission")
@@ -150,8 +156,77 @@ def _collect(paths: Sequence[str | Path], roster: Roster | None, lms: str) -> Co
     return out
 
 
+def _kind(download: _Download, lms: str) -> str | None:
+    """The LMS that named the download's paths (``lms`` unless it is ``auto``), or None."""
+    return detect(download.names, download.top) if lms == "auto" else (None if lms == "none" else lms)
+
+
+def _uploader(kind: str | None, rel: str) -> tuple[str, ...] | None:
+    """Whose upload the member ``rel`` is by its name alone, before it is read: the LMS's id of
+    the uploader (a Moodle folder's id and name, a Gradescope ``submission_<id>`` folder); a name
+    that does not follow the LMS's naming is one more such upload. None where no LMS named the
+    download: each file's own ``"student"`` decides, known only once it is read."""
+    if kind is None:
+        return None
+    if kind == CANVAS:
+        readings = canvas_readings(rel)
+        return (CANVAS, readings[0].lms_id) if readings else ("",)
+    if kind == MOODLE:
+        named = parse_moodle(rel)
+        return (MOODLE, named.lms_id, named.name) if named is not None else ("",)
+    parts = rel.split("/")
+    at = next((i for i, p in enumerate(parts[:-1]) if p.startswith("submission_")), None)
+    return (GRADESCOPE, *parts[:at + 1]) if at is not None else ("",)
+
+
+def _within_limits(download: _Download, lms: str, listed: Sequence[tuple[str, int, float | None]],
+                   out: Collected) -> set[str]:
+    """The members of ``listed`` (path, size, time) to read: of each uploader, the latest files
+    up to :data:`MAX_FILES_PER_STUDENT` and :data:`MAX_BYTES_PER_STUDENT` (Canvas: the highest
+    attachment ids); the rest are listed in ``out.problems``, one sentence per uploader."""
+    kind = _kind(download, lms)
+    by_uploader: dict[tuple[str, ...] | None, list[tuple[str, int, float | None]]] = {}
+    for entry in listed:
+        if _is_metadata(entry[0]):
+            by_uploader.setdefault(None, []).append(entry)
+        else:
+            by_uploader.setdefault(_uploader(kind, entry[0]), []).append(entry)
+    keep: set[str] = set()
+    for uploader, entries in by_uploader.items():
+        total = sum(size for _rel, size, _t in entries)
+        if uploader is None or (len(entries) <= MAX_FILES_PER_STUDENT and total <= MAX_BYTES_PER_STUDENT):
+            keep.update(rel for rel, _size, _t in entries)
+            continue
+        latest = sorted(entries, key=lambda e: (_upload_order(kind, e), e[0]), reverse=True)
+        kept, size = [], 0
+        for rel, bytes_, _t in latest:
+            if len(kept) < MAX_FILES_PER_STUDENT and size + bytes_ <= MAX_BYTES_PER_STUDENT:
+                kept.append(rel)
+                size += bytes_
+        keep.update(kept)
+        first = min(rel for rel, _s, _t in entries)
+        out.problems.append(FileProblem(f"{download.shown}/{first}", _(
+            "this upload and %(others)s more of the same student hold %(files)s files (%(bytes)s bytes); at most "
+            "%(max_files)s files and %(max_bytes)s bytes of one student are read: their %(kept)s latest files were "
+            "read, the other %(left)s are not graded") % {
+                "others": f"{len(entries) - 1:,}", "files": f"{len(entries):,}", "bytes": f"{total:,}",
+                "max_files": MAX_FILES_PER_STUDENT, "max_bytes": f"{MAX_BYTES_PER_STUDENT:,}",
+                "kept": len(kept), "left": f"{len(entries) - len(kept):,}"}))
+    return keep
+
+
+def _upload_order(kind: str | None, entry: tuple[str, int, float | None]) -> tuple:
+    """Later uploads sort higher: Canvas by attachment id (its zip gives every entry one time),
+    else by the file's time."""
+    if kind == CANVAS:
+        readings = canvas_readings(entry[0])
+        if readings:
+            return _as_number(readings[0].attachment), 0.0
+    return (0, ""), entry[2] if entry[2] is not None else float("-inf")
+
+
 def _collect_download(download: _Download, roster: Roster | None, lms: str, out: Collected) -> None:
-    kind = detect(download.names, download.top) if lms == "auto" else (None if lms == "none" else lms)
+    kind = _kind(download, lms)
     out.lms[download.shown] = kind
     roots = gradescope_roots(download.names, download.top) if kind == GRADESCOPE else []
     submitters = _gradescope_metadata(download, roots, out)
@@ -274,11 +349,18 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+
+
 def _is_metadata(name: str) -> bool:
     return name.rsplit("/", 1)[-1] == GRADESCOPE_METADATA
 
 
-def _zip_download(path: Path, out: Collected) -> _Download:
+def _zip_download(path: Path, out: Collected, lms: str) -> _Download:
     download = _Download(shown_path(path), "")
     left_out: list[str] = []
 
@@ -289,7 +371,10 @@ def _zip_download(path: Path, out: Collected) -> _Download:
             left_out.append(name)
         return ok
 
-    members, skipped = read_zip(path, want)
+    def choose(listed: list[ZipListing]) -> set[str]:
+        return _within_limits(download, lms, [(m.name, m.size, m.mtime) for m in listed], out)
+
+    members, skipped = read_zip(path, want, choose)
     for s in skipped:
         out.problems.append(FileProblem(str(s.path), s.reason))
     for name in left_out:
@@ -302,7 +387,7 @@ def _zip_download(path: Path, out: Collected) -> _Download:
     return download
 
 
-def _folder_download(path: Path, out: Collected) -> _Download:
+def _folder_download(path: Path, out: Collected, lms: str) -> _Download:
     if path.is_symlink():
         raise InputError(shown_path(path), "is a link to a folder; links to folders are not followed: name the folder itself")
     download = _Download(shown_path(path), path.name)
@@ -310,11 +395,19 @@ def _folder_download(path: Path, out: Collected) -> _Download:
     for s in skipped:
         out.skipped.append(FileProblem(shown_path(s.path), s.reason))
     folders = {""}  # every folder that holds a hand-in, and those above it, as "" or "a/b/"
+    listed = []
     for file in found:
         rel = file.relative_to(path).as_posix()
         download.names.append(rel)
         parts = rel.split("/")[:-1]
         folders.update("".join(q + "/" for q in parts[:i]) for i in range(1, len(parts) + 1))
+        stat = _stat(file)
+        listed.append((rel, stat.st_size if stat else 0, stat.st_mtime if stat else None))
+    keep = _within_limits(download, lms, listed, out)
+    for file in found:
+        rel = file.relative_to(path).as_posix()
+        if rel not in keep:
+            continue
         try:
             data = read_bytes(file, MAX_SUBMISSION_BYTES, "submission", follow=False)
         except InputError as exc:
