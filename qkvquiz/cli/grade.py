@@ -126,10 +126,8 @@ def grade(
 
 def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool, backend: str, duplicates: str,
                    roster: Path | None, lms: str, lang: str | None, groups: Path | None = None) -> None:
-    from ..core.outputs import OutputError
+    from ..core.outputs import OutputError, claim
     from ..grade.choose import DUPLICATES
-    from ..grade.grader import grade_files
-    from ..grade.report import write_reports
     from ..key import KeyFileError, load_key
 
     lang = chosen_lang(lang)
@@ -139,6 +137,21 @@ def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool
         loaded = load_key(key)  # finishes the switch of a `generate` killed midway (outputs.settle)
     except KeyFileError as exc:
         fail(str(exc))
+    # The output folder is this run's from before the grading starts: a second run into it is
+    # refused at once, never this one after all its work.
+    try:
+        with claim(out):
+            _grade_claimed(loaded, submissions, out, feedback, backend, duplicates, roster, lms, lang, groups)
+    except OutputError as exc:  # SetBusy too: names the folder
+        fail(str(exc))
+
+
+def _grade_claimed(loaded, submissions: list[Path], out: Path, feedback: bool, backend: str, duplicates: str,
+                   roster: Path | None, lms: str, lang: str | None, groups: Path | None) -> None:
+    from ..core.outputs import OutputError
+    from ..grade.grader import grade_files
+    from ..grade.report import write_reports
+
     collected = _collect_download(submissions, roster, lms, lang or loaded.lang, groups)
     files = [] if collected is not None else _submission_files(submissions)
     if collected is None and not files:
