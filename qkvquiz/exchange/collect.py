@@ -6,12 +6,16 @@ names), plus every file that could not be matched or read, by name. ``grade_coll
 grades them exactly as ``qkvquiz grade`` grades a folder: one file per student chosen by
 :mod:`qkvquiz.grade.choose` (the zip member's time stands in for the file time, so of two
 files the later upload wins; in a Canvas zip, whose entries all carry the zip's time, the
-attachment id orders them), with the LMS's "late" mark as a flag.
+attachment id orders them), with the LMS's "late" mark as a flag; whom each file is graded as,
+and what a group's members get, are grading rules (:mod:`qkvquiz.grade.attribution`).
 
 Who a file belongs to: with a roster, the LMS's identity decides (the LMS authenticated the
 upload); a file whose own ``"student"`` differs is graded as the uploader's, with a note.
 Without a roster, or where the LMS hides the uploader (Canvas' anonymous grading), the file's
 own ``"student"`` decides, as for any folder.
+
+What one student's upload may cost is bounded (:data:`MAX_FILES_PER_STUDENT`,
+:data:`MAX_BYTES_PER_STUDENT`), chosen from the names before any file is read.
 
 Nothing a student uploads steers the run: which LMS made a download is read from the names
 the LMS writes (:func:`.lms_names.detect`), and Gradescope's metadata only from the export's
@@ -21,7 +25,6 @@ listed.
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,13 +36,12 @@ import numpy as np
 
 from ..core.bounded_yaml import load_yaml
 from ..core.folders import walk_json_files
-from ..core.i18n import _, current, using
+from ..core.i18n import _, using
 from ..core.inputs import InputError, decode_text, read_bytes, shown_path
-from ..core.submissions import Submission, submission_from_bytes
+from ..core.submissions import submission_from_bytes
 from ..core.zips import ZipListing, read_zip
-from ..grade.choose import unknown_student_message
-from ..grade.grader import grade
-from ..grade.results import Candidate, FileProblem, GradeReport
+from ..grade.attribution import LATE_FLAG, MISMATCH_FLAG, Attributed, grade_attributed  # noqa: F401 (the flags: this module's API too)
+from ..grade.results import FileProblem, GradeReport
 from ..key import Key
 from ..roster import Roster
 from .lms_names import (
@@ -66,8 +68,6 @@ MAX_SUBMISSION_BYTES = 1_000_000  # as grade.grader's limit
 MAX_FILES_PER_STUDENT = 50
 MAX_BYTES_PER_STUDENT = 20_000_000
 LMS_CHOICES = ("auto", *LMS_NAMES, "none")
-LATE_FLAG = "late"
-MISMATCH_FLAG = "id-differs-from-lms"
 CANVAS_ORDER_STEP = 0.001  # seconds between Canvas uploads in attachment order (see _order_canvas_uploads)
 
 Submitters = dict[str, list[dict[str, str]]]  # Gradescope submission id -> its submitters (name, sid, email)
@@ -483,19 +483,9 @@ def grade_collected(key: Key, collected: Collected, *, xp=np, duplicates: str = 
         return _grade_collected(key, collected, xp=xp, duplicates=duplicates)
 
 
-@dataclass
-class _Group:
-    """A Gradescope group submission's file, graded as one of its members, for the others too."""
-
-    source: str
-    graded_as: str
-    others: list[str]
-    via: str
-
-
 def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str) -> GradeReport:
     problems = list(collected.problems)
-    read = []
+    handed = []
     for h in collected.handins:
         try:
             sub = submission_from_bytes(h.data, h.source)
@@ -503,95 +493,10 @@ def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str) -> 
             problems.append(FileProblem(h.source, str(exc)))
             continue
         sub.mtime = h.mtime
-        read.append((h, sub))
-    read = _anonymous_agree(read, problems)
-    notes: dict[tuple[str, str], list[str]] = {}  # by (file, student): one file may be graded for several
-    flags: dict[tuple[str, str], list[str]] = {}
-    groups = []
-    for h, sub in read:
-        said, marks = list(h.notes), []
-        if h.student is not None and sub.student != h.student and sub.student not in h.group:
-            said.append(_("the file says student %(named)s, but it was uploaded by %(via)s, who is %(student)s "
-                          "in the roster: graded as %(student)s")
-                        % {"named": repr(sub.student), "via": h.via, "student": repr(h.student)})
-            marks.append(MISMATCH_FLAG)
-            sub.student = h.student
-        if h.late:
-            marks.append(LATE_FLAG)
-        if h.group:  # graded as the member it names (else as the first), then given to the others
-            submission = h.named.describe() if h.named is not None else h.via
-            groups.append(_Group(h.source, sub.student, [m for m in h.group if m != sub.student], submission))
-        notes.setdefault((h.source, sub.student), []).extend(said)
-        flags.setdefault((h.source, sub.student), []).extend(marks)
-    report = grade(key, [sub for _h, sub in read], xp=xp, duplicates=duplicates, lang=current())
-    report.problems[:0] = problems
-    report.skipped[:0] = collected.skipped
-    for r in report.results:
-        r.notes[:0] = notes.get((r.source, r.student), [])
-        r.flags += [f for f in flags.get((r.source, r.student), []) if f not in r.flags]
-    _credit_groups(key, report, groups)
-    return report
-
-
-def _anonymous_agree(read: list[tuple[Handin, Submission]], problems: list[FileProblem]
-                     ) -> list[tuple[Handin, Submission]]:
-    """The hand-ins left once anonymous Canvas files that disagree on who they are are refused.
-
-    Canvas does not say who uploaded an anonymous file, but one anonymous id is one student's
-    submission: its files must all name one student, and one student is named by one id only.
-    Otherwise a student could hand in a file in a classmate's name; all files involved are
-    listed instead of guessing which is whose.
-    """
-    students: dict[str, set[str]] = {}  # anonymous id -> students its files name
-    ids: dict[str, set[str]] = {}  # student -> anonymous ids whose files name them
-    for h, sub in read:
-        if h.anonymous:
-            students.setdefault(h.anonymous, set()).add(sub.student)
-            ids.setdefault(sub.student, set()).add(h.anonymous)
-    kept = []
-    for h, sub in read:
-        if h.anonymous and len(students[h.anonymous]) > 1:
-            problems.append(FileProblem(h.source, _(
-                "the files of Canvas' anonymous submission %(id)s name different students (%(students)s): none "
-                "of them is graded") % {"id": h.anonymous, "students": ", ".join(sorted(students[h.anonymous]))}))
-        elif h.anonymous and len(ids[sub.student]) > 1:
-            problems.append(FileProblem(h.source, _(
-                "files of several anonymous Canvas submissions (%(ids)s) name student %(student)s: none of them "
-                "is graded, as the LMS does not say which is theirs")
-                % {"ids": ", ".join(sorted(ids[sub.student])), "student": repr(sub.student)}))
-        else:
-            kept.append((h, sub))
-    return kept
-
-
-def _credit_groups(key: Key, report: GradeReport, groups: list[_Group]) -> None:
-    """Give each other member of a Gradescope group submission the result of its graded file.
-
-    Gradescope grades a group's submission once for all its members. The file answers the
-    variant of the member it names, so it is graded once, as theirs, and each other member
-    gets a copy of that result with a note (not a grading of the file against their own
-    variant, which it does not answer). A member with a graded file of their own keeps it.
-    """
-    position = {s: i for i, s in enumerate(key.students)}
-    by_student = {r.student: r for r in report.results}
-    for g in groups:
-        graded = by_student.get(g.graded_as)
-        if graded is None or graded.source != g.source:
-            continue  # the group's file was not what was graded for this member
-        note = _("a group submission (%(via)s): its file names %(student)s and is graded once, against their "
-                 "variant; every member of the group gets that result") % {"via": g.via, "student": repr(g.graded_as)}
-        for member in g.others:
-            if member in by_student:
-                continue
-            if member not in position:
-                report.problems.append(FileProblem(g.source, unknown_student_message(key, member)))
-                continue
-            result = copy.deepcopy(graded)
-            result.student, result.notes = member, [note, *graded.notes]
-            result.candidates = [Candidate(g.source, True, note)]
-            by_student[member] = result
-            report.results.append(result)
-    report.results.sort(key=lambda r: position.get(r.student, len(position)))
+        submission = h.named.describe() if h.named is not None and h.group else ""
+        handed.append(Attributed(sub, h.student, h.via, h.late, list(h.notes), h.anonymous, h.group, submission))
+    # Who each file is graded as, and what a group's members get: rules of grading (grade/).
+    return grade_attributed(key, handed, problems, list(collected.skipped), xp=xp, duplicates=duplicates)
 
 
 def grade_download(key: Key, paths: Iterable[str | Path], roster: Roster | None = None, *, lms: str = "auto",

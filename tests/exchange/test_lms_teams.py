@@ -167,3 +167,15 @@ def test_an_individual_folder_whose_name_fits_its_participant_is_still_theirs(tm
                                ("Turing Alan", 5002, "answers.json", _hand_in(doc, "alan"))])
     graded = _graded(grade_download(key, [write_zip(tmp_path / "m.zip", members)], _roster(tmp_path, groups=None)))
     assert set(graded) == {"ada", "alan"}
+
+
+def test_a_team_with_several_files_credits_only_the_members_they_name(tmp_path, class_key):
+    key, doc = class_key
+    groups = {"ada": "Team Red", "alan": "Team Red", "grace": "Team Red"}
+    members = {moodle_team_path("Team Red", 77, "ada.json"): _hand_in(doc, "ada"),
+               moodle_team_path("Team Red", 77, "alan.json"): _hand_in(doc, "alan")}
+    report = grade_download(key, [write_zip(tmp_path / "teams.zip", members)], _roster(tmp_path, groups))
+    graded = _graded(report)
+    assert set(graded) == {"ada", "alan"}  # each their own file; grace is named by neither
+    [problem] = report.problems
+    assert "none names 'grace'" in problem.message and "Moodle group 77" in problem.message
