@@ -179,3 +179,27 @@ def test_a_team_with_several_files_credits_only_the_members_they_name(tmp_path, 
     assert set(graded) == {"ada", "alan"}  # each their own file; grace is named by neither
     [problem] = report.problems
     assert "none names 'grace'" in problem.message and "Moodle group 77" in problem.message
+
+
+def test_grade_groups_option_reads_moodles_list_of_group_members(tmp_path, class_key):
+    from typer.testing import CliRunner
+
+    from qkvquiz.cli import app
+    from ..helpers import make_key_doc
+
+    doc = make_key_doc(students=STUDENTS)
+    (tmp_path / "key.json").write_text(json.dumps(doc), encoding="utf-8")
+    _roster(tmp_path, groups=None)  # writes roster.csv
+    (tmp_path / "groups.csv").write_text("Group name,Email address\nTeam Red,ada@example.edu\n"
+                                         "Team Red,alan@example.edu\nTeam Red,nobody@example.edu\n", encoding="utf-8")
+    dl = write_zip(tmp_path / "teams.zip", {moodle_team_path("Team Red", 5004, "answers.json"): _hand_in(doc, "ada")})
+    args = ["grade", str(tmp_path / "key.json"), str(dl), "--roster", str(tmp_path / "roster.csv"), "--out",
+            str(tmp_path / "out")]
+    result = CliRunner().invoke(app, [*args, "--groups", str(tmp_path / "groups.csv")])
+    assert result.exit_code == 0, result.output
+    graded = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert sorted(s["student"] for s in graded["students"]) == ["ada", "alan"]
+    assert "line 4" in " ".join(result.output.split())  # the member the roster lacks, said
+    without = CliRunner().invoke(app, [*args[:3], "--groups", str(tmp_path / "groups.csv"), "--out",
+                                       str(tmp_path / "o2")])
+    assert without.exit_code == 2 and "--groups needs --roster" in without.output
