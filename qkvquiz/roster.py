@@ -123,6 +123,7 @@ class Roster:
     _names: dict[str, list[int]] | None = field(default=None, repr=False)  # name key -> entries, when built
     _loose: dict[str, list[int]] | None = field(default=None, repr=False)  # loose name key -> entries
     _groups: dict[str, set[tuple[str, str]]] | None = field(default=None, repr=False)  # student -> groups
+    _teams: tuple[dict, dict] | None = field(default=None, repr=False)  # see team_members
 
     def __post_init__(self) -> None:
         for name in ("student", "canvas_id", "moodle_id", "sis_id", "sis_login", "email"):
@@ -198,18 +199,23 @@ class Roster:
         download writes it, and its id), and the names of every group that fits (several:
         ambiguous, no members). Moodle puts a student who is in several groups into its
         default group, so they are no member of any."""
-        fits_id: dict[str, set[tuple[str, str]]] = {}
-        fits_name: dict[str, set[tuple[str, str]]] = {}
-        target = name_key(name)
-        for e in self.entries:
-            for g in self.groups_of(e.student):
-                if g[1] and g[1] == group_id:
-                    fits_id.setdefault(e.student, set()).add(g)
-                if g[0] and name_key(moodle_cleaned(g[0])) == target:
-                    fits_name.setdefault(e.student, set()).add(g)
+        if self._teams is None:  # built on first use: (by id, by the name as Moodle writes it) -> memberships
+            by_id: dict[str, list[tuple[str, tuple[str, str]]]] = {}
+            by_name: dict[str, list[tuple[str, tuple[str, str]]]] = {}
+            for e in self.entries:
+                for g in self.groups_of(e.student):
+                    if g[1]:
+                        by_id.setdefault(g[1], []).append((e.student, g))
+                    if g[0]:
+                        by_name.setdefault(name_key(moodle_cleaned(g[0])), []).append((e.student, g))
+            self._teams = (by_id, by_name)
+        by_id, by_name = self._teams
         # The group's id, where the roster gives it, decides; else its name (Moodle keeps the
         # names of a course's groups unique).
-        fits = fits_id or fits_name
+        found = by_id.get(group_id) or by_name.get(name_key(name)) or []
+        fits: dict[str, set[tuple[str, str]]] = {}
+        for student, g in found:
+            fits.setdefault(student, set()).add(g)
         groups = {g for gs in fits.values() for g in gs}
         if len({g[0] or g[1] for g in groups}) > 1:
             return [], sorted(g[0] or g[1] for g in groups)
