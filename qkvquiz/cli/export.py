@@ -94,7 +94,8 @@ def grades(
         help="Canvas: add the `Points Possible` row.")] = False,
     worksheet: Annotated[Path | None, typer.Option(
         help="moodle-worksheet: the grading worksheet Moodle gave you (Download grading worksheet); its "
-             "Grade and Feedback comments are filled in for the students graded; every other line is kept byte for byte.")] = None,
+             "Grade and Feedback comments are filled in for the students graded; every other line is kept byte "
+             "for byte.")] = None,
 ) -> None:
     """Write grades in the import format of an LMS.
 

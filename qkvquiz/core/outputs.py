@@ -7,7 +7,8 @@ A command's *set* is the top-level entries of its output folder that it owns (``
 
 1. **locks** the folder (``flock`` on the folder itself, so no lock file is left behind and the
    kernel releases it when the process dies, even by SIGKILL); a second run into the same
-   folder is refused with :class:`SetBusy`;
+   folder is refused with :class:`SetBusy`. A command that works long before it writes takes
+   the lock at its start with :func:`claim`, and its set uses that lock;
 2. **recovers** a switch that a killed run left half-done (see below), and removes leftover
    staging folders;
 3. **stages** the whole new set in a hidden child ``.qkvquiz-staging-*`` (mode 0700, so that
@@ -39,7 +40,7 @@ Why a journal and not symlinks (``key.json -> .set/current/key.json``, one atomi
 swap): the folder must stay plain files that users copy, zip and upload, and submissions
 or keys behind symlinks would be refused by the untrusted-input reader.
 
-Why one module of about 650 lines: the lock, the staging folder, the journal and its
+Why one module of about 700 lines: the lock, the staging folder, the journal and its
 recovery are one protocol whose guarantees hold only together (what a killed run leaves is
 what the next run's recovery reads); they are read side by side here, with the seals apart
 (:mod:`qkvquiz.core.seals`).
@@ -382,6 +383,7 @@ def claim(out: str | Path) -> Iterator[None]:
     holds the folder, :class:`OutputError` when it cannot be made.
     """
     out = Path(out)
+    made = [p for p in (out, *out.parents) if not os.path.lexists(p)]  # the folders this claim makes
     try:
         out.mkdir(parents=True, exist_ok=True)
         key = os.path.realpath(out)
@@ -401,6 +403,11 @@ def claim(out: str | Path) -> Iterator[None]:
         del _claimed[key]
         if lock_fd is not None:
             os.close(lock_fd)
+        for folder in made:  # a run that wrote nothing (bad input, say) leaves no folder behind
+            try:
+                folder.rmdir()
+            except OSError:
+                break  # not empty: the run wrote its set there
 
 
 @contextmanager

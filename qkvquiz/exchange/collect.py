@@ -40,7 +40,8 @@ from ..core.i18n import _, using
 from ..core.inputs import InputError, decode_text, read_bytes, shown_path
 from ..core.submissions import submission_from_bytes
 from ..core.zips import ZipListing, read_zip
-from ..grade.attribution import LATE_FLAG, MISMATCH_FLAG, Attributed, grade_attributed  # noqa: F401 (the flags: this module's API too)
+# The flags are this module's API too (tests and callers read them from here).
+from ..grade.attribution import LATE_FLAG, MISMATCH_FLAG, Attributed, grade_attributed  # noqa: F401
 from ..grade.results import FileProblem, GradeReport
 from ..key import Key
 from ..roster import Roster

@@ -71,7 +71,8 @@ _CANVAS_ANONYMOUS = re.compile(
 _MOODLE = re.compile(r"^(?P<name>[^_/]*)_(?P<participant>\d+)_assignsubmission_(?P<plugin>[a-z]+)(?:_(?P<rest>.*))?$",
                      re.DOTALL)
 # A team assignment's "Default group": the group's name with no id after it.
-_MOODLE_DEFAULT_TEAM = re.compile(r"^(?P<name>[^_/]+)_assignsubmission_(?P<plugin>[a-z]+)(?:_(?P<rest>.*))?$", re.DOTALL)
+_MOODLE_DEFAULT_TEAM = re.compile(r"^(?P<name>[^_/]+)_assignsubmission_(?P<plugin>[a-z]+)(?:_(?P<rest>.*))?$",
+                                  re.DOTALL)
 _GRADESCOPE = re.compile(r"^submission_(?P<submission>\d+)$")
 
 
