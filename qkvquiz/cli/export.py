@@ -237,6 +237,22 @@ def feedback(
     feedback files in a zip" (the feedback-files plugin must be on). Each student's page lands
     as their feedback file.
     """
+    from ..core.outputs import OutputError, claim
+
+    to = renamed("--to", to, "html", "--moodle-zip", "moodle" if moodle_zip else None)
+    if to not in FEEDBACK_TARGETS:
+        fail(f"--to must be one of {', '.join(FEEDBACK_TARGETS)}, not {safe_text(to)}")
+    # The output folder is this run's before the pages are made: a second export into it is
+    # refused at once, not this one after rendering a class's pages.
+    try:
+        with claim(out):
+            _export_feedback(results, out, roster, to == "moodle", pdf, allow_missing_fonts)
+    except OutputError as exc:  # SetBusy too: names the folder
+        fail(str(exc))
+
+
+def _export_feedback(results: Path, out: Path, roster: Path | None, moodle_zip: bool, pdf: bool,
+                     allow_missing_fonts: bool) -> None:
     from ..core.i18n import using
     from ..core.inputs import InputError
     from ..exchange.feedback_export import (
@@ -245,10 +261,6 @@ def feedback(
         moodle_feedback_zip,
     )
 
-    to = renamed("--to", to, "html", "--moodle-zip", "moodle" if moodle_zip else None)
-    if to not in FEEDBACK_TARGETS:
-        fail(f"--to must be one of {', '.join(FEEDBACK_TARGETS)}, not {safe_text(to)}")
-    moodle_zip = to == "moodle"
     loaded = _results(results)
     entries = _roster(roster)
     if moodle_zip and entries is None:
