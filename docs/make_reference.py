@@ -284,7 +284,9 @@ def cli_markdown() -> str:
         "were) and from `audit` when a claim is wrong or unreadable; 2 when a command could not run (a "
         "bad spec, a missing or unusable file, an output folder it cannot write), with one message that "
         "names the file and no traceback; after Ctrl-C, SIGTERM or SIGHUP, 128 plus the signal's number, "
-        "with the previous output left as it was.",
+        "with the previous output left as it was, unless the signal came while the finished new output "
+        "was being switched into place (a few renames): that switch is completed first, so the folder "
+        "then holds the whole new output, never a mix.",
         "",
     ]
     entries: list[tuple[str, Any, int]] = []

@@ -21,9 +21,18 @@ column              what, and where it is used
                     Moodle's ``ID number``; Blackboard's ``Student ID``)
 ``sis_login``       the login (``SIS Login ID``; Blackboard's ``Username``; ``username`` too)
 ``section``         Canvas' ``Section``
+``group``           the student's group in a Moodle team assignment, as Moodle names it
+                    (``group_name``, ``team`` too): the download names a team's folder after it
+``group_id``        Moodle's id of that group (``team_id`` too): the number after the group's
+                    name in the download (optional; the name alone is enough when unique)
 ==================  =========================================================================
 
-A plain list of ids (no CSV) gives entries with only the id, exactly as before.
+A plain list of ids (no CSV) gives entries with only the id, exactly as before. Groups may also
+come from Moodle's own list of group members (:func:`with_moodle_groups`).
+
+Names are compared by :func:`name_key`: the same name written in another case, width, word
+order or spacing fits, and so does one without the accents of Latin letters; a name in any
+other script keeps every letter and vowel sign (सती is never सीता).
 """
 
 from __future__ import annotations
@@ -50,6 +59,8 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "sis_id": ("sis_id", "sis_user_id", "student_number", "sid"),
     "sis_login": ("sis_login", "sis_login_id", "username", "login"),
     "section": ("section",),
+    "group": ("group", "group_name", "team"),
+    "group_id": ("group_id", "team_id"),
 }
 MAX_FIELD = 500  # characters in one roster field
 MAX_NAME_WORDS = 8  # a longer name from an LMS is matched in the order written only
@@ -70,6 +81,8 @@ class RosterEntry:
     sis_id: str = ""
     sis_login: str = ""
     section: str = ""
+    group: str = ""  # Moodle's group (team) name
+    group_id: str = ""  # Moodle's id of that group
     line: int = 0  # where it was read, for messages
 
     @property
@@ -104,7 +117,13 @@ class Roster:
     source: str = "<roster>"
     columns: tuple[str, ...] = ()  # the optional fields the file has
     _by: dict[str, dict[str, RosterEntry]] = field(default_factory=dict, repr=False)
+    # Group memberships beyond the roster's own group column (Moodle's list of group members):
+    # (student, group name, group id) each.
+    memberships: tuple[tuple[str, str, str], ...] = ()
     _names: dict[str, list[int]] | None = field(default=None, repr=False)  # name key -> entries, when built
+    _loose: dict[str, list[int]] | None = field(default=None, repr=False)  # loose name key -> entries
+    _groups: dict[str, set[tuple[str, str]]] | None = field(default=None, repr=False)  # student -> groups
+    _teams: tuple[dict, dict] | None = field(default=None, repr=False)  # see team_members
 
     def __post_init__(self) -> None:
         for name in ("student", "canvas_id", "moodle_id", "sis_id", "sis_login", "email"):
@@ -144,41 +163,156 @@ class Roster:
         found = sorted({i for key in _word_orders(name) for i in names.get(key, ())})
         return [self.entries[i] for i in found]
 
+    def by_loose_name(self, name: str) -> list[RosterEntry]:
+        """Entries whose name fits ``name`` once every mark is dropped (see :func:`loose_name_key`):
+        never a match by itself, only what to name when a name fits no one exactly."""
+        if self._loose is None:
+            self._loose = {}
+            for i, e in enumerate(self.entries):
+                for key in _name_keys(e, loose_name_key):
+                    self._loose.setdefault(key, []).append(i)
+        loose = self._loose
+        found = sorted({i for key in _word_orders(name, loose_name_key) for i in loose.get(key, ())})
+        return [self.entries[i] for i in found]
+
+    # ---- Moodle's groups (team assignments)
+
+    @property
+    def has_groups(self) -> bool:
+        """Whether the roster says who is in which group (a group column, or Moodle's list)."""
+        return "group" in self.columns or "group_id" in self.columns or bool(self.memberships)
+
+    def groups_of(self, student: str) -> set[tuple[str, str]]:
+        """The groups (name, id) that ``student`` is in; an empty name or id is unknown."""
+        if self._groups is None:  # built on first use
+            table: dict[str, set[tuple[str, str]]] = {}
+            for e in self.entries:
+                if e.group or e.group_id:
+                    table.setdefault(e.student, set()).add((e.group, e.group_id))
+            for s, name, gid in self.memberships:
+                table.setdefault(s, set()).add((name, gid))
+            self._groups = {s: _merged_groups(groups) for s, groups in table.items()}
+        return self._groups.get(student, set())
+
+    def team_members(self, name: str, group_id: str) -> tuple[list[RosterEntry], list[str]]:
+        """The members of the group that a Moodle team folder names (the group's name as the
+        download writes it, and its id), and the names of every group that fits (several:
+        ambiguous, no members). Moodle puts a student who is in several groups into its
+        default group, so they are no member of any."""
+        if self._teams is None:  # built on first use: (by id, by the name as Moodle writes it) -> memberships
+            by_id: dict[str, list[tuple[str, tuple[str, str]]]] = {}
+            by_name: dict[str, list[tuple[str, tuple[str, str]]]] = {}
+            for e in self.entries:
+                for g in self.groups_of(e.student):
+                    if g[1]:
+                        by_id.setdefault(g[1], []).append((e.student, g))
+                    if g[0]:
+                        by_name.setdefault(name_key(moodle_cleaned(g[0])), []).append((e.student, g))
+            self._teams = (by_id, by_name)
+        by_id, by_name = self._teams
+        # The group's id, where the roster gives it, decides; else its name (Moodle keeps the
+        # names of a course's groups unique).
+        found = by_id.get(group_id) or by_name.get(name_key(name)) or []
+        fits: dict[str, set[tuple[str, str]]] = {}
+        for student, g in found:
+            fits.setdefault(student, set()).add(g)
+        groups = {g for gs in fits.values() for g in gs}
+        if len({g[0] or g[1] for g in groups}) > 1:
+            return [], sorted(g[0] or g[1] for g in groups)
+        members = [self.get(s) for s in fits if len(self.groups_of(s)) == 1]
+        return members, sorted({g[0] or g[1] for g in groups})
+
+    def ungrouped(self) -> list[RosterEntry]:
+        """The students of Moodle's default group: in no group, or in several."""
+        return [e for e in self.entries if len(self.groups_of(e.student)) != 1]
+
 
 def _folded(name: str, value: str) -> str:
     value = value.strip()
     return value.casefold() if name in ("email", "sis_login") else value
 
 
+# Where the combining marks that are accents live: Combining Diacritical Marks and their
+# Extended and Supplement blocks, and the half marks. Marks of other blocks are letters' parts
+# (Devanagari vowel signs, Arabic harakat, the Thai and Hebrew marks): never dropped.
+_ACCENT_BLOCKS = ((0x0300, 0x036F), (0x1AB0, 0x1AFF), (0x1DC0, 0x1DFF), (0xFE20, 0xFE2F))
+
+
+def _accent(mark: str, base: str) -> bool:
+    """Whether ``mark`` (a combining character) is an accent on ``base``: a diacritic of those
+    blocks on a Latin letter ("é", "ñ", "ễ"). Elsewhere a mark is kept (Cyrillic "й" is its own
+    letter, not "и" with an accent)."""
+    code = ord(mark)
+    return (any(lo <= code <= hi for lo, hi in _ACCENT_BLOCKS)
+            and unicodedata.name(base, "").startswith("LATIN "))
+
+
 def name_key(text: str) -> str:
     """A name reduced to what tells names apart, in any script: "Lovelace, Ada", "lovelaceada"
-    and "ＬＯＶＥＬＡＣＥ　Ａｄａ" agree, as do "Zoë" and "zoe", and "李 小龙" and "李小龙".
+    and "ＬＯＶＥＬＡＣＥ　Ａｄａ" agree, as do "Zoë" and "zoe", and "李 小龙" and "李小龙"; "सती" and
+    "सीता" do not.
 
-    NFKC first (full-width letters and digits become plain ones), then case folding; then the
-    combining marks are dropped (from the decomposed form, so "ë" is "e"), and every character
-    that is not a letter or a digit (spaces, punctuation, '_'). An LMS writes a name its own
-    way (Canvas lower-cases the sortable name and drops spaces and commas; Moodle and
-    Gradescope keep the full name): these are the differences this key forgets.
+    NFKC first (full-width letters and digits become plain ones), then case folding; then, in
+    the decomposed form, the accents of Latin letters are dropped ("ë" is "e") and every other
+    mark is kept (a Devanagari vowel sign, spacing or not, is part of its letter); then every
+    character that is not a letter, mark or digit (spaces, punctuation, '_'); then NFC again. An
+    LMS writes a name its own way (Canvas lower-cases the sortable name and drops spaces and
+    commas, keeping letters and marks of any script; Moodle and Gradescope keep the full name):
+    these are the differences this key forgets.
     """
+    folded = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", text).casefold())
+    kept: list[str] = []
+    base = ""
+    for c in folded:
+        kind = unicodedata.category(c)[0]
+        if kind == "M":
+            if base and _accent(c, base):
+                continue
+            if base:  # a mark on a letter kept: kept with it
+                kept.append(c)
+            continue
+        base = c if kind in "LN" else ""
+        if base:
+            kept.append(c)
+    return unicodedata.normalize("NFC", "".join(kept))
+
+
+def loose_name_key(text: str) -> str:
+    """:func:`name_key` with every mark dropped ("सती" and "सीता" agree): never used to match a
+    name, only to say which roster name a name that fits no one comes close to."""
     folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
     return "".join(c for c in folded if unicodedata.category(c)[0] in "LN")
 
 
-def _word_orders(name: str) -> set[str]:
+def _word_orders(name: str, key=name_key) -> set[str]:
     """The keys of ``name`` read with its words in each turn: "小龙 李" also as "李小龙", "Ada
     Lovelace" also as "Lovelace Ada" (a family name written last or first)."""
     words = unicodedata.normalize("NFKC", name).split()
     turns = range(len(words)) if len(words) <= MAX_NAME_WORDS else range(1)
-    keys = {name_key("".join(words[i:] + words[:i])) for i in turns}
+    keys = {key("".join(words[i:] + words[:i])) for i in turns}
     keys.discard("")
     return keys
 
 
-def _name_keys(e: RosterEntry) -> set[str]:
+def _name_keys(e: RosterEntry, key=name_key) -> set[str]:
     first, last = e.split_name
-    keys = {name_key(e.display_name), name_key(e.sortable), name_key(last + first), name_key(first + last)}
+    keys = {key(e.display_name), key(e.sortable), key(last + first), key(first + last)}
     keys.discard("")
     return keys
+
+
+def moodle_cleaned(name: str) -> str:
+    """A group's name as Moodle writes it into a download's prefix: ``format_string`` writes a
+    bare ``&`` as ``&amp;``, '_' becomes a space, and ``clean_filename`` drops control characters
+    and ``&<>"`|':\\/`` (so "R&D" becomes "Ramp;D")."""
+    escaped = re.sub(r"&(?![A-Za-z][A-Za-z0-9]*;|#[0-9]+;|#x[0-9A-Fa-f]+;)", "&amp;", name)
+    return re.sub(r"[\x00-\x1f\x7f&<>\"`|':\\/]", "", escaped.replace("_", " "))
+
+
+def _merged_groups(groups: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """One entry per group: a group given by name alone and by name and id is one group."""
+    named = {name for name, gid in groups if gid and name}
+    return {(name, gid) for name, gid in groups if gid or name not in named}
 
 
 def _header_key(text: str) -> str:
@@ -265,3 +399,70 @@ def _check_unique(entries: list[RosterEntry], source: str, columns: tuple[str, .
 def read_roster(path: str | Path) -> list[str]:
     """Student ids of a roster, in order (see :func:`read_roster_entries`)."""
     return read_roster_entries(path).students
+
+
+# Moodle's list of group members, as its "Groups" report (Report builder → custom report from
+# the "Groups" source) or a participants table downloads it: one row per member and group.
+# Headers are compared by their letters and digits only ("Group: Name", "Group name" agree).
+_GROUP_HEADERS = ("groupname", "group", "groups", "team")
+_GROUP_ID_HEADERS = ("groupid", "teamid")
+_MEMBER_HEADERS = (("email", ("emailaddress", "email", "useremailaddress")),
+                   ("sis_login", ("username", "userusername")),
+                   ("sis_id", ("idnumber", "useridnumber")),
+                   ("name", ("fullname", "userfullname", "name")))
+
+
+def _letters(header: str) -> str:
+    return re.sub(r"[\W_]+", "", header.strip().casefold())
+
+
+def with_moodle_groups(roster: Roster, path: str | Path) -> tuple[Roster, list[str]]:
+    """``roster`` with the group memberships of Moodle's list of group members at ``path`` (a CSV
+    with a group-name column and a column naming the member: email address, username, ID number
+    or full name), and a sentence per row that matches no roster student (or several).
+
+    ValueError names the file when it has no such columns.
+    """
+    path = Path(path)
+    source = shown_path(path)
+    text = read_text(path, MAX_ROSTER_BYTES, "group list")
+    rows = [r for r in csv.reader(io.StringIO(text.lstrip("\ufeff"))) if any(c.strip() for c in r)]
+    if not rows:
+        raise ValueError(f"{source}: the group list is empty")
+    header = {_letters(h): i for i, h in reversed(list(enumerate(rows[0])))}
+    group_col = next((header[h] for h in _GROUP_HEADERS if h in header), None)
+    id_col = next((header[h] for h in _GROUP_ID_HEADERS if h in header), None)
+    members = [(field_name, header[h]) for field_name, aliases in _MEMBER_HEADERS for h in aliases
+               if h in header and header[h] != group_col]
+    if group_col is None and id_col is None or not members:
+        found = ", ".join(repr(h) for h in rows[0]) or "none"
+        raise ValueError(f"{source}: a list of group members needs a group column ('Group name' or 'Group') and "
+                         f"one naming the member ('Email address', 'Username', 'ID number' or 'Full name'); found: {found}")
+    memberships: list[tuple[str, str, str]] = list(roster.memberships)
+    problems = []
+    for n, row in enumerate(rows[1:], start=2):
+        def cell(i: int | None) -> str:
+            return row[i].strip() if i is not None and i < len(row) else ""
+
+        group, gid = cell(group_col), cell(id_col)
+        if not group and not gid:
+            continue  # a member of no group (the report lists them too)
+        entry = None
+        for field_name, i in members:
+            value = cell(i)
+            if not value:
+                continue
+            if field_name == "name":
+                found_entries = roster.by_name(value)
+                entry = found_entries[0] if len(found_entries) == 1 else None
+            else:
+                entry = roster.by(field_name, value)
+            if entry is not None:
+                break
+        if entry is None:
+            who = "; ".join(cell(i) for _f, i in members if cell(i))
+            problems.append(f"{source}: line {n}: no roster student (or several) fits {who!r}; "
+                            f"their membership of {group or gid!r} is not used")
+            continue
+        memberships.append((entry.student, group, gid))
+    return Roster(roster.entries, roster.source, roster.columns, memberships=tuple(memberships)), problems

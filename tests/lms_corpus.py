@@ -101,6 +101,26 @@ def moodle_path(full_name: str, participant: int | str, original: str, *, layout
     return f"{prefix}_assignsubmission_{plugin}{tail}/{original}"
 
 
+def moodle_team_prefix(group_name: str | None, group_id: int | str | None = None) -> str:
+    """``get_student_prefix`` of a team assignment (``downloader.php``): the group's name
+    (``format_string``: a bare ``&`` as ``&amp;``) with '_' as spaces, then ``_<group id>``, cleaned;
+    ``None``: the "Default group" (``get_string('defaultteam')``), with no id."""
+    if group_name is None:
+        return moodle_clean_filename("Default group")
+    name = re.sub(r"&(?![A-Za-z][A-Za-z0-9]*;|#[0-9]+;)", "&amp;", group_name)
+    return moodle_clean_filename(name.replace("_", " ") + f"_{group_id}")
+
+
+def moodle_team_path(group_name: str | None, group_id: int | str | None, original: str, *,
+                     layout: str = "folders", plugin: str = "file") -> str:
+    """Where Moodle puts one file of a team's submission (layouts as :func:`moodle_path`)."""
+    prefix = moodle_team_prefix(group_name, group_id)
+    if layout == "flat":
+        return moodle_clean_filename(f"{prefix}_assignsubmission_{plugin}_{original.rsplit('/', 1)[-1]}")
+    tail = "_" if layout == "folders-old" else ""
+    return f"{prefix}_assignsubmission_{plugin}{tail}/{original}"
+
+
 def moodle_download(files: Sequence[tuple[str, int | str, str, bytes | str]], *, layout: str = "folders") -> Members:
     """A Moodle zip's members: ``(full name, participant id, original path, data)`` per file."""
     return {moodle_path(name, participant, original, layout=layout): data

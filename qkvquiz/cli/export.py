@@ -88,12 +88,14 @@ def grades(
     title: Annotated[str, typer.Option(help="The assignment's name in the LMS (default: the key's title).")] = "",
     assignment_id: Annotated[str, typer.Option(
         help="Canvas assignment id or Blackboard column id: the column then updates that assignment "
-             "(`Title (id)`, `Title [Total Pts: N Score] |id`) instead of creating a new one.")] = "",
+             "(`Title (id)`, `Title [Total Pts: N Score] |id`). Without it, Canvas updates the assignment whose "
+             "title is exactly the column's (else makes a new one) and Blackboard makes a new column.")] = "",
     points_possible: Annotated[bool, typer.Option(
         help="Canvas: add the `Points Possible` row.")] = False,
     worksheet: Annotated[Path | None, typer.Option(
         help="moodle-worksheet: the grading worksheet Moodle gave you (Download grading worksheet); its "
-             "Grade and Feedback comments are filled in and every other cell is kept.")] = None,
+             "Grade and Feedback comments are filled in for the students graded; every other line is kept byte "
+             "for byte.")] = None,
 ) -> None:
     """Write grades in the import format of an LMS.
 
@@ -105,7 +107,8 @@ def grades(
 
     `qkvquiz export grades week3/grades --to blackboard --roster roster.csv --scale percent --decimals 1`
 
-    Students the importer cannot match (no LMS id of the kind it reads in the roster) are listed.
+    Students left out are listed with why (no LMS id of the kind the importer reads in the roster, or no row
+    in the worksheet).
     """
     from ..core.inputs import InputError
     from ..exchange.gradebook import GradeOptions, export_grades
@@ -124,10 +127,12 @@ def grades(
         _write_grades(out, text)
     except OSError as exc:
         fail(str(exc))  # OutputError: names the path
-    if unmatched:
-        shown = ", ".join(safe_text(s) for s in unmatched[:10]) + (" …" if len(unmatched) > 10 else "")
-        err.print(f"[yellow]not matched by the {to} importer[/] ({len(unmatched)}: no id it reads in the roster): "
-                  f"{shown}", highlight=False)
+    reasons: dict[str, list[str]] = {}
+    for left in unmatched:
+        reasons.setdefault(left.reason, []).append(left.student)
+    for reason, students in reasons.items():
+        shown = ", ".join(safe_text(s) for s in students[:10]) + (" …" if len(students) > 10 else "")
+        err.print(f"[yellow]not matched by the {to} importer[/] ({len(students)}: {reason}): {shown}", highlight=False)
     console.print(f"Wrote {safe_text(str(out))} ({len(loaded.students)} students, {to})", highlight=False)
 
 
@@ -232,6 +237,22 @@ def feedback(
     feedback files in a zip" (the feedback-files plugin must be on). Each student's page lands
     as their feedback file.
     """
+    from ..core.outputs import OutputError, claim
+
+    to = renamed("--to", to, "html", "--moodle-zip", "moodle" if moodle_zip else None)
+    if to not in FEEDBACK_TARGETS:
+        fail(f"--to must be one of {', '.join(FEEDBACK_TARGETS)}, not {safe_text(to)}")
+    # The output folder is this run's before the pages are made: a second export into it is
+    # refused at once, not this one after rendering a class's pages.
+    try:
+        with claim(out):
+            _export_feedback(results, out, roster, to == "moodle", pdf, allow_missing_fonts)
+    except OutputError as exc:  # SetBusy too: names the folder
+        fail(str(exc))
+
+
+def _export_feedback(results: Path, out: Path, roster: Path | None, moodle_zip: bool, pdf: bool,
+                     allow_missing_fonts: bool) -> None:
     from ..core.i18n import using
     from ..core.inputs import InputError
     from ..exchange.feedback_export import (
@@ -240,10 +261,6 @@ def feedback(
         moodle_feedback_zip,
     )
 
-    to = renamed("--to", to, "html", "--moodle-zip", "moodle" if moodle_zip else None)
-    if to not in FEEDBACK_TARGETS:
-        fail(f"--to must be one of {', '.join(FEEDBACK_TARGETS)}, not {safe_text(to)}")
-    moodle_zip = to == "moodle"
     loaded = _results(results)
     entries = _roster(roster)
     if moodle_zip and entries is None:

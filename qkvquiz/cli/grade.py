@@ -92,6 +92,11 @@ def grade(
         help="Whose bulk download SUBMISSIONS is: auto (read the file names), canvas, moodle, gradescope, "
              "or none (each file's own \"student\" decides).",
     )] = "auto",
+    groups: Annotated[Optional[Path], typer.Option(
+        help="Moodle team assignments: Moodle's list of group members (a CSV with the group's name and the "
+             "member's email, username, ID number or full name), when the roster has no `group` column. Each "
+             "team's folder then counts for every member of its group.",
+    )] = None,
     lang: LangOpt = None,
     lms: Annotated[Optional[str], typer.Option("--lms", hidden=True, help="The old name of --from.")] = None,
 ) -> None:
@@ -116,15 +121,13 @@ def grade(
     # `--from canvas` as `export … --to canvas`: which LMS, named by the direction the work goes.
     source = renamed("--from", source, "auto", "--lms", lms)
     with collector_paused():  # no cycles among a class's answers and results: nothing to collect
-        _grade_command(key, submissions, out, feedback, backend, duplicates, roster, source, lang)
+        _grade_command(key, submissions, out, feedback, backend, duplicates, roster, source, lang, groups)
 
 
 def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool, backend: str, duplicates: str,
-                   roster: Path | None, lms: str, lang: str | None) -> None:
-    from ..core.outputs import OutputError
+                   roster: Path | None, lms: str, lang: str | None, groups: Path | None = None) -> None:
+    from ..core.outputs import OutputError, claim
     from ..grade.choose import DUPLICATES
-    from ..grade.grader import grade_files
-    from ..grade.report import write_reports
     from ..key import KeyFileError, load_key
 
     lang = chosen_lang(lang)
@@ -134,7 +137,22 @@ def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool
         loaded = load_key(key)  # finishes the switch of a `generate` killed midway (outputs.settle)
     except KeyFileError as exc:
         fail(str(exc))
-    collected = _collect_download(submissions, roster, lms, lang or loaded.lang)
+    # The output folder is this run's from before the grading starts: a second run into it is
+    # refused at once, never this one after all its work.
+    try:
+        with claim(out):
+            _grade_claimed(loaded, submissions, out, feedback, backend, duplicates, roster, lms, lang, groups)
+    except OutputError as exc:  # SetBusy too: names the folder
+        fail(str(exc))
+
+
+def _grade_claimed(loaded, submissions: list[Path], out: Path, feedback: bool, backend: str, duplicates: str,
+                   roster: Path | None, lms: str, lang: str | None, groups: Path | None) -> None:
+    from ..core.outputs import OutputError
+    from ..grade.grader import grade_files
+    from ..grade.report import write_reports
+
+    collected = _collect_download(submissions, roster, lms, lang or loaded.lang, groups)
     files = [] if collected is not None else _submission_files(submissions)
     if collected is None and not files:
         fail("no submission files found")
@@ -192,7 +210,8 @@ def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool
         raise typer.Exit(1)
 
 
-def _collect_download(submissions: list[Path], roster: Path | None, lms: str, lang: str | None = None):
+def _collect_download(submissions: list[Path], roster: Path | None, lms: str, lang: str | None = None,
+                      groups: Path | None = None):
     """An LMS download's hand-ins (``exchange.collect``) when a zip, ``--roster`` or ``--from`` asks for
     it; None for plain files and folders, which are graded as before. ``lang``: the language of
     the problems it finds (the grading's)."""
@@ -201,6 +220,9 @@ def _collect_download(submissions: list[Path], roster: Path | None, lms: str, la
 
     if lms not in LMS_CHOICES:
         fail(f"--from must be one of {', '.join(LMS_CHOICES)}, not {safe_text(lms)}")
+    if groups is not None and roster is None:
+        fail("--groups needs --roster: the group list names students by their LMS details, which the roster "
+             "ties to qkvquiz ids")
     zipped = [p for p in submissions if p.is_file() and is_zip(p)]
     if roster is None and not zipped and lms in ("auto", "none"):
         return None
@@ -215,6 +237,16 @@ def _collect_download(submissions: list[Path], roster: Path | None, lms: str, la
             entries = read_roster_entries(roster)
         except ValueError as exc:  # InputError is a ValueError
             fail(str(exc))
+        if groups is not None:
+            from ..roster import with_moodle_groups
+
+            try:
+                entries, unmatched = with_moodle_groups(entries, groups)
+            except ValueError as exc:
+                fail(str(exc))
+            for line in unmatched:
+                err.print(f"[yellow]note:[/] {safe_text(line)}", highlight=False)
+
     try:
         collected = collect(submissions, entries, lms, lang)
     except InputError as exc:

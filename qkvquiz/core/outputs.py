@@ -7,7 +7,8 @@ A command's *set* is the top-level entries of its output folder that it owns (``
 
 1. **locks** the folder (``flock`` on the folder itself, so no lock file is left behind and the
    kernel releases it when the process dies, even by SIGKILL); a second run into the same
-   folder is refused with :class:`SetBusy`;
+   folder is refused with :class:`SetBusy`. A command that works long before it writes takes
+   the lock at its start with :func:`claim`, and its set uses that lock;
 2. **recovers** a switch that a killed run left half-done (see below), and removes leftover
    staging folders;
 3. **stages** the whole new set in a hidden child ``.qkvquiz-staging-*`` (mode 0700, so that
@@ -39,7 +40,7 @@ Why a journal and not symlinks (``key.json -> .set/current/key.json``, one atomi
 swap): the folder must stay plain files that users copy, zip and upload, and submissions
 or keys behind symlinks would be refused by the untrusted-input reader.
 
-Why one module of about 650 lines: the lock, the staging folder, the journal and its
+Why one module of about 700 lines: the lock, the staging folder, the journal and its
 recovery are one protocol whose guarantees hold only together (what a killed run leaves is
 what the next run's recovery reads); they are read side by side here, with the seals apart
 (:mod:`qkvquiz.core.seals`).
@@ -59,7 +60,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from .seals import is_sealed, seal
@@ -366,6 +367,64 @@ def _recover_locked(out: Path) -> None:
         raise OutputError(f"cannot finish the interrupted writing of {out}: {exc.strerror or exc}") from exc
 
 
+# Folders this process holds by :func:`claim` (their real paths -> the locked fd): a write_set or a
+# recovery into one of them uses that lock instead of taking (and waiting for) a second one.
+_claimed: dict[str, int | None] = {}
+
+
+@contextmanager
+def claim(out: str | Path) -> Iterator[None]:
+    """Hold the folder ``out`` (made if missing) for the whole of a run, before its work starts.
+
+    A command that works long before it writes (``grade`` grades a class, then writes its set)
+    takes the lock first, so that of two runs into one folder the later one is refused at
+    once, not the earlier one after all its work; a half-done switch is finished here too.
+    :func:`write_set` inside the block uses this lock. Raises :class:`SetBusy` when another run
+    holds the folder, :class:`OutputError` when it cannot be made.
+    """
+    out = Path(out)
+    made = [p for p in (out, *out.parents) if not os.path.lexists(p)]  # the folders this claim makes
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        key = os.path.realpath(out)
+        lock_fd = None if key in _claimed else _lock(out)  # held already by this process: nothing to take
+    except SetBusy:
+        raise
+    except OSError as exc:
+        raise OutputError(_cannot(out, exc)) from exc
+    if key in _claimed:
+        yield
+        return
+    _claimed[key] = lock_fd
+    try:
+        _recover_locked(out)
+        yield
+    finally:
+        del _claimed[key]
+        if lock_fd is not None:
+            os.close(lock_fd)
+        for folder in made:  # a run that wrote nothing (bad input, say) leaves no folder behind
+            try:
+                folder.rmdir()
+            except OSError:
+                break  # not empty: the run wrote its set there
+
+
+@contextmanager
+def _locked(out: Path, *, wait: float = 0.0) -> Iterator[int | None]:
+    """The lock of ``out``: this process's own where it claimed the folder, else taken here."""
+    key = os.path.realpath(out)
+    if key in _claimed:
+        yield _claimed[key]
+        return
+    fd = _lock(out, wait=wait)
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def recover(folder: str | Path, *, wait: float = 0.0) -> None:
     """Bring ``folder`` to one complete set: finish a switch a killed run left half-done, and
     remove staging folders of runs that ended. Every :func:`write_set` does this first.
@@ -373,12 +432,8 @@ def recover(folder: str | Path, *, wait: float = 0.0) -> None:
     Raises :class:`SetBusy` when a run still holds the folder after ``wait`` seconds.
     """
     folder = Path(folder)
-    fd = _lock(folder, wait=wait)
-    try:
+    with _locked(folder, wait=wait):
         _recover_locked(folder)
-    finally:
-        if fd is not None:
-            os.close(fd)
 
 
 def settle(folder: str | Path) -> None:
@@ -630,14 +685,14 @@ def write_set(out: str | Path, owned: Mapping[str, bool], *, anchor: str) -> Ite
     out = Path(out)
     if anchor not in owned:
         raise ValueError(f"the anchor {anchor!r} is not an owned entry")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        lock_fd = _lock(out)
-    except SetBusy:
-        raise
-    except OSError as exc:
-        raise OutputError(_cannot(out, exc)) from exc
-    try:
+    with ExitStack() as stack:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            lock_fd = stack.enter_context(_locked(out))  # this run's own, where it claimed the folder
+        except SetBusy:
+            raise
+        except OSError as exc:
+            raise OutputError(_cannot(out, exc)) from exc
         _recover_locked(out)
         files = OutputSet(out, owned, anchor)
         try:
@@ -654,9 +709,6 @@ def write_set(out: str | Path, owned: Mapping[str, bool], *, anchor: str) -> Ite
             if not os.path.lexists(out / JOURNAL):
                 with signals_held():
                     files._discard()
-    finally:
-        if lock_fd is not None:
-            os.close(lock_fd)
 
 
 def owned_present(out: str | Path, owned: Sequence[str] | Mapping[str, bool]) -> list[str]:

@@ -64,9 +64,24 @@ def _zip_time(info: Any) -> float | None:
         return None
 
 
-def read_zip(path: str | os.PathLike[str], want: Any = None) -> tuple[list[ZipMember], list[Skipped]]:
+@dataclass(frozen=True)
+class ZipListing:
+    """A member as the archive's directory lists it, before it is read."""
+
+    name: str  # its path inside the archive, "/"-separated
+    size: int  # uncompressed, as declared (a member is never read past MAX_ZIP_MEMBER_BYTES)
+    mtime: float | None
+
+
+def read_zip(path: str | os.PathLike[str], want: Any = None, choose: Any = None
+             ) -> tuple[list[ZipMember], list[Skipped]]:
     """The members of the zip archive ``path`` that ``want(name)`` accepts (default: every file), read
     into memory within the bounds above; and every member left out, with why.
+
+    ``choose(listings)``, when given, sees every member that would be read (a :class:`ZipListing`
+    each, from the directory alone) and returns the names of those to read: the caller's own
+    bounds (a limit per student) cost nothing for the members it leaves out, which are not read
+    and not listed here.
 
     The archive's directory is checked first (entry count and size, from the end record, before
     it is parsed). A member is refused, and listed, when its path is absolute or climbs out with
@@ -89,6 +104,7 @@ def read_zip(path: str | os.PathLike[str], want: Any = None) -> tuple[list[ZipMe
             if len(infos) > MAX_ZIP_MEMBERS:
                 raise InputError(source, f"the archive lists {len(infos):,} members; at most {MAX_ZIP_MEMBERS:,} are read")
             total = 0
+            readable = []
             for index, info in enumerate(infos):
                 name = info.filename
                 parts = [p for p in name.replace("\\", "/").split("/") if p]
@@ -108,6 +124,12 @@ def read_zip(path: str | os.PathLike[str], want: Any = None) -> tuple[list[ZipMe
                 if problem is not None:
                     skipped.append(Skipped(member_path, problem))
                     continue
+                readable.append((info, member_path, "/".join(parts)))
+            if choose is not None:
+                chosen = set(choose([ZipListing(joined, info.file_size, _zip_time(info))
+                                     for info, _path, joined in readable]))
+                readable = [r for r in readable if r[2] in chosen]
+            for info, member_path, joined in readable:
                 try:
                     with archive.open(info) as stream:
                         data = stream.read(MAX_ZIP_MEMBER_BYTES + 1)
@@ -121,7 +143,7 @@ def read_zip(path: str | os.PathLike[str], want: Any = None) -> tuple[list[ZipMe
                     continue
                 if total > MAX_ZIP_TOTAL_BYTES:
                     raise InputError(source, f"more than {MAX_ZIP_TOTAL_BYTES:,} bytes would be decompressed")
-                members.append(ZipMember("/".join(parts), data, _zip_time(info)))
+                members.append(ZipMember(joined, data, _zip_time(info)))
     return members, skipped
 
 

@@ -112,16 +112,17 @@ def results_document(report: Any, student: str | None, cfg: dict[str, Any], prob
 def submission_document(report: Any, members: Sequence[Member], cfg: dict[str, Any],
                         problems: list[str]) -> dict[str, Any]:
     """Gradescope's results.json for a submission booked to ``members`` (several in a group
-    submission), each graded on their own variant: per-part tests per member, and the lowest of
-    their scores as the submission's (see :func:`booked_score`)."""
+    submission; each member's result as :mod:`qkvquiz.grade.attribution`'s group rule gives it):
+    per-part tests per member, and the lowest of their scores as the submission's (see
+    :func:`booked_score`)."""
     with using(report.lang):
         return _submission_document(report, members, cfg, problems)
 
 
 def booked_score(scores: Sequence[float]) -> float:
     """The one score Gradescope holds for a submission, which it gives every member of a group:
-    the lowest member's, so that no one is credited above what their own variant earned (a member
-    the roster does not know, or who has no file, counts 0)."""
+    the lowest member's (a member the roster does not know, or whom no file names in a group that
+    uploaded several, counts 0). With one file for the group every member has its result."""
     return round(min(scores), 6) if scores else 0
 
 
@@ -221,8 +222,10 @@ def _mark(lines: list[str], student: str | None) -> list[str]:
 def _group_lines(key: Any, graded: Sequence[tuple[Member, Any]], scored: bool) -> list[str]:
     """Why a group submission's score is what it is: the rule, then (where scores show) each
     member's own score."""
-    lines = [_("Group submission: each member is graded on their own variant, and the submission's score is "
-               "the lowest of the members' scores, since Gradescope gives every member the same score.")]
+    lines = [_("Group submission: each file is graded against the variant of the member it names; a member no "
+               "file names gets the result of the group's file where the group uploaded one file (none where it "
+               "uploaded several). The submission's score is the lowest of the members' scores, since Gradescope "
+               "gives every member the same score.")]
     if not scored:
         return lines
     for member, result in graded:
@@ -336,10 +339,6 @@ def _assign(subs: list[Any], members: Sequence[Member]) -> tuple[list[Any], list
         else:
             problems.append(_("%(file)s names student %(named)s, who is not one of this submission's students; "
                               "it was not graded.") % {"file": Path(sub.source).name, "named": repr(sub.student)})
-    if len(members) > 1:
-        problems += [_("No file names %(student)s: in a group submission each member uploads the file of their "
-                       "own worksheet.") % {"student": repr(m.student)}
-                     for m in members if m.student is not None and m.student not in {s.student for s in kept}]
     return kept, problems
 
 
@@ -378,6 +377,11 @@ def _run(source: Path, root: Path, cfg: dict[str, Any], key: Any) -> dict[str, A
     if not files:
         problems.append(_("No .json file was found in the submission: upload your filled-in submission.json."))
     report = grade(key, subs)
+    if members is not None and len(members) > 1:  # the group rule of `qkvquiz grade` (grade.attribution)
+        from ..grade.attribution import group_credit
+
+        group_credit(key, report, _("Gradescope group submission"),
+                     [m.student for m in members if m.student is not None], [(s.source, s.student) for s in subs])
     problems += [_("%(file)s: %(message)s") % {"file": Path(p.source).name, "message": p.message} for p in report.problems]
     if members is None:
         members = [Member(r.student, r.student) for r in report.results]

@@ -6,12 +6,16 @@ names), plus every file that could not be matched or read, by name. ``grade_coll
 grades them exactly as ``qkvquiz grade`` grades a folder: one file per student chosen by
 :mod:`qkvquiz.grade.choose` (the zip member's time stands in for the file time, so of two
 files the later upload wins; in a Canvas zip, whose entries all carry the zip's time, the
-attachment id orders them), with the LMS's "late" mark as a flag.
+attachment id orders them), with the LMS's "late" mark as a flag; whom each file is graded as,
+and what a group's members get, are grading rules (:mod:`qkvquiz.grade.attribution`).
 
 Who a file belongs to: with a roster, the LMS's identity decides (the LMS authenticated the
 upload); a file whose own ``"student"`` differs is graded as the uploader's, with a note.
 Without a roster, or where the LMS hides the uploader (Canvas' anonymous grading), the file's
 own ``"student"`` decides, as for any folder.
+
+What one student's upload may cost is bounded (:data:`MAX_FILES_PER_STUDENT`,
+:data:`MAX_BYTES_PER_STUDENT`), chosen from the names before any file is read.
 
 Nothing a student uploads steers the run: which LMS made a download is read from the names
 the LMS writes (:func:`.lms_names.detect`), and Gradescope's metadata only from the export's
@@ -21,7 +25,6 @@ listed.
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,13 +36,13 @@ import numpy as np
 
 from ..core.bounded_yaml import load_yaml
 from ..core.folders import walk_json_files
-from ..core.i18n import _, current, using
+from ..core.i18n import _, using
 from ..core.inputs import InputError, decode_text, read_bytes, shown_path
-from ..core.submissions import Submission, submission_from_bytes
-from ..core.zips import read_zip
-from ..grade.choose import unknown_student_message
-from ..grade.grader import grade
-from ..grade.results import Candidate, FileProblem, GradeReport
+from ..core.submissions import submission_from_bytes
+from ..core.zips import ZipListing, read_zip
+# The flags are this module's API too (tests and callers read them from here).
+from ..grade.attribution import LATE_FLAG, MISMATCH_FLAG, Attributed, grade_attributed  # noqa: F401
+from ..grade.results import FileProblem, GradeReport
 from ..key import Key
 from ..roster import Roster
 from .lms_names import (
@@ -59,9 +62,13 @@ from .uploaders import Who, match_canvas, match_moodle, match_submitters
 
 MAX_METADATA_BYTES = 20_000_000  # Gradescope's submission_metadata.yml: about 300 bytes per submission
 MAX_SUBMISSION_BYTES = 1_000_000  # as grade.grader's limit
+# What is read of one student's (or team's) upload in a download: a hand-in is one JSON file of a
+# few kilobytes, resubmitted a few times; Moodle's own default is at most 20 files a submission.
+# A student over either limit has only their latest files read, up to the limits, and the rest
+# listed: one student's flood never costs the class its grading, nor the run its memory.
+MAX_FILES_PER_STUDENT = 50
+MAX_BYTES_PER_STUDENT = 20_000_000
 LMS_CHOICES = ("auto", *LMS_NAMES, "none")
-LATE_FLAG = "late"
-MISMATCH_FLAG = "id-differs-from-lms"
 CANVAS_ORDER_STEP = 0.001  # seconds between Canvas uploads in attachment order (see _order_canvas_uploads)
 
 Submitters = dict[str, list[dict[str, str]]]  # Gradescope submission id -> its submitters (name, sid, email)
@@ -135,9 +142,9 @@ def _collect(paths: Sequence[str | Path], roster: Roster | None, lms: str) -> Co
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            download = _folder_download(path, out)
+            download = _folder_download(path, out, lms)
         elif path.is_file() and is_zip(path):
-            download = _zip_download(path, out)
+            download = _zip_download(path, out, lms)
         else:
             try:
                 data = read_bytes(path, MAX_SUBMISSION_BYTES, "submission")
@@ -150,8 +157,77 @@ def _collect(paths: Sequence[str | Path], roster: Roster | None, lms: str) -> Co
     return out
 
 
+def _kind(download: _Download, lms: str) -> str | None:
+    """The LMS that named the download's paths (``lms`` unless it is ``auto``), or None."""
+    return detect(download.names, download.top) if lms == "auto" else (None if lms == "none" else lms)
+
+
+def _uploader(kind: str | None, rel: str) -> tuple[str, ...] | None:
+    """Whose upload the member ``rel`` is by its name alone, before it is read: the LMS's id of
+    the uploader (a Moodle folder's id and name, a Gradescope ``submission_<id>`` folder); a name
+    that does not follow the LMS's naming is one more such upload. None where no LMS named the
+    download: each file's own ``"student"`` decides, known only once it is read."""
+    if kind is None:
+        return None
+    if kind == CANVAS:
+        readings = canvas_readings(rel)
+        return (CANVAS, readings[0].lms_id) if readings else ("",)
+    if kind == MOODLE:
+        named = parse_moodle(rel)
+        return (MOODLE, named.lms_id, named.name) if named is not None else ("",)
+    parts = rel.split("/")
+    at = next((i for i, p in enumerate(parts[:-1]) if p.startswith("submission_")), None)
+    return (GRADESCOPE, *parts[:at + 1]) if at is not None else ("",)
+
+
+def _within_limits(download: _Download, lms: str, listed: Sequence[tuple[str, int, float | None]],
+                   out: Collected) -> set[str]:
+    """The members of ``listed`` (path, size, time) to read: of each uploader, the latest files
+    up to :data:`MAX_FILES_PER_STUDENT` and :data:`MAX_BYTES_PER_STUDENT` (Canvas: the highest
+    attachment ids); the rest are listed in ``out.problems``, one sentence per uploader."""
+    kind = _kind(download, lms)
+    by_uploader: dict[tuple[str, ...] | None, list[tuple[str, int, float | None]]] = {}
+    for entry in listed:
+        if _is_metadata(entry[0]):
+            by_uploader.setdefault(None, []).append(entry)
+        else:
+            by_uploader.setdefault(_uploader(kind, entry[0]), []).append(entry)
+    keep: set[str] = set()
+    for uploader, entries in by_uploader.items():
+        total = sum(size for _rel, size, _t in entries)
+        if uploader is None or (len(entries) <= MAX_FILES_PER_STUDENT and total <= MAX_BYTES_PER_STUDENT):
+            keep.update(rel for rel, _size, _t in entries)
+            continue
+        latest = sorted(entries, key=lambda e: (_upload_order(kind, e), e[0]), reverse=True)
+        kept, size = [], 0
+        for rel, bytes_, _t in latest:
+            if len(kept) < MAX_FILES_PER_STUDENT and size + bytes_ <= MAX_BYTES_PER_STUDENT:
+                kept.append(rel)
+                size += bytes_
+        keep.update(kept)
+        first = min(rel for rel, _s, _t in entries)
+        out.problems.append(FileProblem(f"{download.shown}/{first}", _(
+            "this upload and %(others)s more of the same student hold %(files)s files (%(bytes)s bytes); at most "
+            "%(max_files)s files and %(max_bytes)s bytes of one student are read: their %(kept)s latest files were "
+            "read, the other %(left)s are not graded") % {
+                "others": f"{len(entries) - 1:,}", "files": f"{len(entries):,}", "bytes": f"{total:,}",
+                "max_files": MAX_FILES_PER_STUDENT, "max_bytes": f"{MAX_BYTES_PER_STUDENT:,}",
+                "kept": len(kept), "left": f"{len(entries) - len(kept):,}"}))
+    return keep
+
+
+def _upload_order(kind: str | None, entry: tuple[str, int, float | None]) -> tuple:
+    """Later uploads sort higher: Canvas by attachment id (its zip gives every entry one time),
+    else by the file's time."""
+    if kind == CANVAS:
+        readings = canvas_readings(entry[0])
+        if readings:
+            return _as_number(readings[0].attachment), 0.0
+    return (0, ""), entry[2] if entry[2] is not None else float("-inf")
+
+
 def _collect_download(download: _Download, roster: Roster | None, lms: str, out: Collected) -> None:
-    kind = detect(download.names, download.top) if lms == "auto" else (None if lms == "none" else lms)
+    kind = _kind(download, lms)
     out.lms[download.shown] = kind
     roots = gradescope_roots(download.names, download.top) if kind == GRADESCOPE else []
     submitters = _gradescope_metadata(download, roots, out)
@@ -203,6 +279,10 @@ def _identify(handin: Handin, kind: str | None, rel: str, roster: Roster | None,
     if roster is None:
         return True
     if not who.entries:
+        if named.default_team and not who.problems:
+            handin.notes.append(_("Moodle's default group does not say who uploaded this file, and the roster names "
+                                  "no groups: graded as the student it names"))
+            return True
         return False
     entry, how = who.entries[0]
     handin.student = entry.student
@@ -270,11 +350,18 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+
+
 def _is_metadata(name: str) -> bool:
     return name.rsplit("/", 1)[-1] == GRADESCOPE_METADATA
 
 
-def _zip_download(path: Path, out: Collected) -> _Download:
+def _zip_download(path: Path, out: Collected, lms: str) -> _Download:
     download = _Download(shown_path(path), "")
     left_out: list[str] = []
 
@@ -285,7 +372,10 @@ def _zip_download(path: Path, out: Collected) -> _Download:
             left_out.append(name)
         return ok
 
-    members, skipped = read_zip(path, want)
+    def choose(listed: list[ZipListing]) -> set[str]:
+        return _within_limits(download, lms, [(m.name, m.size, m.mtime) for m in listed], out)
+
+    members, skipped = read_zip(path, want, choose)
     for s in skipped:
         out.problems.append(FileProblem(str(s.path), s.reason))
     for name in left_out:
@@ -298,7 +388,7 @@ def _zip_download(path: Path, out: Collected) -> _Download:
     return download
 
 
-def _folder_download(path: Path, out: Collected) -> _Download:
+def _folder_download(path: Path, out: Collected, lms: str) -> _Download:
     if path.is_symlink():
         raise InputError(shown_path(path), "is a link to a folder; links to folders are not followed: name the folder itself")
     download = _Download(shown_path(path), path.name)
@@ -306,11 +396,19 @@ def _folder_download(path: Path, out: Collected) -> _Download:
     for s in skipped:
         out.skipped.append(FileProblem(shown_path(s.path), s.reason))
     folders = {""}  # every folder that holds a hand-in, and those above it, as "" or "a/b/"
+    listed = []
     for file in found:
         rel = file.relative_to(path).as_posix()
         download.names.append(rel)
         parts = rel.split("/")[:-1]
         folders.update("".join(q + "/" for q in parts[:i]) for i in range(1, len(parts) + 1))
+        stat = _stat(file)
+        listed.append((rel, stat.st_size if stat else 0, stat.st_mtime if stat else None))
+    keep = _within_limits(download, lms, listed, out)
+    for file in found:
+        rel = file.relative_to(path).as_posix()
+        if rel not in keep:
+            continue
         try:
             data = read_bytes(file, MAX_SUBMISSION_BYTES, "submission", follow=False)
         except InputError as exc:
@@ -386,19 +484,9 @@ def grade_collected(key: Key, collected: Collected, *, xp=np, duplicates: str = 
         return _grade_collected(key, collected, xp=xp, duplicates=duplicates)
 
 
-@dataclass
-class _Group:
-    """A Gradescope group submission's file, graded as one of its members, for the others too."""
-
-    source: str
-    graded_as: str
-    others: list[str]
-    via: str
-
-
 def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str) -> GradeReport:
     problems = list(collected.problems)
-    read = []
+    handed = []
     for h in collected.handins:
         try:
             sub = submission_from_bytes(h.data, h.source)
@@ -406,95 +494,10 @@ def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str) -> 
             problems.append(FileProblem(h.source, str(exc)))
             continue
         sub.mtime = h.mtime
-        read.append((h, sub))
-    read = _anonymous_agree(read, problems)
-    notes: dict[tuple[str, str], list[str]] = {}  # by (file, student): one file may be graded for several
-    flags: dict[tuple[str, str], list[str]] = {}
-    groups = []
-    for h, sub in read:
-        said, marks = list(h.notes), []
-        if h.student is not None and sub.student != h.student and sub.student not in h.group:
-            said.append(_("the file says student %(named)s, but it was uploaded by %(via)s, who is %(student)s "
-                          "in the roster: graded as %(student)s")
-                        % {"named": repr(sub.student), "via": h.via, "student": repr(h.student)})
-            marks.append(MISMATCH_FLAG)
-            sub.student = h.student
-        if h.late:
-            marks.append(LATE_FLAG)
-        if h.group:  # graded as the member it names (else as the first), then given to the others
-            submission = h.named.describe() if h.named is not None else h.via
-            groups.append(_Group(h.source, sub.student, [m for m in h.group if m != sub.student], submission))
-        notes.setdefault((h.source, sub.student), []).extend(said)
-        flags.setdefault((h.source, sub.student), []).extend(marks)
-    report = grade(key, [sub for _h, sub in read], xp=xp, duplicates=duplicates, lang=current())
-    report.problems[:0] = problems
-    report.skipped[:0] = collected.skipped
-    for r in report.results:
-        r.notes[:0] = notes.get((r.source, r.student), [])
-        r.flags += [f for f in flags.get((r.source, r.student), []) if f not in r.flags]
-    _credit_groups(key, report, groups)
-    return report
-
-
-def _anonymous_agree(read: list[tuple[Handin, Submission]], problems: list[FileProblem]
-                     ) -> list[tuple[Handin, Submission]]:
-    """The hand-ins left once anonymous Canvas files that disagree on who they are are refused.
-
-    Canvas does not say who uploaded an anonymous file, but one anonymous id is one student's
-    submission: its files must all name one student, and one student is named by one id only.
-    Otherwise a student could hand in a file in a classmate's name; all files involved are
-    listed instead of guessing which is whose.
-    """
-    students: dict[str, set[str]] = {}  # anonymous id -> students its files name
-    ids: dict[str, set[str]] = {}  # student -> anonymous ids whose files name them
-    for h, sub in read:
-        if h.anonymous:
-            students.setdefault(h.anonymous, set()).add(sub.student)
-            ids.setdefault(sub.student, set()).add(h.anonymous)
-    kept = []
-    for h, sub in read:
-        if h.anonymous and len(students[h.anonymous]) > 1:
-            problems.append(FileProblem(h.source, _(
-                "the files of Canvas' anonymous submission %(id)s name different students (%(students)s): none "
-                "of them is graded") % {"id": h.anonymous, "students": ", ".join(sorted(students[h.anonymous]))}))
-        elif h.anonymous and len(ids[sub.student]) > 1:
-            problems.append(FileProblem(h.source, _(
-                "files of several anonymous Canvas submissions (%(ids)s) name student %(student)s: none of them "
-                "is graded, as the LMS does not say which is theirs")
-                % {"ids": ", ".join(sorted(ids[sub.student])), "student": repr(sub.student)}))
-        else:
-            kept.append((h, sub))
-    return kept
-
-
-def _credit_groups(key: Key, report: GradeReport, groups: list[_Group]) -> None:
-    """Give each other member of a Gradescope group submission the result of its graded file.
-
-    Gradescope grades a group's submission once for all its members. The file answers the
-    variant of the member it names, so it is graded once, as theirs, and each other member
-    gets a copy of that result with a note (not a grading of the file against their own
-    variant, which it does not answer). A member with a graded file of their own keeps it.
-    """
-    position = {s: i for i, s in enumerate(key.students)}
-    by_student = {r.student: r for r in report.results}
-    for g in groups:
-        graded = by_student.get(g.graded_as)
-        if graded is None or graded.source != g.source:
-            continue  # the group's file was not what was graded for this member
-        note = _("a group submission (%(via)s): its file names %(student)s and is graded once, against their "
-                 "variant; every member of the group gets that result") % {"via": g.via, "student": repr(g.graded_as)}
-        for member in g.others:
-            if member in by_student:
-                continue
-            if member not in position:
-                report.problems.append(FileProblem(g.source, unknown_student_message(key, member)))
-                continue
-            result = copy.deepcopy(graded)
-            result.student, result.notes = member, [note, *graded.notes]
-            result.candidates = [Candidate(g.source, True, note)]
-            by_student[member] = result
-            report.results.append(result)
-    report.results.sort(key=lambda r: position.get(r.student, len(position)))
+        submission = h.named.describe() if h.named is not None and h.group else ""
+        handed.append(Attributed(sub, h.student, h.via, h.late, list(h.notes), h.anonymous, h.group, submission))
+    # Who each file is graded as, and what a group's members get: rules of grading (grade/).
+    return grade_attributed(key, handed, problems, list(collected.skipped), xp=xp, duplicates=duplicates)
 
 
 def grade_download(key: Key, paths: Iterable[str | Path], roster: Roster | None = None, *, lms: str = "auto",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,7 +25,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, ROUND_HALF_UP, 
 from typing import Any
 
 from ..core.csvsafe import csv_text
-from ..core.inputs import MAX_ROSTER_BYTES, InputError, read_text, shown_path
+from ..core.inputs import MAX_ROSTER_BYTES, InputError, decode_text, read_bytes, shown_path
 from ..core.untrusted import terminal_text
 from ..roster import Roster, RosterEntry
 from .results import Results, StudentScore
@@ -44,6 +45,22 @@ MOODLE_GRADE = "Grade"
 MOODLE_MODIFIED = "Last modified (grade)"
 MOODLE_FEEDBACK = "Feedback comments"
 MOODLE_PARTICIPANT = "Participant "
+
+# Canvas' gradebook importer drops, without a word, every column whose header holds one of these
+# (app/models/gradebook_importer.rb: NON_ASSIGNMENT_COLUMN_HEADERS, matched anywhere in the
+# header, case as written; "Unposted Final Grade" too): such a title would import nothing.
+CANVAS_SKIPPED_HEADERS = ("Current Score", "Current Points", "Current Grade", "Final Score", "Final Points",
+                          "Final Grade", "Override Score", "Override Grade", "Override Status")
+
+
+def canvas_title_problem(header: str) -> str | None:
+    """Why Canvas' importer would skip an assignment column headed ``header``, or None."""
+    words = [w for w in CANVAS_SKIPPED_HEADERS if w in header]
+    if not words:
+        return None
+    return (f"Canvas' gradebook importer skips every column whose title contains {words[0]!r} (its own "
+            f"columns: {', '.join(CANVAS_SKIPPED_HEADERS)}), so the column {header!r} would import no grade; "
+            "choose another --title")
 
 
 @dataclass(frozen=True)
@@ -67,6 +84,20 @@ class GradeOptions:
             raise ValueError(f"decimals must be from 0 to 6, not {self.decimals}")
         if self.out_of is not None and not self.out_of > 0:
             raise ValueError(f"out_of must be a positive number of points, not {self.out_of}")
+
+
+# Why a student is left out of an export.
+NO_ID = "no id it reads in the roster"
+NOT_IN_WORKSHEET = "the roster's moodle_id has no row in the worksheet"
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """A student of the results whom the export leaves out (or the importer cannot match), and why
+    (:data:`NO_ID`, :data:`NOT_IN_WORKSHEET`)."""
+
+    student: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -169,13 +200,18 @@ def canvas_csv(results: Results, rows: Sequence[Row], opts: GradeOptions) -> str
     Canvas' rules for the file: the first column is ``Student`` (the sortable name, "Last,
     First"), the second ``ID`` (Canvas' user id), then ``SIS User ID`` and ``SIS Login ID``,
     with ``Section`` the last of the student columns; each assignment column is headed
-    ``Title (assignment id)`` so that it updates that assignment (a title without an id makes a
-    new assignment). A row whose first cell is ``Points Possible`` is read as the points of
-    each column, not as a student. Students are matched by ID, else SIS User ID, else SIS
-    Login ID.
+    ``Title (assignment id)`` so that it updates that assignment; a header without an id updates
+    the assignment whose title is exactly the header, and only where none is makes a new one
+    (``parse_assignments``). A header that contains one of :data:`CANVAS_SKIPPED_HEADERS` is
+    dropped by the importer, so such a title is refused (ValueError). A row whose first cell is
+    ``Points Possible`` is read as the points of each column, not as a student. Students are
+    matched by ID, else SIS User ID, else SIS Login ID.
     """
     title = opts.title or results.title or "qkvquiz"
     column = f"{title} ({opts.assignment_id})" if opts.assignment_id else title
+    problem = canvas_title_problem(column)
+    if problem is not None:
+        raise ValueError(problem)
     out = [["Student", "ID", "SIS User ID", "SIS Login ID", "Section", _t(column)]]
     if opts.points_possible:
         out.append(["Points Possible", "", "", "", "", possible(results, opts)])
@@ -209,14 +245,41 @@ def moodle_worksheet_csv(results: Results, rows: Sequence[Row], opts: GradeOptio
     return csv_text(out)
 
 
-def fill_moodle_worksheet(template: str, source: str, rows: Sequence[Row]) -> tuple[str, list[str]]:
+def _records(text: str) -> list[tuple[str, str]]:
+    """The CSV records of ``text`` as written: each record's text and the line break after it
+    ("" for the last without one). A line break inside a quoted field stays in its record."""
+    records: list[tuple[str, str]] = []
+    pieces = re.split(r"(\r\n|\r|\n)", text)  # text, break, text, break, …
+    current: list[str] = []
+    quotes = 0
+    for i in range(0, len(pieces), 2):
+        current.append(pieces[i])
+        quotes += pieces[i].count('"')
+        brk = pieces[i + 1] if i + 1 < len(pieces) else ""
+        if quotes % 2 and brk:  # inside a quoted field: the break is part of it
+            current.append(brk)
+            continue
+        record = "".join(current)
+        if record or brk:
+            records.append((record, brk))
+        current, quotes = [], 0
+    return records
+
+
+def fill_moodle_worksheet(template: str, source: str, rows: Sequence[Row]) -> tuple[str, list[Unmatched]]:
     """A grading worksheet downloaded from Moodle with ``Grade`` and ``Feedback comments`` filled in
-    for the students of ``rows`` (matched by participant id); every other cell as Moodle wrote it.
-    Returns the CSV and the ids of students with no row in it."""
-    table = list(csv.reader(io.StringIO(template)))
-    if not table:
+    for the students of ``rows`` (matched by participant id).
+
+    Only the rows of those students are written anew (each cell through the writer: a cell Moodle
+    wrote from a student's own profile may hold a formula). Every other line, the header
+    included, is written back byte for byte as Moodle wrote it: its importer compares each
+    row's grade and feedback with its own, and a row changed by so much as a quote mark would be
+    imported as new feedback. Returns the CSV and every student of ``rows`` left out, with why.
+    """
+    records = _records(template)
+    if not records:
         raise InputError(source, "the worksheet is empty")
-    header = table[0]
+    header = next(csv.reader([records[0][0]]), [])
     for needed in (MOODLE_ID, MOODLE_GRADE):
         if needed not in header:
             raise InputError(source, f"no {needed!r} column; give the worksheet from Moodle's "
@@ -225,21 +288,24 @@ def fill_moodle_worksheet(template: str, source: str, rows: Sequence[Row]) -> tu
     feedback_col = header.index(MOODLE_FEEDBACK) if MOODLE_FEEDBACK in header else None
     by_participant = {r.entry.moodle_id: r for r in rows if r.entry.moodle_id}
     used: set[str] = set()
-    for line in table[1:]:
-        if len(line) <= max(id_col, grade_col):
-            continue
-        participant = line[id_col].strip().removeprefix(MOODLE_PARTICIPANT.strip()).strip()
-        row = by_participant.get(participant)
+    out = [records[0][0] + records[0][1]]
+    for text, brk in records[1:]:
+        line = next(csv.reader([text]), [])
+        participant = (line[id_col].strip().removeprefix(MOODLE_PARTICIPANT.strip()).strip()
+                       if len(line) > max(id_col, grade_col) else "")
+        row = by_participant.get(participant) if participant else None
         if row is None:
+            out.append(text + brk)
             continue
         used.add(participant)
         line[grade_col] = row.grade
         if feedback_col is not None and feedback_col < len(line):
             line[feedback_col] = row.comment_html
-    missing = [r.entry.student for r in rows if r.entry.moodle_id not in used]
-    # Every cell of the instructor's file goes through the writer too: a cell Moodle wrote from a
-    # student's own profile (a name, an email) may hold a formula.
-    return csv_text(table), missing
+        written = csv_text([line], lineterminator=brk or "\r\n")
+        out.append(written if brk else written.removesuffix("\r\n"))
+    missing = [Unmatched(r.entry.student, NO_ID if not r.entry.moodle_id else NOT_IN_WORKSHEET)
+               for r in rows if r.entry.moodle_id not in used]
+    return "".join(out), missing
 
 
 def moodle_gradebook_csv(results: Results, rows: Sequence[Row], opts: GradeOptions) -> str:
@@ -291,18 +357,19 @@ WRITERS: dict[str, Any] = {
 }
 
 
-def unmatched(rows: Sequence[Row], target: str) -> list[str]:
+def unmatched(rows: Sequence[Row], target: str) -> list[Unmatched]:
     """Students the target's importer cannot match, for a warning: no id of the kind it reads."""
     need = {"canvas": ("canvas_id", "sis_id", "sis_login"), "moodle-worksheet": ("moodle_id",),
             "moodle-gradebook": ("email", "sis_id"), "blackboard": ("sis_login",)}.get(target)
     if need is None:
         return []
-    return [r.entry.student for r in rows if not any(getattr(r.entry, f) for f in need)]
+    return [Unmatched(r.entry.student, NO_ID) for r in rows if not any(getattr(r.entry, f) for f in need)]
 
 
 def export_grades(results: Results, roster: Roster | None, opts: GradeOptions, *,
-                  worksheet: str | None = None, now: datetime | None = None) -> tuple[str, list[str]]:
-    """The CSV text for ``opts.target`` and the students its importer will not match.
+                  worksheet: str | None = None, now: datetime | None = None) -> tuple[str, list[Unmatched]]:
+    """The CSV text for ``opts.target`` and the students it leaves out or its importer will not
+    match, each with why.
 
     ``worksheet``: a grading worksheet's path (Moodle's own download) to fill in instead of
     writing a new one (target ``moodle-worksheet`` only).
@@ -312,8 +379,11 @@ def export_grades(results: Results, roster: Roster | None, opts: GradeOptions, *
     if worksheet is not None:
         if opts.target != "moodle-worksheet":
             raise ValueError("a worksheet to fill in goes with the target moodle-worksheet")
-        text = read_text(worksheet, MAX_ROSTER_BYTES, "grading worksheet")
-        return fill_moodle_worksheet(text, shown_path(worksheet), rows)
+        raw = read_bytes(worksheet, MAX_ROSTER_BYTES, "grading worksheet")
+        filled, missing = fill_moodle_worksheet(decode_text(raw, shown_path(worksheet), "grading worksheet"),
+                                                shown_path(worksheet), rows)
+        bom = "\ufeff" if raw.startswith(b"\xef\xbb\xbf") else ""  # kept, as every byte of Moodle's lines
+        return bom + filled, missing
     if opts.target == "moodle-worksheet":
         return moodle_worksheet_csv(results, rows, opts, now), unmatched(rows, opts.target)
     return WRITERS[opts.target](results, rows, opts), unmatched(rows, opts.target)

@@ -30,6 +30,14 @@ replaced by ' '>_<participant id>)`` (``clean_filename`` drops control character
 With blind marking the full name is "Participant"; the prefix always starts the member's
 path, so a folder or file a student names can only come after it.
 
+A team assignment ("Students submit in groups") names each team's folder after its group, by
+the same rule (``downloader.php``, ``get_student_prefix``): ``clean_filename(<group name with
+'_' replaced by ' '>_<group id>)``, the group id being Moodle's id of the group, which may equal
+some participant's id. Students in no group (or in several) share the "Default group"'s
+submission, whose prefix has no id at all: ``Default group_assignsubmission_file/…`` (the name
+is Moodle's string ``defaultteam``, in the site's language). So ``<name>_<number>`` alone cannot
+tell a team from a student: the roster's groups decide (:mod:`.uploaders`).
+
 Gradescope, "Export Submissions": one folder per submission, ``submission_<id>/<files>``, and
 ``submission_metadata.yml`` beside them mapping ``submission_<id>`` to its ``:submitters:``
 (each with ``:name:``, ``:sid:``, ``:email:``; several for a group submission) and
@@ -62,6 +70,9 @@ _CANVAS_ANONYMOUS = re.compile(
 # The name never holds '_' (Moodle replaces it by a space); the plugin is "file", "onlinetext" ...
 _MOODLE = re.compile(r"^(?P<name>[^_/]*)_(?P<participant>\d+)_assignsubmission_(?P<plugin>[a-z]+)(?:_(?P<rest>.*))?$",
                      re.DOTALL)
+# A team assignment's "Default group": the group's name with no id after it.
+_MOODLE_DEFAULT_TEAM = re.compile(r"^(?P<name>[^_/]+)_assignsubmission_(?P<plugin>[a-z]+)(?:_(?P<rest>.*))?$",
+                                  re.DOTALL)
 _GRADESCOPE = re.compile(r"^submission_(?P<submission>\d+)$")
 
 
@@ -76,6 +87,8 @@ class LmsName:
     original: str = ""  # the file's name as the student uploaded it
     attachment: str = ""  # Canvas' attachment id: orders one student's uploads
     anonymous: bool = False  # Canvas' anonymous grading: the LMS does not say who uploaded it
+    team: bool = False  # a Moodle team's folder (lms_id: the group's id; name: the group's)
+    default_team: bool = False  # Moodle's "Default group" of a team assignment (no id)
 
     def describe(self) -> str:
         """Who uploaded the file, as the LMS names them, in the current language."""
@@ -87,6 +100,10 @@ class LmsName:
                     else _("Canvas anonymous submission %(id)s")) % values
         if self.lms == CANVAS:
             return (_("Canvas user %(id)s (%(name)s, late)") if self.late else _("Canvas user %(id)s (%(name)s)")) % values
+        if self.lms == MOODLE and self.default_team:
+            return _("Moodle's default group %(name)s") % values
+        if self.lms == MOODLE and self.team:
+            return _("Moodle group %(id)s (%(name)s)") % values
         if self.lms == MOODLE:
             return _("Moodle participant %(id)s (%(name)s)") % values
         return _("Gradescope submission %(id)s") % values
@@ -125,16 +142,22 @@ def parse_canvas(path: str) -> LmsName | None:
 
 def parse_moodle(path: str) -> LmsName | None:
     """The Moodle reading of a member path: the first part that is a Moodle prefix (folder layout),
-    else the file name (flat layout); None when neither is."""
+    else the file name (flat layout); None when neither is. A prefix without an id is a team
+    assignment's default group (``default_team``)."""
     parts = path.split("/")
     for i, part in enumerate(parts):
         m = _MOODLE.match(part)
-        if m is None:
-            continue
+        default = m is None
+        if default:
+            m = _MOODLE_DEFAULT_TEAM.match(part)
+            if m is None:
+                continue
         if i == len(parts) - 1:  # flat: the rest of the name is the original file name
             original = m["rest"] or ""
         else:
             original = "/".join(parts[i + 1:])
+        if default:
+            return LmsName(MOODLE, "", m["name"], False, original, default_team=True)
         return LmsName(MOODLE, m["participant"], m["name"], False, original)
     return None
 
@@ -155,7 +178,8 @@ PARSERS = {CANVAS: parse_canvas, MOODLE: parse_moodle, GRADESCOPE: parse_gradesc
 def student_folder(part: str) -> bool:
     """A path part that an LMS names after one student or submission (a Moodle prefix, Gradescope's
     ``submission_<id>``): everything below it is that student's upload, named as they chose."""
-    return _MOODLE.match(part) is not None or _GRADESCOPE.match(part) is not None
+    return (_MOODLE.match(part) is not None or _MOODLE_DEFAULT_TEAM.match(part) is not None
+            or _GRADESCOPE.match(part) is not None)
 
 
 def gradescope_roots(paths: Iterable[str], top: str = "") -> list[str]:

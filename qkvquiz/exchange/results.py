@@ -14,6 +14,7 @@ from typing import Any
 
 from ..core.i18n import DEFAULT_LANG, LANGUAGES
 from ..core.inputs import MAX_KEY_BYTES, InputError, json_nesting, read_text, shown_path
+from ..core.outputs import settle
 
 RESULTS_NAME = "results.json"
 MAX_RESULTS_NESTING = 64
@@ -58,6 +59,9 @@ def load_results(path: str | Path) -> Results:
     """Read ``results.json`` (or a folder holding it); InputError names the file and the field."""
     file = results_path(path)
     source = shown_path(file)
+    # A grade run killed inside the switch of its output set left a journal: finish that switch
+    # first (as `grade` would), so that what is read is one whole set, never "no such file".
+    settle(file.parent)
     text = read_text(file, MAX_KEY_BYTES, "results")
     if json_nesting(text) > MAX_RESULTS_NESTING:
         raise InputError(source, f"lists and objects are nested more than {MAX_RESULTS_NESTING} deep; not a results file")

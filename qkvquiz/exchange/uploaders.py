@@ -8,7 +8,7 @@ says when a name fits several. Every reason someone is not matched is a sentence
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..core.i18n import N_, _
 from ..roster import Roster, RosterEntry
@@ -51,16 +51,69 @@ def match_canvas(readings: list[LmsName], roster: Roster) -> Who:
 
 
 def match_moodle(named: LmsName, roster: Roster) -> Who:
-    """The participant id in ``moodle_id``, else a unique full-name match (never "Participant",
-    the blind-marking name)."""
+    """A team's folder: every member of its group (see :func:`match_moodle_team`). Else the
+    participant id in ``moodle_id``, when the folder's name fits that student; else a unique
+    full-name match (never "Participant", the blind-marking name)."""
+    if named.default_team or roster.has_groups:
+        team = match_moodle_team(named, roster)
+        if team is not None:
+            return team
     entry = roster.by("moodle_id", named.lms_id)
     if entry is not None:
+        if _named_otherwise(named, entry, roster):
+            # Moodle writes each participant's own name before their id; a folder that names
+            # someone else is a team's (<group name>_<group id>), whose id is no participant's.
+            return Who(named, problems=[_(
+                "the folder names %(name)s, but moodle_id %(id)s is %(student)s (%(roster_name)s) in the roster: "
+                "not graded. A team assignment's folder is named after its group and the group's id; give the "
+                "groups in a group column of the roster, or Moodle's list of group members with --groups")
+                % {"name": repr(named.name), "id": named.lms_id, "student": repr(entry.student),
+                   "roster_name": repr(entry.display_name)}])
         return Who(named, [(entry, "")])
     if named.name.strip().lower() == "participant":  # blind marking hides the name
         return Who(named, problems=[_(
             "no roster row has moodle_id %(id)s (blind marking hides the name: add the participant ids to the "
             "roster)") % {"id": named.lms_id}])
     return _by_name([named], roster, _("no roster row has moodle_id %(id)s") % {"id": named.lms_id}, _FULL)
+
+
+def match_moodle_team(named: LmsName, roster: Roster) -> Who | None:
+    """The members of the team a Moodle folder names, None when it names no group of the roster.
+
+    A group's folder is ``<group name>_<group id>``: its members are the roster's students in
+    that group (by the group's id where the roster gives one, else by its name). The "Default
+    group" (no id) holds the students in no group or in several; where the roster says nothing
+    of groups, its members are unknown and the file's own ``"student"`` decides (no entries,
+    no problems).
+    """
+    if named.default_team:
+        team = replace(named, team=True)
+        if not roster.has_groups:
+            return Who(team)
+        members = roster.ungrouped()
+        if not members:
+            return Who(team, problems=[_("Moodle's default group holds the students in no group, and every roster "
+                                         "student is in one: not graded")])
+        return Who(team, [(e, _("a member of Moodle's default group")) for e in members])
+    members, groups = roster.team_members(named.name, named.lms_id)
+    if not groups:
+        return None
+    team = replace(named, team=True)
+    if len(groups) > 1:
+        return Who(team, problems=[_("the folder's group %(name)s fits several groups of the roster (%(groups)s): "
+                                     "not graded") % {"name": repr(named.name), "groups": ", ".join(groups)}])
+    if not members:
+        return Who(team, problems=[_("no roster student is in group %(name)s alone (a student in several groups is "
+                                     "in Moodle's default group): not graded") % {"name": repr(groups[0])}])
+    return Who(team, [(e, _("a member of group %(group)s") % {"group": repr(groups[0])}) for e in members])
+
+
+def _named_otherwise(named: LmsName, entry: RosterEntry, roster: Roster) -> bool:
+    """Whether a Moodle folder's name is not the name the roster gives the student with its id
+    (blind marking's "Participant" and a roster without the name say nothing)."""
+    if named.name.strip().lower() == "participant" or not (entry.name or entry.first_name or entry.last_name):
+        return False
+    return all(e is not entry for e in roster.by_name(named.name))
 
 
 def match_submitters(named: LmsName, submitters: list[dict[str, str]] | None, roster: Roster) -> Who:
@@ -123,5 +176,14 @@ def _by_name(readings: list[LmsName], roster: Roster, why: str, what: tuple[str,
     if found:
         ids = ", ".join(list(found)[:5])
         return Who(first, problems=[_(several) % {"why": why, "name": repr(first.name), "ids": ids}])
+    close = {e.student: e for r in readings for e in roster.by_loose_name(r.name)}
+    if close:
+        # Names that differ only in marks: in many scripts a mark is a vowel (सती, सीता), so
+        # they are different names, and neither is taken for the other.
+        shown = ", ".join(f"{e.student} ({e.display_name!r})" for e in list(close.values())[:5])
+        return Who(first, problems=[_(
+            "%(why)s, and the name %(name)s fits no one exactly: it differs from %(close)s only in vowel signs or "
+            "other marks, which make another name; not graded. Add the LMS ids to the roster")
+            % {"why": why, "name": repr(first.name), "close": shown}])
     return Who(first, problems=[_("%(why)s, nor a name that fits %(name)s; add the LMS ids (or names) to the "
                                    "roster") % {"why": why, "name": repr(first.name)}])

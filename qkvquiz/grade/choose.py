@@ -39,27 +39,74 @@ TEMPLATE_NAME = "submission.json"  # what generate writes under students/<id>/
 TEMPLATE_MESSAGE = N_("the blank submission that generate wrote (every part empty): not a hand-in, so not graded")
 
 
-def unknown_student_message(key: Key, student: str) -> str:
+MAX_SUGGESTED_ID = 64  # characters of an unknown id for which a near id is looked for
+CLOSE_RATIO = 0.75  # how alike (difflib's ratio) a suggested id must be
+
+
+class KnownStudents:
+    """The key's ids, indexed once, so that an unknown id finds its likely meaning in constant
+    time (a class of 10,000 and thousands of files naming strangers: no scan per file).
+
+    Two indexes, each built on first use: ids by :func:`lookalike_key` (case, width, invisible
+    characters), and ids by every way of deleting one of their characters (a typo, a missing or
+    extra letter or two swapped letters share such a deletion with the id meant).
+    """
+
+    def __init__(self, students: list[str]) -> None:
+        self._students = students
+        self._lookalike: dict[str, list[str]] | None = None
+        self._deletions: dict[str, list[str]] | None = None
+
+    def lookalikes(self, student: str) -> list[str]:
+        if self._lookalike is None:
+            self._lookalike = {}
+            for s in self._students:
+                self._lookalike.setdefault(lookalike_key(s), []).append(s)
+        return self._lookalike.get(lookalike_key(student), [])
+
+    def close(self, student: str) -> str | None:
+        """The known id most like ``student`` within one edit (as difflib rates them), or None."""
+        if len(student) > MAX_SUGGESTED_ID:
+            return None
+        if self._deletions is None:
+            self._deletions = {}
+            for s in self._students:
+                if len(s) <= MAX_SUGGESTED_ID + 1:
+                    for variant in _deletions(s):
+                        self._deletions.setdefault(variant, []).append(s)
+        found = {s for variant in _deletions(student) for s in self._deletions.get(variant, ())}
+        rated = [(difflib.SequenceMatcher(None, student, s).ratio(), s) for s in sorted(found)]
+        best = max(rated, key=lambda pair: pair[0], default=(0.0, None))
+        return best[1] if best[0] >= CLOSE_RATIO else None
+
+
+def _deletions(text: str) -> set[str]:
+    """``text`` and every string made by deleting one of its characters."""
+    return {text, *(text[:i] + text[i + 1:] for i in range(len(text)))}
+
+
+def unknown_student_message(key: Key, student: str, known: KnownStudents | None = None) -> str:
     """Why ``student`` is not graded, with the id that was probably meant when there is one.
 
     Ids that differ only by invisible characters (zero-width space, right-to-left override),
     fullwidth or other compatibility forms, case or surrounding space are reported as such.
+    ``known``: the key's ids indexed (pass one for many messages; made here otherwise).
     """
+    known = known or KnownStudents(key.students)
     notes = []
     bad = invisible_characters(student)
     if bad:
         notes.append(_("the id contains invisible or control characters (%(chars)s)")
                      % {"chars": ", ".join(char_name(c) for c in bad[:3])})
-    target = lookalike_key(student)
-    meant = [s for s in key.students if lookalike_key(s) == target]
+    meant = known.lookalikes(student)
     if len(meant) == 1:
         notes.append(_("did you mean %(id)s? Write the id exactly as on the worksheet") % {"id": repr(meant[0])})
     elif student != unicodedata.normalize("NFKC", student):
         notes.append(_("it holds fullwidth or other compatibility characters: write the id exactly as on the worksheet"))
     else:
-        close = difflib.get_close_matches(student, key.students, 1, 0.75)
+        close = known.close(student)
         if close:
-            notes.append(_("did you mean %(id)s? Write the id exactly as on the worksheet") % {"id": repr(close[0])})
+            notes.append(_("did you mean %(id)s? Write the id exactly as on the worksheet") % {"id": repr(close)})
     message = _("student %(student)s is not in the key") % {"student": repr(student)}
     for note in notes:
         message = _("%(message)s; %(note)s") % {"message": message, "note": note}
@@ -107,9 +154,10 @@ def select_submissions(key: Key, submissions: Iterable[Submission], duplicates: 
     position = {student: i for i, student in enumerate(key.students)}  # Key.index is a linear search
     claims: dict[str, list[Submission]] = {}
     selection = Selection([], [])
+    known = KnownStudents(key.students)
     for sub in submissions:
         if sub.student not in position:
-            selection.problems.append(FileProblem(sub.source, unknown_student_message(key, sub.student)))
+            selection.problems.append(FileProblem(sub.source, unknown_student_message(key, sub.student, known)))
         else:
             claims.setdefault(sub.student, []).append(sub)
     part_ids = [part.id for _problem, part in key.parts]

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from qkvquiz.cli import app
-from qkvquiz.exchange.gradebook import GradeOptions, export_grades, grade_text
+from qkvquiz.exchange.gradebook import NO_ID, NOT_IN_WORKSHEET, GradeOptions, export_grades, grade_text
 from qkvquiz.exchange.results import Results, StudentScore, load_results
 from qkvquiz.core.submissions import submission_from_json
 from qkvquiz.grade.grader import grade
@@ -93,7 +93,49 @@ def test_moodle_worksheet_header_rules_and_fill(graded, tmp_path):
     assert frows[0] == table(given.read_text())[0]
     assert frows[1][4] == "0" and frows[1][9].startswith("Score 0")
     assert frows[2] == table(given.read_text())[2]
-    assert set(missing) == {"ada", "grace"}
+    # ada has a moodle_id with no row in this worksheet; grace too (each with why).
+    assert {(m.student, m.reason) for m in missing} == {("ada", NOT_IN_WORKSHEET), ("grace", NOT_IN_WORKSHEET)}
+
+
+MOODLE_WORKSHEET = (  # as Moodle writes it (fputcsv: quotes only where needed, "\n" line breaks)
+    "Identifier,\"Full name\",\"Email address\",Status,Grade,\"Maximum Grade\",\"Grade can be changed\","
+    "\"Last modified (submission)\",\"Last modified (grade)\",\"Feedback comments\"\n"
+    "\"Participant 5001\",\"Ada Lovelace\",ada@example.edu,Submitted,,10.00,Yes,-,-,\n"
+    "\"Participant 7001\",\"Other Person\",o@example.edu,\"Submitted for grading\",6.50,10.00,Yes,-,"
+    "\"Friday, 6 November 2026, 9:14 AM\",\"- q2: 2/5\n- q3: right\"\n"
+    "\"Participant 7002\",\"=Odd Name\",e@example.edu,\"No submission\",-,10.00,Yes,-,-,\"+ late, see me\"\n"
+)
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_filled_worksheet_keeps_other_students_lines_byte_for_byte(graded, tmp_path, newline):
+    results, roster, _key = graded
+    given = tmp_path / "worksheet.csv"
+    text = MOODLE_WORKSHEET.replace("\n", newline).replace("q2: 2/5" + newline, "q2: 2/5\n")
+    given.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    filled, missing = export_grades(results, roster, GradeOptions("moodle-worksheet"), worksheet=str(given))
+    header, _ada, rest = text.split(newline, 2)
+    out = filled.removeprefix("\ufeff")
+    assert filled.startswith("\ufeff")  # Moodle's byte-order mark, where it wrote one
+    # The header and the students not graded here, as Moodle wrote them; ada's line filled in.
+    assert out.startswith(header + newline) and out.endswith(newline + rest)
+    [ada] = table(out[len(header + newline):len(out) - len(rest)])
+    assert ada[0] == "Participant 5001" and ada[4] == f"{results.students['ada'].score:g}"
+    assert {(m.student, m.reason) for m in missing} == {("alan", NOT_IN_WORKSHEET), ("grace", NOT_IN_WORKSHEET)}
+
+
+def test_the_cli_says_why_each_student_is_left_out_of_a_worksheet(graded, tmp_path):
+    results, _roster, _key = graded
+    (tmp_path / "r2.csv").write_text("student,name,moodle_id\nada,Ada Lovelace,5001\nalan,Alan Turing,5002\n"
+                                     "grace,Grace Hopper,\n", encoding="utf-8")
+    (tmp_path / "w.csv").write_text(MOODLE_WORKSHEET, encoding="utf-8")
+    result = CliRunner().invoke(app, [
+        "export", "grades", str(results.folder), "--to", "moodle-worksheet", "--roster", str(tmp_path / "r2.csv"),
+        "--worksheet", str(tmp_path / "w.csv"), "--out", str(tmp_path / "up.csv")])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "(1: the roster's moodle_id has no row in the worksheet): alan" in said
+    assert "(1: no id it reads in the roster): grace" in said
 
 
 def test_blackboard_and_moodle_gradebook_and_plain(graded):
@@ -134,3 +176,47 @@ def test_cli_export_grades(graded, tmp_path):
     (tmp_path / "broken.json").write_text(json.dumps({"students": [{"x": 1}]}), encoding="utf-8")
     broken = CliRunner().invoke(app, ["export", "grades", str(tmp_path / "broken.json")])
     assert broken.exit_code == 2 and "broken.json" in broken.output and "Traceback" not in broken.output
+
+
+# ----------------------------------------------------------------------------- Canvas' importer, ported
+
+
+def canvas_import_assignments(text: str) -> list[str]:
+    """The assignment columns Canvas' gradebook importer reads from a CSV (a port of
+    ``app/models/gradebook_importer.rb``: ``header?``, ``update_column_count``,
+    ``strip_non_assignment_columns`` with ``NON_ASSIGNMENT_COLUMN_HEADERS``)."""
+    import re
+
+    header = next(csv.reader(io.StringIO(text)))
+    assert len(header) > 3 and re.search("Student", header[0]) and re.search("ID", header[1])
+    student_columns = 3  # name, user id, section
+    if re.search(r"SIS\s+User\s+ID", header[2]) and re.search(r"SIS\s+Login\s+ID", header[3]):
+        student_columns += 2
+    assert re.search("Section", header[student_columns - 1])
+    skipped = re.compile("Current Score|Current Points|Current Grade|Final Score|Final Points|Final Grade|"
+                         "Override Score|Override Grade|Override Status")
+    return [h for h in header[student_columns:] if not skipped.search(h)]
+
+
+@pytest.mark.parametrize("title", ["Week 3", "Week 3 — Final Score practice", "Current Grade check", "final grade"])
+def test_canvas_reads_our_column_or_the_title_is_refused(graded, title):
+    results, roster, _key = graded
+    opts = GradeOptions("canvas", assignment_id="4411", title=title)
+    try:
+        text, _unmatched = export_grades(results, roster, opts)
+    except ValueError as exc:  # refused: Canvas would drop the column without a word
+        assert "Canvas" in str(exc) and "--title" in str(exc)
+        assert canvas_import_assignments(
+            export_grades(results, roster, GradeOptions("canvas", assignment_id="4411", title="x"))[0]) == ["x (4411)"]
+        assert any(w in title for w in ("Final Score", "Current Grade"))
+        return
+    assert canvas_import_assignments(text) == [f"{title} (4411)"]
+
+
+def test_cli_refuses_a_title_canvas_drops(graded, tmp_path):
+    results, _roster, _key = graded
+    result = CliRunner().invoke(app, ["export", "grades", str(results.folder), "--to", "canvas", "--roster",
+                                      str(tmp_path / "roster.csv"), "--title", "Final Grade", "--out",
+                                      str(tmp_path / "c.csv")])
+    assert result.exit_code == 2 and "Final Grade" in result.output
+    assert not (tmp_path / "c.csv").exists()

@@ -178,14 +178,19 @@ def test_a_group_submission_credits_every_member_each_on_their_own_variant(tmp_p
 
 
 @pytest.mark.slow
-def test_a_group_submission_without_a_members_own_file_scores_zero_and_says_why(tmp_path):
+def test_a_groups_one_file_counts_for_every_member_as_grade_counts_it(tmp_path):
     root, doc = autograder(tmp_path, roster=True)
-    upload(root, own_file(doc["students"][0]), users=[ADA, ALAN])  # only ada's file: alan's variant is not answered
+    ada = doc["students"][0]
+    upload(root, own_file(ada), users=[ADA, ALAN])  # one file for the group, naming ada
     result = run_bundle(root)
-    assert result["score"] == 0
-    assert "No file names 'alan': in a group submission each member uploads the file of their own worksheet." \
-        in result["output"]
-    assert any(t["name"].startswith("ada — ") and t["score"] > 0 for t in part_tests(result))
+    check_format(result)
+    assert result["score"] == pytest.approx(total_points(doc))  # alan has the group file's result too
+    assert "every member of the group gets that result" in result["output"]
+    assert {t["name"].split(" — ")[0] for t in part_tests(result)} == {"ada", "alan"}
+    # Several files and none naming alan: he is not credited, and the submission books 0.
+    upload(root, own_file(ada), own_file(ada), users=[ADA, ALAN])
+    result = run_bundle(root)
+    assert result["score"] == 0 and "none names 'alan'" in result["output"]
 
 
 @pytest.mark.slow
@@ -320,7 +325,8 @@ def test_the_summary_of_a_group_is_in_the_keys_language():
     said = submission_document(report, [Member("a", "a"), Member("b", "b")], cfg, [])["tests"][0]["output"]
     assert said.splitlines()[1:] == [
         "分数和各部分的反馈在截止日期之后显示。",
-        "小组提交：每位成员按自己的变体评分；这份提交的分数取各成员分数中最低的一个，因为 Gradescope 给每位成员同一个分数。",
+        "小组提交：每个文件按它写明的成员的变体评分；小组只上传了一个文件时，没有文件写明的成员得到该小组文件的结果（上传了多个文件时"
+        "则没有）。这份提交的分数取各成员分数中最低的一个，因为 Gradescope 给每位成员同一个分数。",
         "a — 没有答案：q1.scores。", "b — 每一部分都有可读取的答案。"]
 
 
