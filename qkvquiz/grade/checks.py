@@ -37,6 +37,8 @@ class PartCheck:
     # bool (students,): right only within the rounding band of the unasked steps ``free``
     rounded: np.ndarray | None = None
     free: list[str] = field(default_factory=list)
+    # per student: "" or what makes a wrong answer carry no information (see :func:`uninformative`)
+    empty_of: np.ndarray | None = None
 
 
 def entry_band(tol: Tolerance, values: np.ndarray) -> np.ndarray:
@@ -95,7 +97,41 @@ def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np,
                 broken.append((inv.name, _(inv.feedback), judged & ~holds))
     holds_all &= column.readable
     named = [s for s in free if item.family.step(s).askable]  # helper steps have no name on the sheet
-    return PartCheck(ok, right, broken, holds_all, right | holds_all, flat, explained, rounded, named)
+    empty_of = np.where(right | ~column.readable, "", uninformative(item, column.values, env, flat))
+    return PartCheck(ok, right, broken, holds_all, right | holds_all, flat, explained, rounded, named, empty_of)
+
+
+ZEROS, CONSTANT, GIVEN = "zeros", "constant", "given"
+
+
+def uninformative(item: KeyItem, values: np.ndarray, env: Env, asked: np.ndarray | None = None) -> np.ndarray:
+    """Per student: why an answer carries no information of its own, or "".
+
+    ``"zeros"``: every finite asked entry is 0 (a single one too); ``"constant"``: every one is
+    one number (of at least two); ``"given"``: it is a given of the same shape copied through. −∞ entries (masked
+    scores) are left out. A later step computed from such an answer may follow from it, but it
+    shows no work: no carried credit flows from it (:func:`_chain`).
+    """
+    n = values.shape[0]
+    flat = values.reshape(n, -1)
+    if asked is not None:
+        flat = flat[:, asked]
+    finite = np.isfinite(flat)
+    counted = finite.sum(axis=1)
+    low = np.where(finite, flat, np.inf).min(axis=1, initial=np.inf)
+    high = np.where(finite, flat, -np.inf).max(axis=1, initial=-np.inf)
+    same = (counted >= 1) & (high - low <= 1e-12 * np.maximum(1.0, np.abs(high)))
+    # A single number is "one constant" only when it is 0: any other carries what it says.
+    out = np.where(same & (low == 0), ZEROS, np.where(same & (counted >= 2), CONSTANT, "")).astype(object)
+    for name in item.family.given_names:
+        given = np.asarray(to_numpy(env[name]), dtype=np.float64)
+        if given.shape != values.shape:
+            continue
+        g = given.reshape(n, -1) if asked is None else given.reshape(n, -1)[:, asked]
+        with np.errstate(invalid="ignore"):
+            copied = ((flat == g) | (~np.isfinite(flat) & ~np.isfinite(g))).all(axis=1) & (counted >= 2)
+        out = np.where((out == "") & copied, GIVEN, out)
+    return out
 
 
 def carried_inputs(family: Family, step: str, asked: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -235,9 +271,12 @@ def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mappi
     # No credit is carried from a missing or malformed earlier answer, or from one that is
     # wrong and breaks its step's invariants (weights whose rows do not sum to 1).
     inputs_sound = np.logical_and.reduce([checks[i].sound for i in inputs])
+    # Zeros, one constant or a given copied through show no work: what follows from them
+    # earns credit only where its entries are right on their own.
+    empty = np.logical_or.reduce([_empty(checks[i], n) for i in inputs])
     from_own = follows & inputs_accepted & check.holds & ~check.right
     accepted = check.right | from_own
-    carried = follows & inputs_sound & check.holds & ~accepted & ~no_carry
+    carried = follows & inputs_sound & ~empty & check.holds & ~accepted & ~no_carry
     if item.credit.carried_forward <= 0:
         carried = none.copy()
     chain = ChainCheck(accepted, from_own, carried, inputs)
@@ -247,11 +286,29 @@ def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mappi
     return chain
 
 
+def _empty(check: PartCheck, n: int) -> np.ndarray:
+    return np.zeros(n, dtype=bool) if check.empty_of is None else check.empty_of != ""
+
+
+EMPTY_REASONS = {
+    ZEROS: N_("no credit is carried forward from your answer to %(part)s: it is 0 in every entry, which shows "
+              "no work to carry"),
+    CONSTANT: N_("no credit is carried forward from your answer to %(part)s: it is one number in every entry, "
+                 "which shows no work to carry"),
+    GIVEN: N_("no credit is carried forward from your answer to %(part)s: it copies a given of the problem, "
+              "which shows no work to carry"),
+}
+
+
 def _why_not_carried(j: int, inputs: Sequence[str], columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
                      follows: np.ndarray, check: PartCheck, no_carry: np.ndarray) -> str:
     """Why student ``j``'s wrong answer earns no carried credit, naming the earlier part and the rule."""
     if no_carry[j]:
         return _("no credit is carried forward: the answers in this file match another student's worksheet")
+    for part in inputs:
+        empty_of = checks[part].empty_of
+        if follows[j] and empty_of is not None and empty_of[j]:
+            return _(EMPTY_REASONS[empty_of[j]]) % {"part": part}
     for part in inputs:
         if not columns[part].readable[j]:
             kind = columns[part].problems.get(j, ("missing", ""))[0]
@@ -327,6 +384,7 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
                 r.given = column.raw.get(j)  # kept as handed in, so a regrade request can be checked
         else:
             r.given, r.entry_ok, r.correct_entries = given[j], entry_ok[j], correct_entries[j]
+            r.no_work = str(check.empty_of[j]) if check.empty_of is not None else ""
             if j in column.raw:  # entries that could not be read: what was written, for a regrade request
                 r.given = with_unread_texts(given[j], column.raw[j])
             if chain.accepted[j]:
