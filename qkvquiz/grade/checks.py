@@ -13,7 +13,7 @@ from ..core.i18n import N_, _, ngettext
 from ..core.tolerance import SLACK, Tolerance
 from ..engine.backend import to_numpy
 from ..families import Env, Family
-from ..families.rounding import explained_by_mistake, item_rounding_band, upstream
+from ..families.rounding import entry_band, explained_by_mistake, input_width, item_allowance
 from ..key import KeyItem
 from ..spec import Part
 from .columns import Column
@@ -41,23 +41,10 @@ class PartCheck:
     empty_of: np.ndarray | None = None
 
 
-def entry_band(tol: Tolerance, values: np.ndarray) -> np.ndarray:
-    """The error each entry of a student's ``values`` may carry, for invariant checks.
-
-    The tolerance's band around the student's own value, at least its band around 0 (so an
-    entry that should be 0 is judged like an exact 0), plus the float slack.
-    """
-    finite = np.where(np.isfinite(values), np.abs(values), 0.0)
-    band = np.maximum(tol.band(values), tol.band(np.zeros_like(values)))
-    return band + SLACK * np.maximum(finite, band)
-
-
-def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np,
-               widths: dict[str, Any] | None = None) -> PartCheck:
+def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np) -> PartCheck:
     """Entries within tolerance and invariants of every student's answer to ``part``.
 
-    ``env`` holds the key's values on ``xp``; the verdicts come back to the host. ``widths``
-    keeps the rounding bands of the unasked steps for the item's other parts.
+    ``env`` holds the key's values on ``xp``; the verdicts come back to the host.
     """
     n = len(column.readable)
     tol = item.tolerance_for(part.step)
@@ -65,10 +52,13 @@ def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np,
     asked = part.asked(tuple(column.values.shape[1:]))
     flat = None if asked is None else asked.reshape(-1)
     # Right within tolerance of the value some unasked intermediates within their tolerances give
-    # (an asked one is held to the exact value here; the chain checks the student's own).
-    asked_steps = {p.step for p in item.parts}
-    free = [s for s in upstream(item.family, part.step) if s not in asked_steps]
-    rounding = item_rounding_band(item, part.step, env, free, xp, widths)
+    # (an asked one is held to the exact value here, but for the entries it does not ask; the
+    # chain checks the student's own).
+    by_step = {p.step: p for p in item.parts}
+    steps, free = carried_inputs(item.family, part.step, by_step)
+    inputs = {s: input_width(item.tolerance_for(s), env[s], by_step[s].asked(tuple(env[s].shape[1:])), xp=xp)
+              for s in steps}
+    rounding = item_allowance(item, part.step, env, inputs, free, xp)
     with np.errstate(all="ignore"):
         ok = to_numpy(tol.passes(values, env[part.step], xp=xp)).reshape(n, -1) & column.readable[:, None]
         if flat is not None:
@@ -186,11 +176,10 @@ def grade_item(item: KeyItem, rows: np.ndarray, columns: Mapping[str, Column], x
     host = Env({name: value[rows] for name, value in item.env.items()})
     env = host if xp is np else Env({name: xp.asarray(value) for name, value in host.items()})
     columns = _with_unasked_filled(item, columns, host)
-    widths: dict[str, Any] = {}  # the unasked steps' rounding bands, shared by the parts
-    checks = {part.id: check_part(item, part, columns[part.id], env, xp, widths) for part in item.parts}
+    checks = {part.id: check_part(item, part, columns[part.id], env, xp) for part in item.parts}
     if no_carry is None:
         no_carry = np.zeros(len(rows), dtype=bool)
-    chains = chain_checks(item, columns, checks, env, no_carry, xp, widths)
+    chains = chain_checks(item, columns, checks, env, no_carry, xp)
     return {part.id: _part_results(item, part, columns, checks, chains[part.id], env, host, xp) for part in item.parts}
 
 
@@ -224,7 +213,7 @@ class ChainCheck:
 
 
 def chain_checks(item: KeyItem, columns: Mapping[str, Column], checks: Mapping[str, PartCheck], env: Env,
-                 no_carry: np.ndarray, xp=np, widths: Mapping[str, Any] | None = None) -> dict[str, ChainCheck]:
+                 no_carry: np.ndarray, xp=np) -> dict[str, ChainCheck]:
     """Every part's :class:`ChainCheck`, in the family's step order.
 
     An earlier answer that is itself accepted (right, or right for the student's own accepted
@@ -235,13 +224,13 @@ def chain_checks(item: KeyItem, columns: Mapping[str, Column], checks: Mapping[s
     by_step = {p.step: p.id for p in item.parts}
     chains: dict[str, ChainCheck] = {}
     for part in order:
-        chains[part.id] = _chain(item, part, by_step, columns, checks, chains, env, no_carry, xp, widths or {})
+        chains[part.id] = _chain(item, part, by_step, columns, checks, chains, env, no_carry, xp)
     return chains
 
 
 def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mapping[str, Column],
            checks: Mapping[str, PartCheck], chains: Mapping[str, ChainCheck], env: Env, no_carry: np.ndarray,
-           xp=np, widths: Mapping[str, Any] | None = None) -> ChainCheck:
+           xp=np) -> ChainCheck:
     column, check = columns[part.id], checks[part.id]
     n = len(column.readable)
     none = np.zeros(n, dtype=bool)
@@ -252,12 +241,13 @@ def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mappi
     readable = column.readable & np.logical_and.reduce([columns[i].readable for i in inputs])
     redo = rerun_env(item.family, part.step, env, {s: columns[by_step[s]].values for s in steps}, between,
                      item.params, xp)
-    # The unasked steps in between may be rounded too (the same rounding band as for the key).
-    # A step in between that no asked step feeds has the same value, and so the same band, as
-    # in the comparison with the key: reuse it.
-    known = {u: w for u, w in (widths or {}).items()
-            if u in between and not set(upstream(item.family, u)) & set(by_step)}
-    rounding = item_rounding_band(item, part.step, redo, between, xp, known)
+    # The student's own inputs may be off by the rounding of their last written place (the entries
+    # a partial ask leaves out by their tolerance), the unasked steps in between by theirs.
+    part_of = {p.id: p for p in item.parts}
+    own = {s: input_width(item.tolerance_for(s), xp.asarray(columns[by_step[s]].values),
+                          part_of[by_step[s]].asked(tuple(env[s].shape[1:])), env[s], xp)
+           for s in steps}
+    rounding = item_allowance(item, part.step, redo, own, between, xp)
     tol = item.tolerance_for(part.step)
     with np.errstate(all="ignore"):
         same = to_numpy(tol.passes(xp.asarray(column.values), redo[part.step], xp=xp, extra=rounding))

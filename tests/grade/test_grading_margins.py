@@ -71,3 +71,121 @@ def test_zeros_and_one_number_earn_little_on_all_families_and_are_flagged(tmp_pa
         assert any(flag.startswith("no work shown") for flag in result.flags)
     write_reports(report, tmp_path, feedback=False)
     assert "no work shown: zeros" in (tmp_path / "results.csv").read_text(encoding="utf-8")
+
+
+# --- one rule for what follows from what ------------------------------------------------------
+
+
+def _key(items, n, seed=3):
+    from qkvquiz.spec import parse_spec
+
+    spec = parse_spec({"title": "t", "tolerance": "2 decimals", "items": items})
+    return key_from_json(json.loads(json.dumps(key_to_json(build_worksheet(spec, [f"s{i}" for i in range(n)], seed)))))
+
+
+def _worked(item, j: int, wrong: str | None = None, factor: float = 0.0, decimals: int | None = None,
+            rng: np.random.Generator | None = None) -> Env:
+    """Student ``j``'s steps: each computed from their own earlier ones, ``wrong`` off by ``factor``
+    tolerances in every entry (random signs), every step rounded to ``decimals`` when given."""
+    env = Env({g: item.env[g][j:j + 1] for g in item.family.given_names})
+    for name in item.family.step_names:
+        with np.errstate(all="ignore"):
+            value = np.asarray(item.family.rerun(name, env, item.params), dtype=float)
+        if name == wrong:
+            signs = rng.choice([-1.0, 1.0], size=value.shape)
+            value = value + factor * signs * item.tolerance_for(name).band(value)
+        if decimals is not None:
+            value = np.where(np.isfinite(value), np.round(value, decimals), value)
+        env[name] = value
+    return env
+
+
+def _hand_in(key, envs) -> list:
+    item = key.items[0]
+    return [Submission(f"{sid}.json", sid, {p.id: encode(np.asarray(env[p.step])[0]) for p in item.parts})
+            for sid, env in zip(key.students, envs)]
+
+
+def test_an_unasked_step_off_beyond_what_rounding_reaches_keeps_no_full_marks():
+    # ∇S from weights off by 2 tolerances, or a row sum off by 5: the weights reach ∇S directly
+    # and through the row sum; the allowance nets the two paths, so none of them keeps full marks.
+    key = _key([{"family": "backprop.softmax", "ask": ["dS"]}], 60)
+    item = key.items[0]
+    for step, factor in (("weights", 2.0), ("rowdot", 5.0)):
+        rng = np.random.default_rng(1)
+        report = grade(key, _hand_in(key, [_worked(item, j, step, factor, rng=rng) for j in range(60)]))
+        kept = [r.student for r in report.results if r.score >= r.total - 1e-9]
+        assert kept == [], (step, factor, kept)
+
+
+PARTIAL = [
+    {"family": "attention.output", "params": {"tokens": 3, "d_k": 3},
+     "ask": {"weights": {"rows": [1]}, "output": {"rows": [2, 3]}}},
+    {"family": "attention.output", "params": {"tokens": 3, "d_k": 2, "mask": "causal"},
+     "ask": {"weights": {"entries": [[2, 1], [3, 2]]}, "output": 1}},
+    {"family": "backprop.attention", "params": {"tokens": 3},
+     "ask": {"dS": {"rows": [1, 2]}, "dK": {"entries": [[1, 1], [3, 2]]}}},
+]
+
+
+def test_honest_rounding_loses_nothing_where_only_some_entries_are_asked():
+    for spec_item in PARTIAL:
+        key = _key([spec_item], 60)
+        item = key.items[0]
+        for decimals in (2, 3):
+            report = grade(key, _hand_in(key, [_worked(item, j, decimals=decimals) for j in range(60)]))
+            lost = [(r.student, p.part, p.message) for r in report.results for p in r.parts if p.score < p.points]
+            assert lost == [], (spec_item["family"], decimals, lost[:3])
+
+
+def test_the_audit_agrees_with_itself_whatever_part_of_the_weights_is_claimed():
+    # A key typed from 2-decimal work: the output is right whether no weights, all of them or
+    # only row 1 are claimed (the unclaimed ones may be rounded as an unasked step may).
+    from qkvquiz.grade.audit import audit_spec
+
+    params = {"tokens": 3, "d_k": 2}
+    key = _key([{"family": "attention.output", "params": params, "ask": ["weights", "output"]}], 40)
+    item = key.items[0]
+    items = {"none": [], "all": [], "row 1": []}
+    for j in range(40):
+        work = _worked(item, j, decimals=2)
+        givens = {g: np.asarray(item.env[g][j]).tolist() for g in item.family.given_names}
+        weights = np.asarray(work["weights"])[0]
+        row_1 = np.full(weights.shape, None, dtype=object)
+        row_1[0] = weights[0]
+        output = np.asarray(work["output"])[0].tolist()
+        for claim, claimed in (("none", {}), ("all", {"weights": weights.tolist()}),
+                               ("row 1", {"weights": row_1.tolist()})):
+            items[claim].append({"family": "attention.output", "params": params, "ask": ["weights", "output"],
+                                 "givens": givens, "claimed": {**claimed, "output": output}})
+    for claim, listed in items.items():
+        report = audit_spec({"title": "t", "tolerance": "2 decimals", "items": listed})
+        wrong = [(c.item, c.step, c.message) for c in report.checks if c.verdict == "wrong"]
+        assert wrong == [], (claim, wrong[:2])
+
+
+def test_work_carried_from_an_answer_written_rounded_is_credited_with_a_true_sentence():
+    # Scale forgotten all through; the weights written to 2 decimals, the output computed from
+    # the unrounded weights. Recomputing the output from the written weights moves it by more
+    # than its tolerance, by no more than the rounding of the weights' last written place.
+    key = _key([{"family": "attention.output", "params": {"tokens": 3, "d_k": 4},
+                 "ask": ["scores", "weights", "output"]}], 40)
+    item = key.items[0]
+    subs = []
+    moved = 0
+    for j, sid in enumerate(key.students):
+        q, k, v = (np.asarray(item.env[g][j], dtype=float) for g in ("Q", "K", "V"))
+        scores = q @ k.T  # no 1/√d_k
+        weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+        weights /= weights.sum(axis=1, keepdims=True)
+        output = weights @ v
+        written = np.round(weights, 2)
+        moved += bool((np.abs(written @ v - output) > 0.01).any())
+        subs.append(Submission(f"{sid}.json", sid, {"q1.scores": encode(scores), "q1.weights": encode(written),
+                                                     "q1.output": encode(np.round(output, 2))}))
+    assert moved >= 5  # the case the rule is for occurs
+    for result in grade(key, subs).results:
+        parts = {p.part: p for p in result.parts}
+        assert parts["q1.weights"].verdict == "carried", result.student
+        assert parts["q1.output"].verdict == "carried", (result.student, parts["q1.output"].carry)
+        assert parts["q1.output"].score == parts["q1.output"].points
