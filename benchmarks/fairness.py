@@ -19,7 +19,9 @@ kind with ``--students`` students (each their own variant):
 - ``classmate``: the exact answers of the next student's variant.
 
 An item counts as kept when the student earns its full points, as lost otherwise; ``share`` is
-the share of all marks the kind earned. The unit is one student's item (for ``unasked ×f``, only
+the share of all marks the kind earned. For ``unasked ×f`` the table also counts the kept items
+whose answers are all within the plain tolerance anyway (the slip did not show); the others
+kept are right for the student's own accepted answers, or within the rounding envelope. The unit is one student's item (for ``unasked ×f``, only
 items with an unasked step feeding an asked one).
 """
 
@@ -118,10 +120,18 @@ def copied_given(item, j: int):
     return fill
 
 
-def sheet(key: Key, kind: str, j: int, rng: np.random.Generator) -> tuple[dict[str, Any], set[str]]:
-    """Student ``j``'s answers of ``kind``, and the items that count for it."""
+def within_tolerance(item, env: Env, j: int) -> bool:
+    """Every asked answer in ``env`` is within its plain tolerance of the key: right as it stands."""
+    return all(bool(item.tolerance_for(p.step).passes(np.asarray(env[p.step])[0], item.env[p.step][j]).all())
+               for p in item.parts)
+
+
+def sheet(key: Key, kind: str, j: int, rng: np.random.Generator) -> tuple[dict[str, Any], set[str], set[str]]:
+    """Student ``j``'s answers of ``kind``, the items that count for it, and those of them
+    whose answers are all within the plain tolerance anyway (an unasked step off, unseen)."""
     answers: dict[str, Any] = {}
     counted = set()
+    unseen = set()
     for item in key.items:
         counted.add(item.id)
         if kind == "exact":
@@ -135,7 +145,10 @@ def sheet(key: Key, kind: str, j: int, rng: np.random.Generator) -> tuple[dict[s
                 answers.update({p.id: key.answers[j][p.id] for p in item.parts})
                 continue
             step = candidates[rng.integers(len(candidates))]
-            answers.update(answers_from(item, wrong_unasked(item, j, step, float(kind.split("×")[1]), rng)))
+            env = wrong_unasked(item, j, step, float(kind.split("×")[1]), rng)
+            answers.update(answers_from(item, env))
+            if within_tolerance(item, env, j):
+                unseen.add(item.id)
         elif kind == "sign slip":
             answers.update({p.id: key.answers[j][p.id] for p in item.parts})
         elif kind == "zeros":
@@ -150,7 +163,7 @@ def sheet(key: Key, kind: str, j: int, rng: np.random.Generator) -> tuple[dict[s
     if kind == "sign slip":
         slipped = _slip_one_sign(key, answers, j, rng)
         counted = {slipped} if slipped else set()
-    return answers, counted
+    return answers, counted, unseen
 
 
 def _slip_one_sign(key: Key, answers: dict[str, Any], j: int, rng: np.random.Generator) -> str | None:
@@ -178,21 +191,22 @@ def _slip_one_sign(key: Key, answers: dict[str, Any], j: int, rng: np.random.Gen
 
 
 def run_spec(path: Path, per_kind: int, seed: int) -> tuple[dict[str, list[float]], dict[str, float]]:
-    """Per kind: [items kept, items lost, points earned, points possible]; and the seconds taken."""
+    """Per kind: [items kept, items lost, points earned, points possible, kept though within the
+    plain tolerance]; and the seconds taken."""
     spec = load_spec(path)
     ids = [f"{kind.split()[0][:3]}{k}-{i}" for k, kind in enumerate(KINDS) for i in range(per_kind)]
     key = key_from_json(json.loads(json.dumps(key_to_json(build_worksheet(spec, ids, seed=seed)))))
     rng = np.random.default_rng(seed)
-    subs, counted, kinds = [], {}, {}
+    subs, counted, unseen, kinds = [], {}, {}, {}
     for j, sid in enumerate(key.students):
         kind = KINDS[j // per_kind]
-        answers, items = sheet(key, kind, j, rng)
+        answers, items, plain = sheet(key, kind, j, rng)
         subs.append(Submission(f"{sid}.json", sid, answers))
-        counted[sid], kinds[sid] = items, kind
+        counted[sid], unseen[sid], kinds[sid] = items, plain, kind
     start = time.perf_counter()
     report = grade(key, subs)
     seconds = time.perf_counter() - start
-    tally: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
+    tally: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0, 0])
     item_of = {p.id: item.id for item, p in key.parts}
     for result in report.results:
         row = tally[kinds[result.student]]
@@ -204,6 +218,7 @@ def run_spec(path: Path, per_kind: int, seed: int) -> tuple[dict[str, list[float
             if item_id not in counted[result.student]:
                 continue
             row[0 if score >= points - 1e-9 else 1] += 1
+            row[4] += score >= points - 1e-9 and item_id in unseen[result.student]
             row[2] += score
             row[3] += points
     return dict(tally), {"grade": seconds}
@@ -218,7 +233,7 @@ def main() -> None:
     paths = sorted(bank_dir().glob("*.yaml"))
     if args.spec:
         paths = [p for p in paths if p.name in args.spec]
-    total: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
+    total: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0, 0])
     shares: dict[str, dict[str, float]] = {}
     start = time.perf_counter()
     for path in paths:
@@ -230,12 +245,13 @@ def main() -> None:
     elapsed = time.perf_counter() - start
     print(f"{len(paths)} specs, {args.students} students of each kind per spec, seed {args.seed} "
           f"({elapsed:.0f} s)\n")
-    print("| student | items | keep full marks | lose marks | share of marks |")
-    print("|---|---:|---:|---:|---:|")
+    print("| student | items | keep full marks | of them within the plain tolerance | lose marks | share of marks |")
+    print("|---|---:|---:|---:|---:|---:|")
     for kind in KINDS:
-        kept, lost, score, points = total.get(kind, [0, 0, 0.0, 0.0])
+        kept, lost, score, points, plain = total.get(kind, [0, 0, 0.0, 0.0, 0])
         share = f"{100 * score / points:.1f} %" if points else "–"
-        print(f"| {kind} | {kept + lost:.0f} | {kept:.0f} | {lost:.0f} | {share} |")
+        within = f"{plain:.0f}" if kind.startswith("unasked") else ""
+        print(f"| {kind} | {kept + lost:.0f} | {kept:.0f} | {within} | {lost:.0f} | {share} |")
     print("\nshare of the marks earned by degenerate sheets, per spec:\n")
     print("| spec | " + " | ".join(DEGENERATE) + " |")
     print("|---|" + "---:|" * len(DEGENERATE))
