@@ -377,6 +377,7 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
             r.no_work = str(check.empty_of[j]) if check.empty_of is not None else ""
             if j in column.raw:  # entries that could not be read: what was written, for a regrade request
                 r.given = with_unread_texts(given[j], column.raw[j])
+                r.unread_boxes = unread_boxes(column.values[j], column.raw[j])
             if chain.accepted[j]:
                 r.verdict, r.score = "correct", points
                 if chain.from_own[j]:
@@ -459,6 +460,16 @@ def entry_credit(ok: np.ndarray, fixed: np.ndarray | None = None) -> np.ndarray:
     units = (~fixed).sum(axis=1) + masked  # the entries no mask fixes, and the masked ones as one
     earned = (ok & ~fixed).sum(axis=1) + (masked & (ok | ~fixed).all(axis=1))
     return earned / units
+
+
+def unread_boxes(values: np.ndarray, handed_in: Any) -> int:
+    """How many boxes of a readable answer held something that could not be read: an entry
+    without a value (NaN) where the answer as handed in has text (an empty box has none)."""
+    handed = np.asarray(handed_in, dtype=object) if isinstance(handed_in, list) else None
+    if handed is None or handed.shape != values.shape:
+        return int(np.isnan(values).any())
+    written = np.vectorize(lambda x: x is not None and not (isinstance(x, str) and not x.strip()), otypes=[bool])(handed)
+    return int((np.isnan(values) & written).sum())
 
 
 def with_unread_texts(given: Any, handed_in: Any) -> Any:

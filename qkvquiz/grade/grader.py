@@ -239,7 +239,16 @@ def _grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns
     for (index, sub), result in zip(accepted, results):
         _explain_file(sub, key.variants[index], result, key.set_id)
         _flag_no_work(result)
+        _flag_unread_boxes(result)
     return GradeReport(key, results, problems, lang=current())
+
+
+def _flag_unread_boxes(result: StudentResult) -> None:
+    """Flag the parts graded with boxes that could not be read (each counted as a wrong entry):
+    a regrade request may follow, and only the student's feedback says which boxes."""
+    parts = [f"{p.part} ({p.unread_boxes})" for p in result.parts if p.unread_boxes]
+    if parts:
+        result.flags.append(_("unreadable boxes: %(parts)s") % {"parts": ", ".join(parts)})
 
 
 NO_WORK_FLAGS = {"zeros": N_("zeros"), "constant": N_("one number everywhere"), "given": N_("givens copied")}

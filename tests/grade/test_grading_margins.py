@@ -189,3 +189,38 @@ def test_work_carried_from_an_answer_written_rounded_is_credited_with_a_true_sen
         assert parts["q1.weights"].verdict == "carried", result.student
         assert parts["q1.output"].verdict == "carried", (result.student, parts["q1.output"].carry)
         assert parts["q1.output"].score == parts["q1.output"].points
+
+
+# --- feedback says what the score says ----------------------------------------------------------
+
+
+def test_a_part_fully_credited_as_carried_lists_and_marks_nothing_as_missed():
+    from qkvquiz.grade.feedback import feedback_markdown
+
+    key, _doc = make_key(CHAIN, students=("a",))
+    scores = key.items[0].env["scores"][0].copy()
+    scores[0, 0] += 0.7
+    report = grade(key, [Submission("a.json", "a", _chain_from_scores(key, scores))])
+    text = feedback_markdown(report, report.results[0])
+    weights = text[text.index("q1.weights"):text.index("q1.output")]
+    assert "follows correctly from your own earlier answers" in weights
+    assert "Entries outside the tolerance" not in weights and "**0." not in weights and "**1" not in weights
+
+
+def test_an_unreadable_box_inside_a_matrix_reaches_the_instructor(tmp_path):
+    from qkvquiz.grade.analysis import item_analysis_csv, item_analysis
+
+    key, doc = make_key(CHAIN, students=("a", "b"))
+    answers = [dict(s["answers"]) for s in doc["students"]]
+    answers[0]["q1.weights"] = [list(row) for row in answers[0]["q1.weights"]]
+    answers[0]["q1.weights"][1][0] = "0、21"
+    report = grade(key, [Submission(f"{s}.json", s, a) for s, a in zip(("a", "b"), answers)])
+    a = report.results[0]
+    assert {p.part: p for p in a.parts}["q1.weights"].verdict == "partial"
+    assert "unreadable boxes: q1.weights (1)" in a.flags and not report.results[1].flags
+    write_reports(report, tmp_path, feedback=False)
+    assert "unreadable boxes: q1.weights (1)" in (tmp_path / "results.csv").read_text(encoding="utf-8")
+    rows = item_analysis_csv(item_analysis(report)).splitlines()
+    header = rows[0].split(",")
+    weights = next(r.split(",") for r in rows if r.startswith("q1.weights"))
+    assert weights[header.index("share_unreadable_boxes")] == "0.5"
