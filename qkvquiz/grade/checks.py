@@ -16,6 +16,7 @@ from ..families import Env, Family
 from ..families.rounding import entry_band, explained_by_mistake, input_width, item_allowance
 from ..key import KeyItem
 from ..spec import Part
+from ..spec_types import MASK_WEIGHT
 from .columns import Column
 from .results import PartResult
 
@@ -322,7 +323,7 @@ def _why_not_carried(j: int, inputs: Sequence[str], columns: Mapping[str, Column
         "parts": ", ".join(inputs)}
 
 
-MASKED_AS_ONE = N_("the %(masked)s masked entries count together as one entry")
+MASKED_SHARE = N_("the %(masked)s masked entries together carry %(percent)s%% of the part")
 ROUNDED_MESSAGE = N_("Right for rounded values of the steps in between that were not asked (%(steps)s): "
                      "it is off the exact value by no more than rounding them explains. Full points.")
 FROM_OWN_MESSAGE = N_("Correct for your own rounded earlier answers (%(inputs)s), which were accepted: full points.")
@@ -353,7 +354,7 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
     fixed = fixed_entries(item, part, env, n, xp)
     if fixed is not None and check.asked is not None:
         fixed = fixed[:, check.asked]
-    share = entry_credit(ok, fixed)
+    share = entry_credit(ok, fixed, item.credit.mask_weight)
     entry_score = points * share if item.credit.per_entry else np.zeros(n)
     carried_score = np.where(chain.carried, points * item.credit.carried_forward, 0.0)
     expected = encode_rows(host[part.step])
@@ -398,9 +399,9 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
                         "%(correct)s of %(entries)s entry within tolerance (this part is all or nothing)",
                         "%(correct)s of %(entries)s entries within tolerance (this part is all or nothing)",
                         entries) % counts
-                if fixed is not None and fixed[j].sum() > 1 and item.credit.per_entry:
+                if fixed is not None and fixed[j].any() and (~fixed[j]).any() and item.credit.per_entry:
                     r.message = _("%(message)s; %(note)s") % {"message": r.message, "note": _(
-                        MASKED_AS_ONE) % {"masked": int(fixed[j].sum())}}
+                        MASKED_SHARE) % {"masked": int(fixed[j].sum()), "percent": f"{round(100 * item.credit.mask_weight, 1):g}"}}
                 if chain.carried[j]:  # carried credit was less than the per-entry share
                     r.carry = _("it follows from your earlier answers, but its correct entries earn more than "
                                 "carried credit")
@@ -441,25 +442,38 @@ def fixed_entries(item: KeyItem, part: Part, env: Env, n: int, xp=np) -> np.ndar
     return fixed if fixed.any() else None
 
 
-def entry_credit(ok: np.ndarray, fixed: np.ndarray | None = None) -> np.ndarray:
+def entry_credit(ok: np.ndarray, fixed: np.ndarray | None = None, mask_weight: float = MASK_WEIGHT) -> np.ndarray:
     """The share of a part's points each answer earns by its entries (``ok``: bool (students,
     entries), the asked entries within tolerance).
 
     The one rule of per-entry credit: every entry counts alike, except the entries a mask fixes
-    (``fixed``: −∞ scores, 0 weights of masked keys), which count together as one entry, earned
-    when all of them are right. So the lesson of a masked part decides its score: a forgotten
-    √dₖ does not keep the points of the masked entries it copied, and a masked score written
-    as 0 costs a whole entry. The static practice page applies the same rule (practice.js).
+    (``fixed``: −∞ scores, 0 weights of masked keys), which together carry ``mask_weight`` of
+    the part (half by default, the spec's ``credit.mask_weight``), earned when all of them are
+    right; the other entries share the rest alike (:func:`mask_shares`). So the lesson of a
+    masked part decides its score: masked scores written as 0 keep no more than half of it, a
+    forgotten √dₖ no more than the mask's share. The static practice page (practice.js) and the
+    LMS question banks (exchange.questions) weigh entries the same way.
     """
     n, entries = ok.shape
     if not entries:
         return np.ones(n)
     if fixed is None:
         return ok.mean(axis=1)
-    masked = fixed.any(axis=1)
-    units = (~fixed).sum(axis=1) + masked  # the entries no mask fixes, and the masked ones as one
-    earned = (ok & ~fixed).sum(axis=1) + (masked & (ok | ~fixed).all(axis=1))
-    return earned / units
+    shares = np.array([mask_shares(int(m), int(f), float(mask_weight))
+                       for m, f in zip(fixed.sum(axis=1), (~fixed).sum(axis=1))]).reshape(n, 2)
+    return (ok & ~fixed).sum(axis=1) * shares[:, 1] + (ok | ~fixed).all(axis=1) * shares[:, 0]
+
+
+def mask_shares(masked: int, free: int, mask_weight: Any = MASK_WEIGHT) -> tuple[Any, Any]:
+    """(the share of a part its ``masked`` fixed entries carry together, the share of each of its
+    ``free`` other entries): ``mask_weight`` and (1 − it) / free; all of it when no entry is free,
+    every entry alike when none is masked. In the weight's own arithmetic: a Fraction gives
+    Fractions (the LMS question banks' whole weights), a float floats."""
+    zero, one = mask_weight * 0, mask_weight * 0 + 1
+    if not masked:
+        return zero, (one / free if free else zero)
+    block = mask_weight if free else one
+    return block, ((one - block) / free if free else zero)
 
 
 def unread_boxes(values: np.ndarray, handed_in: Any) -> int:

@@ -83,7 +83,7 @@ def check_data(problem: Problem) -> dict[str, Any]:
             parts[part.id] = {
                 "kind": item.family.step(part.step).kind, "shape": list(shape),
                 "asked": None if asked is None else asked.ravel().tolist(),
-                # The entries a mask fixes, which count together as one (grade.checks.entry_credit).
+                # The entries a mask fixes, which carry mask_weight of the part together (grade.checks.entry_credit).
                 "fixed": None if fixed is None else fixed[0].tolist(),
                 **target(tol, env[part.step][0]), "mistakes": mistakes, "carried": [],
                 "tolerance": tol.describe(),
@@ -95,7 +95,8 @@ def check_data(problem: Problem) -> dict[str, Any]:
         for m in data["mistakes"]:
             m.pop("_full")
     return {"parts": parts, "order": [p.id for p in item.parts],
-            "per_entry": bool(item.credit.per_entry), "carried_forward": float(item.credit.carried_forward)}
+            "per_entry": bool(item.credit.per_entry), "carried_forward": float(item.credit.carried_forward),
+            "mask_weight": float(item.credit.mask_weight)}
 
 
 def _carried(problem: Problem, item: Any, part: Any, parts: dict[str, dict[str, Any]], by_step: dict[str, str],

@@ -275,17 +275,19 @@
   }
 
   /** The share of the points the entries earn, the grader's one rule (grade.checks.entry_credit):
-   *  each asked entry counts alike, the entries a mask fixes together as one, earned when all are right. */
-  function entryCredit(ok, fixed, asked) {
-    var units = 0, earned = 0, masked = 0, maskedRight = true;
+   *  the entries a mask fixes together carry maskWeight of the part (all of it when nothing else
+   *  is asked), earned when all are right; the other asked entries share the rest alike. */
+  function entryCredit(ok, fixed, asked, maskWeight) {
+    var free = 0, earned = 0, masked = 0, maskedRight = true;
     for (var i = 0; i < ok.length; i++) {
       if (asked && !asked[i]) continue;
       if (fixed && fixed[i]) { masked++; if (!ok[i]) maskedRight = false; continue; }
-      units++;
+      free++;
       if (ok[i]) earned++;
     }
-    if (masked) { units++; if (maskedRight) earned++; }
-    return units ? earned / units : 1;
+    if (!masked) return free ? earned / free : 1;
+    var block = free ? maskWeight : 1;
+    return (maskedRight ? block : 0) + (free ? (1 - block) * earned / free : 0);
   }
 
   /** Read one part's boxes: {state: "missing"|"format"|"ok", values, message}. */
@@ -334,7 +336,7 @@
       data.mistakes.forEach(function (m) {
         if (m.entrywise ? someMatch(values, m, data, asked) : allMatch(values, m, asked)) r.diagnosis.push(m.text);
       });
-      var share = variant.per_entry ? entryCredit(ok, data.fixed, asked) : 0;
+      var share = variant.per_entry ? entryCredit(ok, data.fixed, asked, variant.mask_weight) : 0;
       r.share = share;
       var carried = data.carried.some(function (c) {
         var earlier = readings[c.input];
@@ -350,8 +352,9 @@
       r.verdict = share > 0 ? "partial" : "wrong";
       r.message = _("Entries within tolerance: %(correct)s of %(entries)s.", { correct: right, entries: count });
       var masked = (data.fixed || []).filter(function (f, i) { return f && (!asked || asked[i]); }).length;
-      if (variant.per_entry && masked > 1) {
-        r.message += " " + _("%(sentence)s.", { sentence: _("the %(masked)s masked entries count together as one entry", { masked: masked }) });
+      if (variant.per_entry && masked > 0 && masked < count) {
+        r.message += " " + _("%(sentence)s.", { sentence: _("the %(masked)s masked entries together carry %(percent)s%% of the part",
+          { masked: masked, percent: String(Math.round(1000 * variant.mask_weight) / 10) }) });
       }
       (reading.unread || []).forEach(function (note) { r.message += " " + _("%(sentence)s.", { sentence: note }); });
     });

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from qkvquiz.core.submissions import Submission
 from qkvquiz.families import Env
@@ -224,3 +225,47 @@ def test_an_unreadable_box_inside_a_matrix_reaches_the_instructor(tmp_path):
     header = rows[0].split(",")
     weights = next(r.split(",") for r in rows if r.startswith("q1.weights"))
     assert weights[header.index("share_unreadable_boxes")] == "0.5"
+
+
+# --- the mask weighs what it teaches ---------------------------------------------------------------
+
+
+def test_masked_scores_written_as_zero_earn_at_most_half_of_the_part():
+    key, doc = make_key([{"family": "attention.masked", "params": {"tokens": 4}, "ask": ["scores"], "points": 2}],
+                        students=("a",))
+    exact = np.asarray(key.items[0].env["scores"][0])
+    answers = {"q1.scores": encode(np.where(np.isneginf(exact), 0.0, exact))}
+    (part,) = grade(key, [Submission("a.json", "a", answers)]).results[0].parts
+    assert part.score == 1.0 and "together carry 50% of the part" in part.message
+
+
+@pytest.mark.parametrize("weight", [0.25, 1])
+def test_a_spec_sets_the_share_of_the_mask(weight):
+    key, doc = make_key([{"family": "attention.masked", "params": {"tokens": 4}, "ask": ["scores"], "points": 2,
+                          "credit": {"mask_weight": weight}}], students=("a",))
+    assert key.items[0].credit.mask_weight == weight
+    exact = np.asarray(key.items[0].env["scores"][0])
+    answers = {"q1.scores": encode(np.where(np.isneginf(exact), 0.0, exact))}
+    (part,) = grade(key, [Submission("a.json", "a", answers)]).results[0].parts
+    assert part.score == pytest.approx(2 * (1 - weight))
+
+
+def test_keys_of_specs_without_a_mask_weight_say_nothing_of_it():
+    _key, doc = make_key(CHAIN, students=("a",))
+    assert "mask_weight" not in json.dumps(doc)
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, -0.2, True, "half", None, float("nan")])
+def test_a_bad_mask_weight_is_refused_naming_the_file_item_and_field(tmp_path, bad):
+    import yaml
+    from typer.testing import CliRunner
+
+    from qkvquiz.cli import app
+
+    spec = tmp_path / "masks.yaml"
+    item = {"family": "attention.masked", "credit": {"mask_weight": bad}}
+    spec.write_text(yaml.safe_dump({"title": "t", "items": [item]}), encoding="utf-8")
+    result = CliRunner().invoke(app, ["generate", str(spec), "--students", "1", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert "masks.yaml" in result.output and "mask_weight" in result.output and "item 1" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "o").exists()
