@@ -269,3 +269,28 @@ def test_a_bad_mask_weight_is_refused_naming_the_file_item_and_field(tmp_path, b
     assert result.exit_code == 2, result.output
     assert "masks.yaml" in result.output and "mask_weight" in result.output and "item 1" in result.output
     assert "Traceback" not in result.output and not (tmp_path / "o").exists()
+
+
+# --- diagnosis --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family, ask", [("attention.scores", ["scores"]), ("attention.output", ["scores", "output"]),
+                                         ("attention.masked", ["scores"]), ("backprop.attention", ["scores", "dQ"])])
+def test_the_scale_taken_from_qs_width_where_another_d_k_is_stated_is_named(family, ask):
+    # Q is 2 wide, the problem states d_k = 16: scores divided by √2 instead of 4.
+    params = {"d_k": 2, "stated_d_k": 16} if family != "attention.scores" else {"form": "matrix", "d_k": 2,
+                                                                                "stated_d_k": 16}
+    key, doc = make_key([{"family": family, "params": params, "ask": ask}], students=("a", "b", "c"))
+    item = key.items[0]
+    q, k = np.asarray(item.env["Q"], dtype=float), np.asarray(item.env["K"], dtype=float)
+    raw = q @ np.swapaxes(k, -1, -2) / np.sqrt(2)  # by hand: √(Q's width)
+    exact = np.asarray(item.env["scores"], dtype=float)
+    subs = []
+    for j, s in enumerate(("a", "b", "c")):
+        answers = dict(doc["students"][j]["answers"])
+        answers["q1.scores"] = encode(np.where(np.isneginf(exact[j]), -np.inf, raw[j]))
+        subs.append(Submission(f"{s}.json", s, answers))
+    for result in grade(key, subs).results:
+        part = {p.part: p for p in result.parts}["q1.scores"]
+        assert "scale_from_width" in part.mistakes, (family, result.student, part.mistakes)
+        assert any("Q's width" in d for d in part.diagnosis)
