@@ -52,14 +52,7 @@ def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np) -> Pa
     values = xp.asarray(column.values)
     asked = part.asked(tuple(column.values.shape[1:]))
     flat = None if asked is None else asked.reshape(-1)
-    # Right within tolerance of the value some unasked intermediates within their tolerances give
-    # (an asked one is held to the exact value here, but for the entries it does not ask; the
-    # chain checks the student's own).
-    by_step = {p.step: p for p in item.parts}
-    steps, free = carried_inputs(item.family, part.step, by_step)
-    inputs = {s: input_width(item.tolerance_for(s), env[s], by_step[s].asked(tuple(env[s].shape[1:])), xp=xp)
-              for s in steps}
-    rounding = item_allowance(item, part.step, env, inputs, free, xp)
+    rounding, free = key_allowance(item, part.step, env, xp)
     with np.errstate(all="ignore"):
         ok = to_numpy(tol.passes(values, env[part.step], xp=xp)).reshape(n, -1) & column.readable[:, None]
         if flat is not None:
@@ -90,6 +83,25 @@ def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np) -> Pa
     named = [s for s in free if item.family.step(s).askable]  # helper steps have no name on the sheet
     empty_of = np.where(right | ~column.readable, "", uninformative(item, column.values, env, flat))
     return PartCheck(ok, right, broken, holds_all, right | holds_all, flat, explained, rounded, named, empty_of)
+
+
+def key_allowance(item: KeyItem, step: str, env: Env, xp=np, inputs_rounded: bool = False) -> tuple[Any, list[str]]:
+    """The allowance of an answer to ``step`` compared with the key (:mod:`qkvquiz.families.rounding`),
+    and the unasked steps in between: right within tolerance of the value some rounded unasked
+    intermediates give. An asked step is held to the exact value here, but for the entries it
+    does not ask; the chain checks the student's own.
+
+    ``inputs_rounded``: the asked steps feeding it may be rounded as their tolerance asks too
+    (everything the key holds may be rounded). The static practice page, which cannot re-run a
+    step on a student's own earlier answers, accepts this way what the grader accepts as right
+    for the student's own rounded answers."""
+    by_step = {p.step: p for p in item.parts}
+    steps, free = carried_inputs(item.family, step, by_step)
+    # No entry asked (inputs_rounded): every entry of the input is held to its rounding.
+    inputs = {s: input_width(item.tolerance_for(s), env[s], np.zeros(tuple(env[s].shape[1:]), bool)
+                             if inputs_rounded else by_step[s].asked(tuple(env[s].shape[1:])), xp=xp)
+              for s in steps}
+    return item_allowance(item, step, env, inputs, free, xp), free
 
 
 ZEROS, CONSTANT, GIVEN = "zeros", "constant", "given"

@@ -246,11 +246,11 @@
   }
 
   /** Does value g count as the stored target k (values and bands) at entry i? The grader's test. */
-  function passes(g, target, i) {
+  function passes(g, target, i, wide) {
     var x = expectedValue(target.values[i]);
     if (x === null || Number.isNaN(g)) return false;
     if (!isFinite(x)) return g === x;
-    return Math.abs(g - x) <= target.band[i];
+    return Math.abs(g - x) <= (wide ? target.wide[i] : target.band[i]);
   }
 
   function allMatch(values, target, asked) {
@@ -325,8 +325,11 @@
       if (reading.state === "missing") { r.verdict = "missing"; r.message = _("no answer given (every box is empty)"); return; }
       if (reading.state === "format") { r.verdict = "format"; r.message = reading.message; return; }
       var asked = data.asked, values = reading.values, ok = [], right = 0, count = 0;
+      // Within what rounding the unasked steps explains too (data.wide), unless a known mistake
+      // explains the answer: that keeps the plain tolerance, as in the grader.
+      var wide = !!data.wide && !data.mistakes.some(function (m) { return allMatch(values, m, asked); });
       for (var i = 0; i < values.length; i++) {
-        var good = (asked && !asked[i]) || passes(values[i], data, i);
+        var good = (asked && !asked[i]) || passes(values[i], data, i, wide);
         ok.push(good);
         if (!asked || asked[i]) { count++; if (good) right++; }
       }
