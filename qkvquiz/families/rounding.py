@@ -1,31 +1,39 @@
-"""How far rounding the steps in between may move a part: the rounding band of a step graph.
+"""What follows from what: the one rule for rounding and carried credit, for a step graph.
 
-A student who rounds every intermediate value to the tolerance's decimals does right work, yet
-a later step computed from rounded values can land further from the exact value than one
-tolerance band (A = 1/3 written 0.33 moves c = Σ ∇A ⊙ A by up to 0.01 for every entry, and the
-rounded c moves ∇S again). The policy, one for the grader and the audit alike:
+A student who rounds every value to the tolerance's decimals does right work, yet a later step
+computed from rounded values can land further from the exact value than one tolerance band
+(A = 1/3 written 0.33 moves c = Σ ∇A ⊙ A by up to 0.005 for every entry, and the rounded c moves
+∇S again). Carried credit asks the same question of a student's own earlier answers. The policy,
+one for the grader, the audit and the practice pages alike:
 
-    A part is right when it is within its tolerance of the value its step gives on *some*
-    intermediate values, each within its own step's tolerance of the value it should have
-    (the exact value, or the one computed from the student's own accepted answers).
+    An answer follows from its inputs when it is within its tolerance of the value its step
+    gives on some intermediate values that could come from those inputs, computed right and
+    rounded as a person rounds.
 
-The set of such values is enclosed by a band around the step's value, propagated through the
-step graph one step at a time, the way interval arithmetic propagates widths:
+How far each input may be off (its width, per entry) is based on what the student wrote:
 
-- a step in between may be off by its tolerance band (its own rounding) plus what its inputs'
-  bands move it by. A step whose inputs are exact and whose value rounding leaves unchanged
-  (whole numbers, a split of the given Q) is not rounded by anyone: its own band is 0;
-- how far an input's band moves a step: each entry of the input is moved to either end of its
-  band, one entry at a time, and the largest change each makes is added up. For a step that is
-  linear in each input entry (products with the givens, sums, transposes) that sum is exactly
-  the largest change over the whole box of inputs. For exp, the softmax and divisions it is the
-  first-order bound measured over the band itself; the terms it leaves out are products of two
-  bands (about 10⁻⁴ at 2 decimals), and each step in between is given a whole band where
-  rounding moves it by half of one, which covers them.
+- a value the student wrote carries the rounding of its last written place (:func:`written_width`:
+  half a unit there, never more than half its tolerance band; nothing where it is the exact value);
+- a step not asked, and an entry a partly asked step does not ask, carries the rounding its
+  tolerance asks (``ROUNDING``: half its band), where rounding changes its value or an input
+  moves it; a step worked row by row from its own rounded rows (a substitution) carries what
+  that compounds to (``Step.rounded_as_worked``).
+
+The set of reachable values is enclosed by a band around the step's value (:func:`allowance`):
+each entry of each input, and of each step in between, is moved to either end of its width alone
+and every later step is re-run from it; the largest change in each entry of the answer is added
+up over the entries moved. Where the chain is linear in each entry (products with the givens,
+sums, transposes) that is exactly the largest change over the whole box; a step reached along
+two paths (the weights reach ∇S directly and through the row sum) counts once, the paths netted;
+for exp, the softmax and divisions it is the first-order change over the width, whose terms of
+second order (products of two half units, about 10⁻⁵ at 2 decimals) the answer's own tolerance
+covers, since rounding the answer itself uses only half of it. The band is capped (``CAP``).
 
 The band only ever widens what passes against the right value or against the student's own
-earlier answers; known mistakes are still judged with the plain tolerance, and the worksheet
-rejects variants where a known mistake would pass (see the tests of every family's mistakes).
+earlier answers; known mistakes are still judged with the plain tolerance
+(:func:`explained_by_mistake`), and the worksheet rejects variants where a known mistake would
+pass (see the tests of every family's mistakes). :func:`entry_band` is the band of an entry of
+a student's own value for the invariant checks.
 """
 
 from __future__ import annotations
@@ -64,9 +72,9 @@ def allowance(family: Family, step: str, env: Env, params: Params, inputs: Mappi
     ``env`` holds the centre: ``inputs`` (asked steps, at the values the student is held to) and
     every step of ``between`` (unasked steps from them to ``step``, in the family's order) and
     ``step`` computed from them. ``inputs`` maps each asked input to its width per entry (what the
-    student wrote there may be off by: :func:`written_width`, the tolerance where not asked).
-    Each step of ``between`` may be off by its tolerance band where anything feeds it a width or
-    rounding changes its value. Every entry of an input or of a step in between is moved to either
+    student wrote there may be off by: :func:`input_width`). Each step of ``between`` may be off
+    by its rounding (``ROUNDING`` of its band, or what ``Step.rounded_as_worked`` gives) where
+    anything feeds it a width or rounding changes its value. Every entry of an input or of a step in between is moved to either
     end of its width alone and *every later step re-run from it* to ``step``; the largest change
     in each entry of ``step`` is added up over the entries moved. Exact for a chain linear in
     each entry; a step reached along two paths (the weights reach ∇S directly and through the
@@ -132,7 +140,8 @@ def written_width(tol: Any, values: Array, asked: Array | None = None, xp=np) ->
 
     The place is the finest any asked entry of the answer uses (a person writes a matrix to one
     number of decimals: 0.5 in a matrix written to 2 decimals is 0.50), read from the values
-    (up to 12 decimals); never more than the tolerance's band, 0 where the value is not finite.
+    (up to 12 decimals); never more than the rounding of the tolerance (``ROUNDING`` of its
+    band), 0 where the value is not finite.
     ``values``: (students, ...); ``asked``: bool of an answer's shape, or None (every entry).
     """
     v = xp.asarray(values, dtype=xp.float64)
@@ -154,7 +163,7 @@ def input_width(tol: Any, values: Array, asked: Array | None, exact: Array | Non
     """The width of an asked step used as an input: where asked, the :func:`written_width` of
     the student's own ``values`` (0 where a value is the ``exact`` one: nothing was rounded there;
     ``exact`` None: ``values`` are the key's, 0 everywhere asked); where a partial ask leaves an
-    entry unasked, its tolerance band, as for a step not asked at all."""
+    entry unasked, the rounding of its tolerance, as for a step not asked at all."""
     v = xp.asarray(values, dtype=xp.float64)
     if exact is None:
         w = xp.zeros(v.shape, dtype=xp.float64)
@@ -244,11 +253,7 @@ def item_rounding_band(item: Any, step: str, env: Env, free: Sequence[str], xp=n
     rounded and nothing else moves; None when ``free`` is empty or nothing moves."""
     if not free:
         return None
-    return item_allowance(item, step, env, {}, [s for s in family_order(item.family, free)], xp)
-
-
-def family_order(family: Family, names: Sequence[str]) -> list[str]:
-    return [s for s in family.step_names if s in set(names)]
+    return item_allowance(item, step, env, {}, [s for s in item.family.step_names if s in set(free)], xp)
 
 
 def entry_band(tol: Any, values: np.ndarray) -> np.ndarray:

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from ..core.i18n import N_, _, ngettext
-from ..core.tolerance import SLACK, Tolerance
 from ..engine.backend import to_numpy
 from ..families import Env, Family
 from ..families.rounding import entry_band, explained_by_mistake, input_width, item_allowance

@@ -294,3 +294,26 @@ def test_the_scale_taken_from_qs_width_where_another_d_k_is_stated_is_named(fami
         part = {p.part: p for p in result.parts}["q1.scores"]
         assert "scale_from_width" in part.mistakes, (family, result.student, part.mistakes)
         assert any("Q's width" in d for d in part.diagnosis)
+
+
+def test_the_console_summary_counts_a_part_with_an_unreadable_box(tmp_path):
+    from typer.testing import CliRunner
+
+    from qkvquiz.cli import app
+
+    key_path = tmp_path / "key.json"
+    _key, doc = make_key(CHAIN, students=("a", "b"))
+    key_path.write_text(json.dumps(doc), encoding="utf-8")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for s in doc["students"]:
+        answers = json.loads(json.dumps(s["answers"]))
+        if s["student"] == "a":
+            answers["q1.weights"][1][0] = "0、21"
+        (subs / f"{s['student']}.json").write_text(json.dumps({"student": s["student"], "answers": answers}),
+                                                  encoding="utf-8")
+    result = CliRunner().invoke(app, ["grade", str(key_path), str(subs), "--out", str(tmp_path / "g")],
+                                env={"COLUMNS": "200"})
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[1:-1]]
+            for line in result.output.splitlines() if line.count("│") >= 5 and line.split("│")[1].strip() in "ab"}
+    assert rows["a"][3] == "1" and rows["b"][3] == "", result.output
