@@ -288,9 +288,9 @@ def qti_score(root: ET.Element, typed: dict[str, str | None]) -> float:
     return outcomes["SCORE"]
 
 
-def test_qti_scores_count_the_masked_entries_as_one_as_the_grader_does(causal_bank):
-    # The response processing gives what entry_credit gives: every unmasked entry 1 unit of 11,
-    # and the 6 masked entries together 1 unit, only when all of them are right.
+def test_qti_scores_give_the_masked_entries_their_share_as_the_grader_does(causal_bank):
+    # The response processing gives what entry_credit gives: every unmasked entry 1/20 of its part,
+    # and the 6 masked entries together half of it, only when all of them are right.
     from qkvquiz.grade.checks import entry_credit
 
     ws, files = causal_bank
