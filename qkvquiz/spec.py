@@ -176,8 +176,8 @@ def _credit(raw: Any, default: Credit, source: str, where: str) -> Credit:
     if raw is None:
         return default
     if not isinstance(raw, Mapping) or set(raw) - set(CREDIT_KEYS):
-        raise SpecError(source, where, "a mapping with per_entry (true/false), carried_forward (0 to 1) "
-                                       "and format_error (0 to 1)")
+        raise SpecError(source, where, "a mapping with per_entry (true/false), carried_forward (0 to 1), "
+                                       "format_error (0 to 1) and mask_weight (above 0, at most 1)")
     per_entry = raw.get("per_entry", default.per_entry)
     if not isinstance(per_entry, bool):
         raise SpecError(source, f"{where}.per_entry", f"must be true or false, got {per_entry!r}")
@@ -187,7 +187,12 @@ def _credit(raw: Any, default: Credit, source: str, where: str) -> Credit:
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
             raise SpecError(source, f"{where}.{name}", f"must be a number from 0 to 1, got {share!r}")
         shares.append(float(share))
-    return Credit(per_entry, *shares)
+    mask_weight = raw.get("mask_weight", default.mask_weight)
+    if isinstance(mask_weight, bool) or not isinstance(mask_weight, (int, float)) or not 0 < mask_weight <= 1:
+        raise SpecError(source, f"{where}.mask_weight",
+                        f"must be a number above 0 and at most 1 (the share of a part the masked entries carry "
+                        f"together), got {mask_weight!r}")
+    return Credit(per_entry, *shares, float(mask_weight))
 
 
 def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_credit: Credit) -> ItemSpec:

@@ -61,19 +61,26 @@ class Credit:
     per_entry: bool = True  # proportional to the share of correct entries; False: all or nothing
     carried_forward: float = 1.0  # share of a part's points for a step right from one's own wrong inputs
     format_error: float = 0.0  # share of a part's points for an answer given but unreadable
+    # Share of a part's points that the entries a mask fixes (−∞ scores, 0 weights of masked
+    # keys) carry together, in a part that asks for some (grade.checks.entry_credit).
+    mask_weight: float = 0.5
 
     def to_json(self) -> dict[str, Any]:
-        return {"per_entry": self.per_entry, "carried_forward": self.carried_forward,
-                "format_error": self.format_error}
+        out: dict[str, Any] = {"per_entry": self.per_entry, "carried_forward": self.carried_forward,
+                               "format_error": self.format_error}
+        if self.mask_weight != MASK_WEIGHT:  # written only when set: keys of other specs stay as they were
+            out["mask_weight"] = self.mask_weight
+        return out
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Credit:
         """Read a key's credit; a key written before a setting existed gets its default."""
         return cls(bool(raw.get("per_entry", True)), float(raw.get("carried_forward", 1.0)),
-                   float(raw.get("format_error", 0.0)))
+                   float(raw.get("format_error", 0.0)), float(raw.get("mask_weight", MASK_WEIGHT)))
 
 
-CREDIT_KEYS = ("per_entry", "carried_forward", "format_error")
+MASK_WEIGHT = 0.5
+CREDIT_KEYS = ("per_entry", "carried_forward", "format_error", "mask_weight")
 
 
 WORK_SPACE_UNITS = {"cm": 1.0, "mm": 0.1, "in": 2.54}

@@ -188,7 +188,8 @@ def _grade_claimed(loaded, submissions: list[Path], out: Path, feedback: bool, b
         for col in ("student", "score", "of", "unreadable", "not answered"):
             table.add_column(col)
         for r in sorted(report.results, key=lambda r: r.student):
-            unreadable = sum(p.verdict == "format" for p in r.parts)
+            # Parts that could not be read, and parts graded with some boxes that could not be.
+            unreadable = sum(p.verdict == "format" or p.unread_boxes > 0 for p in r.parts)
             missing = sum(p.verdict == "missing" for p in r.parts)
             table.add_row(safe_text(r.student), f"{r.score:.2f}", f"{r.total:g}", str(unreadable or ""), str(missing or ""))
         console.print(table)

@@ -32,15 +32,17 @@ and ``rel`` depend on the entry). Three formats:
   when ``MASKED<k>`` counts all of them. ``MAXSCORE`` is the item's points.
 
 **Masked entries.** ``qkvquiz grade`` counts every entry of a part alike, except the entries a
-mask fixes (−∞ scores, 0 weights of masked keys), which count together as one entry, earned only
-when all of them are right (:func:`qkvquiz.grade.checks.entry_credit`): a 4×4 causal-masked part
-is 10 + 1 = 11 units. QTI 2.1's response processing says exactly that (above). A Moodle cloze
-question follows the weights as far as weights go: each unmasked entry is 1 unit and each of the
-6 masked entries 1/6 of one (whole weights 6 and 1), but a cloze question's mark is the sum of
-its fields' marks, each field on its own, so it cannot keep the unit back until all 6 are right:
-with 5 of the 6 masked entries right Moodle gives 5/6 of a unit and the grader none. With every
-masked entry right, or none, the two agree. Canvas weighs every blank alike (above), so there the
-6 masked entries weigh 6 units of 16.
+mask fixes (−∞ scores, 0 weights of masked keys), which together carry the spec's
+``credit.mask_weight`` of the part (half by default), earned only when all of them are right
+(:func:`qkvquiz.grade.checks.entry_credit`): in a 4×4 causal-masked part the 6 masked entries
+carry 1/2 together and each of the 10 others 1/20. QTI 2.1's response processing says exactly
+that (above). A Moodle cloze question follows the weights as far as weights go: each unmasked
+entry weighs 1/20 and each masked one 1/12 of the part (whole weights 3 and 5), but a cloze
+question's mark is the sum of its fields' marks, each field on its own, so it cannot keep the
+mask's share back until all 6 are right: with 5 of the 6 masked entries right Moodle gives 5/12
+of the part and the grader none of the mask's half. With every masked entry right, or none, the
+two agree. Canvas weighs every blank alike (above), so there the 6 masked entries weigh 6 units
+of 16.
 
 The problem text is the worksheet's own (the family's problem template) as HTML, with math
 left as ``\\(…\\)`` and ``\\[…\\]`` for the LMS's MathJax filter. What each format would read
@@ -72,7 +74,8 @@ import numpy as np
 
 from ..core.i18n import _, using
 from ..core.i18n import chosen as language_chosen
-from ..grade.checks import fixed_entries
+from ..grade.checks import fixed_entries, mask_shares
+from ..spec_types import MASK_WEIGHT
 from ..spec import ItemSpec, WorksheetSpec
 from ..worksheet import Worksheet, build_worksheet
 
@@ -135,6 +138,7 @@ class PartBoxes:
     # Which entries of ``shape`` are asked (a partial ask, or the real tokens of a shorter last
     # delta chunk); None when every entry is. The others are shown as "—" and never asked.
     asked: np.ndarray | None = None
+    mask_weight: float = MASK_WEIGHT  # the share the fixed entries carry together (credit.mask_weight)
 
     def grid_cells(self, cells: Sequence[str]) -> list[str]:
         """``cells`` (one per asked entry) placed in the whole grid, "—" where nothing is asked."""
@@ -158,23 +162,34 @@ def part_boxes(ws: Worksheet, item_index: int, student: int) -> list[PartBoxes]:
                         for idx in np.ndindex(exact.shape) if asked is None or asked[idx])
         # The step's prompt in the bank's language (export_questions enters it), as the pages say it.
         label = f"({'abcdefghijklmnopqrstuvwxyz'[k % 26]}) {_(item.family.step(part.step).prompt)}"
-        out.append(PartBoxes(part.id, label, part.points, exact.shape, entries, asked))
+        out.append(PartBoxes(part.id, label, part.points, exact.shape, entries, asked, item.credit.mask_weight))
     return out
 
 
-def entry_units(part: PartBoxes) -> int:
-    """How many entries the grader counts in ``part``: the entries no mask fixes, and the fixed
-    ones (if any) as one (:func:`qkvquiz.grade.checks.entry_credit`)."""
+def entry_share(part: PartBoxes) -> Fraction:
+    """The share of ``part`` one entry no mask fixes carries, as the grader weighs it
+    (:func:`qkvquiz.grade.checks.mask_shares`)."""
+    return entry_shares_of(part)[1]
+
+
+def masked_share(part: PartBoxes) -> Fraction:
+    """The share of ``part`` its fixed entries carry together (0 when it has none)."""
+    return entry_shares_of(part)[0]
+
+
+def entry_shares_of(part: PartBoxes) -> tuple[Fraction, Fraction]:
+    """(the fixed entries' share together, each other entry's share) of ``part``, exact."""
     fixed = _fixed_count(part)
-    return len(part.entries) - fixed + (fixed > 0)
+    weight = Fraction(getattr(part, "mask_weight", MASK_WEIGHT)).limit_denominator(10_000)
+    return mask_shares(fixed, len(part.entries) - fixed, weight)
 
 
 def entry_shares(part: PartBoxes) -> list[Fraction]:
-    """Each entry's share of ``part``'s points, as the grader weighs it: one unit per entry no mask
-    fixes, one unit shared equally by the fixed entries (``entry_credit``). They add up to 1."""
-    units = max(entry_units(part), 1)
+    """Each entry's share of ``part``'s points, as the grader weighs it: the fixed entries share
+    ``mask_weight`` of the part equally, the others the rest (``entry_credit``). They add up to 1."""
+    block, each = entry_shares_of(part)
     fixed = _fixed_count(part)
-    return [Fraction(1, units * fixed) if getattr(e, "fixed", False) else Fraction(1, units) for e in part.entries]
+    return [block / fixed if getattr(e, "fixed", False) else each for e in part.entries]
 
 
 def _fixed_count(part: PartBoxes) -> int:
@@ -401,18 +416,18 @@ def qti_item(ws: Worksheet, item_index: int, student: int, problem: str | None =
         "identifier": identifier, "title": f"{item_index + 1} {_item_title(item)} ({variant})",
         "adaptive": "false", "timeDependent": "false",
     })
-    # Each entry no mask fixes adds its share of SCORE when right. The entries a mask fixes count
-    # as one (grade.checks.entry_credit): each right one adds 1 to its part's MASKED<k>, and the
-    # part's one unit is added once MASKED<k> counts all of them.
+    # Each entry no mask fixes adds its share of SCORE when right. The entries a mask fixes carry
+    # mask_weight of the part together (grade.checks.entry_credit): each right one adds 1 to its
+    # part's MASKED<k>, and their share is added once MASKED<k> counts all of them.
     responses: list[tuple[str, Entry, float | str]] = []
     masked: list[tuple[str, int, float]] = []  # (counter, how many fixed entries, the unit's points)
     for k, part in enumerate(parts):
         fixed = sum(e.fixed for e in part.entries)
         if fixed:
-            masked.append((f"MASKED{k + 1}", fixed, part.points / entry_units(part)))
+            masked.append((f"MASKED{k + 1}", fixed, part.points * float(masked_share(part))))
         for e in part.entries:
             rid = _ident(f"R{k + 1}_" + "_".join(str(i + 1) for i in e.index) if e.index else f"R{k + 1}")
-            responses.append((rid, e, f"MASKED{k + 1}" if e.fixed else part.points / entry_units(part)))
+            responses.append((rid, e, f"MASKED{k + 1}" if e.fixed else part.points * float(entry_share(part))))
             decl = ET.SubElement(root, _q("responseDeclaration"), identifier=rid, cardinality="single",
                                  baseType="string" if e.infinite else "float")
             ET.SubElement(ET.SubElement(decl, _q("correctResponse")), _q("value")).text = \

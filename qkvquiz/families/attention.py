@@ -6,6 +6,8 @@ the slips along the chain) is :mod:`qkvquiz.families.qkv`.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..core.i18n import N_
@@ -70,6 +72,7 @@ from .qkv import (
     score_factor,
     scores_of,
     square,
+    scale_from_width,
     stated_d_k,
     template_context,
     unscaled_asked,
@@ -472,5 +475,12 @@ QK_SWAP = Family(
     extra={"context": template_context, "formula": _qk_formula},
     later_params=LATER_PARAMS,
 )
+
+# √(Q's width) taken for the scale where the problem states another d_k: a slip of the scores
+# (and of S before masking); the steps after them carry it.
+SCORES, OUTPUT, QK_SWAP = (dataclasses.replace(f, misconceptions=(*f.misconceptions, *scale_from_width(f.steps, ("scores",))))
+                           for f in (SCORES, OUTPUT, QK_SWAP))
+MASKED = dataclasses.replace(MASKED, misconceptions=(*MASKED.misconceptions,
+                                                     *scale_from_width(MASKED.steps, ("unmasked", "scores"))))
 
 FAMILIES = (SCORES, WEIGHTS, OUTPUT, MASKED, QK_SWAP)

@@ -8,6 +8,8 @@ with one slip in it.
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any
 
 import numpy as np
@@ -18,7 +20,7 @@ from ..engine.attention import apply_mask, softmax, softmax_backward
 from ..engine.backend import swap
 from ..engine.masks import allowed_from_given
 from ..engine.projection import linear, linear_backward, matvec, matvec_backward
-from .qkv import ATTENTION_EXTRA, ZERO_NOT_MINUS_INF, FORGOT_FACTOR, FORGOT_FACTOR_DK, FORGOT_FACTOR_DQ, MASK_PARAMS, QKV_GIVENS, SCALE_PARAMS, SIZE_PARAMS, WEIGHTS_INVARIANTS, check_mask_params, factor_shows, masked, masked_entries, n_keys, n_queries, not_saturated, qkv_params, raw_scores, sample_mask, sample_qkv, scale_shows, score_factor, scores_of, square, stated_d_k, unscaled_asked
+from .qkv import ATTENTION_EXTRA, ZERO_NOT_MINUS_INF, FORGOT_FACTOR, FORGOT_FACTOR_DK, FORGOT_FACTOR_DQ, MASK_PARAMS, QKV_GIVENS, SCALE_PARAMS, SIZE_PARAMS, WEIGHTS_INVARIANTS, check_mask_params, factor_shows, masked, masked_entries, n_keys, n_queries, not_saturated, qkv_params, raw_scores, sample_mask, sample_qkv, scale_from_width, scale_shows, score_factor, scores_of, square, stated_d_k, unscaled_asked
 from .base import (
     DECIMALS,
     Env,
@@ -432,5 +434,9 @@ PROJECTION = Family(
     ),
     accept=lambda e, p, xp: _mostly_nonzero(e.dW, e.dX, xp=xp),
 )
+
+# √(Q's width) taken for the scale where the problem states another d_k (the later steps carry it).
+ATTENTION = dataclasses.replace(ATTENTION, misconceptions=(*ATTENTION.misconceptions,
+                                                           *scale_from_width(ATTENTION.steps, ("scores",))))
 
 FAMILIES = (SCORES, SOFTMAX, ATTENTION, PROJECTION)

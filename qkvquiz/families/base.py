@@ -285,6 +285,10 @@ class Step:
     # weights of masked keys. Together they count as one entry in the per-entry credit
     # (grade.checks.entry_credit), so that the lesson of the part decides its score.
     fixed: Callable[[Env, Params, Any], Array] | None = None
+    # How far rounding moves this step when it is worked row by row, each row written rounded
+    # and used for the next (a substitution): (env, params, xp, half a unit per entry) -> the
+    # widths it reaches (families.rounding). None: rounding moves each entry by its half unit.
+    rounded_as_worked: Callable[[Env, Params, Any, Array], Array] | None = None
 
     @property
     def askable(self) -> bool:

@@ -412,6 +412,15 @@ def _o(q, s, p_mat, x):
     return q @ swap(s) + p_mat @ x
 
 
+def _substitution_rounding(a, half, transposed: bool, xp):
+    """How far rows written rounded move a substitution's result: row i is off by its own
+    half unit plus Σ_{j<i} |Aᵢⱼ| times row j's error (j>i by back substitution). The bound
+    solves the same system with −|Aᵢⱼ| below the unit diagonal (the solvers read only the
+    strict lower triangle)."""
+    solve = solve_unit_lower_transposed if transposed else solve_unit_lower
+    return solve(-xp.abs(xp.tril(a, -1)), half, xp=xp)
+
+
 FORWARD_STEPS = (
     Step("S_in", "S", "S", "", _states_in, ("Q", "K", "V", "beta", "S")),
     Step("G", "G", r"G = KK^\top", N_("Compute the key Gram matrix"), lambda e, p, xp: e.K @ swap(e.K), ("K",)),
@@ -423,9 +432,11 @@ FORWARD_STEPS = (
     Step("BV", "B_V", r"B_V = \operatorname{diag}(\beta) V", "", lambda e, p, xp: e.beta[..., :, None] * e.V,
          ("beta", "V")),
     Step("W", "W", r"W = A^{-1} B_K", N_("Compute W by forward substitution"),
-         lambda e, p, xp: solve_unit_lower(e.A, e.BK, xp=xp), ("A", "BK")),
+         lambda e, p, xp: solve_unit_lower(e.A, e.BK, xp=xp), ("A", "BK"),
+         rounded_as_worked=lambda e, p, xp, h: _substitution_rounding(e.A, h, False, xp)),
     Step("U", "U", r"U = A^{-1} B_V", N_("Compute U by forward substitution"),
-         lambda e, p, xp: solve_unit_lower(e.A, e.BV, xp=xp), ("A", "BV")),
+         lambda e, p, xp: solve_unit_lower(e.A, e.BV, xp=xp), ("A", "BV"),
+         rounded_as_worked=lambda e, p, xp, h: _substitution_rounding(e.A, h, False, xp)),
     Step("X", "X", r"X = U - W S^\top", N_("Compute X, what each token writes"),
          lambda e, p, xp: e.U - e.W @ swap(e.S_in), ("U", "W", "S_in")),
     Step("T", "T", r"T = QK^\top", "", lambda e, p, xp: e.Q @ swap(e.K), ("Q", "K")),
@@ -572,9 +583,11 @@ BACKWARD_STEPS = (
     Step("dW", r"\bar W", r"\bar W = -\bar X S", N_("Compute W̄"),
          lambda e, p, xp: -(e.dX @ e.S_in), ("dX", "S_in")),
     Step("dBK", r"\bar B_K", r"\bar B_K = A^{-\top} \bar W", N_("Compute B̄ₖ by back substitution"),
-         lambda e, p, xp: solve_unit_lower_transposed(e.A, e.dW, xp=xp), ("A", "dW")),
+         lambda e, p, xp: solve_unit_lower_transposed(e.A, e.dW, xp=xp), ("A", "dW"),
+         rounded_as_worked=lambda e, p, xp, h: _substitution_rounding(e.A, h, True, xp)),
     Step("dBV", r"\bar B_V", r"\bar B_V = A^{-\top} \bar U", N_("Compute B̄ᵥ by back substitution"),
-         lambda e, p, xp: solve_unit_lower_transposed(e.A, e.dU, xp=xp), ("A", "dU")),
+         lambda e, p, xp: solve_unit_lower_transposed(e.A, e.dU, xp=xp), ("A", "dU"),
+         rounded_as_worked=lambda e, p, xp, h: _substitution_rounding(e.A, h, True, xp)),
     Step("dA", r"\bar A", r"\bar A = -\bar B_K W^\top - \bar B_V U^\top",
          N_("Compute Ā (every entry, treating A as a free C×C matrix)"),
          lambda e, p, xp: -(e.dBK @ swap(e.W)) - e.dBV @ swap(e.U), ("dBK", "W", "dBV", "U")),

@@ -181,6 +181,30 @@ FORGOT_FACTOR = N_("The scores were not multiplied by the scale this problem giv
 FORGOT_FACTOR_DQ = N_("The scale was forgotten in ∇Q: S = scale·QKᵀ, so ∇Q = scale·∇S K.")
 FORGOT_FACTOR_DK = N_("The scale was forgotten in ∇K: S = scale·QKᵀ, so ∇K = scale·∇Sᵀ Q.")
 UNSCALED = N_("The scores were not divided by √dₖ.")
+SCALE_FROM_WIDTH = N_("The scores were divided by the square root of Q's width (the length of a query); this "
+                      "problem states dₖ for the scale: divide by √dₖ with the dₖ it gives.")
+
+
+def states_other_d_k(p: Params) -> bool:
+    """The problem states a d_k for the scale other than Q's width (``stated_d_k``)."""
+    return divides_by_sqrt_dk(p) and int(p.get("stated_d_k") or 0) not in (0, int(p.get("d_k", 0)))
+
+
+def scale_from_width(steps: tuple, names: tuple[str, ...]) -> tuple[Misconception, ...]:
+    """The mistake of taking √(Q's width) for the scale where the problem states another d_k:
+    each of ``names`` as the family's ``steps`` give it with ``stated_d_k`` left out. Added after
+    the families were published: it names the slip and screens no variant."""
+    def wrong(name: str):
+        def fn(e: Env, p: Params, xp) -> Any:
+            env, width = Env(e), Params({**p, "stated_d_k": 0})
+            for step in steps:
+                env[step.name] = step.fn(env, width, xp)
+                if step.name == name:
+                    return env[name]
+            raise KeyError(name)
+        return fn
+    return tuple(Misconception(name, "scale_from_width", wrong(name), SCALE_FROM_WIDTH,
+                               applies=states_other_d_k, screens=False) for name in names)
 
 
 def unscaled_asked(p: Params) -> bool:

@@ -1,40 +1,49 @@
-"""How far rounding the steps in between may move a part: the rounding band of a step graph.
+"""What follows from what: the one rule for rounding and carried credit, for a step graph.
 
-A student who rounds every intermediate value to the tolerance's decimals does right work, yet
-a later step computed from rounded values can land further from the exact value than one
-tolerance band (A = 1/3 written 0.33 moves c = Σ ∇A ⊙ A by up to 0.01 for every entry, and the
-rounded c moves ∇S again). The policy, one for the grader and the audit alike:
+A student who rounds every value to the tolerance's decimals does right work, yet a later step
+computed from rounded values can land further from the exact value than one tolerance band
+(A = 1/3 written 0.33 moves c = Σ ∇A ⊙ A by up to 0.005 for every entry, and the rounded c moves
+∇S again). Carried credit asks the same question of a student's own earlier answers. The policy,
+one for the grader, the audit and the practice pages alike:
 
-    A part is right when it is within its tolerance of the value its step gives on *some*
-    intermediate values, each within its own step's tolerance of the value it should have
-    (the exact value, or the one computed from the student's own accepted answers).
+    An answer follows from its inputs when it is within its tolerance of the value its step
+    gives on some intermediate values that could come from those inputs, computed right and
+    rounded as a person rounds.
 
-The set of such values is enclosed by a band around the step's value, propagated through the
-step graph one step at a time, the way interval arithmetic propagates widths:
+How far each input may be off (its width, per entry) is based on what the student wrote:
 
-- a step in between may be off by its tolerance band (its own rounding) plus what its inputs'
-  bands move it by. A step whose inputs are exact and whose value rounding leaves unchanged
-  (whole numbers, a split of the given Q) is not rounded by anyone: its own band is 0;
-- how far an input's band moves a step: each entry of the input is moved to either end of its
-  band, one entry at a time, and the largest change each makes is added up. For a step that is
-  linear in each input entry (products with the givens, sums, transposes) that sum is exactly
-  the largest change over the whole box of inputs. For exp, the softmax and divisions it is the
-  first-order bound measured over the band itself; the terms it leaves out are products of two
-  bands (about 10⁻⁴ at 2 decimals), and each step in between is given a whole band where
-  rounding moves it by half of one, which covers them.
+- a value the student wrote carries the rounding of its last written place (:func:`written_width`:
+  half a unit there, never more than half its tolerance band; nothing where it is the exact value);
+- a step not asked, and an entry a partly asked step does not ask, carries the rounding its
+  tolerance asks (``ROUNDING``: half its band), where rounding changes its value or an input
+  moves it; a step worked row by row from its own rounded rows (a substitution) carries what
+  that compounds to (``Step.rounded_as_worked``).
+
+The set of reachable values is enclosed by a band around the step's value (:func:`allowance`):
+each entry of each input, and of each step in between, is moved to either end of its width alone
+and every later step is re-run from it; the largest change in each entry of the answer is added
+up over the entries moved. Where the chain is linear in each entry (products with the givens,
+sums, transposes) that is exactly the largest change over the whole box; a step reached along
+two paths (the weights reach ∇S directly and through the row sum) counts once, the paths netted;
+for exp, the softmax and divisions it is the first-order change over the width, whose terms of
+second order (products of two half units, about 10⁻⁵ at 2 decimals) the answer's own tolerance
+covers, since rounding the answer itself uses only half of it. The band is capped (``CAP``).
 
 The band only ever widens what passes against the right value or against the student's own
-earlier answers; known mistakes are still judged with the plain tolerance, and the worksheet
-rejects variants where a known mistake would pass (see the tests of every family's mistakes).
+earlier answers; known mistakes are still judged with the plain tolerance
+(:func:`explained_by_mistake`), and the worksheet rejects variants where a known mistake would
+pass (see the tests of every family's mistakes). :func:`entry_band` is the band of an entry of
+a student's own value for the invariant checks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from ..core.tolerance import SLACK
 from .base import Env, Family, Params
 
 Array = Any
@@ -56,27 +65,114 @@ def upstream(family: Family, step: str) -> list[str]:
     return [s for s in family.step_names if s in seen]
 
 
-def rounding_band(family: Family, step: str, env: Env, params: Params, free: Sequence[str],
-                  band_of: BandOf, unchanged: RoundsTo, xp=np, widths: dict[str, Array] | None = None) -> Array:
-    """The extra |answer − env[step]| a part of ``step`` may have, when each step in ``free``
-    (steps ``step`` is computed from, in the family's order) may be rounded.
+def allowance(family: Family, step: str, env: Env, params: Params, inputs: Mapping[str, Array],
+              between: Sequence[str], band_of: BandOf, unchanged: RoundsTo, xp=np) -> Array | None:
+    """The extra |answer − env[step]| an answer to ``step`` may have (the one rule; see the module).
 
-    ``env`` holds the centre: every step of ``free`` and ``step`` itself computed from the values
-    the student is held to (the exact ones, or their own accepted answers). Returns an array of
-    ``env[step]``'s shape (leading axis: the variants); 0 where nothing in ``free`` reaches.
-
-    ``widths`` keeps each free step's band for the next call on the same ``env`` with the same
-    free steps (the parts of one item share their unasked steps).
+    ``env`` holds the centre: ``inputs`` (asked steps, at the values the student is held to) and
+    every step of ``between`` (unasked steps from them to ``step``, in the family's order) and
+    ``step`` computed from them. ``inputs`` maps each asked input to its width per entry (what the
+    student wrote there may be off by: :func:`input_width`). Each step of ``between`` may be off
+    by its rounding (``ROUNDING`` of its band, or what ``Step.rounded_as_worked`` gives) where
+    anything feeds it a width or rounding changes its value. Every entry of an input or of a step in between is moved to either
+    end of its width alone and *every later step re-run from it* to ``step``; the largest change
+    in each entry of ``step`` is added up over the entries moved. Exact for a chain linear in
+    each entry; a step reached along two paths (the weights reach ∇S directly and through the
+    row sum) counts once, with the paths' changes netted. The sum is capped at
+    ``CAP`` times the band of ``step`` itself. None when nothing moves.
     """
-    width: dict[str, Array] = {} if widths is None else widths
-    for name in free:
-        if family.step(name).kind != "number" or name in width:
+    widths: dict[str, Array] = {name: xp.asarray(w, dtype=xp.float64) for name, w in inputs.items()}
+    for name in between:
+        if family.step(name).kind != "number":
             continue
-        moved = _moved_by(family, name, env, params, width, xp)
         value = xp.asarray(env[name])
-        own = xp.where((moved > 0) | ~unchanged(name, value), band_of(name, value), 0.0)
-        width[name] = xp.where(xp.isfinite(value), own + moved, 0.0)
-    return _moved_by(family, step, env, params, width, xp)
+        batch = value.shape[0]
+        fed = xp.zeros(batch, dtype=bool)
+        for need in family.step(name).needs:
+            w = widths.get(need)
+            if w is not None:
+                fed = fed | (w.reshape(batch, -1) > 0).any(axis=1)
+        fed = fed.reshape((batch,) + (1,) * (value.ndim - 1))
+        own = xp.where(fed | ~unchanged(name, value), ROUNDING * band_of(name, value), 0.0)
+        worked = family.step(name).rounded_as_worked
+        if worked is not None:
+            with np.errstate(all="ignore"):
+                own = xp.asarray(worked(env, params, xp, own), dtype=xp.float64)
+        widths[name] = xp.where(xp.isfinite(value), own, 0.0)
+    if not any(bool((w > 0).any()) for w in widths.values()):
+        return None
+    centre = xp.asarray(env[step])
+    total = xp.zeros(centre.shape, dtype=xp.float64)
+    for name, w in widths.items():
+        chain = _downstream(family, name, between, step)
+        if chain is not None and bool((w > 0).any()):
+            total = total + _moved_through(family, name, w, chain, step, env, params, xp)
+    cap = CAP * band_of(step, centre)
+    return xp.where(xp.isfinite(centre), xp.minimum(total, cap), 0.0)
+
+
+# What rounding to its tolerance moves a value by: half a unit in the tolerance's last place
+# (0.005 at 2 decimals), half its band. A step nobody asks is held to this, as a written value
+# is held to half a unit in its own last written place.
+ROUNDING = 0.5
+
+# The allowance never exceeds this many times the band of the step itself: a guard against a
+# first-order bound that runs away where a step is far from linear (a nearly singular solve).
+# It must stay above what honest rounding reaches: 5 bands on the bundled specs (delta-rule's
+# dK), and 13 bands for a by-hand student on a 4-token chunk of the delta rule (ten steps in
+# between, whose first-order bound there is 50 bands).
+CAP = 64.0
+
+
+def _downstream(family: Family, source: str, between: Sequence[str], step: str) -> list[str] | None:
+    """The steps of ``between`` after ``source`` that it feeds (in order), or None when it does not reach ``step``."""
+    reached = {source}
+    chain = []
+    for name in between:
+        if name != source and set(family.step(name).needs) & reached:
+            reached.add(name)
+            chain.append(name)
+    return chain if set(family.step(step).needs) & reached else None
+
+
+def written_width(tol: Any, values: Array, asked: Array | None = None, xp=np) -> Array:
+    """What a value a student wrote may be off by: half a unit in its last written place.
+
+    The place is the finest any asked entry of the answer uses (a person writes a matrix to one
+    number of decimals: 0.5 in a matrix written to 2 decimals is 0.50), read from the values
+    (up to 12 decimals); never more than the rounding of the tolerance (``ROUNDING`` of its
+    band), 0 where the value is not finite.
+    ``values``: (students, ...); ``asked``: bool of an answer's shape, or None (every entry).
+    """
+    v = xp.asarray(values, dtype=xp.float64)
+    n = v.shape[0]
+    finite = xp.isfinite(v)
+    flat = xp.where(finite, v, 0.0).reshape(n, -1)
+    if asked is not None:
+        flat = flat[:, xp.asarray(asked).reshape(-1)]
+    places = xp.zeros(n, dtype=xp.int64)
+    for p in range(12, -1, -1):
+        scaled = flat * 10.0 ** p
+        off = xp.abs(scaled - xp.round(scaled)) > 1e-6 * xp.maximum(1.0, xp.abs(scaled))
+        places = xp.where(off.any(axis=1) & (places == 0), p + 1, places)
+    half = (0.5 * 10.0 ** (-places.astype(xp.float64))).reshape((n,) + (1,) * (v.ndim - 1))
+    return xp.where(finite, xp.minimum(half, ROUNDING * tol.band(v, xp=xp)), 0.0)
+
+
+def input_width(tol: Any, values: Array, asked: Array | None, exact: Array | None = None, xp=np) -> Array:
+    """The width of an asked step used as an input: where asked, the :func:`written_width` of
+    the student's own ``values`` (0 where a value is the ``exact`` one: nothing was rounded there;
+    ``exact`` None: ``values`` are the key's, 0 everywhere asked); where a partial ask leaves an
+    entry unasked, the rounding of its tolerance, as for a step not asked at all."""
+    v = xp.asarray(values, dtype=xp.float64)
+    if exact is None:
+        w = xp.zeros(v.shape, dtype=xp.float64)
+    else:
+        w = xp.where(v == xp.asarray(exact, dtype=xp.float64), 0.0, written_width(tol, v, asked, xp))
+    if asked is None:
+        return w
+    band = xp.where(xp.isfinite(v), ROUNDING * tol.band(v, xp=xp), 0.0)
+    return xp.where(xp.asarray(asked)[None], w, band)
 
 
 # Moves of input entries evaluated in one call, as extra variants: at most this many rows at once.
@@ -104,40 +200,37 @@ class _Repeated(Env):
         return self[name] if name in self else default
 
 
-def _moved_by(family: Family, step: str, env: Env, params: Params, width: dict[str, Array], xp) -> Array:
-    """How far ``step`` moves when each of its inputs in ``width`` is off by up to its width.
-
-    Each input entry is moved to either end of its width alone; the largest change in every
-    entry of ``step`` is added up over the input entries (the box's corners, first order). The
-    moves run as extra variants of one batched call per input (in blocks of rows).
-    """
+def _moved_through(family: Family, source: str, width: Array, chain: Sequence[str], step: str, env: Env,
+                   params: Params, xp) -> Array:
+    """How far ``step`` moves when each entry of ``source`` is off by up to ``width``, every step of
+    ``chain`` (between them) re-run: per entry of ``step``, the largest change each entry's two
+    moves make, added up over the entries. The moves run as extra variants of one batched call
+    per step (in blocks of rows)."""
     centre = xp.asarray(env[step])
     batch = centre.shape[0]
     total = xp.zeros(centre.shape, dtype=xp.float64)
-    fn = family.step(step).fn
-    for name in family.step(step).needs:
-        w = width.get(name)
-        if w is None or not bool((w > 0).any()):
-            continue
-        base = xp.asarray(env[name], dtype=xp.float64)
-        flat_w = w.reshape(batch, -1)
-        entries = [int(i) for i in np.flatnonzero(np.asarray(_host((flat_w > 0).any(axis=0))))]
-        per_call = max(1, _ROWS_PER_CALL // (2 * batch))
-        for lo in range(0, len(entries), per_call):
-            group = entries[lo:lo + per_call]
-            k = 2 * len(group)
-            # Block b of the k·batch rows moves entry group[b // 2] up (b even) or down (b odd).
-            moved = xp.broadcast_to(base.reshape(batch, -1)[None], (k, batch, flat_w.shape[1])).copy()
-            for b, entry in enumerate(group):
-                moved[2 * b, :, entry] += flat_w[:, entry]
-                moved[2 * b + 1, :, entry] -= flat_w[:, entry]
-            moved = moved.reshape(k * batch, *base.shape[1:])
-            with np.errstate(all="ignore"):
-                out = xp.asarray(fn(_Repeated(env, k, {name: moved}, xp), params, xp))
-                change = xp.abs(out.reshape(k, *centre.shape) - centre[None])
-            # −∞ stays −∞ (a masked score): no change there, not ∞ − ∞.
-            change = xp.where(xp.isfinite(change), change, 0.0)
-            total = total + change.reshape(len(group), 2, *centre.shape).max(axis=1).sum(axis=0)
+    base = xp.asarray(env[source], dtype=xp.float64)
+    flat_w = width.reshape(batch, -1)
+    entries = [int(i) for i in np.flatnonzero(np.asarray(_host((flat_w > 0).any(axis=0))))]
+    per_call = max(1, _ROWS_PER_CALL // (2 * batch))
+    for lo in range(0, len(entries), per_call):
+        group = entries[lo:lo + per_call]
+        k = 2 * len(group)
+        # Block b of the k·batch rows moves entry group[b // 2] up (b even) or down (b odd).
+        moved = xp.broadcast_to(base.reshape(batch, -1)[None], (k, batch, flat_w.shape[1])).copy()
+        for b, entry in enumerate(group):
+            moved[2 * b, :, entry] += flat_w[:, entry]
+            moved[2 * b + 1, :, entry] -= flat_w[:, entry]
+        replaced = {source: moved.reshape(k * batch, *base.shape[1:])}
+        with np.errstate(all="ignore"):
+            repeated = _Repeated(env, k, replaced, xp)
+            for name in chain:
+                replaced[name] = xp.asarray(family.step(name).fn(repeated, params, xp))
+            out = xp.asarray(family.step(step).fn(repeated, params, xp))
+            change = xp.abs(out.reshape(k, *centre.shape) - centre[None])
+        # −∞ stays −∞ (a masked score): no change there, not ∞ − ∞.
+        change = xp.where(xp.isfinite(change), change, 0.0)
+        total = total + change.reshape(len(group), 2, *centre.shape).max(axis=1).sum(axis=0)
     return total
 
 
@@ -146,16 +239,32 @@ def _host(value: Array) -> Any:
     return value.get() if hasattr(value, "get") and not isinstance(value, np.ndarray) else value
 
 
-def item_rounding_band(item: Any, step: str, env: Env, free: Sequence[str], xp=np,
-                       widths: dict[str, Array] | None = None) -> Array | None:
-    """:func:`rounding_band` for a worksheet item (a spec's or a key's: ``family``, ``params`` and
-    ``tolerance_for``), each step with the tolerance it is graded with; None when ``free`` is empty."""
+def item_allowance(item: Any, step: str, env: Env, inputs: Mapping[str, Array], between: Sequence[str],
+                   xp=np) -> Array | None:
+    """:func:`allowance` for a worksheet item (a spec's or a key's: ``family``, ``params`` and
+    ``tolerance_for``), each step with the tolerance it is graded with."""
+    return allowance(item.family, step, env, item.params, inputs, between,
+                     lambda name, value: item.tolerance_for(name).band(value, xp=xp),
+                     lambda name, value: item.tolerance_for(name).unchanged_by_rounding(value, xp=xp), xp)
+
+
+def item_rounding_band(item: Any, step: str, env: Env, free: Sequence[str], xp=np) -> Array | None:
+    """The allowance of ``step`` when the steps ``free`` (unasked, in the family's order) may be
+    rounded and nothing else moves; None when ``free`` is empty or nothing moves."""
     if not free:
         return None
-    return rounding_band(item.family, step, env, item.params, free,
-                         lambda name, value: item.tolerance_for(name).band(value, xp=xp),
-                         lambda name, value: item.tolerance_for(name).unchanged_by_rounding(value, xp=xp), xp,
-                         widths)
+    return item_allowance(item, step, env, {}, [s for s in item.family.step_names if s in set(free)], xp)
+
+
+def entry_band(tol: Any, values: np.ndarray) -> np.ndarray:
+    """The error each entry of a student's ``values`` may carry, for invariant checks.
+
+    The tolerance's band around the student's own value, at least its band around 0 (so an
+    entry that should be 0 is judged like an exact 0), plus the float slack.
+    """
+    finite = np.where(np.isfinite(values), np.abs(values), 0.0)
+    band = np.maximum(tol.band(values), tol.band(np.zeros_like(values)))
+    return band + SLACK * np.maximum(finite, band)
 
 
 def explained_by_mistake(item: Any, step: str, env: Env, values: Array, asked: Array | None = None,

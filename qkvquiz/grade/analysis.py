@@ -42,6 +42,7 @@ class PartStats:
     shares: dict[str, float]  # verdict -> share of students
     mistakes: tuple[Finding, ...]  # most common first (ties by name)
     broken: tuple[Finding, ...]
+    unread: float = 0.0  # share of students graded with boxes of this part that could not be read
 
     @property
     def mean_share(self) -> float:
@@ -63,9 +64,11 @@ def item_analysis(report: GradeReport) -> list[PartStats]:
         broken: Counter = Counter()
         sentences: dict[str, str] = {}
         total = 0.0
+        unread = 0
         for result in report.results:
             r = result.parts[position]
             total += r.score
+            unread += r.unread_boxes > 0
             verdicts[r.verdict] += 1
             for name, sentence in zip(r.mistakes, r.diagnosis):
                 mistakes[name] += 1
@@ -78,6 +81,7 @@ def item_analysis(report: GradeReport) -> list[PartStats]:
             part=part.id, item=item.id, step=part.step, points=part.points, students=students,
             mean_score=total / n, shares={v: verdicts[v] / n for v in VERDICT_ORDER},
             mistakes=_findings(mistakes, sentences, n), broken=_findings(broken, sentences, n),
+            unread=unread / n,
         ))
     return stats
 
@@ -93,10 +97,10 @@ def _summary(findings: tuple[Finding, ...], limit: int | None = None) -> str:
 def item_analysis_csv(stats: list[PartStats]) -> str:
     """One row per part: shares are fractions of the students graded (0 to 1)."""
     header = ["part", "item", "step", "points", "students", "mean_score", "mean_share",
-              *(f"share_{v}" for v in VERDICT_ORDER), "top_mistakes", "broken_invariants"]
+              *(f"share_{v}" for v in VERDICT_ORDER), "top_mistakes", "broken_invariants", "share_unreadable_boxes"]
     rows = ([s.part, s.item, s.step, points_text(s.points), s.students, points_text(s.mean_score),
              _share(s.mean_share), *(_share(s.shares[v]) for v in VERDICT_ORDER),
-             _summary(s.mistakes, TOP_MISTAKES), _summary(s.broken)] for s in stats)
+             _summary(s.mistakes, TOP_MISTAKES), _summary(s.broken), _share(s.unread)] for s in stats)
     return csv_text([header, *rows], lineterminator="\n")
 
 
@@ -108,7 +112,7 @@ def item_analysis_context(report: GradeReport, stats: list[PartStats]) -> dict[s
     rows = [{
         "part": s.part, "step": s.step, "points": points_text(s.points),
         "mean": points_text(round(s.mean_score, 2)), "mean_share": _percent(s.mean_share),
-        **{v: _percent(s.shares[v]) for v in VERDICT_ORDER},
+        **{v: _percent(s.shares[v]) for v in VERDICT_ORDER}, "unread": _percent(s.unread),
         "mistakes": [{"name": f.name, "sentence": f.sentence, "count": f.count, "share": _percent(f.share)}
                      for f in s.mistakes],
         "broken": [{"name": f.name, "sentence": f.sentence, "count": f.count, "share": _percent(f.share)}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,11 +32,11 @@ from ..core.inputs import shown_path
 from ..core.ragged import fill_absent
 from ..core.untrusted import terminal_text
 from ..families import Env
-from ..families.rounding import explained_by_mistake, item_rounding_band, upstream
+from ..families.rounding import entry_band, explained_by_mistake, input_width, item_allowance
 from ..key import encode
 from ..spec import ItemSpec, SpecError, WorksheetSpec, parse_spec, read_spec_data
 from ..worksheet import solve_item
-from .checks import carried_inputs, entry_band, rerun_env
+from .checks import carried_inputs, rerun_env
 from .feedback import entry_name, number_text, table
 from .parse import AnswerFormatError, parse_answer, parse_shape_text
 
@@ -180,10 +180,12 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
         read[step] = value
         partial[step] = claimed_at
         check.claimed = _encode_claim(value[0], claimed_at)
-        # Within tolerance of what some unclaimed intermediates within their tolerances give:
-        # rounding the steps in between is right work (the grader's rule, families.rounding).
-        free = [s for s in upstream(family, step) if s not in read]
-        rounding = item_rounding_band(item, step, env, free)
+        # Within tolerance of what some unclaimed intermediates rounded give: rounding the steps
+        # in between is right work (the grader's rule, families.rounding). A claimed step feeding
+        # it is held to the exact value where claimed, to its rounding where not.
+        feeding, free = carried_inputs(family, step, read)
+        rounding = item_allowance(item, step, env, {s: input_width(item.tolerance_for(s), env[s], partial[s])
+                                                    for s in feeding}, free)
         with np.errstate(all="ignore"):
             ok = tol.passes(value, exact)[0] | ~claimed_at
             # A claim a known mistake explains keeps the plain tolerance.
@@ -197,7 +199,7 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
                         "steps": ", ".join(s for s in free if family.step(s).askable)}
         if ok.all():
             continue
-        if _follows_from_right_claims(item, env, step, value, read, checks, claimed_at, explained):
+        if _follows_from_right_claims(item, env, step, value, read, checks, claimed_at, partial, explained):
             continue
         check.verdict = "wrong"
         wrong = np.argwhere(~ok) if ok.ndim else [()]
@@ -237,7 +239,7 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
         if not bad:
             continue
         redo = rerun_env(family, step, env, {s: read[s] for s in inputs}, between, params)
-        rounding = item_rounding_band(item, step, redo, between)
+        rounding = item_allowance(item, step, redo, _own_widths(item, inputs, read, partial, env), between)
         if redo[step].shape == read[step].shape and (item.tolerance_for(step).passes(
                 read[step], redo[step], extra=rounding)[0] | ~partial[step]).all():
             check.follows_from = bad
@@ -332,9 +334,17 @@ def _solve_stated(item: ItemSpec, claimed: list[str], source: str, where: str) -
     return envs[0]
 
 
+def _own_widths(item: ItemSpec, inputs: Sequence[str], read: Mapping[str, np.ndarray],
+                partial: Mapping[str, np.ndarray], env: Env) -> dict[str, np.ndarray]:
+    """The width of each claimed input, as the grader gives a student's own answers
+    (:func:`qkvquiz.families.rounding.input_width`)."""
+    return {s: input_width(item.tolerance_for(s), read[s], partial[s], env[s]) for s in inputs}
+
+
 def _follows_from_right_claims(item: ItemSpec, env: Env, step: str, value: np.ndarray,
                                read: Mapping[str, np.ndarray], checks: Mapping[str, ClaimCheck],
-                               claimed_at: np.ndarray, explained: bool = False) -> bool:
+                               claimed_at: np.ndarray, partial: Mapping[str, np.ndarray],
+                               explained: bool = False) -> bool:
     """A claim off the exact value that is right for the claimant's own earlier claims, all accepted.
 
     Rounding each step to the asked decimals is right work: the later value is then compared
@@ -348,8 +358,10 @@ def _follows_from_right_claims(item: ItemSpec, env: Env, step: str, value: np.nd
     tol = item.tolerance_for(step)
     again = rerun_env(family, step, env, {s: read[s] for s in inputs}, between, params)
     redo = again[step]
-    # The unclaimed steps in between may be rounded too, unless a known mistake explains the claim.
-    rounding = None if explained else item_rounding_band(item, step, again, between)
+    # The claimant's values may carry the rounding of their last written place, the unclaimed
+    # steps in between theirs, unless a known mistake explains the claim.
+    rounding = None if explained else item_allowance(
+        item, step, again, _own_widths(item, inputs, read, partial, env), between)
     with np.errstate(all="ignore"):
         if redo.shape != value.shape or not (tol.passes(value, redo, extra=rounding)[0] | ~claimed_at).all():
             return False

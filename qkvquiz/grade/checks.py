@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 
 from ..core.i18n import N_, _, ngettext
-from ..core.tolerance import SLACK, Tolerance
 from ..engine.backend import to_numpy
 from ..families import Env, Family
-from ..families.rounding import explained_by_mistake, item_rounding_band, upstream
+from ..families.rounding import entry_band, explained_by_mistake, input_width, item_allowance
 from ..key import KeyItem
 from ..spec import Part
+from ..spec_types import MASK_WEIGHT
 from .columns import Column
 from .results import PartResult
 
@@ -37,36 +37,21 @@ class PartCheck:
     # bool (students,): right only within the rounding band of the unasked steps ``free``
     rounded: np.ndarray | None = None
     free: list[str] = field(default_factory=list)
+    # per student: "" or what makes a wrong answer carry no information (see :func:`uninformative`)
+    empty_of: np.ndarray | None = None
 
 
-def entry_band(tol: Tolerance, values: np.ndarray) -> np.ndarray:
-    """The error each entry of a student's ``values`` may carry, for invariant checks.
-
-    The tolerance's band around the student's own value, at least its band around 0 (so an
-    entry that should be 0 is judged like an exact 0), plus the float slack.
-    """
-    finite = np.where(np.isfinite(values), np.abs(values), 0.0)
-    band = np.maximum(tol.band(values), tol.band(np.zeros_like(values)))
-    return band + SLACK * np.maximum(finite, band)
-
-
-def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np,
-               widths: dict[str, Any] | None = None) -> PartCheck:
+def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np) -> PartCheck:
     """Entries within tolerance and invariants of every student's answer to ``part``.
 
-    ``env`` holds the key's values on ``xp``; the verdicts come back to the host. ``widths``
-    keeps the rounding bands of the unasked steps for the item's other parts.
+    ``env`` holds the key's values on ``xp``; the verdicts come back to the host.
     """
     n = len(column.readable)
     tol = item.tolerance_for(part.step)
     values = xp.asarray(column.values)
     asked = part.asked(tuple(column.values.shape[1:]))
     flat = None if asked is None else asked.reshape(-1)
-    # Right within tolerance of the value some unasked intermediates within their tolerances give
-    # (an asked one is held to the exact value here; the chain checks the student's own).
-    asked_steps = {p.step for p in item.parts}
-    free = [s for s in upstream(item.family, part.step) if s not in asked_steps]
-    rounding = item_rounding_band(item, part.step, env, free, xp, widths)
+    rounding, free = key_allowance(item, part.step, env, xp)
     with np.errstate(all="ignore"):
         ok = to_numpy(tol.passes(values, env[part.step], xp=xp)).reshape(n, -1) & column.readable[:, None]
         if flat is not None:
@@ -95,7 +80,60 @@ def check_part(item: KeyItem, part: Part, column: Column, env: Env, xp=np,
                 broken.append((inv.name, _(inv.feedback), judged & ~holds))
     holds_all &= column.readable
     named = [s for s in free if item.family.step(s).askable]  # helper steps have no name on the sheet
-    return PartCheck(ok, right, broken, holds_all, right | holds_all, flat, explained, rounded, named)
+    empty_of = np.where(right | ~column.readable, "", uninformative(item, column.values, env, flat))
+    return PartCheck(ok, right, broken, holds_all, right | holds_all, flat, explained, rounded, named, empty_of)
+
+
+def key_allowance(item: KeyItem, step: str, env: Env, xp=np, inputs_rounded: bool = False) -> tuple[Any, list[str]]:
+    """The allowance of an answer to ``step`` compared with the key (:mod:`qkvquiz.families.rounding`),
+    and the unasked steps in between: right within tolerance of the value some rounded unasked
+    intermediates give. An asked step is held to the exact value here, but for the entries it
+    does not ask; the chain checks the student's own.
+
+    ``inputs_rounded``: the asked steps feeding it may be rounded as their tolerance asks too
+    (everything the key holds may be rounded). The static practice page, which cannot re-run a
+    step on a student's own earlier answers, accepts this way what the grader accepts as right
+    for the student's own rounded answers."""
+    by_step = {p.step: p for p in item.parts}
+    steps, free = carried_inputs(item.family, step, by_step)
+    # No entry asked (inputs_rounded): every entry of the input is held to its rounding.
+    inputs = {s: input_width(item.tolerance_for(s), env[s], np.zeros(tuple(env[s].shape[1:]), bool)
+                             if inputs_rounded else by_step[s].asked(tuple(env[s].shape[1:])), xp=xp)
+              for s in steps}
+    return item_allowance(item, step, env, inputs, free, xp), free
+
+
+ZEROS, CONSTANT, GIVEN = "zeros", "constant", "given"
+
+
+def uninformative(item: KeyItem, values: np.ndarray, env: Env, asked: np.ndarray | None = None) -> np.ndarray:
+    """Per student: why an answer carries no information of its own, or "".
+
+    ``"zeros"``: every finite asked entry is 0 (a single one too); ``"constant"``: every one is
+    one number (of at least two); ``"given"``: it is a given of the same shape copied through. −∞ entries (masked
+    scores) are left out. A later step computed from such an answer may follow from it, but it
+    shows no work: no carried credit flows from it (:func:`_chain`).
+    """
+    n = values.shape[0]
+    flat = values.reshape(n, -1)
+    if asked is not None:
+        flat = flat[:, asked]
+    finite = np.isfinite(flat)
+    counted = finite.sum(axis=1)
+    low = np.where(finite, flat, np.inf).min(axis=1, initial=np.inf)
+    high = np.where(finite, flat, -np.inf).max(axis=1, initial=-np.inf)
+    same = (counted >= 1) & (high - low <= 1e-12 * np.maximum(1.0, np.abs(high)))
+    # A single number is "one constant" only when it is 0: any other carries what it says.
+    out = np.where(same & (low == 0), ZEROS, np.where(same & (counted >= 2), CONSTANT, "")).astype(object)
+    for name in item.family.given_names:
+        given = np.asarray(to_numpy(env[name]), dtype=np.float64)
+        if given.shape != values.shape:
+            continue
+        g = given.reshape(n, -1) if asked is None else given.reshape(n, -1)[:, asked]
+        with np.errstate(invalid="ignore"):
+            copied = ((flat == g) | (~np.isfinite(flat) & ~np.isfinite(g))).all(axis=1) & (counted >= 2)
+        out = np.where((out == "") & copied, GIVEN, out)
+    return out
 
 
 def carried_inputs(family: Family, step: str, asked: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -150,11 +188,10 @@ def grade_item(item: KeyItem, rows: np.ndarray, columns: Mapping[str, Column], x
     host = Env({name: value[rows] for name, value in item.env.items()})
     env = host if xp is np else Env({name: xp.asarray(value) for name, value in host.items()})
     columns = _with_unasked_filled(item, columns, host)
-    widths: dict[str, Any] = {}  # the unasked steps' rounding bands, shared by the parts
-    checks = {part.id: check_part(item, part, columns[part.id], env, xp, widths) for part in item.parts}
+    checks = {part.id: check_part(item, part, columns[part.id], env, xp) for part in item.parts}
     if no_carry is None:
         no_carry = np.zeros(len(rows), dtype=bool)
-    chains = chain_checks(item, columns, checks, env, no_carry, xp, widths)
+    chains = chain_checks(item, columns, checks, env, no_carry, xp)
     return {part.id: _part_results(item, part, columns, checks, chains[part.id], env, host, xp) for part in item.parts}
 
 
@@ -188,7 +225,7 @@ class ChainCheck:
 
 
 def chain_checks(item: KeyItem, columns: Mapping[str, Column], checks: Mapping[str, PartCheck], env: Env,
-                 no_carry: np.ndarray, xp=np, widths: Mapping[str, Any] | None = None) -> dict[str, ChainCheck]:
+                 no_carry: np.ndarray, xp=np) -> dict[str, ChainCheck]:
     """Every part's :class:`ChainCheck`, in the family's step order.
 
     An earlier answer that is itself accepted (right, or right for the student's own accepted
@@ -199,13 +236,13 @@ def chain_checks(item: KeyItem, columns: Mapping[str, Column], checks: Mapping[s
     by_step = {p.step: p.id for p in item.parts}
     chains: dict[str, ChainCheck] = {}
     for part in order:
-        chains[part.id] = _chain(item, part, by_step, columns, checks, chains, env, no_carry, xp, widths or {})
+        chains[part.id] = _chain(item, part, by_step, columns, checks, chains, env, no_carry, xp)
     return chains
 
 
 def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mapping[str, Column],
            checks: Mapping[str, PartCheck], chains: Mapping[str, ChainCheck], env: Env, no_carry: np.ndarray,
-           xp=np, widths: Mapping[str, Any] | None = None) -> ChainCheck:
+           xp=np) -> ChainCheck:
     column, check = columns[part.id], checks[part.id]
     n = len(column.readable)
     none = np.zeros(n, dtype=bool)
@@ -216,12 +253,13 @@ def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mappi
     readable = column.readable & np.logical_and.reduce([columns[i].readable for i in inputs])
     redo = rerun_env(item.family, part.step, env, {s: columns[by_step[s]].values for s in steps}, between,
                      item.params, xp)
-    # The unasked steps in between may be rounded too (the same rounding band as for the key).
-    # A step in between that no asked step feeds has the same value, and so the same band, as
-    # in the comparison with the key: reuse it.
-    known = {u: w for u, w in (widths or {}).items()
-            if u in between and not set(upstream(item.family, u)) & set(by_step)}
-    rounding = item_rounding_band(item, part.step, redo, between, xp, known)
+    # The student's own inputs may be off by the rounding of their last written place (the entries
+    # a partial ask leaves out by their tolerance), the unasked steps in between by theirs.
+    part_of = {p.id: p for p in item.parts}
+    own = {s: input_width(item.tolerance_for(s), xp.asarray(columns[by_step[s]].values),
+                          part_of[by_step[s]].asked(tuple(env[s].shape[1:])), env[s], xp)
+           for s in steps}
+    rounding = item_allowance(item, part.step, redo, own, between, xp)
     tol = item.tolerance_for(part.step)
     with np.errstate(all="ignore"):
         same = to_numpy(tol.passes(xp.asarray(column.values), redo[part.step], xp=xp, extra=rounding))
@@ -235,9 +273,12 @@ def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mappi
     # No credit is carried from a missing or malformed earlier answer, or from one that is
     # wrong and breaks its step's invariants (weights whose rows do not sum to 1).
     inputs_sound = np.logical_and.reduce([checks[i].sound for i in inputs])
+    # Zeros, one constant or a given copied through show no work: what follows from them
+    # earns credit only where its entries are right on their own.
+    empty = np.logical_or.reduce([_empty(checks[i], n) for i in inputs])
     from_own = follows & inputs_accepted & check.holds & ~check.right
     accepted = check.right | from_own
-    carried = follows & inputs_sound & check.holds & ~accepted & ~no_carry
+    carried = follows & inputs_sound & ~empty & check.holds & ~accepted & ~no_carry
     if item.credit.carried_forward <= 0:
         carried = none.copy()
     chain = ChainCheck(accepted, from_own, carried, inputs)
@@ -247,11 +288,29 @@ def _chain(item: KeyItem, part: Part, by_step: Mapping[str, str], columns: Mappi
     return chain
 
 
+def _empty(check: PartCheck, n: int) -> np.ndarray:
+    return np.zeros(n, dtype=bool) if check.empty_of is None else check.empty_of != ""
+
+
+EMPTY_REASONS = {
+    ZEROS: N_("no credit is carried forward from your answer to %(part)s: it is 0 in every entry, which shows "
+              "no work to carry"),
+    CONSTANT: N_("no credit is carried forward from your answer to %(part)s: it is one number in every entry, "
+                 "which shows no work to carry"),
+    GIVEN: N_("no credit is carried forward from your answer to %(part)s: it copies a given of the problem, "
+              "which shows no work to carry"),
+}
+
+
 def _why_not_carried(j: int, inputs: Sequence[str], columns: Mapping[str, Column], checks: Mapping[str, PartCheck],
                      follows: np.ndarray, check: PartCheck, no_carry: np.ndarray) -> str:
     """Why student ``j``'s wrong answer earns no carried credit, naming the earlier part and the rule."""
     if no_carry[j]:
         return _("no credit is carried forward: the answers in this file match another student's worksheet")
+    for part in inputs:
+        empty_of = checks[part].empty_of
+        if follows[j] and empty_of is not None and empty_of[j]:
+            return _(EMPTY_REASONS[empty_of[j]]) % {"part": part}
     for part in inputs:
         if not columns[part].readable[j]:
             kind = columns[part].problems.get(j, ("missing", ""))[0]
@@ -275,7 +334,7 @@ def _why_not_carried(j: int, inputs: Sequence[str], columns: Mapping[str, Column
         "parts": ", ".join(inputs)}
 
 
-MASKED_AS_ONE = N_("the %(masked)s masked entries count together as one entry")
+MASKED_SHARE = N_("the %(masked)s masked entries together carry %(percent)s%% of the part")
 ROUNDED_MESSAGE = N_("Right for rounded values of the steps in between that were not asked (%(steps)s): "
                      "it is off the exact value by no more than rounding them explains. Full points.")
 FROM_OWN_MESSAGE = N_("Correct for your own rounded earlier answers (%(inputs)s), which were accepted: full points.")
@@ -306,7 +365,7 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
     fixed = fixed_entries(item, part, env, n, xp)
     if fixed is not None and check.asked is not None:
         fixed = fixed[:, check.asked]
-    share = entry_credit(ok, fixed)
+    share = entry_credit(ok, fixed, item.credit.mask_weight)
     entry_score = points * share if item.credit.per_entry else np.zeros(n)
     carried_score = np.where(chain.carried, points * item.credit.carried_forward, 0.0)
     expected = encode_rows(host[part.step])
@@ -327,8 +386,10 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
                 r.given = column.raw.get(j)  # kept as handed in, so a regrade request can be checked
         else:
             r.given, r.entry_ok, r.correct_entries = given[j], entry_ok[j], correct_entries[j]
+            r.no_work = str(check.empty_of[j]) if check.empty_of is not None else ""
             if j in column.raw:  # entries that could not be read: what was written, for a regrade request
                 r.given = with_unread_texts(given[j], column.raw[j])
+                r.unread_boxes = unread_boxes(column.values[j], column.raw[j])
             if chain.accepted[j]:
                 r.verdict, r.score = "correct", points
                 if chain.from_own[j]:
@@ -349,9 +410,9 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
                         "%(correct)s of %(entries)s entry within tolerance (this part is all or nothing)",
                         "%(correct)s of %(entries)s entries within tolerance (this part is all or nothing)",
                         entries) % counts
-                if fixed is not None and fixed[j].sum() > 1 and item.credit.per_entry:
+                if fixed is not None and fixed[j].any() and (~fixed[j]).any() and item.credit.per_entry:
                     r.message = _("%(message)s; %(note)s") % {"message": r.message, "note": _(
-                        MASKED_AS_ONE) % {"masked": int(fixed[j].sum())}}
+                        MASKED_SHARE) % {"masked": int(fixed[j].sum()), "percent": f"{round(100 * item.credit.mask_weight, 1):g}"}}
                 if chain.carried[j]:  # carried credit was less than the per-entry share
                     r.carry = _("it follows from your earlier answers, but its correct entries earn more than "
                                 "carried credit")
@@ -392,25 +453,48 @@ def fixed_entries(item: KeyItem, part: Part, env: Env, n: int, xp=np) -> np.ndar
     return fixed if fixed.any() else None
 
 
-def entry_credit(ok: np.ndarray, fixed: np.ndarray | None = None) -> np.ndarray:
+def entry_credit(ok: np.ndarray, fixed: np.ndarray | None = None, mask_weight: float = MASK_WEIGHT) -> np.ndarray:
     """The share of a part's points each answer earns by its entries (``ok``: bool (students,
     entries), the asked entries within tolerance).
 
     The one rule of per-entry credit: every entry counts alike, except the entries a mask fixes
-    (``fixed``: −∞ scores, 0 weights of masked keys), which count together as one entry, earned
-    when all of them are right. So the lesson of a masked part decides its score: a forgotten
-    √dₖ does not keep the points of the masked entries it copied, and a masked score written
-    as 0 costs a whole entry. The static practice page applies the same rule (practice.js).
+    (``fixed``: −∞ scores, 0 weights of masked keys), which together carry ``mask_weight`` of
+    the part (half by default, the spec's ``credit.mask_weight``), earned when all of them are
+    right; the other entries share the rest alike (:func:`mask_shares`). So the lesson of a
+    masked part decides its score: masked scores written as 0 keep no more than half of it, a
+    forgotten √dₖ no more than the mask's share. The static practice page (practice.js) and the
+    LMS question banks (exchange.questions) weigh entries the same way.
     """
     n, entries = ok.shape
     if not entries:
         return np.ones(n)
     if fixed is None:
         return ok.mean(axis=1)
-    masked = fixed.any(axis=1)
-    units = (~fixed).sum(axis=1) + masked  # the entries no mask fixes, and the masked ones as one
-    earned = (ok & ~fixed).sum(axis=1) + (masked & (ok | ~fixed).all(axis=1))
-    return earned / units
+    shares = np.array([mask_shares(int(m), int(f), float(mask_weight))
+                       for m, f in zip(fixed.sum(axis=1), (~fixed).sum(axis=1))]).reshape(n, 2)
+    return (ok & ~fixed).sum(axis=1) * shares[:, 1] + (ok | ~fixed).all(axis=1) * shares[:, 0]
+
+
+def mask_shares(masked: int, free: int, mask_weight: Any = MASK_WEIGHT) -> tuple[Any, Any]:
+    """(the share of a part its ``masked`` fixed entries carry together, the share of each of its
+    ``free`` other entries): ``mask_weight`` and (1 − it) / free; all of it when no entry is free,
+    every entry alike when none is masked. In the weight's own arithmetic: a Fraction gives
+    Fractions (the LMS question banks' whole weights), a float floats."""
+    zero, one = mask_weight * 0, mask_weight * 0 + 1
+    if not masked:
+        return zero, (one / free if free else zero)
+    block = mask_weight if free else one
+    return block, ((one - block) / free if free else zero)
+
+
+def unread_boxes(values: np.ndarray, handed_in: Any) -> int:
+    """How many boxes of a readable answer held something that could not be read: an entry
+    without a value (NaN) where the answer as handed in has text (an empty box has none)."""
+    handed = np.asarray(handed_in, dtype=object) if isinstance(handed_in, list) else None
+    if handed is None or handed.shape != values.shape:
+        return int(np.isnan(values).any())
+    written = np.vectorize(lambda x: x is not None and not (isinstance(x, str) and not x.strip()), otypes=[bool])(handed)
+    return int((np.isnan(values) & written).sum())
 
 
 def with_unread_texts(given: Any, handed_in: Any) -> Any:

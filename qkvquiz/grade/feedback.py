@@ -189,6 +189,10 @@ def part_view(item: KeyItem, letter: str, r: PartResult) -> dict[str, Any]:
     expected = decode(r.expected)
     ok = None if r.entry_ok is None else np.asarray(r.entry_ok, dtype=bool)
     asked = part.asked(expected.shape)
+    if r.verdict == "carried" and r.score >= r.points:
+        # Full credit for work carried from earlier answers: nothing in it lost credit, so no
+        # entry is listed or marked as missed (the sentence says what it was credited for).
+        ok = None
     if expected.ndim == 0:
         view["expected"] = number_text(float(expected), tol)
     else:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.i18n import _, current, using
+from ..core.i18n import N_, _, current, using
 from ..core.pause import collector_paused
 from ..core.submissions import (
     Submission,
@@ -238,7 +238,31 @@ def _grade_columns(key: Key, accepted: Sequence[tuple[int, Submission]], columns
                 result.parts.append(part_result)
     for (index, sub), result in zip(accepted, results):
         _explain_file(sub, key.variants[index], result, key.set_id)
+        _flag_no_work(result)
+        _flag_unread_boxes(result)
     return GradeReport(key, results, problems, lang=current())
+
+
+def _flag_unread_boxes(result: StudentResult) -> None:
+    """Flag the parts graded with boxes that could not be read (each counted as a wrong entry):
+    a regrade request may follow, and only the student's feedback says which boxes."""
+    parts = [f"{p.part} ({p.unread_boxes})" for p in result.parts if p.unread_boxes]
+    if parts:
+        result.flags.append(_("unreadable boxes: %(parts)s") % {"parts": ", ".join(parts)})
+
+
+NO_WORK_FLAGS = {"zeros": N_("zeros"), "constant": N_("one number everywhere"), "given": N_("givens copied")}
+
+
+def _flag_no_work(result: StudentResult) -> None:
+    """Flag a sheet most of whose answers show no work: 0 in every box, one number everywhere or
+    the givens copied through. Such a sheet earns only its entries right on their own (no carried
+    credit flows from an answer that shows no work); the flag tells the instructor to look."""
+    answered = [p for p in result.parts if p.verdict not in ("missing", "format")]
+    empty = [p.no_work for p in answered if p.no_work]
+    if len(empty) >= 2 and 2 * len(empty) >= len(answered):
+        kinds = sorted(set(empty), key=list(NO_WORK_FLAGS).index)
+        result.flags.append(_("no work shown: %(kinds)s") % {"kinds": ", ".join(_(NO_WORK_FLAGS[k]) for k in kinds)})
 
 
 def _explain_file(sub: Submission, variant: str, result: StudentResult, set_id: str = "") -> None:

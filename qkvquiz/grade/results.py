@@ -33,6 +33,9 @@ class PartResult:
     expected: Any = None
     entry_ok: Any = None  # per entry, within tolerance (nested like the answer)
     carry: str = ""  # how the part relates to earlier answers: right for rounded ones, or why nothing was carried
+    # wrong and showing no work: "zeros", "constant" or "given" (grade.checks.uninformative); not in results.json
+    no_work: str = ""
+    unread_boxes: int = 0  # boxes of a readable answer that could not be read (each counted wrong)
 
     def to_json(self) -> dict[str, Any]:
         return {

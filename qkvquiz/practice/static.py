@@ -30,7 +30,7 @@ from ..core.i18n import _, using
 from ..core.outputs import owned_present, write_set
 from ..core.tolerance import SLACK, Tolerance
 from ..families import Env
-from ..grade.checks import carried_inputs, fixed_entries, rerun_on_own
+from ..grade.checks import carried_inputs, fixed_entries, key_allowance, rerun_on_own
 from ..key import encode
 from .checking import check
 from .pages import page_html, problem_html, worked_html
@@ -49,13 +49,14 @@ def flat(values: Any) -> list[Any]:
     return [None if np.isnan(x) else v for x, v in zip(arr.tolist(), out)]
 
 
-def target(tol: Tolerance, values: Any) -> dict[str, list[Any]]:
-    """``values`` and the band around each that ``tol.passes`` accepts (the slack included)."""
+def target(tol: Tolerance, values: Any, extra: Any = None) -> dict[str, list[Any]]:
+    """``values`` and the band around each that ``tol.passes`` accepts (the slack included),
+    widened by ``extra`` as ``tol.passes(..., extra=extra)`` widens it."""
     x = np.asarray(values, dtype=np.float64)
     with np.errstate(all="ignore"):
         finite = np.isfinite(x)
         x0 = np.where(finite, x, 0.0)
-        band = tol.band(x)
+        band = tol.band(x) + (0.0 if extra is None else np.asarray(extra, dtype=np.float64))
         total = band + SLACK * np.maximum(np.abs(x0), band)
     return {"values": flat(x), "band": [float(b) for b in total.ravel()]}
 
@@ -80,12 +81,18 @@ def check_data(problem: Problem) -> dict[str, Any]:
                 mistakes.append({"name": m.name, "text": _(m.feedback), **target(tol, wrong[0]),
                                  "entrywise": m.entrywise, "_full": wrong})
             fixed = fixed_entries(item, part, env, 1)
+            # Right also within what rounding the steps before it explains (the unasked ones, and the
+            # asked ones, which the grader re-runs on the student's own rounded answers and this
+            # page cannot), unless a known mistake explains the answer (grade.checks.check_part).
+            with np.errstate(all="ignore"):
+                extra, _free = key_allowance(item, part.step, env, inputs_rounded=True)
+            wide = None if extra is None else target(tol, env[part.step][0], np.asarray(extra)[0])["band"]
             parts[part.id] = {
                 "kind": item.family.step(part.step).kind, "shape": list(shape),
                 "asked": None if asked is None else asked.ravel().tolist(),
-                # The entries a mask fixes, which count together as one (grade.checks.entry_credit).
+                # The entries a mask fixes, which carry mask_weight of the part together (grade.checks.entry_credit).
                 "fixed": None if fixed is None else fixed[0].tolist(),
-                **target(tol, env[part.step][0]), "mistakes": mistakes, "carried": [],
+                **target(tol, env[part.step][0]), "wide": wide, "mistakes": mistakes, "carried": [],
                 "tolerance": tol.describe(),
             }
         if item.credit.carried_forward > 0:
@@ -95,7 +102,8 @@ def check_data(problem: Problem) -> dict[str, Any]:
         for m in data["mistakes"]:
             m.pop("_full")
     return {"parts": parts, "order": [p.id for p in item.parts],
-            "per_entry": bool(item.credit.per_entry), "carried_forward": float(item.credit.carried_forward)}
+            "per_entry": bool(item.credit.per_entry), "carried_forward": float(item.credit.carried_forward),
+            "mask_weight": float(item.credit.mask_weight)}
 
 
 def _carried(problem: Problem, item: Any, part: Any, parts: dict[str, dict[str, Any]], by_step: dict[str, str],

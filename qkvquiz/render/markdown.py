@@ -196,6 +196,15 @@ def only_asked_text(entries: Sequence[tuple[int, ...]] | None, shape: tuple[int,
         "entries": and_list(listed)}
 
 
+def mask_share_text(item: ItemSpec, step: str) -> str:
+    """For a part that asks for entries a mask fixes (−∞ scores, 0 weights of masked keys) with
+    per-entry credit: a sentence saying the share they carry together (grade.checks.entry_credit)."""
+    if item.family.step(step).fixed is None or item.params.get("mask", "") == "none" or not item.credit.per_entry:
+        return ""
+    return _(" The masked entries together carry %(percent)s%% of this part.") % {
+        "percent": f"{round(100 * item.credit.mask_weight, 1):g}"}
+
+
 def _entry_text(index: Sequence[int]) -> str:
     """``(1, 2)``: an entry's indices counted from 1 (one index alone: ``2``)."""
     return str(index[0] + 1) if len(index) == 1 else "(" + ", ".join(str(i + 1) for i in index) + ")"
@@ -268,7 +277,8 @@ def item_frame(item: ItemSpec, steps: dict, view: Record | None = None) -> dict[
         padding_only = mask is not None and p.entries is not None and len(p.entries) == int(mask.sum())
         parts.append({"id": p.id, "step": by_name[p.step], "points": p.points, "shape": ragged_shape(shape, mask),
                       "formula": formula(item.params, p.step) or by_name[p.step].formula,
-                      "only": "" if padding_only else only_asked_text(p.entries, shape, mask)})
+                      "only": ("" if padding_only else only_asked_text(p.entries, shape, mask))
+                      + mask_share_text(item, p.step)})
     # A family may add values its templates need (attention: the scale and the query/key counts).
     extra = item.family.extra.get("context")
     # The givens an asked part depends on: a problem prints only these (``g`` keeps them all,

@@ -246,11 +246,11 @@
   }
 
   /** Does value g count as the stored target k (values and bands) at entry i? The grader's test. */
-  function passes(g, target, i) {
+  function passes(g, target, i, wide) {
     var x = expectedValue(target.values[i]);
     if (x === null || Number.isNaN(g)) return false;
     if (!isFinite(x)) return g === x;
-    return Math.abs(g - x) <= target.band[i];
+    return Math.abs(g - x) <= (wide ? target.wide[i] : target.band[i]);
   }
 
   function allMatch(values, target, asked) {
@@ -275,17 +275,19 @@
   }
 
   /** The share of the points the entries earn, the grader's one rule (grade.checks.entry_credit):
-   *  each asked entry counts alike, the entries a mask fixes together as one, earned when all are right. */
-  function entryCredit(ok, fixed, asked) {
-    var units = 0, earned = 0, masked = 0, maskedRight = true;
+   *  the entries a mask fixes together carry maskWeight of the part (all of it when nothing else
+   *  is asked), earned when all are right; the other asked entries share the rest alike. */
+  function entryCredit(ok, fixed, asked, maskWeight) {
+    var free = 0, earned = 0, masked = 0, maskedRight = true;
     for (var i = 0; i < ok.length; i++) {
       if (asked && !asked[i]) continue;
       if (fixed && fixed[i]) { masked++; if (!ok[i]) maskedRight = false; continue; }
-      units++;
+      free++;
       if (ok[i]) earned++;
     }
-    if (masked) { units++; if (maskedRight) earned++; }
-    return units ? earned / units : 1;
+    if (!masked) return free ? earned / free : 1;
+    var block = free ? maskWeight : 1;
+    return (maskedRight ? block : 0) + (free ? (1 - block) * earned / free : 0);
   }
 
   /** Read one part's boxes: {state: "missing"|"format"|"ok", values, message}. */
@@ -323,8 +325,11 @@
       if (reading.state === "missing") { r.verdict = "missing"; r.message = _("no answer given (every box is empty)"); return; }
       if (reading.state === "format") { r.verdict = "format"; r.message = reading.message; return; }
       var asked = data.asked, values = reading.values, ok = [], right = 0, count = 0;
+      // Within what rounding the unasked steps explains too (data.wide), unless a known mistake
+      // explains the answer: that keeps the plain tolerance, as in the grader.
+      var wide = !!data.wide && !data.mistakes.some(function (m) { return allMatch(values, m, asked); });
       for (var i = 0; i < values.length; i++) {
-        var good = (asked && !asked[i]) || passes(values[i], data, i);
+        var good = (asked && !asked[i]) || passes(values[i], data, i, wide);
         ok.push(good);
         if (!asked || asked[i]) { count++; if (good) right++; }
       }
@@ -334,7 +339,7 @@
       data.mistakes.forEach(function (m) {
         if (m.entrywise ? someMatch(values, m, data, asked) : allMatch(values, m, asked)) r.diagnosis.push(m.text);
       });
-      var share = variant.per_entry ? entryCredit(ok, data.fixed, asked) : 0;
+      var share = variant.per_entry ? entryCredit(ok, data.fixed, asked, variant.mask_weight) : 0;
       r.share = share;
       var carried = data.carried.some(function (c) {
         var earlier = readings[c.input];
@@ -350,8 +355,9 @@
       r.verdict = share > 0 ? "partial" : "wrong";
       r.message = _("Entries within tolerance: %(correct)s of %(entries)s.", { correct: right, entries: count });
       var masked = (data.fixed || []).filter(function (f, i) { return f && (!asked || asked[i]); }).length;
-      if (variant.per_entry && masked > 1) {
-        r.message += " " + _("%(sentence)s.", { sentence: _("the %(masked)s masked entries count together as one entry", { masked: masked }) });
+      if (variant.per_entry && masked > 0 && masked < count) {
+        r.message += " " + _("%(sentence)s.", { sentence: _("the %(masked)s masked entries together carry %(percent)s%% of the part",
+          { masked: masked, percent: String(Math.round(1000 * variant.mask_weight) / 10) }) });
       }
       (reading.unread || []).forEach(function (note) { r.message += " " + _("%(sentence)s.", { sentence: note }); });
     });

@@ -207,13 +207,13 @@ def graded_units(ws, student: int):
     return out
 
 
-def test_a_causal_part_counts_eleven_units_as_the_grader_does(causal_bank):
+def test_a_causal_part_gives_its_mask_half_as_the_grader_does(causal_bank):
     ws, _files = causal_bank
     for fixed, unmasked, masked in graded_units(ws, 0):
-        assert fixed.sum() == 6 and unmasked == pytest.approx(1 / 11) and masked == pytest.approx(1 / 11)
+        assert fixed.sum() == 6 and unmasked == pytest.approx(1 / 20) and masked == pytest.approx(1 / 2)
 
 
-def test_moodle_cloze_weights_count_the_masked_entries_as_one(causal_bank):
+def test_moodle_cloze_weights_give_the_masked_entries_their_share(causal_bank):
     ws, files = causal_bank
     cloze = [q.find("questiontext/text").text for q in ET.fromstring(files["questions-moodle.xml"])
              if q.get("type") == "cloze"]
@@ -224,8 +224,8 @@ def test_moodle_cloze_weights_count_the_masked_entries_as_one(causal_bank):
         for k, (fixed, unmasked, masked) in enumerate(units):
             part = np.array(weights[16 * k:16 * (k + 1)])
             assert part[~fixed].tolist() == [part[~fixed][0]] * 10  # every unmasked entry alike
-            assert part[~fixed][0] / part.sum() == pytest.approx(unmasked)  # 1 of 11 units
-            assert part[fixed].sum() / part.sum() == pytest.approx(masked)  # the 6 masked: 1 unit
+            assert part[~fixed][0] / part.sum() == pytest.approx(unmasked)  # 1/20 of the part
+            assert part[fixed].sum() / part.sum() == pytest.approx(masked)  # the 6 masked: half
         # The parts' points (1 and 2) split the question's mark as in the spec.
         assert sum(weights[16:]) == 2 * sum(weights[:16])
 
@@ -288,9 +288,9 @@ def qti_score(root: ET.Element, typed: dict[str, str | None]) -> float:
     return outcomes["SCORE"]
 
 
-def test_qti_scores_count_the_masked_entries_as_one_as_the_grader_does(causal_bank):
-    # The response processing gives what entry_credit gives: every unmasked entry 1 unit of 11,
-    # and the 6 masked entries together 1 unit, only when all of them are right.
+def test_qti_scores_give_the_masked_entries_their_share_as_the_grader_does(causal_bank):
+    # The response processing gives what entry_credit gives: every unmasked entry 1/20 of its part,
+    # and the 6 masked entries together half of it, only when all of them are right.
     from qkvquiz.grade.checks import entry_credit
 
     ws, files = causal_bank

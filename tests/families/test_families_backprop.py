@@ -44,6 +44,7 @@ SETTINGS = {
         {}, {"mask": "causal", "tokens": 3}, {"mask": "padding", "tokens": 4, "padded": 1},
         {"mask": "random", "tokens": 6, "d_k": 8, "d_v": 3, "entries": [-2, 2]},
         {"queries": 2, "keys": 3, "scale": "none"}, {"queries": 3, "keys": 2, "scale": 0.5, "mask": "causal"},
+        {"d_k": 2, "stated_d_k": 16},
     ],
     "backprop.projection": [
         {}, {"form": "vector"}, {"tokens": 4, "d_in": 5, "d_out": 3}, {"form": "vector", "d_in": 2, "d_out": 4},

@@ -130,7 +130,7 @@ def _masked_scores_case(family="attention.masked", params=None, ask=("scores",))
     return key, doc, item
 
 
-def test_a_masked_score_written_as_zero_is_named_and_costs_a_whole_entry():
+def test_a_masked_score_written_as_zero_is_named_and_costs_the_masks_half():
     key, doc, item = _masked_scores_case()
     subs = submissions(doc)
     exact = np.asarray(item.env["scores"][0])
@@ -138,14 +138,13 @@ def test_a_masked_score_written_as_zero_is_named_and_costs_a_whole_entry():
     subs[0].answers["q1.scores"][i][j] = 0  # one masked score written as 0
     part = by_part(grade(key, subs).results[0])["q1.scores"]
     masked = int(np.isneginf(exact).sum())
-    units = exact.size - masked + 1  # 4×4 causal: 10 free entries and the 6 masked ones as one
-    assert (masked, units) == (6, 11)
+    assert masked == 6  # 4×4 causal: 10 free entries, and the 6 masked ones carrying half the part
     assert part.mistakes == ["zero_not_minus_inf"] and "−∞" in part.diagnosis[0]
-    assert part.score == pytest.approx(3 * 10 / 11)
-    assert "the 6 masked entries count together as one entry" in part.message
+    assert part.score == pytest.approx(3 / 2)
+    assert "the 6 masked entries together carry 50% of the part" in part.message
 
 
-def test_a_forgotten_scale_keeps_no_more_than_the_masked_entry_and_chance_zeros():
+def test_a_forgotten_scale_keeps_no_more_than_the_masks_share_and_chance_zeros():
     key, doc, item = _masked_scores_case()
     subs = submissions(doc)
     exact = np.asarray(item.env["scores"][0])
@@ -153,8 +152,7 @@ def test_a_forgotten_scale_keeps_no_more_than_the_masked_entry_and_chance_zeros(
     part = by_part(grade(key, subs).results[0])["q1.scores"]
     zeros = int((exact == 0).sum())
     assert "unscaled" in part.mistakes
-    assert part.score == pytest.approx(3 * (1 + zeros) / 11)
-    assert part.score < 3 / 2  # was 9 of 16 entries: the masked −∞ kept most of the part
+    assert part.score == pytest.approx(3 * (1 / 2 + zeros / 20))
 
 
 @pytest.mark.parametrize(("family", "params", "step"), [
@@ -171,12 +169,11 @@ def test_every_family_with_a_mask_names_one_masked_score_written_as_zero(family,
     subs[0].answers[f"q1.{step}"][i][j] = "0"
     part = by_part(grade(key, subs).results[0])[f"q1.{step}"]
     assert part.mistakes == ["zero_not_minus_inf"], (family, part.mistakes)
-    units = (~np.isneginf(exact)).sum() + 1
-    assert part.score == pytest.approx(3 * (units - 1) / units)
+    assert part.score == pytest.approx(3 / 2)  # every unmasked entry right, the mask's half lost
 
 
 @pytest.mark.parametrize("family", ["attention.masked", "attention.weights", "attention.output", "backprop.attention"])
-def test_every_unmasked_entry_wrong_never_keeps_most_of_a_masked_part(family):
+def test_every_unmasked_entry_wrong_keeps_no_more_than_the_masks_share(family):
     from qkvquiz.grade.checks import entry_credit, fixed_entries
 
     for tokens in (2, 3, 4):
@@ -186,16 +183,20 @@ def test_every_unmasked_entry_wrong_never_keeps_most_of_a_masked_part(family):
             fixed = fixed_entries(item, part, item.env, 2)
             assert fixed is not None and fixed.any(axis=1).all(), (family, part.step)
             share = entry_credit(fixed.copy(), fixed)  # the masked entries right, every other one wrong
-            assert (share <= 1 / 3 + 1e-12).all(), (family, tokens, part.step, share)
+            assert (share <= 1 / 2 + 1e-12).all(), (family, tokens, part.step, share)
+            assert (entry_credit(fixed.copy(), fixed, 0.3) <= 0.3 + 1e-12).all()
 
 
-def test_the_credit_rule_counts_the_masked_entries_as_one():
+def test_the_credit_rule_gives_the_masked_entries_their_share_together():
     from qkvquiz.grade.checks import entry_credit
 
     fixed = np.array([[False, True, True, False]] * 4)
     ok = np.array([[True, True, True, True], [True, False, True, True], [False, True, True, False],
                    [True, True, True, False]])
-    assert entry_credit(ok, fixed).tolist() == pytest.approx([1, 2 / 3, 1 / 3, 2 / 3])
+    assert entry_credit(ok, fixed).tolist() == pytest.approx([1, 1 / 2, 1 / 2, 3 / 4])
+    assert entry_credit(ok, fixed, 0.2).tolist() == pytest.approx([1, 4 / 5, 1 / 5, 3 / 5])
+    only_masked = np.array([[True, True]])
+    assert entry_credit(np.array([[True, False]]), only_masked).tolist() == [0.0]  # nothing else asked: all of it
     assert entry_credit(ok, None).tolist() == pytest.approx([1, 3 / 4, 1 / 2, 3 / 4])
 
 

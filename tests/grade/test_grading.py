@@ -35,10 +35,16 @@ def test_one_entry_beyond_tolerance_lowers_exactly_that_part():
     subs[1].answers["q3.weights"][1][2] = float(doc["students"][1]["answers"]["q3.weights"][1][2]) + 0.3
     report = grade(key, subs)
     changed = by_part(report.results[1])
-    # The masked entries of the weights count together as one (grade.checks.entry_credit).
-    masked = int((np.asarray(key.items[2].env["mask"][1]) < 0.5).sum())
-    units = 9 - masked + (masked > 0)
-    assert changed["q3.weights"].score == pytest.approx(changed["q3.weights"].points * (units - 1) / units)
+    # The masked entries of the weights carry half the part together (grade.checks.entry_credit).
+    mask = np.asarray(key.items[2].env["mask"][1]) < 0.5
+    masked, free = int(mask.sum()), int((~mask).sum())
+    if not masked:
+        share = 8 / 9
+    elif mask[1, 2]:  # the entry changed is a masked one: the mask's half is lost
+        share = 1 / 2
+    else:
+        share = 1 / 2 + (free - 1) / free / 2
+    assert changed["q3.weights"].score == pytest.approx(changed["q3.weights"].points * share)
     assert changed["q3.weights"].correct_entries == 8
     for part, result in changed.items():
         if part != "q3.weights":
@@ -160,12 +166,15 @@ def test_empty_boxes_in_a_grid_count_as_wrong_entries_and_the_rest_still_earn_cr
     report = grade(key, subs)
     result = by_part(report.results[0])["q3.weights"]
     assert result.verdict == "partial" and result.correct_entries == 7
-    masked = np.asarray(key.items[2].env["mask"][0]) < 0.5  # count together as one entry
+    masked = np.asarray(key.items[2].env["mask"][0]) < 0.5  # carry half the part together
     empty = np.zeros((3, 3), dtype=bool)
     empty[0, 0] = empty[2, 1] = True
-    units = (~masked).sum() + masked.any()
-    earned = (~masked & ~empty).sum() + (masked.any() and not (masked & empty).any())
-    assert result.score == pytest.approx(result.points * earned / units)
+    free_right = (~masked & ~empty).sum() / (~masked).sum()
+    if masked.any():
+        share = (not (masked & empty).any()) / 2 + free_right / 2
+    else:
+        share = free_right
+    assert result.score == pytest.approx(result.points * share)
     assert "2 of 9 boxes are empty" in result.message
     assert result.given[0][0] is None  # results.json stays valid JSON (no NaN)
 

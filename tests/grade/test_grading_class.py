@@ -125,8 +125,8 @@ def graded(tmp_path_factory):
             # whole file invalid JSON (refused by name, see test_integrity).
             answers["q4.weights"][2][0] = "nan"
             answers["q2.scores"][1][1] = True
-            # q4's causal weights: 10 free entries and the 6 masked ones as one, 11 in all.
-            hand_in(i, answers, TOTAL - 2 / 11 - 2 / 9, ("NaN", "found true"))
+            # q4's causal weights (2 points): the 6 masked entries carry half, each of the 10 others 1/20.
+            hand_in(i, answers, TOTAL - 2 / 20 - 2 / 9, ("NaN", "found true"))
         elif i == 28:
             answers["q4.scores"][1] = answers["q4.scores"][1][:2]
             answers["q1.scores"] = "1/0"

@@ -272,7 +272,7 @@ def test_the_static_checker_agrees_with_the_grader(browser, static_site, lang):
                 parts = practice.check(problem, sent).parts
                 graded = {p.part: p.verdict for p in parts}
                 assert seen == graded, (topic, problem.seed, answers)
-                # The same score: the entries a mask fixes count as one on the page as in the grader.
+                # The same score: the entries a mask fixes carry the same share on the page as in the grader.
                 shares = pg.driver.execute_script(SHARES)
                 for p in parts:
                     if p.verdict in ("correct", "partial", "wrong", "carried"):
