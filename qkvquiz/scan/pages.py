@@ -9,6 +9,7 @@ page that cannot be decoded: one bad page never stops the others. Files are only
 from __future__ import annotations
 
 import io
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +57,10 @@ def _image_pages(raw: bytes, source: str) -> Iterator[PageImage | PageProblem]:
     Image = need("PIL.Image")
     ImageSequence = need("PIL.ImageSequence")
     try:
-        opened = Image.open(io.BytesIO(raw))
+        with warnings.catch_warnings():
+            # A picture that claims more pixels than any page has is refused, not decoded.
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            opened = Image.open(io.BytesIO(raw))
     except Exception as exc:  # noqa: BLE001 - a file Pillow cannot read is a problem to list, whatever it is
         yield PageProblem(source, f"not an image Pillow can read ({type(exc).__name__}: {exc})")
         return
