@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.inputs import InputError, decode_text, json_nesting, read_bytes, shown_path
+from ..core.untrusted import id_problem
 
 FORMAT = "qkvquiz-cellmap"
 VERSION = 1
@@ -282,6 +283,9 @@ def _students(source: str, value: Any) -> tuple[Student, ...]:
     for n, obj in enumerate(value, start=1):
         f = _Fields(source, f"student {n}", obj)
         sid, variant = f.text("student"), f.text("variant", _VARIANT)
+        problem = id_problem(sid)
+        if problem:
+            f.fail("student", problem)
         if sid in ids:
             f.fail("student", f"{json.dumps(sid[:40])} appears twice")
         if variant in variants:

@@ -75,6 +75,7 @@ CASES = [
     ("a student twice", _set(["students", 1, "student"], "ada"), 'student 2, field "student"'),
     ("a page twice", _set(["pages", 1, "page"], 1), 'page 2, field "page"'),
     ("a shape of text", _set(["students", 0, "parts", "q2.norm"], "2x2"), 'student 1, field "parts"'),
+    ("an id with an invisible character", _set(["students", 0, "student"], "ada\u200b"), 'student 1, field "student"'),
     ("a boolean page number", _set(["pages", 0, "page"], True), 'page 1, field "page"'),
 ]
 
