@@ -8,7 +8,7 @@ import segno
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qkvquiz.scan.qr import PageCode, find_codes, parse_payload, payload, qr_modules
+from qkvquiz.scan.qr import PageCode, find_codes, parse_payload, payload, qr_modules, qr_svg_path
 from qkvquiz.scan.requirements import ScanDependencyMissing, need
 
 CODE = PageCode("3f9c0a12be47", "AB12-CD34", 2)
@@ -65,3 +65,9 @@ def test_a_missing_library_is_named_with_the_extra_to_install():
     with pytest.raises(ScanDependencyMissing) as caught:
         need("qkvquiz_no_such_module")
     assert "pip install 'qkvquiz[scan]'" in str(caught.value)
+
+
+def test_the_svg_path_draws_every_dark_module_once():
+    path = qr_svg_path(CODE, 50.0)
+    assert path.count("M") == int(qr_modules(CODE).sum())
+    assert path.startswith("M0.000 0.000h2.000v2.000")  # a finder pattern's corner, 50/25 units a module
