@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.inputs import InputError, decode_text, json_nesting, read_bytes, shown_path
+from ..core.outputs import write_file
 from ..core.untrusted import id_problem
 
 FORMAT = "qkvquiz-cellmap"
@@ -160,8 +161,9 @@ def cellmap_json(cellmap: CellMap) -> str:
 
 
 def write_cellmap(cellmap: CellMap, path: str | Path) -> None:
-    """Write the map as one file (the caller puts it in an output set beside the key)."""
-    Path(path).write_text(cellmap_json(cellmap), encoding="utf-8")
+    """Write the map as one private file, atomically (``generate`` puts ``cellmap_json`` in its
+    output set beside the key instead)."""
+    write_file(path, cellmap_json(cellmap), private=True)
 
 
 # --- reading -------------------------------------------------------------------------------
