@@ -113,9 +113,7 @@ def read_entry(dark: np.ndarray, entry: Entry) -> EntryReading:
     if sum((bool(written), ticked_inf, ticked_blank)) > 1:
         doubts.append(CONFLICT)
     elif ticked_inf:
-        value = "-inf"
-        if sign.reading != "blank":
-            doubts.append(CONFLICT)
+        value = "-inf"  # a minus written in the sign cell as well says the same
     elif written:
         if written[-1] - written[0] + 1 != len(written):
             doubts.append(GAP)

@@ -76,6 +76,9 @@ def test_nothing_written_is_blank_and_a_minus_infinity_tick_is_minus_infinity():
     fill_box(dark, ENTRY.minus_infinity, 0.3)
     got = read_entry(dark, ENTRY)
     assert (got.value, got.doubts) == ("-inf", [])
+    minus(dark, ENTRY.sign)  # −∞ ticked and a minus written: the same answer
+    got = read_entry(dark, ENTRY)
+    assert (got.value, got.doubts) == ("-inf", [])
 
 
 def test_marks_that_contradict_each_other_go_to_review():
