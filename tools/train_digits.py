@@ -13,7 +13,8 @@ Each teaching digit is written into a cell several times (size, slant, pen, grai
 drawn at random, ``qkvquiz.scan.synthetic``), run through the reader's own cleaning and
 framing (``qkvquiz.scan.ink``), and a "blank" class is taught from empty cells with specks,
 smudges and slivers of the printed box. The network (``qkvquiz.scan.digits``: two convolutions, 128, 11) is trained
-with Adam in NumPy; everything is seeded, so the same tarball gives the same weights.
+with Adam in NumPy; everything is seeded, so the same tarball gives the same weights (the shipped
+ones were made with one BLAS thread: OMP_NUM_THREADS=1).
 """
 
 from __future__ import annotations
