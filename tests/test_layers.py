@@ -3,7 +3,7 @@ below it, and no modules import each other round in a circle (imports inside fun
 
 Bottom up (docs/internals.md draws the same picture):
 
-core → engine → families → worksheet (spec, worksheet, key, roster …) → render → generate → grade →
+core → engine → families → worksheet (spec, worksheet, key, roster …) → scan → render → generate → grade →
 exchange → practice → cli (and the package's own ``__init__``, the face a notebook imports).
 """
 
@@ -23,6 +23,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("engine", ("engine",)),
     ("families", ("families",)),
     ("worksheet", ("spec_types", "spec", "worksheet", "json_rows", "key", "key_cache", "capacity", "roster", "files")),
+    # Below rendering, so that scan/ can never import it (the cell map is data beside the key)
+    # and rendering can write the cell map through scan.cellmap.
+    ("scan", ("scan",)),
     ("render", ("render",)),
     ("generate", ("generate",)),
     ("grade", ("grade",)),

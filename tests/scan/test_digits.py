@@ -1,0 +1,68 @@
+"""The shipped digit model: its NumPy inference against plain loops, and what it reads on
+handwriting it never learnt from."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qkvquiz.scan.digits import BLANK, CLASSES, classify, shipped_model
+from qkvquiz.scan.ink import clean, features
+from qkvquiz.scan.synthetic import blank_cell, training_cell
+
+from .corpus import held_out_digits
+
+
+def naive_probabilities(x: np.ndarray) -> np.ndarray:
+    """The same network written as loops over pixels and channels (slow, obvious)."""
+    m = shipped_model()
+    picture, extras = x[:784].reshape(28, 28), x[784:]
+
+    def conv(a, w, b, k_in, k_out):
+        h, wd = a.shape[0] - 4, a.shape[1] - 4
+        out = np.zeros((h, wd, k_out))
+        for i in range(h):
+            for j in range(wd):
+                for c in range(k_out):
+                    total = b[c]
+                    for ci in range(k_in):
+                        for di in range(5):
+                            for dj in range(5):
+                                total += a[i + di, j + dj, ci] * w[ci * 25 + di * 5 + dj, c]
+                    out[i, j, c] = max(total, 0.0)
+        return out
+
+    def pool(a):
+        return np.array([[[max(a[2 * i, 2 * j, c], a[2 * i + 1, 2 * j, c], a[2 * i, 2 * j + 1, c], a[2 * i + 1, 2 * j + 1, c])
+                           for c in range(a.shape[2])] for j in range(a.shape[1] // 2)] for i in range(a.shape[0] // 2)])
+
+    p1 = pool(conv(picture[:, :, None], m.w1, m.b1, 1, 16))
+    p2 = pool(conv(p1, m.w2, m.b2, 16, 32))
+    flat = np.concatenate([p2.ravel(), extras])
+    h = np.maximum(flat @ m.w3 + m.b3, 0)
+    z = h @ m.w4 + m.b4
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def test_inference_matches_the_network_written_as_loops():
+    digits, _labels = held_out_digits()
+    x = features(clean(training_cell(digits[17], np.random.default_rng(0))))
+    assert np.allclose(shipped_model().probabilities(x[None])[0], naive_probabilities(x), atol=1e-9)
+
+
+def test_a_cell_without_ink_is_blank_for_sure():
+    p = classify([np.zeros((40, 36))])
+    assert p[0, BLANK] == 1.0 and p[0].sum() == 1.0
+
+
+def test_held_out_handwriting_reads_right_or_is_unsure():
+    digits, labels = held_out_digits()
+    rng = np.random.default_rng(11)
+    cells = [clean(training_cell(d, rng)) for d in digits] + [clean(blank_cell(rng)) for _ in range(60)]
+    truth = np.concatenate([labels, np.full(60, BLANK)])
+    p = classify(cells)
+    read = p.argmax(1)
+    sure = p.max(1) >= 0.9
+    assert (read == truth).mean() >= 0.95, (read == truth).mean()
+    # Wrong and sure is what would be graded without review: rare.
+    assert (sure & (read != truth)).sum() <= 3, [(CLASSES[t], CLASSES[r]) for t, r in zip(truth[sure], read[sure]) if t != r]
