@@ -21,7 +21,7 @@ from ..core.resources import templates_dir
 from ..render.form import environment, form_problems, script_hash
 from ..render.html import markdown_body_html
 from ..render.markdown import render_student
-from ..render.page import stylesheet
+from ..render.page import screen_stylesheet_text, stylesheet
 from .problem import Problem
 from .topics import Topic
 
@@ -86,6 +86,6 @@ def page_html(topics: Sequence[Topic], *, mode: str, lang: str, seed: str = "", 
             html_lang=HTML_LANG[current()], csp=Markup(csp), mode=mode, seed=seed,
             first=first or (topics[0].id if topics else ""),
             groups=topic_groups(topics), messages=json.dumps(messages, ensure_ascii=False, sort_keys=True),
-            stylesheet=Markup(stylesheet()), form_css=Markup(css[0]), practice_css=Markup(css[1]),
+            stylesheet=Markup(stylesheet()), screen_css=Markup(screen_stylesheet_text()), form_css=Markup(css[0]), practice_css=Markup(css[1]),
             parse_js=Markup(scripts[0]), practice_js=Markup(scripts[1]), progress_note=note, data=payload,
         )

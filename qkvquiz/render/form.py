@@ -154,10 +154,10 @@ def _html_module() -> Any:
 
     from .html import inline_markdown_html, markdown_body_html
     from .math_html import math_html
-    from .page import stylesheet
+    from .page import screen_stylesheet_text, stylesheet
 
     return SimpleNamespace(inline_markdown_html=inline_markdown_html, markdown_body_html=markdown_body_html,
-                           math_html=math_html, stylesheet=stylesheet)
+                           math_html=math_html, stylesheet=stylesheet, screen_css=screen_stylesheet_text)
 
 
 def _real(item: Any, step: str, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -283,6 +283,7 @@ def answer_form_html(ws: Worksheet, student: int) -> str:
         filename=submission_filename(sid, code),
         storage_key=STORAGE_PREFIX + code,
         stylesheet=Markup(html.stylesheet()),
+        screen_css=Markup(html.screen_css()),
         form_css=_asset("form.css", "</style"),
         parse_js=parse_js,
         form_js=form_js,
@@ -303,4 +304,4 @@ def worksheet_html(ws: Worksheet, student: int, *, page_size: str = "A4") -> str
     the name and answer boxes under each part (see :mod:`qkvquiz.render.documents`)."""
     from .documents import worksheet_document
 
-    return worksheet_document(ws, student, page_size=page_size, screen=True)
+    return worksheet_document(ws, student, page_size=page_size)

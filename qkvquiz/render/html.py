@@ -27,9 +27,12 @@ from qkvquiz.render.math_html import FONT_SIZE_PT_DEFAULT, ZERO_WIDTH_SPACE, bre
 from qkvquiz.render.page import (
     BASE_STYLE_MARKER,
     BOXES_CSS,
+    SCREEN_STYLE_OPEN,
+    VIEWPORT_META,
     base_stylesheet_text,
     page_css,
     page_words_css,
+    screen_stylesheet_text,
 )
 
 # --------------------------------------------------------------------------- markdown
@@ -336,10 +339,11 @@ def html_document(
     own_css = "\n".join([page_css(page_size), BOXES_CSS, *words, *extra_css])
     body_attr = f' class="{html.escape(body_class, quote=True)}"' if body_class else ""
     return (
-        f'<!DOCTYPE html>\n<html lang="{html.escape(lang)}">\n<head>\n<meta charset="utf-8">\n'
+        f'<!DOCTYPE html>\n<html lang="{html.escape(lang)}">\n<head>\n<meta charset="utf-8">\n{VIEWPORT_META}\n'
         f'<meta http-equiv="Content-Security-Policy" content="{DOCUMENT_CSP}">\n'
         f"<title>{html.escape(title)}</title>\n"
         f"<style {BASE_STYLE_MARKER}>\n{base_stylesheet_text()}\n</style>\n"
-        f"<style>\n{own_css}\n</style>\n</head>\n"
+        f"<style>\n{own_css}\n</style>\n"
+        f"{SCREEN_STYLE_OPEN}\n{screen_stylesheet_text()}\n</style>\n</head>\n"
         f"<body{body_attr}>\n{body}</body>\n</html>\n"
     )
