@@ -16,7 +16,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from ..core.i18n import HTML_LANG, _, current, script_messages, using
+from ..core.i18n import HTML_LANG, N_, _, current, script_messages, using
 from ..core.resources import templates_dir
 from ..render.form import environment, form_problems, script_hash
 from ..render.html import markdown_body_html
@@ -26,6 +26,11 @@ from .problem import Problem
 from .topics import Topic
 
 PAGE_TEMPLATE = "practice/page.html.j2"
+#: What the instructor who publishes a static site must know (``practice --static`` prints it
+#: too); the static page says it to everyone who opens it.
+# Translators: on the static practice page, to whoever publishes it (and to students).
+ANSWERS_NOTICE = N_("This page carries every answer in its source (its checks run in the browser): "
+                    "publish it for practice only, never for graded work.")
 PROBLEM_TEMPLATE = "practice/problem.html.j2"
 #: The page's scripts, in the order they run (parse.js first: practice.js reads with it).
 SCRIPTS = ("answer-form/parse.js", "practice/practice.js")
@@ -88,4 +93,5 @@ def page_html(topics: Sequence[Topic], *, mode: str, lang: str, seed: str = "", 
             groups=topic_groups(topics), messages=json.dumps(messages, ensure_ascii=False, sort_keys=True),
             stylesheet=Markup(stylesheet()), screen_css=Markup(screen_stylesheet_text()), form_css=Markup(css[0]), practice_css=Markup(css[1]),
             parse_js=Markup(scripts[0]), practice_js=Markup(scripts[1]), progress_note=note, data=payload,
+            answers_note=_(ANSWERS_NOTICE) if mode == "static" else "",
         )

@@ -10,7 +10,8 @@ comes from a known mistake; the server credits any). The entries are read by the
 form's parser. The set is written as one unit by :mod:`qkvquiz.core.outputs`.
 
 The variants are public: drawn from public seeds (``<seed>-<k>``), never from the instructor's
-secret; the site says so. Each topic's variants are one gzip-compressed JSON block (base64),
+secret; the site says so, and says that its source carries every answer (:data:`.pages.ANSWERS_NOTICE`,
+for ``practice --static`` to print as well). Each topic's variants are one gzip-compressed JSON block (base64),
 unpacked by the browser when the topic is chosen: the markup of 50 variants is much alike.
 """
 
@@ -34,7 +35,7 @@ from ..grade.checks import carried_inputs, fixed_entries, rerun_on_own
 from ..key import encode
 from .checking import check
 from .pages import page_html, problem_html, worked_html
-from .problem import Problem, check_seed, new_problem, new_seed
+from .problem import MAX_SEED_CHARS, Problem, check_seed, new_problem, new_seed
 from .topics import Topic, in_language
 
 #: What ``practice --static`` owns in its folder (nothing private: the site is public).
@@ -166,6 +167,12 @@ def build_static(topics: Sequence[Topic], variants: int, out: str | Path, *, lan
     if not topics:
         raise ValueError("nothing to practise: no topics")
     base = check_seed(seed) if seed is not None else new_seed()
+    room = MAX_SEED_CHARS - len(f"-{variants}")
+    if len(base) > room:
+        # Checked before any problem is solved: the variants' seeds are "<seed>-1" … "<seed>-N".
+        raise ValueError(f"--seed {base!r} has {len(base)} characters; with --static {variants} the variants' "
+                         f"seeds are {base[:12]}…-1 to …-{variants}, and a seed has at most {MAX_SEED_CHARS}, "
+                         f"so the seed may have at most {room}")
     topics = in_language(topics, lang)
     out = Path(out)
     with write_set(out, OWNED, anchor="index.html") as files:
