@@ -63,6 +63,7 @@ class Progress:
             for name, row in dict(doc.get("families", {})).items():
                 if name in REGISTRY and isinstance(row, dict):
                     families[name] = {
+                        **({"title": row["title"][:200]} if isinstance(row.get("title"), str) else {}),
                         "checks": _count(row.get("checks")), "parts": _count(row.get("parts")),
                         "right": _count(row.get("right")),
                         "mistakes": {str(k): _count(v) for k, v in dict(row.get("mistakes", {})).items()},
@@ -84,10 +85,13 @@ class Progress:
             pass
         return {}
 
-    def record(self, family: str, right: int, parts: int, mistakes: Iterable[str]) -> None:
-        """One check of a problem of ``family``: ``right`` of ``parts`` parts right, ``mistakes`` seen."""
+    def record(self, family: str, right: int, parts: int, mistakes: Iterable[str], title: str = "") -> None:
+        """One check of a problem of ``family``: ``right`` of ``parts`` parts right, ``mistakes`` seen;
+        ``title``: the topic as the page's picker names it (the table names the family so)."""
         with self._lock:
             row = self.families.setdefault(family, {"checks": 0, "parts": 0, "right": 0, "mistakes": {}})
+            if title:
+                row["title"] = title
             row["checks"] += 1
             row["parts"] += int(parts)
             row["right"] += int(right)
@@ -103,7 +107,8 @@ class Progress:
             pass  # a read-only home: the record lives on for this session, in memory
 
     def rows(self) -> list[dict[str, Any]]:
-        """The table the page shows, in the current language: per family, its title, checks,
+        """The table the page shows, in the current language: per family, its title (as the picker
+        named the topic last checked, else the family's), checks,
         parts right of parts checked, and the mistakes seen (their sentences, most seen first)."""
         with self._lock:
             return [progress_row(name, row) for name, row in sorted(self.families.items())]
@@ -114,7 +119,7 @@ def progress_row(family: str, row: dict[str, Any]) -> dict[str, Any]:
     sentences = {m.name: m.feedback for m in fam.misconceptions}
     seen = sorted(row["mistakes"].items(), key=lambda kv: (-kv[1], kv[0]))
     return {
-        "family": family, "title": _(fam.title), "checks": row["checks"], "parts": row["parts"],
+        "family": family, "title": row.get("title") or _(fam.title), "checks": row["checks"], "parts": row["parts"],
         "right": row["right"],
         "mistakes": [{"name": name, "text": _(sentences[name]) if name in sentences else name, "count": n}
                      for name, n in seen],

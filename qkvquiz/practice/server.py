@@ -121,7 +121,7 @@ class PracticeApp:
             except ValueError as exc:
                 raise BadRequest(HTTPStatus.BAD_REQUEST, str(exc)) from None
             self.progress.record(problem.topic.family, result.right, len(result.parts),
-                                 [m for p in result.parts for m in p.mistakes])
+                                 [m for p in result.parts for m in p.mistakes], title=problem.topic.title())
             return {**result.to_json(), "progress": self.progress.rows()}
 
 

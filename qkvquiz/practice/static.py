@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.i18n import _, using
+from ..core.i18n import _, ngettext, using
 from ..core.outputs import owned_present, write_set
 from ..core.tolerance import SLACK, Tolerance
 from ..families import Env
@@ -61,6 +61,18 @@ def target(tol: Tolerance, values: Any) -> dict[str, list[Any]]:
     return {"values": flat(x), "band": [float(b) for b in total.ravel()]}
 
 
+def count_sentence(entries: int, per_entry: bool) -> str:
+    """The grader's sentence for a part's entries within tolerance (its catalog's words, in its
+    plural for ``entries``), with the number right left as ``%(correct)s`` for the page."""
+    if per_entry:
+        message = ngettext("%(correct)s of %(entries)s entry within tolerance",
+                           "%(correct)s of %(entries)s entries within tolerance", entries)
+    else:
+        message = ngettext("%(correct)s of %(entries)s entry within tolerance (this part is all or nothing)",
+                           "%(correct)s of %(entries)s entries within tolerance (this part is all or nothing)", entries)
+    return message % {"correct": "%(correct)s", "entries": entries}
+
+
 def check_data(problem: Problem) -> dict[str, Any]:
     """Everything the page needs to check answers to ``problem`` (one item) in the browser."""
     (item,) = problem.key.items
@@ -81,6 +93,7 @@ def check_data(problem: Problem) -> dict[str, Any]:
                 mistakes.append({"name": m.name, "text": _(m.feedback), **target(tol, wrong[0]),
                                  "entrywise": m.entrywise, "_full": wrong})
             fixed = fixed_entries(item, part, env, 1)
+            entries = int(np.size(env[part.step][0])) if asked is None else int(np.count_nonzero(asked))
             parts[part.id] = {
                 "kind": item.family.step(part.step).kind, "shape": list(shape),
                 "asked": None if asked is None else asked.ravel().tolist(),
@@ -88,6 +101,12 @@ def check_data(problem: Problem) -> dict[str, Any]:
                 "fixed": None if fixed is None else fixed[0].tolist(),
                 **target(tol, env[part.step][0]), "mistakes": mistakes, "carried": [],
                 "tolerance": tol.describe(),
+                # The grader's sentence for the count, in its plural, the count of right entries
+                # left for the page to fill in; the properties a right answer has, as data.
+                "counts": count_sentence(entries, bool(item.credit.per_entry)),
+                "invariants": [{**inv.page(env, item.params, env[part.step].shape), "text": _(inv.feedback)}
+                               for inv in item.family.invariants_for(part.step, item.params)
+                               if inv.page is not None],
             }
         if item.credit.carried_forward > 0:
             for part in item.parts:
@@ -188,7 +207,7 @@ def build_static(topics: Sequence[Topic], variants: int, out: str | Path, *, lan
                     if progress is not None:
                         progress()
                 shared = shared_pictures(docs)
-                blocks[topic.id] = {"family": topic.family, "family_title": _(topic.item.family.title),
+                blocks[topic.id] = {"family": topic.family, "title": topic.title(),
                                    "variants": packed({"shared": shared, "variants": docs})}
             page = page_html(topics, mode="static", lang=lang, seed=base, data={"topics": blocks})
         files.write("index.html", page)

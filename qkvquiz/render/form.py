@@ -59,7 +59,8 @@ FORM_FONT_SIZE_PT = 12.0
 STORAGE_PREFIX = "qkvquiz:answers:"
 
 # Names of the levels of a part's shape, counted from the innermost, as the grader names them.
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+#: A part's letter by its place in its item, "(a)", as the worksheet labels it.
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _FILE_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
@@ -190,7 +191,7 @@ def form_problems(ws: Worksheet, student: int, *, text_math: bool = False) -> li
             if step.kind == "shape":
                 # One box for the whole shape, read as "2×4" by parse.js and by the grader.
                 parts.append(FormPart(
-                    id=part.id, letter=_LETTERS[k % len(_LETTERS)],
+                    id=part.id, letter=LETTERS[k % len(LETTERS)],
                     prompt=Markup(html.inline_markdown_html(prose_math(_(step.prompt)), font_size_pt=FORM_FONT_SIZE_PT)),
                     symbol=Markup(html.math_html(f"{step.symbol} =", font_size_pt=FORM_FONT_SIZE_PT)),
                     points=part.points, shape=(),
@@ -200,7 +201,7 @@ def form_problems(ws: Worksheet, student: int, *, text_math: bool = False) -> li
                 continue
             parts.append(FormPart(
                 id=part.id,
-                letter=_LETTERS[k % len(_LETTERS)],
+                letter=LETTERS[k % len(LETTERS)],
                 # A prompt may hold inline math ($\bar B_K$): typeset as in the worksheet.
                 prompt=Markup(html.inline_markdown_html(prose_math(_(step.prompt)), font_size_pt=FORM_FONT_SIZE_PT)),
                 symbol=Markup(html.math_html(f"{label_symbol(step.symbol, len(shape))} =",
