@@ -89,6 +89,12 @@ _LITERAL = re.compile(
     r"|(?<!\w)'[^'\n]*'(?!\w)"
     r"|\d+(?:\.\d+)?e[-+−]?\d+"
 )
+#: A line (or list item) that opens with math: "- $S_{23}$: you wrote 2, … 1.0". The Markdown
+#: parser's dollar rule looks at the character before an opening "$" to refuse "1$", and at the
+#: start of a line that index wraps round to the line's last character: a line ending in a digit
+#: lost its math ("$S_{23}$" printed as written). A word joiner (U+2060, zero width, no break)
+#: before the "$" gives it a character of its own to look at.
+_OPENING_MATH = re.compile(r"^(\s*(?:[-*+] )?)\$(?!\$)")
 #: A part's letter at the start of a heading, "### (b) ": a label, not the letter b.
 _PART_LETTER = re.compile(r"#{1,6} \([a-z]{1,2}\) ")
 #: A word in a run of notation ("rows × columns", "√Var"): English, not math.
@@ -130,7 +136,7 @@ def page_markdown(markdown: str) -> str:
             pieces += [_sentence_math(line[at:span.start()]), span.group()]
             at = span.end()
         pieces.append(_sentence_math(line[at:]))
-        out.append("".join(pieces))
+        out.append(_OPENING_MATH.sub("\\1\u2060$", "".join(pieces)))
     return "\n".join(out)
 
 

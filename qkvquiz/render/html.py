@@ -72,6 +72,9 @@ _HAS_MATRIX = re.compile(r"\\begin\{(?:[bpvBV]?matrix|array|cases)\}(.*?)\\end\{
 _TRAILING_PUNCTUATION = re.compile(r"\s*([.,;:。，；：])(?!\d)")
 
 
+#: The longest code span kept on one line (`-inf`, `submission.json`); a longer one may wrap.
+MAX_UNBROKEN_CODE = 24
+
 #: A part id as the templates write it in code: an item id and a step, ``q1.scores`` or
 #: ``attention-layernorm.var`` (words of letters, digits, "_" and "-", joined by dots).
 _PART_ID = re.compile(r"[\w-]+(?:\.[\w-]+)+")
@@ -242,11 +245,14 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
     plain_code = md.renderer.rules["code_inline"]
 
     def code_inline(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-        if _PART_ID.fullmatch(tokens[idx].content):
-            # A part id is one unbreakable run (.part-id): broken at its hyphen, the line
-            # showed "attention-" and "layernorm.var" apart. The hyphen stays ASCII "-", so a
-            # copied id is the one the submission file spells.
+        content = tokens[idx].content
+        if _PART_ID.fullmatch(content):
+            # A part id is one unbreakable run (code is nowrap in the stylesheet): broken at its
+            # hyphen, the line showed "attention-" and "layernorm.var" apart. The hyphen stays
+            # ASCII "-", so a copied id is the one the submission file spells.
             tokens[idx].attrSet("class", "part-id")
+        elif len(content) > MAX_UNBROKEN_CODE or " " in content.strip():
+            tokens[idx].attrSet("class", "wrap")  # long: it may wrap, at its spaces or anywhere
         return plain_code(tokens, idx, options, env)
 
     md.add_render_rule("text", text)

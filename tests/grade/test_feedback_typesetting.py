@@ -217,6 +217,9 @@ def test_wrong_entries_are_named_as_on_the_sheet_and_their_values_written_as_the
     cells = {f"S{'₁₂₃₄'[i]}{'₁₂₃₄'[j]}": cell.strip(" |*") for i, row in enumerate(rows) for j, cell in enumerate(row)}
     for name, value in listed:  # one number style in a part: "1.0" in the list where the table says "1.0"
         assert cells[name] == value, (name, value, cells)
+    # On the page each name is set as math, as the key sets it, never left as "$S_{11}$".
+    page = feedback_html(text)
+    assert "$S_" not in page and '<i>S</i><sub>11</sub></span>: you wrote' in page
 
 
 def test_an_entry_name_past_nine_keeps_its_indices_apart():
