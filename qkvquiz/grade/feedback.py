@@ -108,7 +108,7 @@ def entry_name(index: tuple[int, ...]) -> str:
 
 
 #: Subscript digits, for an entry named as the worksheet names it (S₂₃).
-_SUBSCRIPTS = str.maketrans("0123456789,", "₀₁₂₃₄₅₆₇₈₉,")
+_SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 #: A symbol the sheet writes as one letter (S, A, Z, q), perhaps with a prime: its entries are
 #: named with subscripts. Others (∇Q, Z_cat) are named by row and column.
 _LETTER_SYMBOL = re.compile(r"[A-Za-z]'?")
@@ -213,11 +213,11 @@ def part_view(item: KeyItem, letter: str, r: PartResult) -> dict[str, Any]:
         view["expected_table"] = table(expected, tol, None if ok is None else ~ok, asked)
     # An exact value in the list below is written as the table above writes it: one number
     # style in a part ("1.0" in both, never "1" beside "1.0").
-    shown = (np.asarray(table_numbers(expected.reshape(-1, expected.shape[-1]), tol,
-                                      np.ones(expected.reshape(-1, expected.shape[-1]).shape, dtype=bool)
-                                      if asked is None else np.asarray(asked).reshape(-1, expected.shape[-1])),
-                        dtype=object).reshape(expected.shape)
-             if expected.ndim == 2 or expected.ndim == 1 else None)
+    shown = None
+    if expected.ndim in (1, 2):  # a stack of matrices has a table per matrix: each value on its own
+        rows = expected.reshape(-1, expected.shape[-1])
+        seen = np.ones(rows.shape, dtype=bool) if asked is None else np.asarray(asked, dtype=bool).reshape(rows.shape)
+        shown = np.asarray(table_numbers(rows, tol, seen), dtype=object).reshape(expected.shape)
     if r.given is not None and ok is not None:
         off = ~ok if asked is None else ~ok & asked
         wrong = np.argwhere(off) if expected.ndim else ([()] if not ok else [])
