@@ -298,6 +298,13 @@ class Step:
     # weights of masked keys. Together they count as one entry in the per-entry credit
     # (grade.checks.entry_credit), so that the lesson of the part decides its score.
     fixed: Callable[[Env, Params, Any], Array] | None = None
+    # The prompt where it depends on the params, as the worksheet's sentence does ("Compute the
+    # scaled scores" where the scores are scaled, "Compute the scores" where not); else ``prompt``.
+    prompt_with: Callable[[Params], str] | None = None
+
+    def prompt_for(self, params: Params) -> str:
+        """The prompt (a msgid) for a problem with ``params``: the words its worksheet uses."""
+        return self.prompt_with(params) if self.prompt_with is not None else self.prompt
 
     @property
     def askable(self) -> bool:

@@ -193,7 +193,7 @@ def part_view(item: KeyItem, letter: str, r: PartResult) -> dict[str, Any]:
     tol = item.tolerance_for(part.step)
     ids = [p.id for p in item.parts]  # named in running text as code: "your answer to `q5.scores`"
     view: dict[str, Any] = {
-        "letter": letter, "id": r.part, "prompt": _(step.prompt) if step.prompt else step.name, "verdict": r.verdict,
+        "letter": letter, "id": r.part, "prompt": _(step.prompt_for(item.params)) if step.prompt else step.name, "verdict": r.verdict,
         "verdict_text": _(VERDICTS[r.verdict]), "score": points_text(r.score), "points": points_text(r.points),
         "message": _code_ids(r.message, ids), "carry": _code_ids(r.carry, ids),
         "diagnosis": [_code_ids(d, ids) for d in r.diagnosis], "invariants": [_code_ids(d, ids) for d in r.invariants],

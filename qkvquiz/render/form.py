@@ -192,7 +192,7 @@ def form_problems(ws: Worksheet, student: int, *, text_math: bool = False) -> li
                 # One box for the whole shape, read as "2×4" by parse.js and by the grader.
                 parts.append(FormPart(
                     id=part.id, letter=LETTERS[k % len(LETTERS)],
-                    prompt=Markup(html.inline_markdown_html(prose_math(_(step.prompt)), font_size_pt=FORM_FONT_SIZE_PT)),
+                    prompt=Markup(html.inline_markdown_html(prose_math(_(step.prompt_for(item.params))), font_size_pt=FORM_FONT_SIZE_PT)),
                     symbol=Markup(html.math_html(f"{step.symbol} =", font_size_pt=FORM_FONT_SIZE_PT)),
                     points=part.points, shape=(),
                     shape_text=_("a shape rows × columns, such as 2×4"), blocks=grid_blocks(()),
@@ -203,7 +203,7 @@ def form_problems(ws: Worksheet, student: int, *, text_math: bool = False) -> li
                 id=part.id,
                 letter=LETTERS[k % len(LETTERS)],
                 # A prompt may hold inline math ($\bar B_K$): typeset as in the worksheet.
-                prompt=Markup(html.inline_markdown_html(prose_math(_(step.prompt)), font_size_pt=FORM_FONT_SIZE_PT)),
+                prompt=Markup(html.inline_markdown_html(prose_math(_(step.prompt_for(item.params))), font_size_pt=FORM_FONT_SIZE_PT)),
                 symbol=Markup(html.math_html(f"{label_symbol(step.symbol, len(shape))} =",
                                              font_size_pt=FORM_FONT_SIZE_PT)),
                 points=part.points,

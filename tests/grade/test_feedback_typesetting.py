@@ -97,7 +97,7 @@ def test_english_labels_keep_their_colon_and_space():
     _report, text = graded_layer("en")
     assert "**Student:** `s01` · **Variant:** `" in text
     assert "**Not correct:** 0 of 2 points." in text and "- **Likely mistake:** " in text
-    assert "\n### (a) Compute the scores (`q1.scores`)\n" in text
+    assert "\n### (a) Compute the scaled scores (`q1.scores`)\n" in text
 
 
 def test_part_ids_in_running_text_are_code():
@@ -253,3 +253,18 @@ def test_every_page_of_a_feedback_pdf_names_its_student_in_the_footer(tmp_path):
     texts = page_texts(tmp_path / "fb.pdf")
     assert len(texts) > 2
     assert all("s77" in t for t in texts), [t[-80:] for t in texts]
+
+
+@pytest.mark.parametrize(("lang", "scaled", "unscaled"), [
+    ("en", "(a) Compute the scaled scores (", "(a) Compute the scores ("),
+    ("zh", "(a) 计算缩放后的注意力分数（", "(a) 计算注意力分数（"),
+])
+def test_a_part_heading_says_scaled_where_the_worksheet_does(lang, scaled, unscaled):
+    # The diagnosis of that part is "not divided by √dₖ": "scaled" must not vanish from its title.
+    _report, text = graded_layer(lang)
+    assert "### " + scaled + "`q1.scores`" in text  # attention.scores, scaled by default
+    key, doc = make_key([{"family": "attention.scores", "params": {"tokens": 2, "d_k": 4, "scale": "none"}}],
+                        students=["s01"])
+    answers = {pid: None for pid in doc["students"][0]["answers"]}
+    report = grade(key, [Submission("s01.json", "s01", answers)], lang=lang)
+    assert "### " + unscaled + "`q1.scores`" in fb.feedback_markdown(report, report.results[0], lang=lang)
