@@ -265,7 +265,7 @@ class _StudentFiles:
                 from .render.form import answer_form_html
 
                 sheet = worksheet_document(ws, i, page_size=self.page_size, templates=self.templates,
-                                           screen=True, work_space=self.work_space,
+                                           work_space=self.work_space,
                                            name=self.names.get(student, ""), rendered=texts)
                 put(f"{here}/worksheet.html", sheet)
                 put(f"{here}/answer-form.html", answer_form_html(ws, i))

@@ -46,13 +46,38 @@ class FeedbackPage:
 
 #: The feedback page's own rules, after the pages' stylesheet (templates/style.css).
 FEEDBACK_CSS = """
-/* An exact answer's label, its table and the tolerance under it stay on one page
- * ("The exact answer:" ending a page, its table on the next, was the cut this mends),
- * as do a label and the list it introduces. */
+/* Each part whole on one page where it fits: its heading, verdict, the list of entries and the
+ * exact answer under it ("The exact answer:" ending a page, its matrix on the next, was the cut
+ * this mends); a part taller than a page breaks as it must. */
+body.feedback section.fb-part { break-inside: avoid; }
 body.feedback table { break-before: avoid; break-inside: avoid; }
 body.feedback table + p, body.feedback p + ul { break-before: avoid; }
-/* The numbers of a table right-aligned (Markdown's "---:"), in digits of one width. */
+/* The exact answer as the worksheet writes a matrix: in brackets, without the Markdown file's
+ * row and column headers (the entries are named as on the sheet, S₂₃, in the list above). */
+body.feedback table {
+  margin: 0.4em 0 0.6em 1.2em;
+  border-left: 0.1em solid #000;
+  border-right: 0.1em solid #000;
+  background:
+    linear-gradient(#000, #000) left top / 0.35em 0.1em no-repeat,
+    linear-gradient(#000, #000) left bottom / 0.35em 0.1em no-repeat,
+    linear-gradient(#000, #000) right top / 0.35em 0.1em no-repeat,
+    linear-gradient(#000, #000) right bottom / 0.35em 0.1em no-repeat;
+}
+body.feedback table thead, body.feedback table td:first-child { display: none; }
+body.feedback table td { padding: 0.1em 0.55em; }
+/* The numbers right-aligned (Markdown's "---:"), in digits of one width. */
 body.feedback td, body.feedback th { font-variant-numeric: tabular-nums; }
+/* An entry the student missed: boxed and in red as well as bold, which is all but invisible in a
+ * Chinese face (and "−∞" in bold is hardly bolder than in regular). */
+body.feedback table strong {
+  color: #b00000;
+  border: 0.06em solid #b00000;
+  padding: 0 0.15em;
+  font-weight: bold;
+}
+/* Every page's footer names the student: the id in the first line under the title. */
+body.feedback h1 + p > code:first-of-type { string-set: student-id content(); }
 """
 
 #: What a page shows as written, never as math: a code span (its fence a run of backticks,
@@ -64,6 +89,12 @@ _LITERAL = re.compile(
     r"|(?<!\w)'[^'\n]*'(?!\w)"
     r"|\d+(?:\.\d+)?e[-+−]?\d+"
 )
+#: A line (or list item) that opens with math: "- $S_{23}$: you wrote 2, … 1.0". The Markdown
+#: parser's dollar rule looks at the character before an opening "$" to refuse "1$", and at the
+#: start of a line that index wraps round to the line's last character: a line ending in a digit
+#: lost its math ("$S_{23}$" printed as written). A word joiner (U+2060, zero width, no break)
+#: before the "$" gives it a character of its own to look at.
+_OPENING_MATH = re.compile(r"^(\s*(?:[-*+] )?)\$(?!\$)")
 #: A part's letter at the start of a heading, "### (b) ": a label, not the letter b.
 _PART_LETTER = re.compile(r"#{1,6} \([a-z]{1,2}\) ")
 #: A word in a run of notation ("rows × columns", "√Var"): English, not math.
@@ -105,8 +136,20 @@ def page_markdown(markdown: str) -> str:
             pieces += [_sentence_math(line[at:span.start()]), span.group()]
             at = span.end()
         pieces.append(_sentence_math(line[at:]))
-        out.append("".join(pieces))
+        out.append(_OPENING_MATH.sub("\\1\u2060$", "".join(pieces)))
     return "\n".join(out)
+
+
+#: Where a part of the page begins: its heading, "### (a) …" (problems are "##").
+_PART_START = re.compile(r"(?=<h[23][ >])")
+
+
+def part_sections(body: str) -> str:
+    """The page's HTML with each part (an ``<h3>`` and what follows it up to the next heading)
+    in a ``<section class="fb-part">``, which the stylesheet keeps on one page."""
+    pieces = _PART_START.split(body)
+    return "".join(f'<section class="fb-part">{piece}</section>' if piece.startswith("<h3") else piece
+                   for piece in pieces)
 
 
 def feedback_html(markdown: str, *, title: str = "", header: str = "") -> str:
@@ -115,7 +158,7 @@ def feedback_html(markdown: str, *, title: str = "", header: str = "") -> str:
     from ..render.html_page import html_document, markdown_body_html
 
     # The file holds what students and the spec wrote (quoted, titles): its HTML stays text.
-    body = markdown_body_html(page_markdown(markdown), text_math=True)
+    body = part_sections(markdown_body_html(page_markdown(markdown), text_math=True))
     return html_document(f"{header}\n{body}", title=title, extra_css=[FEEDBACK_CSS], body_class="feedback")
 
 

@@ -121,7 +121,8 @@ SCORES = Family(
     givens=(Given("Q", "Q", N_("queries, one row per token")), Given("K", "K", N_("keys, one row per token"))),
     sample=_sample_scores,
     steps=(
-        Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", N_("Compute the scores"), _scores, ("Q", "K")),
+        Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", N_("Compute the scores"), _scores, ("Q", "K"),
+             prompt_with=lambda p: N_("Compute the scaled scores") if score_factor(p) != 1 else N_("Compute the scores")),
     ),
     default_ask=("scores",),
     misconceptions=(

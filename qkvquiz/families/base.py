@@ -213,6 +213,10 @@ class Invariant:
     fn: Callable[[Array, Env, Params, Array, Any], Array]
     feedback: str  # says what the property is, e.g. "Each row of A must sum to 1."
     applies: Callable[[Params], bool] | None = None
+    #: ``page(env, params, shape)``: the property as data a browser checks with (the static
+    #: practice page), for the first variant of ``env``, a value of ``shape`` (variants first);
+    #: None where it has no such form.
+    page: Callable[[Env, Params, tuple[int, ...]], dict[str, Any]] | None = None
 
     def applies_to(self, params: Params) -> bool:
         return self.applies is None or bool(self.applies(params))
@@ -243,7 +247,12 @@ def rows_sum_to(
             ok = ok | ~rows(env, params, xp)
         return _per_variant(ok)
 
-    return Invariant(name, check, feedback, applies)
+    def page(env: Env, params: Params, shape: tuple[int, ...]) -> dict[str, Any]:
+        picked = None if rows is None else np.broadcast_to(np.asarray(rows(env, params, np)), shape[:-1])[0]
+        return {"kind": "rows_sum", "target": float(target),
+                "rows": None if picked is None else picked.ravel().astype(bool).tolist()}
+
+    return Invariant(name, check, feedback, applies, page)
 
 
 def zero_where(
@@ -255,7 +264,11 @@ def zero_where(
     def check(value: Array, env: Env, params: Params, band: Array, xp: Any) -> Array:
         return _per_variant((xp.abs(value) <= band) | ~where(env, params, xp))
 
-    return Invariant(name, check, feedback, applies)
+    def page(env: Env, params: Params, shape: tuple[int, ...]) -> dict[str, Any]:
+        zero = np.broadcast_to(np.asarray(where(env, params, np)), shape)[0]
+        return {"kind": "zero", "where": zero.ravel().astype(bool).tolist()}
+
+    return Invariant(name, check, feedback, applies, page)
 
 
 def transposable(rows: str, cols: str) -> Callable[[Params], bool]:
@@ -289,6 +302,13 @@ class Step:
     # and used for the next (a substitution): (env, params, xp, half a unit per entry) -> the
     # widths it reaches (families.rounding). None: rounding moves each entry by its half unit.
     rounded_as_worked: Callable[[Env, Params, Any, Array], Array] | None = None
+    # The prompt where it depends on the params, as the worksheet's sentence does ("Compute the
+    # scaled scores" where the scores are scaled, "Compute the scores" where not); else ``prompt``.
+    prompt_with: Callable[[Params], str] | None = None
+
+    def prompt_for(self, params: Params) -> str:
+        """The prompt (a msgid) for a problem with ``params``: the words its worksheet uses."""
+        return self.prompt_with(params) if self.prompt_with is not None else self.prompt
 
     @property
     def askable(self) -> bool:

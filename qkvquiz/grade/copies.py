@@ -37,9 +37,11 @@ COPY_SHARE = 0.5  # share of the answered, telling entries that must match the o
 COPY_MIN_ENTRIES = 4  # fewer telling entries answered: never flagged
 PROBE_MATCHES = 3  # windows a candidate must lie in (fewer where a suspect answered fewer)
 BLOCK_ELEMENTS = 1 << 22  # comparisons per array call: bounds memory for a large class
-# What the student reads in their feedback: the classmate is named to the instructor only.
-COPY_NOTE = N_("most answers match another student's worksheet rather than yours; they were graded against "
-               "your own variant and no credit was carried forward")
+# A note on the file, which the student reads in their feedback and the instructor in the grade
+# command's output: so it speaks of "this student", as every note on a file does, never "you".
+# The classmate is named to the instructor only (the flag).
+COPY_NOTE = N_("most answers match another student's worksheet rather than this student's own; they were "
+               "graded against this student's own variant and no credit was carried forward")
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,24 @@ def entry_name(index: tuple[int, ...]) -> str:
     return entry_place([i + 1 for i in index], len(index))
 
 
+#: Subscript digits, for an entry named as the worksheet names it (S₂₃).
+_SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+#: A symbol the sheet writes as one letter (S, A, Z, q), perhaps with a prime: its entries are
+#: named with subscripts. Others (∇Q, Z_cat) are named by row and column.
+_LETTER_SYMBOL = re.compile(r"[A-Za-z]'?")
+
+
+def sheet_entry_name(symbol: str, index: tuple[int, ...]) -> str:
+    """An entry as the worksheet and the key name it, counting from 1: ``S₂₃`` (a comma between
+    indices past 9: ``S₁₀,₃``); where the step's symbol is not one letter, its place in words
+    (:func:`entry_name`)."""
+    if not index or not _LETTER_SYMBOL.fullmatch(symbol):
+        return entry_name(index)
+    numbers = [str(i + 1) for i in index]
+    joined = ("," if any(len(n) > 1 for n in numbers) else "").join(numbers)
+    return symbol + joined.translate(_SUBSCRIPTS)
+
+
 def table(values: np.ndarray, tol: Tolerance, bold: np.ndarray | None = None,
           asked: np.ndarray | None = None) -> list[str]:
     """A vector or matrix (or a stack of them) as Markdown tables, wrong entries in bold; with
@@ -175,7 +193,7 @@ def part_view(item: KeyItem, letter: str, r: PartResult) -> dict[str, Any]:
     tol = item.tolerance_for(part.step)
     ids = [p.id for p in item.parts]  # named in running text as code: "your answer to `q5.scores`"
     view: dict[str, Any] = {
-        "letter": letter, "id": r.part, "prompt": _(step.prompt) if step.prompt else step.name, "verdict": r.verdict,
+        "letter": letter, "id": r.part, "prompt": _(step.prompt_for(item.params)) if step.prompt else step.name, "verdict": r.verdict,
         "verdict_text": _(VERDICTS[r.verdict]), "score": points_text(r.score), "points": points_text(r.points),
         "message": _code_ids(r.message, ids), "carry": _code_ids(r.carry, ids),
         "diagnosis": [_code_ids(d, ids) for d in r.diagnosis], "invariants": [_code_ids(d, ids) for d in r.invariants],
@@ -197,15 +215,23 @@ def part_view(item: KeyItem, letter: str, r: PartResult) -> dict[str, Any]:
         view["expected"] = number_text(float(expected), tol)
     else:
         view["expected_table"] = table(expected, tol, None if ok is None else ~ok, asked)
+    # An exact value in the list below is written as the table above writes it: one number
+    # style in a part ("1.0" in both, never "1" beside "1.0").
+    shown = None
+    if expected.ndim in (1, 2):  # a stack of matrices has a table per matrix: each value on its own
+        rows = expected.reshape(-1, expected.shape[-1])
+        seen = np.ones(rows.shape, dtype=bool) if asked is None else np.asarray(asked, dtype=bool).reshape(rows.shape)
+        shown = np.asarray(table_numbers(rows, tol, seen), dtype=object).reshape(expected.shape)
     if r.given is not None and ok is not None:
         off = ~ok if asked is None else ~ok & asked
         wrong = np.argwhere(off) if expected.ndim else ([()] if not ok else [])
+        symbol = step.symbol
         for index in wrong[:MAX_LISTED]:
             index = tuple(int(i) for i in index)
             view["wrong"].append({
-                "where": entry_name(index) if index else "",
+                "where": sheet_entry_name(symbol, index) if index else "",
                 "given": given_text(_entry_at(r.given, index)),
-                "expected": number_text(float(expected[index]), tol),
+                "expected": str(shown[index]) if shown is not None else number_text(float(expected[index]), tol),
             })
         view["more"] = max(0, len(wrong) - MAX_LISTED)
     return view

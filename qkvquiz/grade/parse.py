@@ -166,7 +166,7 @@ def _tokenize(text: str) -> list[tuple[str, object]]:
             continue
         op = next((o for o in _OPERATORS if text.startswith(o, i)), None)
         if op is None:
-            raise _Unreadable(_('unexpected character "%(char)s"') % {"char": ch})
+            raise _Unreadable(_('"%(char)s" cannot be part of a number') % {"char": ch})
         if op in ("π", "∞"):
             tokens.append((_CONST, _CONSTANTS[op]))
         elif op == "√":
@@ -224,7 +224,7 @@ class _Parser:
         value = self.expr()
         kind, token = self.peek()
         if kind != _END:
-            raise _Unreadable(_("unexpected %(token)s") % {"token": _describe_token(kind, token)})
+            raise _Unreadable(_out_of_place(kind, token))
         return value
 
     def expr(self) -> float:
@@ -306,15 +306,16 @@ class _Parser:
             return value
         if kind == _END:
             raise _Unreadable(_("it ends too early"))
-        raise _Unreadable(_("unexpected %(token)s") % {"token": _describe_token(kind, token)})
+        raise _Unreadable(_out_of_place(kind, token))
 
 
-def _describe_token(kind: str, token: object) -> str:
-    if kind == _END:
-        return _("end")
-    if kind == _NUM:
-        return _("number %(value)s") % {"value": f"{token:g}"} if isinstance(token, float) else _("number")
-    return f'"{token}"' if kind in (_OP, _FUNC) else _("constant")
+def _out_of_place(kind: str, token: object) -> str:
+    """Why a token cannot stand where it is, in a student's words: a number after a whole value
+    ("1.2.3" reads as 1.2 then .3; "2 3") is a second number, a sign or bracket is out of place."""
+    if kind in (_NUM, _CONST):
+        return _("it holds two numbers (a second decimal point, or a space inside a number); "
+                 "write one number per box")
+    return _('the "%(token)s" is out of place') % {"token": token}
 
 
 def _found(value: object, unit: str = "entries") -> str:

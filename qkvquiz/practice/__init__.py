@@ -18,11 +18,11 @@ a site that checks in the browser (:mod:`.static`). Progress is kept by :mod:`.p
 from __future__ import annotations
 
 from .checking import CheckResult, PartFeedback, check
-from .pages import page_html, problem_html, worked_html
+from .pages import ANSWERS_NOTICE, page_html, problem_html, worked_html
 from .problem import Problem, new_problem, new_seed
 from .progress import Progress, data_dir
 from .static import build_static
 from .topics import Topic, TopicError, topics_for
 
-__all__ = ["CheckResult", "PartFeedback", "Problem", "Progress", "Topic", "TopicError", "build_static", "check",
+__all__ = ["ANSWERS_NOTICE", "CheckResult", "PartFeedback", "Problem", "Progress", "Topic", "TopicError", "build_static", "check",
            "data_dir", "new_problem", "new_seed", "page_html", "problem_html", "topics_for", "worked_html"]

@@ -8,7 +8,8 @@ entry marks, diagnosis and carried-credit sentences for each part, in the proble
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ import numpy as np
 from ..core.i18n import using
 from ..core.submissions import submission_from_json
 from ..grade import grade
+from ..render.form import LETTERS
 from .problem import PRACTICE_STUDENT, Problem
 
 #: The grader's verdicts that a practice page shows as right.
@@ -69,12 +71,29 @@ def check(problem: Problem, answers: Mapping[str, Any]) -> CheckResult:
         report = grade(problem.key, [submission], lang=problem.lang)
         tolerances = {part.id: item.tolerance_for(part.step).describe() for item, part in problem.key.parts}
     (result,) = report.results
+    named = labels(problem)
     out = []
     for r in result.parts:
         entry_ok = None if r.entry_ok is None else np.ravel(np.asarray(r.entry_ok, dtype=bool)).tolist()
-        out.append(PartFeedback(r.part, r.verdict, entry_ok, r.message, list(r.diagnosis), list(r.mistakes),
-                                r.carry, list(r.invariants), tolerances.get(r.part, ""), r.score, r.points))
+        out.append(PartFeedback(r.part, r.verdict, entry_ok, named(r.message), [named(d) for d in r.diagnosis],
+                                list(r.mistakes), named(r.carry), [named(i) for i in r.invariants],
+                                tolerances.get(r.part, ""), r.score, r.points))
     return CheckResult(out)
+
+
+def labels(problem: Problem) -> Callable[[str], str]:
+    """A function that writes each part id in a sentence as the page labels the part, "(a)": the
+    page shows no ids (no file is handed in), and "q5.scores" under "Problem 1" named nothing the
+    student could see. The letters are the answer form's (a part's place in its item)."""
+    ids = sorted(((p.id, f"({LETTERS[k % len(LETTERS)]})") for item in problem.key.items
+                  for k, p in enumerate(item.parts)), key=lambda pair: -len(pair[0]))
+    pattern = re.compile("|".join(rf"(?<![\w.-]){re.escape(pid)}(?![\w-])" for pid, _label in ids)) if ids else None
+    table = dict(ids)
+
+    def named(text: str) -> str:
+        return pattern.sub(lambda m: table[m.group()], text) if pattern is not None and text else text
+
+    return named
 
 
 def _blank_as_none(value: Any) -> Any:

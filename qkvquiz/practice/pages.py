@@ -16,16 +16,21 @@ from typing import Any
 
 from markupsafe import Markup
 
-from ..core.i18n import HTML_LANG, _, current, script_messages, using
+from ..core.i18n import HTML_LANG, N_, _, current, script_messages, using
 from ..core.resources import templates_dir
 from ..render.form import environment, form_problems, script_hash
 from ..render.html_page import markdown_body_html
 from ..render.markdown import render_student
-from ..render.page import stylesheet
+from ..render.page import screen_stylesheet_text, stylesheet
 from .problem import Problem
 from .topics import Topic
 
 PAGE_TEMPLATE = "practice/page.html.j2"
+#: What the instructor who publishes a static site must know (``practice --static`` prints it
+#: too); the static page says it to everyone who opens it.
+# Translators: on the static practice page, to whoever publishes it (and to students).
+ANSWERS_NOTICE = N_("This page carries every answer in its source (its checks run in the browser): "
+                    "publish it for practice only, never for graded work.")
 PROBLEM_TEMPLATE = "practice/problem.html.j2"
 #: The page's scripts, in the order they run (parse.js first: practice.js reads with it).
 SCRIPTS = ("answer-form/parse.js", "practice/practice.js")
@@ -86,6 +91,7 @@ def page_html(topics: Sequence[Topic], *, mode: str, lang: str, seed: str = "", 
             html_lang=HTML_LANG[current()], csp=Markup(csp), mode=mode, seed=seed,
             first=first or (topics[0].id if topics else ""),
             groups=topic_groups(topics), messages=json.dumps(messages, ensure_ascii=False, sort_keys=True),
-            stylesheet=Markup(stylesheet()), form_css=Markup(css[0]), practice_css=Markup(css[1]),
+            stylesheet=Markup(stylesheet()), screen_css=Markup(screen_stylesheet_text()), form_css=Markup(css[0]), practice_css=Markup(css[1]),
             parse_js=Markup(scripts[0]), practice_js=Markup(scripts[1]), progress_note=note, data=payload,
+            answers_note=_(ANSWERS_NOTICE) if mode == "static" else "",
         )

@@ -19,7 +19,8 @@ from .topics import Topic
 #: The one student of a practice worksheet (the grader needs an id).
 PRACTICE_STUDENT = "practice"
 #: What a seed may be: it travels in requests and page data, so it is short and plain.
-SEED_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,40}")
+MAX_SEED_CHARS = 40
+SEED_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,%d}" % MAX_SEED_CHARS)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def new_seed() -> str:
 
 def check_seed(seed: str) -> str:
     if not isinstance(seed, str) or not SEED_PATTERN.fullmatch(seed):
-        raise ValueError(f"a seed is 1 to 40 letters, digits, '-' or '_', got {str(seed)[:60]!r}")
+        raise ValueError(f"a seed is 1 to {MAX_SEED_CHARS} letters, digits, '-' or '_', got {str(seed)[:60]!r}")
     return seed
 
 

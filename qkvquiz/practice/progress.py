@@ -3,8 +3,11 @@
 One small JSON file in the user's data folder (``$XDG_DATA_HOME/qkvquiz/practice.json``, else
 ``~/.local/share/qkvquiz``; ``%LOCALAPPDATA%`` on Windows, ``~/Library/Application Support``
 on macOS): per family, how many checks, how many parts were right of how many, and how often
-each known mistake was seen. Nothing is sent anywhere. A file that cannot be read (edited by
-hand, cut short) is set aside and a new record started, never a crash.
+each known mistake was seen. Nothing is sent anywhere. The file is read through the same door
+as every other input (:func:`qkvquiz.core.inputs.read_bytes`: a regular file only, never a FIFO
+that would hang the start or a device that never ends, and at most :data:`MAX_PROGRESS_BYTES`).
+A file that cannot be read (edited by hand, cut short, not a regular file) is set aside and a new
+record started, never a crash.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.i18n import _
+from ..core.inputs import InputError, decode_text, read_bytes, shown_path
 from ..core.outputs import OutputError, write_file
 from ..families import REGISTRY
 
@@ -51,34 +55,43 @@ class Progress:
 
     def _load(self) -> dict[str, dict[str, Any]]:
         try:
-            if self.path.stat().st_size > MAX_PROGRESS_BYTES:
-                raise ValueError("too large")
-            doc = json.loads(self.path.read_text(encoding="utf-8"))
+            raw = read_bytes(self.path, MAX_PROGRESS_BYTES, "progress")
+            doc = json.loads(decode_text(raw, shown_path(self.path), "progress"))
             if not isinstance(doc, dict) or doc.get("format") != PROGRESS_FORMAT:
                 raise ValueError("not a progress file")
             families = {}
             for name, row in dict(doc.get("families", {})).items():
                 if name in REGISTRY and isinstance(row, dict):
                     families[name] = {
+                        **({"title": row["title"][:200]} if isinstance(row.get("title"), str) else {}),
                         "checks": _count(row.get("checks")), "parts": _count(row.get("parts")),
                         "right": _count(row.get("right")),
                         "mistakes": {str(k): _count(v) for k, v in dict(row.get("mistakes", {})).items()},
                     }
             return families
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError, TypeError, AttributeError):
-            # Unreadable: kept beside, under another name, for whoever wants to look.
-            try:
-                self.path.replace(self.path.with_name(self.path.name + ".unreadable"))
-            except OSError:
-                pass
-            return {}
+        except InputError:
+            if not os.path.lexists(self.path):
+                return {}  # no record yet
+            return self._set_aside()
+        except (OSError, ValueError, TypeError, AttributeError, RecursionError):
+            return self._set_aside()
 
-    def record(self, family: str, right: int, parts: int, mistakes: Iterable[str]) -> None:
-        """One check of a problem of ``family``: ``right`` of ``parts`` parts right, ``mistakes`` seen."""
+    def _set_aside(self) -> dict[str, dict[str, Any]]:
+        """A new, empty record; the unreadable file is kept beside, under another name, for
+        whoever wants to look (a link is renamed, never what it points to)."""
+        try:
+            self.path.replace(self.path.with_name(self.path.name + ".unreadable"))
+        except OSError:
+            pass
+        return {}
+
+    def record(self, family: str, right: int, parts: int, mistakes: Iterable[str], title: str = "") -> None:
+        """One check of a problem of ``family``: ``right`` of ``parts`` parts right, ``mistakes`` seen;
+        ``title``: the topic as the page's picker names it (the table names the family so)."""
         with self._lock:
             row = self.families.setdefault(family, {"checks": 0, "parts": 0, "right": 0, "mistakes": {}})
+            if title:
+                row["title"] = title
             row["checks"] += 1
             row["parts"] += int(parts)
             row["right"] += int(right)
@@ -94,7 +107,8 @@ class Progress:
             pass  # a read-only home: the record lives on for this session, in memory
 
     def rows(self) -> list[dict[str, Any]]:
-        """The table the page shows, in the current language: per family, its title, checks,
+        """The table the page shows, in the current language: per family, its title (as the picker
+        named the topic last checked, else the family's), checks,
         parts right of parts checked, and the mistakes seen (their sentences, most seen first)."""
         with self._lock:
             return [progress_row(name, row) for name, row in sorted(self.families.items())]
@@ -105,7 +119,7 @@ def progress_row(family: str, row: dict[str, Any]) -> dict[str, Any]:
     sentences = {m.name: m.feedback for m in fam.misconceptions}
     seen = sorted(row["mistakes"].items(), key=lambda kv: (-kv[1], kv[0]))
     return {
-        "family": family, "title": _(fam.title), "checks": row["checks"], "parts": row["parts"],
+        "family": family, "title": row.get("title") or _(fam.title), "checks": row["checks"], "parts": row["parts"],
         "right": row["right"],
         "mistakes": [{"name": name, "text": _(sentences[name]) if name in sentences else name, "count": n}
                      for name, n in seen],

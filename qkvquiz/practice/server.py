@@ -9,8 +9,14 @@ What it accepts, and nothing else (anything else is a 4xx, with no detail from i
 - ``GET /``: the page, built once at start (its CSP allows only its own scripts and this server);
 - ``POST /api/problem`` ``{"topic": ID, "seed": SEED?}``, ``/api/check`` ``{"topic", "seed",
   "answers": {part: answer}}``, ``/api/worked`` ``{"topic", "seed"}``, ``/api/progress`` ``{}``:
-  ``Content-Type: application/json``, at most :data:`MAX_REQUEST_BYTES`, only these fields, a
-  topic of its own list and a plain seed; the answers then go through the grader's own door.
+  ``Content-Type: application/json``, at most :data:`MAX_REQUEST_BYTES`, nested at most
+  :data:`MAX_REQUEST_NESTING` deep, no key twice in an object, only these fields, a topic of its
+  own list and a plain seed; the answers then go through the grader's own door.
+- A whole request (its line, headers and body) arrives within :data:`REQUEST_TIMEOUT_S`
+  seconds of its first byte being awaited, or the connection is cut (408 where a body was late):
+  a client that trickles a byte at a time holds a thread no longer than that.
+- Any other method (PUT, TRACE, CONNECT, …) is 405, and every refusal, the standard library's
+  own (a request line too long, a bad header) included, carries the same security headers.
 - A request whose ``Host`` is not this loopback address and port (a page of another site that
   renamed itself to 127.0.0.1: DNS rebinding), or whose ``Origin`` is another site's, is refused.
 
@@ -22,12 +28,14 @@ from __future__ import annotations
 import json
 import socket
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ..core.i18n import using
+from ..core.inputs import json_nesting
 from .checking import check
 from .pages import page_html, problem_html, worked_html
 from .problem import new_problem
@@ -36,7 +44,11 @@ from .topics import Topic, in_language
 
 HOST = "127.0.0.1"
 MAX_REQUEST_BYTES = 64 * 1024  # the largest answer a problem takes is a few kilobytes of text
-REQUEST_TIMEOUT_S = 15
+MAX_REQUEST_NESTING = 8  # {"answers": {part: [[[…]]]}}: the deepest answer is a stack of matrices
+REQUEST_TIMEOUT_S = 15  # for a whole request, not each read (see Handler.handle_one_request)
+#: Connections waiting to be accepted: a page's parallel checks (and a test's 32) are queued, not
+#: reset (the standard library's default is 5).
+LISTEN_BACKLOG = 128
 #: Each endpoint's fields: name → whether required.
 ENDPOINTS: dict[str, dict[str, bool]] = {
     "/api/problem": {"topic": True, "seed": False},
@@ -109,7 +121,7 @@ class PracticeApp:
             except ValueError as exc:
                 raise BadRequest(HTTPStatus.BAD_REQUEST, str(exc)) from None
             self.progress.record(problem.topic.family, result.right, len(result.parts),
-                                 [m for p in result.parts for m in p.mistakes])
+                                 [m for p in result.parts for m in p.mistakes], title=problem.topic.title())
             return {**result.to_json(), "progress": self.progress.rows()}
 
 
@@ -131,6 +143,20 @@ def _no_constants(token: str) -> Any:
     raise ValueError(f"{token} is not JSON")
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all different: with a key twice, which answer counts would be a guess."""
+    doc = dict(pairs)
+    if len(doc) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _v in pairs if k in seen or seen.add(k))
+        raise _DuplicateKey(f"the key {twice[:40]!r} appears twice in one object")
+    return doc
+
+
 class Handler(BaseHTTPRequestHandler):
     server: PracticeServer
     server_version = "qkvquiz-practice"
@@ -144,6 +170,38 @@ class Handler(BaseHTTPRequestHandler):
         # Headers and body go out as two writes: without TCP_NODELAY the second waits for the
         # client's delayed ACK (40 ms on Linux), most of a check's round trip.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def handle_one_request(self) -> None:
+        # The time limit is for the whole request: the socket's timeout alone applies to each
+        # read, and a byte every few seconds would hold the thread for ever. When the limit
+        # passes, reading is shut down (the blocked read ends; the reply can still be sent).
+        self._late = False
+        timer = threading.Timer(REQUEST_TIMEOUT_S, self._cut_off)
+        timer.daemon = True
+        timer.start()
+        try:
+            super().handle_one_request()
+        finally:
+            timer.cancel()
+
+    def _cut_off(self) -> None:
+        self._late = True
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RD)
+        except OSError:
+            pass  # already closed
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's own refusals (an unknown method, a line too long, a bad header)
+        as ours: JSON with the security headers; a method we do not serve is 405, not 501."""
+        if code == HTTPStatus.NOT_IMPLEMENTED:
+            code, message = HTTPStatus.METHOD_NOT_ALLOWED, "method not allowed"
+        status = HTTPStatus(code)
+        self.close_connection = True
+        self._send(status, json.dumps({"error": message or status.phrase}).encode("utf-8"),
+                   "application/json; charset=utf-8",
+                   {"Allow": "GET, HEAD, POST"} if status == HTTPStatus.METHOD_NOT_ALLOWED else {})
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (the base class's name)
         pass  # quiet: the terminal shows the URL and errors, not every request
@@ -217,24 +275,33 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"a request is at most {MAX_REQUEST_BYTES} bytes")
         try:
             raw = self.rfile.read(length)
-        except TimeoutError:
-            raise BadRequest(HTTPStatus.REQUEST_TIMEOUT, "the request's body did not arrive") from None
+        except (TimeoutError, OSError):
+            raw = b""
+            self._late = True
         if len(raw) < length:
+            if self._late:
+                raise BadRequest(HTTPStatus.REQUEST_TIMEOUT,
+                                 f"the request did not arrive within {REQUEST_TIMEOUT_S} seconds")
             raise BadRequest(HTTPStatus.BAD_REQUEST, "the request's body is shorter than its Content-Length")
+        if json_nesting(raw) > MAX_REQUEST_NESTING:  # refused before json.loads recurses into it
+            raise BadRequest(HTTPStatus.BAD_REQUEST, f"the request nests deeper than {MAX_REQUEST_NESTING} levels")
         try:
-            doc = json.loads(raw.decode("utf-8"), parse_constant=_no_constants)
+            doc = json.loads(raw.decode("utf-8"), parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
+        except _DuplicateKey as exc:
+            raise BadRequest(HTTPStatus.BAD_REQUEST, str(exc)) from None
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise BadRequest(HTTPStatus.BAD_REQUEST, "the request is not JSON") from None
         return validated(self.path, doc)
 
     def _not_allowed(self) -> None:
-        self._refuse(HTTPStatus.METHOD_NOT_ALLOWED, "method not allowed")
+        self.send_error(HTTPStatus.METHOD_NOT_ALLOWED, "method not allowed")
 
     do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
 
 
 class PracticeServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(self, app: PracticeApp, port: int = 0) -> None:
         super().__init__((HOST, port), Handler)

@@ -10,7 +10,8 @@ comes from a known mistake; the server credits any). The entries are read by the
 form's parser. The set is written as one unit by :mod:`qkvquiz.core.outputs`.
 
 The variants are public: drawn from public seeds (``<seed>-<k>``), never from the instructor's
-secret; the site says so. Each topic's variants are one gzip-compressed JSON block (base64),
+secret; the site says so, and says that its source carries every answer (:data:`.pages.ANSWERS_NOTICE`,
+for ``practice --static`` to print as well). Each topic's variants are one gzip-compressed JSON block (base64),
 unpacked by the browser when the topic is chosen: the markup of 50 variants is much alike.
 """
 
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.i18n import _, using
+from ..core.i18n import _, ngettext, using
 from ..core.outputs import owned_present, write_set
 from ..core.tolerance import SLACK, Tolerance
 from ..families import Env
@@ -34,7 +35,7 @@ from ..grade.checks import carried_inputs, fixed_entries, key_allowance, rerun_o
 from ..key import encode
 from .checking import check
 from .pages import page_html, problem_html, worked_html
-from .problem import Problem, check_seed, new_problem, new_seed
+from .problem import MAX_SEED_CHARS, Problem, check_seed, new_problem, new_seed
 from .topics import Topic, in_language
 
 #: What ``practice --static`` owns in its folder (nothing private: the site is public).
@@ -59,6 +60,18 @@ def target(tol: Tolerance, values: Any, extra: Any = None) -> dict[str, list[Any
         band = tol.band(x) + (0.0 if extra is None else np.asarray(extra, dtype=np.float64))
         total = band + SLACK * np.maximum(np.abs(x0), band)
     return {"values": flat(x), "band": [float(b) for b in total.ravel()]}
+
+
+def count_sentence(entries: int, per_entry: bool) -> str:
+    """The grader's sentence for a part's entries within tolerance (its catalog's words, in its
+    plural for ``entries``), with the number right left as ``%(correct)s`` for the page."""
+    if per_entry:
+        message = ngettext("%(correct)s of %(entries)s entry within tolerance",
+                           "%(correct)s of %(entries)s entries within tolerance", entries)
+    else:
+        message = ngettext("%(correct)s of %(entries)s entry within tolerance (this part is all or nothing)",
+                           "%(correct)s of %(entries)s entries within tolerance (this part is all or nothing)", entries)
+    return message % {"correct": "%(correct)s", "entries": entries}
 
 
 def check_data(problem: Problem) -> dict[str, Any]:
@@ -87,6 +100,7 @@ def check_data(problem: Problem) -> dict[str, Any]:
             with np.errstate(all="ignore"):
                 extra, _free = key_allowance(item, part.step, env, inputs_rounded=True)
             wide = None if extra is None else target(tol, env[part.step][0], np.asarray(extra)[0])["band"]
+            entries = int(np.size(env[part.step][0])) if asked is None else int(np.count_nonzero(asked))
             parts[part.id] = {
                 "kind": item.family.step(part.step).kind, "shape": list(shape),
                 "asked": None if asked is None else asked.ravel().tolist(),
@@ -94,6 +108,12 @@ def check_data(problem: Problem) -> dict[str, Any]:
                 "fixed": None if fixed is None else fixed[0].tolist(),
                 **target(tol, env[part.step][0]), "wide": wide, "mistakes": mistakes, "carried": [],
                 "tolerance": tol.describe(),
+                # The grader's sentence for the count, in its plural, the count of right entries
+                # left for the page to fill in; the properties a right answer has, as data.
+                "counts": count_sentence(entries, bool(item.credit.per_entry)),
+                "invariants": [{**inv.page(env, item.params, env[part.step].shape), "text": _(inv.feedback)}
+                               for inv in item.family.invariants_for(part.step, item.params)
+                               if inv.page is not None],
             }
         if item.credit.carried_forward > 0:
             for part in item.parts:
@@ -174,6 +194,12 @@ def build_static(topics: Sequence[Topic], variants: int, out: str | Path, *, lan
     if not topics:
         raise ValueError("nothing to practise: no topics")
     base = check_seed(seed) if seed is not None else new_seed()
+    room = MAX_SEED_CHARS - len(f"-{variants}")
+    if len(base) > room:
+        # Checked before any problem is solved: the variants' seeds are "<seed>-1" … "<seed>-N".
+        raise ValueError(f"--seed {base!r} has {len(base)} characters; with --static {variants} the variants' "
+                         f"seeds are {base[:12]}…-1 to …-{variants}, and a seed has at most {MAX_SEED_CHARS}, "
+                         f"so the seed may have at most {room}")
     topics = in_language(topics, lang)
     out = Path(out)
     with write_set(out, OWNED, anchor="index.html") as files:
@@ -189,7 +215,7 @@ def build_static(topics: Sequence[Topic], variants: int, out: str | Path, *, lan
                     if progress is not None:
                         progress()
                 shared = shared_pictures(docs)
-                blocks[topic.id] = {"family": topic.family, "family_title": _(topic.item.family.title),
+                blocks[topic.id] = {"family": topic.family, "title": topic.title(),
                                    "variants": packed({"shared": shared, "variants": docs})}
             page = page_html(topics, mode="static", lang=lang, seed=base, data={"topics": blocks})
         files.write("index.html", page)

@@ -43,8 +43,6 @@ from .markdown import in_spec_language, render_items
 #: An answer area of one box (a number or a shape), its only grid.
 _SINGLE_BOX = re.compile(r'^<div class="answer answer-scalar"[^>]*>(?:(?!<div).)*</div>(?:<div class="work-space[^>]*></div>)?$', re.DOTALL)
 
-#: Extra CSS of the HTML worksheet when it is read on a screen rather than printed.
-SCREEN_CSS = "@media screen { body { max-width: 52rem; margin: 1rem auto; padding: 0 1rem; } }"
 #: The printed worksheet's word on how answers are given (the Markdown's sentence is about
 #: the submission file alone).
 HAND_IN_NOTE = N_(
@@ -111,21 +109,17 @@ def worksheet_document(
     *,
     page_size: str = "A4",
     templates: str | Path | None = None,
-    screen: bool = False,
     work_space: WorkSpace | None = None,
     name: str = "",
     rendered: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
-    """One student's worksheet as a self-contained HTML document, ready to print.
-
-    ``screen`` adds a reading width for a browser window (the ``worksheet.html`` file);
-    the PDF leaves it out. ``work_space``, ``name`` and ``rendered``: see :func:`worksheet_body_html`.
+    """One student's worksheet as a self-contained HTML document, ready to print and to read on a
+    screen (a phone's included: the screen stylesheet of :func:`html_document`). ``work_space``, ``name`` and ``rendered``: see :func:`worksheet_body_html`.
     """
     return html_document(
         worksheet_body_html(ws, student, templates=templates, work_space=work_space, name=name, rendered=rendered),
         title=_("%(title)s (%(student)s)") % {"title": ws.spec.title, "student": ws.students[student]},
         page_size=page_size,
-        extra_css=[SCREEN_CSS] if screen else [],
         body_class="worksheet",
     )
 
@@ -271,7 +265,7 @@ def key_html_document(
         cover + students,
         title=_("%(title)s: answer key") % {"title": ws.spec.title},
         page_size=page_size,
-        extra_css=[SCREEN_CSS, ".key-student { break-before: page; }"],
+        extra_css=[".key-student { break-before: page; }"],
         body_class="key key-html",
     )
 

@@ -59,7 +59,8 @@ FORM_FONT_SIZE_PT = 12.0
 STORAGE_PREFIX = "qkvquiz:answers:"
 
 # Names of the levels of a part's shape, counted from the innermost, as the grader names them.
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+#: A part's letter by its place in its item, "(a)", as the worksheet labels it.
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _FILE_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
@@ -154,10 +155,10 @@ def _html_module() -> Any:
 
     from .html_page import inline_markdown_html, markdown_body_html
     from .math_html import math_html
-    from .page import stylesheet
+    from .page import screen_stylesheet_text, stylesheet
 
     return SimpleNamespace(inline_markdown_html=inline_markdown_html, markdown_body_html=markdown_body_html,
-                           math_html=math_html, stylesheet=stylesheet)
+                           math_html=math_html, stylesheet=stylesheet, screen_css=screen_stylesheet_text)
 
 
 def _real(item: Any, step: str, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -190,8 +191,8 @@ def form_problems(ws: Worksheet, student: int, *, text_math: bool = False) -> li
             if step.kind == "shape":
                 # One box for the whole shape, read as "2×4" by parse.js and by the grader.
                 parts.append(FormPart(
-                    id=part.id, letter=_LETTERS[k % len(_LETTERS)],
-                    prompt=Markup(html.inline_markdown_html(prose_math(_(step.prompt)), font_size_pt=FORM_FONT_SIZE_PT)),
+                    id=part.id, letter=LETTERS[k % len(LETTERS)],
+                    prompt=Markup(html.inline_markdown_html(prose_math(_(step.prompt_for(item.params))), font_size_pt=FORM_FONT_SIZE_PT)),
                     symbol=Markup(html.math_html(f"{step.symbol} =", font_size_pt=FORM_FONT_SIZE_PT)),
                     points=part.points, shape=(),
                     shape_text=_("a shape rows × columns, such as 2×4"), blocks=grid_blocks(()),
@@ -200,9 +201,9 @@ def form_problems(ws: Worksheet, student: int, *, text_math: bool = False) -> li
                 continue
             parts.append(FormPart(
                 id=part.id,
-                letter=_LETTERS[k % len(_LETTERS)],
+                letter=LETTERS[k % len(LETTERS)],
                 # A prompt may hold inline math ($\bar B_K$): typeset as in the worksheet.
-                prompt=Markup(html.inline_markdown_html(prose_math(_(step.prompt)), font_size_pt=FORM_FONT_SIZE_PT)),
+                prompt=Markup(html.inline_markdown_html(prose_math(_(step.prompt_for(item.params))), font_size_pt=FORM_FONT_SIZE_PT)),
                 symbol=Markup(html.math_html(f"{label_symbol(step.symbol, len(shape))} =",
                                              font_size_pt=FORM_FONT_SIZE_PT)),
                 points=part.points,
@@ -283,6 +284,7 @@ def answer_form_html(ws: Worksheet, student: int) -> str:
         filename=submission_filename(sid, code),
         storage_key=STORAGE_PREFIX + code,
         stylesheet=Markup(html.stylesheet()),
+        screen_css=Markup(html.screen_css()),
         form_css=_asset("form.css", "</style"),
         parse_js=parse_js,
         form_js=form_js,
@@ -303,4 +305,4 @@ def worksheet_html(ws: Worksheet, student: int, *, page_size: str = "A4") -> str
     the name and answer boxes under each part (see :mod:`qkvquiz.render.documents`)."""
     from .documents import worksheet_document
 
-    return worksheet_document(ws, student, page_size=page_size, screen=True)
+    return worksheet_document(ws, student, page_size=page_size)

@@ -27,9 +27,12 @@ from qkvquiz.render.math_html import FONT_SIZE_PT_DEFAULT, ZERO_WIDTH_SPACE, bre
 from qkvquiz.render.page import (
     BASE_STYLE_MARKER,
     BOXES_CSS,
+    SCREEN_STYLE_OPEN,
+    VIEWPORT_META,
     base_stylesheet_text,
     page_css,
     page_words_css,
+    screen_stylesheet_text,
 )
 
 # --------------------------------------------------------------------------- markdown
@@ -68,6 +71,9 @@ _HAS_MATRIX = re.compile(r"\\begin\{(?:[bpvBV]?matrix|array|cases)\}(.*?)\\end\{
 #: Punctuation that ends a sentence's displayed matrix: Latin, and the full-width Chinese marks.
 _TRAILING_PUNCTUATION = re.compile(r"\s*([.,;:。，；：])(?!\d)")
 
+
+#: The longest code span kept on one line (`-inf`, `submission.json`); a longer one may wrap.
+MAX_UNBROKEN_CODE = 24
 
 #: A part id as the templates write it in code: an item id and a step, ``q1.scores`` or
 #: ``attention-layernorm.var`` (words of letters, digits, "_" and "-", joined by dots).
@@ -239,11 +245,14 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
     plain_code = md.renderer.rules["code_inline"]
 
     def code_inline(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-        if _PART_ID.fullmatch(tokens[idx].content):
-            # A part id is one unbreakable run (.part-id): broken at its hyphen, the line
-            # showed "attention-" and "layernorm.var" apart. The hyphen stays ASCII "-", so a
-            # copied id is the one the submission file spells.
+        content = tokens[idx].content
+        if _PART_ID.fullmatch(content):
+            # A part id is one unbreakable run (code is nowrap in the stylesheet): broken at its
+            # hyphen, the line showed "attention-" and "layernorm.var" apart. The hyphen stays
+            # ASCII "-", so a copied id is the one the submission file spells.
             tokens[idx].attrSet("class", "part-id")
+        elif len(content) > MAX_UNBROKEN_CODE or " " in content.strip():
+            tokens[idx].attrSet("class", "wrap")  # long: it may wrap, at its spaces or anywhere
         return plain_code(tokens, idx, options, env)
 
     md.add_render_rule("text", text)
@@ -336,10 +345,11 @@ def html_document(
     own_css = "\n".join([page_css(page_size), BOXES_CSS, *words, *extra_css])
     body_attr = f' class="{html.escape(body_class, quote=True)}"' if body_class else ""
     return (
-        f'<!DOCTYPE html>\n<html lang="{html.escape(lang)}">\n<head>\n<meta charset="utf-8">\n'
+        f'<!DOCTYPE html>\n<html lang="{html.escape(lang)}">\n<head>\n<meta charset="utf-8">\n{VIEWPORT_META}\n'
         f'<meta http-equiv="Content-Security-Policy" content="{DOCUMENT_CSP}">\n'
         f"<title>{html.escape(title)}</title>\n"
         f"<style {BASE_STYLE_MARKER}>\n{base_stylesheet_text()}\n</style>\n"
-        f"<style>\n{own_css}\n</style>\n</head>\n"
+        f"<style>\n{own_css}\n</style>\n"
+        f"{SCREEN_STYLE_OPEN}\n{screen_stylesheet_text()}\n</style>\n</head>\n"
         f"<body{body_attr}>\n{body}</body>\n</html>\n"
     )

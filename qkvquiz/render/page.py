@@ -45,6 +45,20 @@ def base_stylesheet_text() -> str:
     return _read_stylesheet(stylesheet_path())
 
 
+def screen_stylesheet_text() -> str:
+    """``templates/screen.css``: every page a person opens in a browser, phone first, after the
+    print stylesheet; pages embed it in a ``<style media="screen">`` (:data:`SCREEN_STYLE_OPEN`),
+    which printing and the PDF renderer leave out."""
+    return _read_stylesheet(templates_dir() / "screen.css")
+
+
+#: The element that holds :func:`screen_stylesheet_text` in every page.
+SCREEN_STYLE_OPEN = '<style media="screen">'
+#: Every page a person opens lays out at the device's width (without it a phone lays a page out
+#: 980 px wide and shrinks its text to a few pixels).
+VIEWPORT_META = '<meta name="viewport" content="width=device-width, initial-scale=1">'
+
+
 #: One answer box as the tile of a grid's background (``.boxes`` in the stylesheet sizes
 #: it, 73.28 × 35.49 CSS px): 1.9 cm × 0.9 cm (71.81 × 34.02 px), room for a
 #: handwritten ``−0.269``, framed by a grey 0.6pt (0.8 px) line inside its edge, and half

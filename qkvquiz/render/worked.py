@@ -116,9 +116,10 @@ def _adding_decimals(coeffs: Any, rows: Any, row_decimals: int, total: Any, d: i
     fewest with which the printed terms add up to the printed ``total`` (to within its last
     digit). Rounded to ``d`` they may not: 0.62·[−1 −1] + 0.31·[1 0] printed as [−0.32 −0.62]
     (the exact weights give −0.32; the printed ones −0.31), and a reader who checks the line
-    finds it wrong."""
+    finds it wrong. ``coeffs`` may be a matrix and ``total`` its rows' sums: then one number of
+    decimals for them all (a step printed at one precision)."""
     coeffs = np.asarray(coeffs, dtype=np.float64)
-    rows = np.asarray(rows, dtype=np.float64)[: coeffs.shape[0]]
+    rows = np.asarray(rows, dtype=np.float64)[: coeffs.shape[-1]]
     if not (np.all(np.isfinite(coeffs)) and np.all(np.isfinite(rows)) and np.all(np.isfinite(total))):
         return d
     shown_rows, shown_total = _shown(rows, row_decimals), _shown(total, d)
@@ -142,8 +143,10 @@ def output_rows(A: Any, V: Any, Z: Any, d: int, z: str = "Z", sup: str = "") -> 
     lines = []
     rows = [bmatrix(V[j]) for j in range(V.shape[0])]  # each value row once, not once per query
     weights = np.asarray(A).tolist()
+    # One precision for the whole step (Z₁ at 3 decimals under Z₂ at 2 read as a slip): the
+    # fewest with which every row's printed terms add up to its printed row.
+    k = _adding_decimals(np.asarray(A)[:, :V.shape[0]], V, 3, Z, d)
     for i in range(A.shape[0]):
-        k = _adding_decimals(weights[i][:V.shape[0]], V, 3, Z[i], d)
         terms = [num(w, k) + r"\," + rows[j] for j, w in enumerate(weights[i][:V.shape[0]]) if w != 0]
         lines.append("- $" + z + "_{" + str(i + 1) + ",:}" + sup + " = " + (" + ".join(terms) or "0")
                      + " = " + bmatrix(Z[i], d) + "$\n")
@@ -163,11 +166,11 @@ def row_sums(label: str, coeffs: Any, rows: Any, result: Any, d: int, divisor: A
     terms skipped), then the result: one list item per row."""
     row_texts = [bmatrix(rows[k], d) for k in range(rows.shape[0])]
     lines = []
+    # The coefficients with the decimals that make the printed terms add up to the sums printed
+    # next: one precision for every row of the step.
+    places = _adding_decimals(coeffs, rows, d, result if divisor == 1 else np.dot(coeffs, rows), d)
     for i in range(result.shape[0]):
         weights = coeffs[i]
-        # The coefficients with the decimals that make the printed terms add up to the sum printed next.
-        summed = result[i] if divisor == 1 else np.dot(weights, rows)
-        places = _adding_decimals(weights, rows, d, summed, d)
         terms = [coef(weights[k], places) + " " + row_texts[k] for k in range(rows.shape[0]) if weights[k] != 0]
         scaled = ""
         if divisor != 1 and (weights != 0).any():

@@ -98,21 +98,6 @@
     return chars.length <= limit ? text : chars.slice(0, limit - 1).join("") + "\u2026";
   }
 
-  function formatG(x) {
-    // Python's "{:g}": 6 significant digits, exponent form below 1e-4 or from 1e6.
-    if (x === 0) return "0";
-    var exp = x.toExponential(5);
-    var at = exp.indexOf("e");
-    var e = parseInt(exp.slice(at + 1), 10);
-    if (e < -4 || e >= 6) {
-      var mant = exp.slice(0, at).replace(/\.?0+$/, "");
-      var mag = String(Math.abs(e));
-      return mant + "e" + (e < 0 ? "-" : "+") + (mag.length < 2 ? "0" + mag : mag);
-    }
-    var fixed = x.toFixed(5 - e);
-    return fixed.indexOf(".") >= 0 ? fixed.replace(/\.?0+$/, "") : fixed;
-  }
-
   function tokenize(text) {
     var tokens = [];
     var i = 0, n = text.length, m, k;
@@ -149,7 +134,7 @@
         if (text.startsWith(OPERATORS[k], i)) { op = OPERATORS[k]; break; }
       }
       if (op === null) {
-        throw new Unreadable(_("unexpected character \"%(char)s\"", { char: String.fromCodePoint(text.codePointAt(i)) }));
+        throw new Unreadable(_("\"%(char)s\" cannot be part of a number", { char: String.fromCodePoint(text.codePointAt(i)) }));
       }
       if (op === "\u03c0" || op === "\u221e") tokens.push([CONST, CONSTANTS[op]]);
       else if (op === "\u221a") tokens.push([FUNC, op]);
@@ -181,10 +166,12 @@
     return Math.pow(base, exponent);
   }
 
-  function describeToken(kind, token) {
-    if (kind === END) return _("end");
-    if (kind === NUM) return _("number %(value)s", { value: formatG(token) });
-    return kind === OP || kind === FUNC ? "\"" + token + "\"" : _("constant");
+  /** Why a token cannot stand where it is, in a student's words (the grader's outOfPlace). */
+  function outOfPlace(kind, token) {
+    if (kind === NUM || kind === CONST) {
+      return _("it holds two numbers (a second decimal point, or a space inside a number); write one number per box");
+    }
+    return _("the \"%(token)s\" is out of place", { token: token });
   }
 
   function Parser(tokens) { this.tokens = tokens; this.pos = 0; this.depth = 0; }
@@ -204,7 +191,7 @@
   Parser.prototype.parse = function () {
     var value = this.expr();
     var t = this.peek();
-    if (t[0] !== END) throw new Unreadable(_("unexpected %(token)s", { token: describeToken(t[0], t[1]) }));
+    if (t[0] !== END) throw new Unreadable(outOfPlace(t[0], t[1]));
     return value;
   };
   Parser.prototype.expr = function () {
@@ -274,7 +261,7 @@
       return value;
     }
     if (kind === END) throw new Unreadable(_("it ends too early"));
-    throw new Unreadable(_("unexpected %(token)s", { token: describeToken(kind, token) }));
+    throw new Unreadable(outOfPlace(kind, token));
   };
 
   /** Read one entry as the grader does: a float (±Infinity allowed), or throw an Error

@@ -119,6 +119,15 @@
     missing: function () { return _("Not answered."); }
   };
 
+  /** A clause as a sentence: its first letter capitalised, its full stop (the language's). The
+   * grader's clauses ("no answer given", "no credit is carried forward: …") read as sentences. */
+  function sentence(text) {
+    text = String(text || "").trim();
+    if (!text) return "";
+    text = text.charAt(0).toUpperCase() + text.slice(1);
+    return /[.\u3002!?\uff01\uff1f]$/.test(text) ? text : _("%(sentence)s.", { sentence: text });
+  }
+
   function note(fieldset, cls, text) {
     var p = document.createElement("p");
     p.className = cls;
@@ -150,16 +159,23 @@
       verdict.textContent = VERDICTS[r.verdict] ? VERDICTS[r.verdict]() : r.verdict;
       status.textContent = "";
       status.appendChild(verdict);
-      if (r.message && r.verdict !== "carried") {
-        var joined = _("%(sentence)s %(next)s", { sentence: "\u0000", next: r.message });
+      // Nothing more to say where every box is empty: the verdict says it.
+      var blank = r.verdict === "missing" && r.message === _("no answer given (every box is empty)");
+      if (r.message && r.verdict !== "carried" && !blank) {
+        var joined = _("%(sentence)s %(next)s", { sentence: "\u0000", next: sentence(r.message) });
         status.appendChild(document.createTextNode(joined.slice(joined.indexOf("\u0000") + 1)));
       }
       status.className = "part-status " + (r.verdict === "correct" ? "right" : r.verdict === "carried" ? "carried" : "wrong");
       status.dataset.verdict = r.verdict;
-      (r.diagnosis || []).forEach(function (sentence) {
-        note(fieldset, "diagnosis", _("Likely mistake: %(sentence)s", { sentence: sentence }));
+      (r.diagnosis || []).forEach(function (text) {
+        note(fieldset, "diagnosis", _("Likely mistake: %(sentence)s", { sentence: text })); // a family's own sentence
       });
-      if (r.carry) note(fieldset, "carry-note", r.carry);
+      // The property every right answer has and this one lacks: the line that teaches most.
+      (r.invariants || []).forEach(function (text) {
+        note(fieldset, "diagnosis invariant", _("Check that fails: %(sentence)s Your answer does not have this property.",
+                                      { sentence: text }));
+      });
+      if (r.carry) note(fieldset, "carry-note", sentence(r.carry));
     });
     say(_("Parts right: %(right)s of %(total)s.", { right: right, total: parts.length }), right < parts.length);
   }
@@ -209,7 +225,8 @@
   function localRecordCheck(topic, parts) {
     var record = localRecord();
     var info = staticData.topics[topic];
-    var row = record[info.family] || { title: info.family_title, checks: 0, parts: 0, right: 0, mistakes: {} };
+    var row = record[info.family] || { checks: 0, parts: 0, right: 0, mistakes: {} };
+    row.title = info.title; // as the picker names it
     row.checks++;
     row.parts += parts.length;
     parts.forEach(function (r) {
@@ -315,12 +332,35 @@
     return { state: "ok", values: values, unread: unread };
   }
 
+  /** The properties every right value of the part has that ``values`` lacks (the grader's
+   * invariants, as the page's data states them): their sentences. An answer with an empty or
+   * unreadable box is not judged (the box, not the method, broke them), as the grader does. */
+  function broken(values, data) {
+    if (values.some(function (v) { return Number.isNaN(v); })) return [];
+    var width = data.shape.length ? data.shape[data.shape.length - 1] : 1;
+    return (data.invariants || []).filter(function (inv) {
+      if (inv.kind === "rows_sum") {
+        for (var r = 0; r * width < values.length; r++) {
+          if (inv.rows && !inv.rows[r]) continue;
+          var sum = 0, slack = 0;
+          for (var c = 0; c < width; c++) { sum += values[r * width + c]; slack += data.band[r * width + c]; }
+          if (!(Math.abs(sum - inv.target) <= slack)) return true;
+        }
+        return false;
+      }
+      if (inv.kind === "zero") {
+        return values.some(function (v, i) { return inv.where[i] && !(Math.abs(v) <= data.band[i]); });
+      }
+      return false;
+    }).map(function (inv) { return inv.text; });
+  }
+
   /** One variant's parts checked as the grader checks them, from the stored values. */
   function checkVariant(variant, readings) {
     var results = {};
     variant.order.forEach(function (id) {
       var data = variant.parts[id], reading = readings[id];
-      var r = { part: id, verdict: "", entry_ok: null, message: "", diagnosis: [], carry: "" };
+      var r = { part: id, verdict: "", entry_ok: null, message: "", diagnosis: [], invariants: [], carry: "" };
       results[id] = r;
       if (reading.state === "missing") { r.verdict = "missing"; r.message = _("no answer given (every box is empty)"); return; }
       if (reading.state === "format") { r.verdict = "format"; r.message = reading.message; return; }
@@ -353,13 +393,16 @@
         return;
       }
       r.verdict = share > 0 ? "partial" : "wrong";
-      r.message = _("Entries within tolerance: %(correct)s of %(entries)s.", { correct: right, entries: count });
+      r.invariants = broken(values, data);
+      // The grader's own words: its count (from the page's data, in the grader's plural), its notes.
+      r.message = data.counts.replace("%(correct)s", String(right));
       var masked = (data.fixed || []).filter(function (f, i) { return f && (!asked || asked[i]); }).length;
+      var notes = (reading.unread || []).slice();
       if (variant.per_entry && masked > 0 && masked < count) {
-        r.message += " " + _("%(sentence)s.", { sentence: _("the %(masked)s masked entries together carry %(percent)s%% of the part",
-          { masked: masked, percent: String(Math.round(1000 * variant.mask_weight) / 10) }) });
+        notes.unshift(_("the %(masked)s masked entries together carry %(percent)s%% of the part",
+          { masked: masked, percent: String(Math.round(1000 * variant.mask_weight) / 10) }));
       }
-      (reading.unread || []).forEach(function (note) { r.message += " " + _("%(sentence)s.", { sentence: note }); });
+      notes.forEach(function (text) { r.message = _("%(message)s; %(note)s", { message: r.message, note: text }); });
     });
     return variant.order.map(function (id) { return results[id]; });
   }

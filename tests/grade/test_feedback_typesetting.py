@@ -97,7 +97,7 @@ def test_english_labels_keep_their_colon_and_space():
     _report, text = graded_layer("en")
     assert "**Student:** `s01` · **Variant:** `" in text
     assert "**Not correct:** 0 of 2 points." in text and "- **Likely mistake:** " in text
-    assert "\n### (a) Compute the scores (`q1.scores`)\n" in text
+    assert "\n### (a) Compute the scaled scores (`q1.scores`)\n" in text
 
 
 def test_part_ids_in_running_text_are_code():
@@ -203,3 +203,68 @@ def test_html_in_a_feedback_file_stays_text_on_its_page():
     page = feedback_html("# Feedback: <img src=x onerror=alert(1)>\n\n<script>alert(2)</script>\n", title="t")
     assert "<img" not in page and "<script>alert" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page and "&lt;script&gt;alert(2)&lt;/script&gt;" in page
+
+
+# ----------------------------------------------------------------------------- the worksheet's notation
+
+
+def test_wrong_entries_are_named_as_on_the_sheet_and_their_values_written_as_the_table_writes_them():
+    _report, text = graded_layer("en")
+    q1 = text.split("## Problem 1", 1)[1].split("## Problem 2", 1)[0]
+    listed = re.findall(r"^- (S\S+): you wrote \S+, the exact value is (\S+)$", q1, re.MULTILINE)
+    assert listed and all(re.fullmatch(r"S[₁-₉]{2}", name) for name, _value in listed), q1
+    rows = [line.split(" | ")[1:] for line in q1.splitlines() if line.startswith("| row ")]
+    cells = {f"S{'₁₂₃₄'[i]}{'₁₂₃₄'[j]}": cell.strip(" |*") for i, row in enumerate(rows) for j, cell in enumerate(row)}
+    for name, value in listed:  # one number style in a part: "1.0" in the list where the table says "1.0"
+        assert cells[name] == value, (name, value, cells)
+    # On the page each name is set as math, as the key sets it, never left as "$S_{11}$".
+    page = feedback_html(text)
+    assert "$S_" not in page and '<i>S</i><sub>11</sub></span>: you wrote' in page
+
+
+def test_an_entry_name_past_nine_keeps_its_indices_apart():
+    assert fb.sheet_entry_name("S", (9, 2)) == "S₁₀,₃"
+    assert fb.sheet_entry_name("A", (0, 1)) == "A₁₂"
+    assert fb.sheet_entry_name(r"\nabla Q", (0, 1)) == fb.entry_name((0, 1))  # not one letter: in words
+
+
+def test_the_page_keeps_each_part_whole_and_marks_missed_entries_beyond_bold():
+    _report, text = graded_layer("zh")
+    page = feedback_html(text)
+    body = page.split("<body", 1)[1]
+    assert body.count('<section class="fb-part"><h3') == text.count("\n### ")
+    assert "body.feedback section.fb-part { break-inside: avoid; }" in page
+    # Missed entries (bold in the file) get a frame and a colour on the page: bold alone hardly
+    # shows in a Chinese face.
+    rule = page.split("body.feedback table strong {", 1)[1].split("}", 1)[0]
+    assert "border:" in rule and "color:" in rule
+    assert "<strong>" in body.split("<table", 1)[1]
+
+
+@pytest.mark.slow
+def test_every_page_of_a_feedback_pdf_names_its_student_in_the_footer(tmp_path):
+    from qkvquiz.render.pdf import render_pdf
+
+    from ..render.pdf_reading import page_texts
+
+    with using("zh"):
+        markdown = "# 反馈：注意力\n\n**学生：** `s77` · **变体：** `AB12-CD34`\n\n" + _exact_answers(24)
+        render_pdf(feedback_html(markdown), tmp_path / "fb.pdf")
+    texts = page_texts(tmp_path / "fb.pdf")
+    assert len(texts) > 2
+    assert all("s77" in t for t in texts), [t[-80:] for t in texts]
+
+
+@pytest.mark.parametrize(("lang", "scaled", "unscaled"), [
+    ("en", "(a) Compute the scaled scores (", "(a) Compute the scores ("),
+    ("zh", "(a) 计算缩放后的注意力分数（", "(a) 计算注意力分数（"),
+])
+def test_a_part_heading_says_scaled_where_the_worksheet_does(lang, scaled, unscaled):
+    # The diagnosis of that part is "not divided by √dₖ": "scaled" must not vanish from its title.
+    _report, text = graded_layer(lang)
+    assert "### " + scaled + "`q1.scores`" in text  # attention.scores, scaled by default
+    key, doc = make_key([{"family": "attention.scores", "params": {"tokens": 2, "d_k": 4, "scale": "none"}}],
+                        students=["s01"])
+    answers = {pid: None for pid in doc["students"][0]["answers"]}
+    report = grade(key, [Submission("s01.json", "s01", answers)], lang=lang)
+    assert "### " + unscaled + "`q1.scores`" in fb.feedback_markdown(report, report.results[0], lang=lang)

@@ -81,7 +81,7 @@ def graded(tmp_path_factory):
         elif i < 12:  # one weight off by 0.3; one score off by less than the tolerance
             answers["q3.weights"][1][2] = float(answers["q3.weights"][1][2]) + 0.3
             answers["q2.scores"][0][0] = float(answers["q2.scores"][0][0]) + 0.009
-            hand_in(i, answers, TOTAL - 2 / 9, ("row 2, column 3", "Partly correct"))
+            hand_in(i, answers, TOTAL - 2 / 9, ("A₂₃: you wrote", "Partly correct"))
         elif i < 18:  # a known mistake
             if i % 2 == 0:
                 wrong = arr(g["q2"]["Q"]) @ arr(g["q2"]["K"]).T

@@ -73,7 +73,8 @@ def running(topics, *, lang: str = "en", progress_path=None, seed=None) -> Itera
 
 
 def request(server: PracticeServer, path: str, body: Any = None, *, method: str = "POST",
-            headers: dict[str, str] | None = None, raw: bytes | None = None) -> tuple[int, Any]:
+            headers: dict[str, str] | None = None, raw: bytes | None = None, with_headers: bool = False) -> Any:
+    """(status, the reply's JSON or text), and its headers too ``with_headers``."""
     import http.client
 
     conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
@@ -85,4 +86,5 @@ def request(server: PracticeServer, path: str, body: Any = None, *, method: str 
     payload = response.read()
     conn.close()
     kind = response.getheader("Content-Type", "")
-    return response.status, (json.loads(payload) if kind.startswith("application/json") else payload.decode())
+    doc = json.loads(payload) if kind.startswith("application/json") else payload.decode()
+    return (response.status, doc, dict(response.getheaders())) if with_headers else (response.status, doc)

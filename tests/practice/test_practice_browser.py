@@ -117,7 +117,9 @@ class Page:
             status = fieldset.find_element(By.CSS_SELECTOR, ".part-status")
             out[fieldset.get_attribute("data-part")] = {
                 "verdict": status.get_attribute("data-verdict"), "text": status.text,
-                "diagnosis": " ".join(e.text for e in fieldset.find_elements(By.CSS_SELECTOR, ".diagnosis")),
+                "diagnosis": " ".join(e.text for e in fieldset.find_elements(By.CSS_SELECTOR, ".diagnosis:not(.invariant)")),
+                "invariants": " ".join(e.text for e in fieldset.find_elements(By.CSS_SELECTOR, ".invariant")),
+                "carry": " ".join(e.text for e in fieldset.find_elements(By.CSS_SELECTOR, ".carry-note")),
             }
         return out
 
@@ -279,6 +281,8 @@ def test_the_static_checker_agrees_with_the_grader(browser, static_site, lang):
                         assert shares[p.part] * p.points == pytest.approx(p.score), (topic, problem.seed, p.part, answers)
                 for p in parts:  # the same mistakes named (a masked score written as 0 in one entry too)
                     assert bool(checked[p.part]["diagnosis"]) == bool(p.diagnosis), (topic, problem.seed, p.part, answers)
+                    # The property a wrong answer breaks, named on the static page as by the grader.
+                    assert bool(checked[p.part]["invariants"]) == bool(p.invariants), (topic, problem.seed, p.part, answers)
             pg.driver.find_element(By.ID, "another").click()
             wait_for(pg.driver, lambda: pg.seed() != problem.seed)
 
@@ -362,3 +366,33 @@ def box_texts(value) -> list | str | None:
         x = float(arr)
         return None if np.isnan(x) else ("-inf" if x == -np.inf else "inf" if x == np.inf else repr(round(x, 9)))
     return [box_texts(v) for v in arr]
+
+
+def test_served_and_static_pages_word_a_check_alike_in_sentences(page):
+    """One source of words for both modes: the grader's clauses as sentences, the parser's words a
+    student understands, and the property a wrong answer breaks named on both pages."""
+    problem = page.problem()
+    answers = right_answers(problem)
+    scores, weights, output = (part_of(problem, s) for s in ("scores", "weights", "output"))
+    answers[scores] = [["1.2.3", *answers[scores][0][1:]], *answers[scores][1:]]
+    answers[weights] = [["0.9"] * len(row) for row in answers[weights]]  # rows that do not sum to 1
+    answers[output] = np.full(np.shape(answers[output]), None).tolist()
+    page.fill(answers)
+    marks = page.check()
+    with i18n.using(page.lang):
+        two = i18n._("it holds two numbers (a second decimal point, or a space inside a number); write one number per box")
+        rows = next(i18n._(inv.feedback) for inv in REGISTRY["attention.output"].step("weights").invariants)
+    if page.lang == "en":
+        assert marks[scores]["text"] == (
+            'Not right yet. 8 of 9 entries within tolerance; row 1, column 1: cannot read "1.2.3" as a number '
+            f"({two}); it counts as a wrong entry.")
+        assert marks[output]["text"] == "Not answered."
+        if page.mode == "server":  # the grader's clause on carried work, as a sentence
+            assert marks[weights]["carry"].startswith("No credit is carried forward: ")
+    assert two in marks[scores]["text"] and "unexpected" not in marks[scores]["text"]
+    assert rows in marks[weights]["invariants"]
+    # The progress table names the topic as the picker does.
+    picked = page.driver.execute_script("var s = document.getElementById('topic'); return s.options[s.selectedIndex].text")
+    titles = [row.find_elements(By.TAG_NAME, "td")[0].text
+              for row in page.driver.find_elements(By.CSS_SELECTOR, "#progress tbody tr")]
+    assert picked.strip() in titles, titles

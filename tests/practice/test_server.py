@@ -11,7 +11,7 @@ import pytest
 
 from qkvquiz import practice
 from qkvquiz.practice import checking
-from qkvquiz.practice.server import MAX_REQUEST_BYTES
+from qkvquiz.practice.server import MAX_REQUEST_BYTES, SECURITY_HEADERS
 
 from .helpers import as_texts, carried_value, mistake_value, part_of, request, right_answers, running
 
@@ -104,14 +104,38 @@ def test_worked_steps_and_progress(server):
     ({"path": "/etc/passwd", "method": "GET"}, 404),
     ({"path": "/../qkvquiz/practice/server.py", "method": "GET"}, 404),
     ({"path": "/", "method": "GET", "headers": {"Host": "attacker.test"}}, 421),
+    ({"path": "/api/check", "raw": b'{"topic": "attention.output", "seed": "s", "answers": {"q1.scores": '
+      + b"[" * 500 + b"]" * 500 + b"}}"}, 400),
+    ({"path": "/api/problem", "raw": b"[" * 5000 + b"]" * 5000}, 400),
+    ({"path": "/api/problem", "raw": b'{"topic": "attention.output", "topic": "attention.masked"}'}, 400),
+    ({"path": "/api/check", "raw": b'{"topic": "attention.output", "seed": "s", "answers": {"q1.scores": "1", '
+      b'"q1.scores": "2"}}'}, 400),
     ({"path": "/api/problem", "method": "PUT", "body": {}}, 405),
+    ({"path": "/api/problem", "method": "TRACE"}, 405),
+    ({"path": "/api/problem", "method": "CONNECT"}, 405),
+    ({"path": "/", "method": "PROPFIND"}, 405),
     ({"path": "/api/problem", "method": "OPTIONS"}, 405),
 ])
-def test_anything_but_its_own_small_requests_is_refused(server, case, expected):
-    status, doc = request(server, case["path"], case.get("body"), method=case.get("method", "POST"),
-                          headers=case.get("headers"), raw=case.get("raw"))
+def test_anything_but_its_own_small_requests_is_refused(server, case, expected, capfd):
+    status, doc, headers = request(server, case["path"], case.get("body"), method=case.get("method", "POST"),
+                                   headers=case.get("headers"), raw=case.get("raw"), with_headers=True)
     assert status == expected, doc
     assert isinstance(doc, dict) and set(doc) == {"error"} and "Traceback" not in doc["error"]
+    # Every refusal, the standard library's own included, carries the security headers.
+    for name, value in SECURITY_HEADERS.items():
+        assert headers.get(name) == value, (name, headers)
+    if expected == 405:
+        assert headers.get("Allow") == "GET, HEAD, POST"
+    assert "Error" not in capfd.readouterr().err  # nothing went wrong inside (a RecursionError did)
+
+
+def test_the_request_line_and_headers_refused_by_the_standard_library_carry_the_headers_too(server):
+    import socket
+
+    with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=5) as conn:
+        conn.sendall(b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n")
+        reply = conn.recv(65536).decode("latin-1")
+    assert reply.startswith("HTTP/1.1 414") and "X-Content-Type-Options: nosniff" in reply
 
 
 def test_progress_is_kept_in_the_users_data_folder(topics):
@@ -139,9 +163,76 @@ def test_a_body_that_never_arrives_is_given_up(topics, monkeypatch):
     from qkvquiz.practice import server as server_module
 
     monkeypatch.setattr(server_module.Handler, "timeout", 0.5)
+    monkeypatch.setattr(server_module, "REQUEST_TIMEOUT_S", 0.5)
     with running(topics) as s:
         with socket.create_connection(("127.0.0.1", s.server_address[1]), timeout=5) as conn:
             conn.sendall(f"POST /api/progress HTTP/1.1\r\nHost: 127.0.0.1:{s.server_address[1]}\r\n"
                          "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{".encode())
             reply = conn.recv(4096).decode()
     assert reply.startswith("HTTP/1.1 408")
+
+
+def test_a_body_trickled_a_byte_at_a_time_is_cut_off_by_the_limit_on_the_whole_request(topics, monkeypatch):
+    import socket
+    import time
+
+    from qkvquiz.practice import server as server_module
+
+    # Each byte comes well within the per-read timeout; the whole request does not come within its limit.
+    monkeypatch.setattr(server_module, "REQUEST_TIMEOUT_S", 1.0)
+    with running(topics) as s:
+        with socket.create_connection(("127.0.0.1", s.server_address[1]), timeout=10) as conn:
+            conn.sendall(f"POST /api/progress HTTP/1.1\r\nHost: 127.0.0.1:{s.server_address[1]}\r\n"
+                         "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n".encode())
+            conn.settimeout(0.2)
+            reply = b""
+            for _ in range(50):  # 10 s of trickling at most
+                try:
+                    conn.sendall(b" ")
+                    reply += conn.recv(4096)
+                except socket.timeout:
+                    continue
+                except OSError:
+                    break
+                if reply:
+                    break
+    assert reply.decode().startswith("HTTP/1.1 408"), reply
+
+
+def test_thirty_two_checks_at_once_are_all_answered_none_reset(server):
+    import threading
+
+    doc = new(server, seed="par-1")
+    body = {"topic": doc["topic"], "seed": doc["seed"], "answers": {}}
+    together = threading.Barrier(32)  # 32 connections arrive at the same moment, round after round
+    outcomes: list[object] = []
+
+    def ask() -> None:
+        for _round in range(4):
+            together.wait()
+            try:
+                outcomes.append(request(server, "/api/check", body)[0])
+            except OSError as exc:  # with the standard library's backlog of 5: connection reset
+                outcomes.append(type(exc).__name__)
+
+    threads = [threading.Thread(target=ask) for _ in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes == [200] * 128
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "deep"])
+def test_a_progress_file_that_is_no_regular_file_is_set_aside_without_reading_it(tmp_path, kind):
+    path = tmp_path / "practice.json"
+    if kind == "fifo":
+        os.mkfifo(path)  # opened for reading, a FIFO with no writer would wait for ever
+    elif kind == "device":
+        path.symlink_to("/dev/zero")  # read, /dev/zero never ends
+    else:
+        path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    progress = practice.Progress(path)
+    assert progress.rows() == [] and os.path.lexists(tmp_path / "practice.json.unreadable")
+    progress.record("attention.output", 1, 3, [])
+    assert practice.Progress(path).rows()[0]["checks"] == 1

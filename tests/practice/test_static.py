@@ -60,3 +60,20 @@ def test_the_site_is_public_self_contained_and_escapes_spec_text(tmp_path):
     for v in doc["variants"]:  # a public seed alone draws it again: no secret went in
         again = practice.new_problem(topics[0], v["seed"])
         assert not again.worksheet.keyed and again.code == v["code"]
+
+
+def test_a_seed_too_long_for_the_variants_seeds_is_refused_before_anything_is_solved(tmp_path):
+    topics = practice.topics_for(["attention.scores"])
+    with pytest.raises(ValueError, match="at most 37"):
+        practice.build_static(topics, 20, tmp_path / "site", lang="en", seed="s" * 40)
+    assert not (tmp_path / "site").exists()
+    # The longest seed that leaves room is taken.
+    assert practice.build_static(topics, 20, tmp_path / "ok", lang="en", seed="s" * 37).is_file()
+
+
+def test_the_static_page_says_it_carries_every_answer_in_its_source(tmp_path):
+    topics = practice.topics_for(["attention.scores"])
+    page = practice.build_static(topics, 1, tmp_path / "site", lang="en", seed="pub").read_text(encoding="utf-8")
+    assert practice.ANSWERS_NOTICE in page
+    served = practice.page_html(topics, mode="server", lang="en")
+    assert practice.ANSWERS_NOTICE not in served  # the served page checks on the student's own computer

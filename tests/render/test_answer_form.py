@@ -264,7 +264,7 @@ def test_chinese_words_in_a_formula_are_never_drawn_as_a_picture() -> None:
 
     spec = dataclasses.replace(load_spec(bank_dir() / "masking.yaml"), lang="zh")
     ws = build_worksheet(spec, ["ada"], seed=3)
-    for page in (answer_form_html(ws, 0), worksheet_document(ws, 0, screen=True)):
+    for page in (answer_form_html(ws, 0), worksheet_document(ws, 0)):
         assert "否则为" in page
         pictured = re.findall(r'class="math-svg"[^>]*>([^<]*)<', page)
         assert pictured and not [text for text in pictured if has_cjk(text)]

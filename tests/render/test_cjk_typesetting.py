@@ -217,7 +217,7 @@ def test_a_part_id_is_one_unbreakable_run_and_copies_as_written():
     assert '<code class="part-id">attention-layernorm.var</code>' in html  # ASCII "-", as the file spells it
     assert "<code>0</code>" in html
     css = (templates_dir() / "style.css").read_text(encoding="utf-8")
-    assert re.search(r"code\.part-id\s*\{[^}]*white-space:\s*nowrap", css)
+    assert re.search(r"(^|\n)code\s*\{[^}]*white-space:\s*nowrap", css)  # every short code span, ids included
 
 
 @pytest.mark.slow

@@ -502,7 +502,7 @@ def test_html_pages_from_generate_equal_pages_built_alone(class_spec, tmp_path):
     ws = result.worksheet
     for i, student in enumerate(ws.students):
         page = (result.folders[student] / "worksheet.html").read_text(encoding="utf-8")
-        assert page == worksheet_document(ws, i, screen=True)
+        assert page == worksheet_document(ws, i)
     assert (tmp_path / "set" / "key.html").read_text(encoding="utf-8") == key_html_document(ws)
 
 

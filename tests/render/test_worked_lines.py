@@ -53,8 +53,8 @@ REFERENCE = r"""{% macro score_rows(Q, K, scaled, d_k, d, mask=None, name="S", s
 {% endfor %}
 {%- endmacro %}
 {% macro output_rows(A, V, Z, d, z="Z", sup="") -%}
+{% set k = places(np.take(A, range(V.shape[0]), axis=1), V, 3, Z, d) %}
 {% for i in range(A.shape[0]) %}
-{% set k = places(A[i][:V.shape[0]], V, 3, Z[i], d) %}
 - ${{ z }}_{ {{- i + 1 }},:}{{ sup }} = {% for j in range(V.shape[0]) if A[i][j] != 0 %}{{ "" if loop.first else " + " }}{{ A[i][j]|num(k) }}\,{{ V[j]|bmatrix }}{% else %}0{% endfor %} = {{ Z[i]|bmatrix(d) }}$
 {% endfor %}
 {%- endmacro %}
@@ -66,9 +66,9 @@ GRAD_REFERENCE = r"""{% macro coef(x, d) -%}
 
 {# row i of (coeffs · rows) / divisor as a weighted sum of the rows of `rows`; zero terms skipped #}
 {% macro row_sums(label, coeffs, rows, result, d, divisor=1, divisor_tex="") -%}
+{% set p = places(coeffs, rows, d, result if divisor == 1 else np.dot(coeffs, rows), d) %}
 {% for i in range(result.shape[0]) %}
 {% set raw = np.dot(coeffs[i], rows) %}
-{% set p = places(coeffs[i], rows, d, result[i] if divisor == 1 else raw, d) %}
 - ${{ label }}_{ {{- i + 1 -}} } = {% for k in range(rows.shape[0]) if coeffs[i][k] != 0 %}{{ "" if loop.first else " + " }}{{ coef(coeffs[i][k], p) }} {{ rows[k]|bmatrix(d) }}{% else %}0{% endfor %}{% if divisor != 1 and (coeffs[i] != 0).any() %} = \frac{1}{ {{- divisor_tex -}} } {{ raw|bmatrix(d) }}{% endif %} = {{ result[i]|bmatrix(d) }}$
 {% endfor %}
 {%- endmacro %}
@@ -345,3 +345,18 @@ def test_a_weighted_sum_adds_up_from_the_numbers_it_prints():
         rows = rng.integers(-3, 4, (4, 3)).astype(float)
         text = worked.row_sums("\\nabla v", coeffs, rows, coeffs @ rows, 2)
         assert not _sums_that_do_not_add_up(text), text
+
+
+def test_a_step_prints_its_weights_at_one_precision_on_every_row():
+    """Z₁ with weights at 3 decimals over Z₂ at 2 read as a slip: the whole step takes the fewest
+    decimals with which every row's printed terms add up to its printed row."""
+    V = np.array([[1.0, 0.0], [0.0, 2.0], [2.0, -2.0]])
+    A = np.array([[0.2782, 0.4478, 0.274], [0.1533, 0.469, 0.3777]])
+    # On its own the first row needs 3 decimals and the second adds up at 2 (0.15, 0.47, 0.38).
+    assert [worked._adding_decimals(row, V, 3, row @ V, 2) for row in A] == [3, 2]
+    lines = worked.output_rows(A, V, A @ V, 2).splitlines()
+    for line, row in zip(lines, A):
+        assert all(worked.num(w, 3) + r"\," in line for w in row), line
+    assert not _sums_that_do_not_add_up("\n".join(lines))
+    text = worked.row_sums("\\nabla v", A, V, A @ V, 2)
+    assert "0.153" in text and "0.378" in text and not _sums_that_do_not_add_up(text), text

@@ -105,7 +105,7 @@ def test_feedback_shows_only_the_asked_entries_of_the_right_value():
     scores_table = text.split("q1.scores", 1)[1].split("q2.X", 1)[0]
     # Four entries of the 2×3 scores are not asked: "—", never their values; one wrong entry is listed.
     assert "| row 2 | — | — | — |" in scores_table and scores_table.count("| row 1 | — | ") == 1
-    assert "row 1, column 2" in scores_table and "row 1, column 3" not in scores_table
+    assert "S₁₂: you wrote" in scores_table and "S₁₃" not in scores_table
     # The padding token of chunk 2 (its third row) is "—" in each column, not a 0 to copy.
     matrix2 = text.split("q2.X", 1)[1].split("Matrix 2:", 1)[1]
     assert "| row 3 | — | — |" in matrix2 and "matrix 2, row 3" not in text
