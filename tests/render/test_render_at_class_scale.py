@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 
+import jinja2
 import numpy as np
 import pytest
 
@@ -25,7 +26,7 @@ from qkvquiz.render.markdown import (
     render_template,
     worksheet_markdown,
 )
-from qkvquiz.render.sandbox import TemplateSandbox, TrustedEnvironment
+from qkvquiz.render.sandbox import TemplateSandbox
 from qkvquiz.core.resources import bank_dir
 
 from ..helpers import stop_while_workers_run
@@ -151,7 +152,7 @@ def test_bmatrix_writes_what_entry_by_entry_formatting_writes():
 
 def test_bundled_templates_render_without_the_sandbox_and_a_users_with_it(tmp_path):
     bundled = environment()
-    assert isinstance(bundled, TrustedEnvironment) and not isinstance(bundled, TemplateSandbox)
+    assert type(bundled) is jinja2.Environment  # plain Jinja: no sandbox, nothing of ours overridden
     assert environment() is bundled  # compiled once per process
     (tmp_path / "page.md.j2").write_text("{{ x|num(2) }}", encoding="utf-8")
     assert isinstance(environment(str(tmp_path)), TemplateSandbox)
@@ -162,7 +163,6 @@ def test_bundled_templates_render_without_the_sandbox_and_a_users_with_it(tmp_pa
 
 
 def test_a_users_template_is_still_refused_what_the_sandbox_refuses(tmp_path):
-    import jinja2
 
     (tmp_path / "evil.md.j2").write_text("{{ ''.__class__.__mro__ }}", encoding="utf-8")
     with pytest.raises(jinja2.TemplateError):
@@ -390,7 +390,6 @@ def test_key_text_equals_the_key_document_written_out(spec_file):
     "(1.5).is_integer()", "none is none", "lst|map(attribute='k')|list",
 ])
 def test_the_bundled_environment_reads_values_as_jinja_does(expression):
-    import jinja2
 
     from qkvquiz.render.sandbox import Record
 
@@ -403,7 +402,6 @@ def test_the_bundled_environment_reads_values_as_jinja_does(expression):
 
 
 def test_an_undefined_entry_is_still_an_error_in_the_bundled_environment():
-    import jinja2
 
     with pytest.raises(jinja2.UndefinedError):
         environment().from_string("{{ d.nothing + 1 }}").render(d={"a": 1})
