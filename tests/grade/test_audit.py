@@ -104,10 +104,18 @@ def test_the_audit_command_exits_1_when_a_claim_is_wrong(tmp_path):
     assert broken.exit_code == 2 and "cannot read" in broken.output
 
 
-def test_the_audit_example_still_loads():
+def test_the_audit_example_finds_the_five_claims_it_says_are_wrong():
     from qkvquiz.grade.audit import audit_file
 
-    audit_file(Path(__file__).resolve().parents[2] / "examples" / "audit-example.yaml")
+    report = audit_file(Path(__file__).resolve().parents[2] / "examples" / "audit-example.yaml")
+    verdicts = {f"{c.item}.{c.step}": c.verdict for c in report.checks}
+    # The file's own comments: five claims wrong on purpose, the others right.
+    assert verdicts == {"q1.scores": "wrong", "q2.scores": "right", "q2.weights": "wrong", "q3.scores": "right",
+                        "q3.weights": "wrong", "q3.output": "wrong", "q4.output": "wrong"}
+    for check in report.wrong:  # each names where the claim differs and the right value there
+        assert check.wrong_entries and all(right for _, _, right in check.wrong_entries), check.item
+    explained = {f"{c.item}.{c.step}" for c in report.wrong if c.diagnosis or c.mistakes}
+    assert {"q1.scores", "q2.weights"} <= explained  # not divided by √d_k; masked after the softmax
 
 
 # --------------------------------------------------------------------------- claims of the forms a teacher writes
