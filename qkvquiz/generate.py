@@ -28,9 +28,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import gc
-import importlib.util
-import pickle
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,18 +36,24 @@ from typing import Any
 
 import numpy as np
 
+from .core.collector import settle_worker
 from .core.i18n import check_lang, using
 from .core.outputs import OutputSet, owned_present, write_set
 from .core.pool import Pool, cores, fork_context
 from .files import safe_name
 from .json_rows import Dumped, dumped, dumps
 from .key import key_text
+from .render.documents import key_cover_document, key_html_document, key_student_document, worksheet_document
+from .render.form import answer_form_html
 from .render.markdown import (
     key_markdown,
     key_markdown_pieces,
     render_student,
     worksheet_markdown,
 )
+from .render.page import page_size_css
+from .render.pdf import PdfRenderError, PdfUnavailable, weasyprint_module
+from .render.pdf_batch import Deferred, render_pdfs
 from .spec import WorksheetSpec, parse_work_space
 from .spec_types import WorkSpace
 from .worksheet import Worksheet, build_worksheet
@@ -59,11 +62,6 @@ FORMATS = ("md", "html", "pdf")
 FORMATS_DEFAULT = ("md",)
 #: Page size of the HTML and PDF documents (``"A4"`` or ``"Letter"``).
 PAGE_SIZE_DEFAULT = "A4"
-# HTML pages are typeset by qkvquiz.render.html_page (through qkvquiz.render.form); PDF files are
-# those pages printed by qkvquiz.render.pdf (WeasyPrint, a process pool), where installed.
-_HTML_MODULE = "qkvquiz.render.html_page"
-_PDF_MODULE = "qkvquiz.render.pdf"
-_PDF_BATCH_MODULE = "qkvquiz.render.pdf_batch"
 
 #: The top-level entries ``generate`` owns in its folder, and whether each is private (holds
 #: answers: 0600 files, 0700 folders). A new set replaces all of them, so a key.pdf or a
@@ -77,8 +75,8 @@ OWNED: dict[str, bool] = {
 def parse_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
     """``"md,html"`` (or a list of names) → ``("md", "html")``: known names, in order, once each.
 
-    Raises ValueError naming what is wrong: an unknown format, none at all, or ``pdf`` where
-    this installation has no PDF renderer.
+    Raises ValueError naming what is wrong: an unknown format, or none at all. (Whether PDFs
+    can be printed here, WeasyPrint and its system libraries, :func:`generate_set` checks.)
     """
     names = formats.split(",") if isinstance(formats, str) else list(formats)
     chosen: list[str] = []
@@ -88,15 +86,6 @@ def parse_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
             continue
         if name not in FORMATS:
             raise ValueError(f"unknown format {raw.strip()!r}; choose from {', '.join(FORMATS)} (comma-separated)")
-        if name == "pdf" and importlib.util.find_spec(_PDF_MODULE) is None:
-            raise ValueError(
-                f"format 'pdf' needs the PDF renderer ({_PDF_MODULE}), which this installation does not have; "
-                "use md and/or html"
-            )
-        if name == "html" and importlib.util.find_spec(_HTML_MODULE) is None:
-            raise ValueError(
-                f"format 'html' needs the HTML renderer ({_HTML_MODULE}), which this installation does not have; use md"
-            )
         if name not in chosen:
             chosen.append(name)
     if not chosen:
@@ -187,8 +176,6 @@ def generate_set(
     if class_pdf and "pdf" not in formats:
         raise ValueError("a class PDF needs the pdf format (--format …,pdf)")
     if "html" in formats or "pdf" in formats:
-        from .render.page import page_size_css
-
         page_size_css(page_size)  # an unknown size is refused before any work
     if "pdf" in formats:
         _check_pdf()
@@ -213,8 +200,6 @@ def generate_set(
         rendered, key_json = _render_students(job, workers=workers if xp is np else 1, progress=progress,
                                               meanwhile=lambda: key_text(ws), key_md=write_key_md)
         if "html" in formats:  # the key for a browser, as private as the others
-            from .render.documents import key_html_document
-
             files.write("key.html", key_html_document(ws, page_size=page_size, templates=templates, rendered=rendered,
                                                       names=names))
         if "pdf" in formats:
@@ -261,9 +246,6 @@ class _StudentFiles:
                     worksheet_markdown(ws, i, templates=self.templates, problems=texts["problem"],
                                        name=self.names.get(student, "")))
             if "html" in self.formats:
-                from .render.documents import worksheet_document
-                from .render.form import answer_form_html
-
                 sheet = worksheet_document(ws, i, page_size=self.page_size, templates=self.templates,
                                            screen=True, work_space=self.work_space,
                                            name=self.names.get(student, ""), rendered=texts)
@@ -282,7 +264,6 @@ class _StudentFiles:
 POOL_MIN_STUDENTS = 64
 _STUDENTS_PER_CHUNK = 32
 _JOB: _StudentFiles | None = None  # the job of the pool's forked workers (set before they fork)
-_GC_THRESHOLD = (50_000, 20, 100)  # the workers' collector thresholds (the PDF workers' too)
 
 
 def _render_students(
@@ -318,7 +299,7 @@ def _render_students(
     worksheet_markdown(job.ws, 0)
     _JOB = job
     try:
-        with Pool(count, initializer=_init_worker) as pool:
+        with Pool(count, initializer=settle_worker) as pool:
             results = pool.ordered([pool.submit(_write_chunk, chunk) for chunk in chunks])
             # The workers are forked; this process's own work runs beside them in a thread, so
             # that the progress bar moves as their students come back.
@@ -326,8 +307,7 @@ def _render_students(
             arriving = _Arriving()
             writer = _Beside(lambda: key_md(arriving), name="qkvquiz-key-md")
             try:
-                for path in results:  # a worker's error is raised here (the thread, a daemon, is left to end)
-                    texts = _read_chunk(job.files, path)
+                for texts in results:  # a worker's error is raised here (the thread, a daemon, is left to end)
                     arriving.extend(texts)
                     if progress is not None:
                         for _ in texts:
@@ -426,43 +406,22 @@ class _Beside(threading.Thread):
         return self._value
 
 
-def _write_chunk(bounds: tuple[int, int]) -> str:
-    """A pool worker's chunk of students written; their rendered texts are left in a file of
-    the staging folder, whose path goes home.
-
-    The pool's messages stay small: one over 16 KiB is written to the pipe in two parts, and
-    a worker stopped between them (the pool ends at once when another fails) left the
-    parent's reader waiting for the rest, forever. A file also spares the worker waiting
-    while the parent, busy with the key, drains a pipe 64 KiB at a time."""
+def _write_chunk(bounds: tuple[int, int]) -> list[dict[str, list[str]]]:
+    """A pool worker's chunk of students written; their rendered texts go home as the task's
+    result, through the pool's pipe (a worker that dies halfway through sending them ends the
+    run with an error: :mod:`qkvquiz.core.pool`). Through files in the staging folder instead,
+    300 students of all-families took as long (12.6 and 13.0 s at best, on 2 loaded cores)."""
     job = _JOB
     assert job is not None, "a rendering worker without its job"
     with using(job.lang):
-        texts = job.write(range(*bounds))
-    return job.files.put_scratch(f"rendered-{bounds[0]}", pickle.dumps(texts, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def _read_chunk(files: OutputSet, path: str) -> list[dict[str, list[str]]]:
-    """The texts :func:`_write_chunk` left (in this run's own staging folder), the file removed."""
-    return pickle.loads(files.take_scratch(path))
-
-
-def _init_worker() -> None:
-    # (The pool has made it die with the run, SIGTERM end it, and Ctrl-C the parent's.)
-    # Everything made so far (the solved worksheet, the compiled templates) lives as long as the
-    # worker: out of the garbage collector's sight, without a collection first (a full pass over
-    # the inherited heap cost each worker 20 ms, a tenth of a small class's rendering, and wrote
-    # to every page the fork shares). Rendering makes few cycles and a great many short-lived
-    # containers: the young generation is collected less often (6% fewer instructions per student).
-    gc.freeze()
-    gc.set_threshold(*_GC_THRESHOLD)
+        return job.write(range(*bounds))
 
 
 def _check_pdf() -> None:
     """Raise ValueError with the install hint where WeasyPrint or its libraries are missing."""
-    pdf = importlib.import_module(_PDF_MODULE)
     try:
-        pdf.weasyprint_module()
-    except pdf.PdfUnavailable as exc:
+        weasyprint_module()
+    except PdfUnavailable as exc:
         raise ValueError(str(exc)) from exc
 
 
@@ -491,14 +450,6 @@ def _write_pdfs(
     workers start at once; a document that two files print (a worksheet in class.pdf, a key in
     key.pdf) is built once.
     """
-    pdf = importlib.import_module(_PDF_MODULE)
-    pdf_batch = importlib.import_module(_PDF_BATCH_MODULE)
-    from .render.documents import (
-        key_cover_document,
-        key_student_document,
-        worksheet_document,
-    )
-
     names = names or {}
     students = range(len(ws.students))
 
@@ -519,7 +470,7 @@ def _write_pdfs(
         # A user's templates render in a worker that this process forks when it needs one
         # (again, if the last one was stopped): their documents are built before the pool's
         # threads start, since a fork should not copy a live thread.
-        return pdf_batch.Deferred(build, documents) if templates is None else build()
+        return Deferred(build, documents) if templates is None else build()
 
     # The keys first: they take longer to render than the worksheets, and the longest jobs
     # go first so that no worker waits long for the others at the end.
@@ -535,12 +486,12 @@ def _write_pdfs(
             (later(lambda: [sheet(i) for i in students], len(students)), files.path("class.pdf")),
         ]
     try:
-        pdf_batch.render_pdfs(jobs, page_size=page_size, workers=workers,
-                        progress=_per_student(progress, len(ws.students)) if progress is not None else False)
-    except pdf.PdfUnavailable as exc:
+        render_pdfs(jobs, page_size=page_size, workers=workers,
+                    progress=_per_student(progress, len(ws.students)) if progress is not None else False)
+    except PdfUnavailable as exc:
         raise ValueError(str(exc)) from exc
-    except pdf.PdfRenderError as exc:  # name the file where it was to go, not the staging folder
-        raise pdf.PdfRenderError(files.shown(str(exc))) from None
+    except PdfRenderError as exc:  # name the file where it was to go, not the staging folder
+        raise PdfRenderError(files.shown(str(exc))) from None
 
 
 def _per_student(progress: Callable[[int, int], None], students: int) -> Callable[[int, int], None]:

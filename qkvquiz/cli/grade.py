@@ -111,7 +111,7 @@ def grade(
     by name and the rest are still graded; the exit status is then 1. Tolerance and credit come
     from the spec (stored in the key).
     """
-    from ..core.pause import collector_paused
+    from ..core.collector import collector_paused
 
     # `--from canvas` as `export … --to canvas`: which LMS, named by the direction the work goes.
     source = renamed("--from", source, "auto", "--lms", lms)

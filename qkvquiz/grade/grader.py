@@ -36,7 +36,7 @@ import numpy as np
 
 from ..core.i18n import _, current, using
 from ..core.inputs import shown_path
-from ..core.pause import collector_paused
+from ..core.collector import collector_paused
 from ..core.submissions import (
     Submission,
     blank_answer,

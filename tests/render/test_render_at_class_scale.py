@@ -250,31 +250,6 @@ def test_a_classs_chunks_cover_it_in_order_and_the_last_are_small(n, workers):
     assert sum(sizes[-workers:]) <= 4 * workers
 
 
-@pytest.mark.slow
-def test_a_pool_workers_messages_home_stay_small_however_long_its_texts(tmp_path, monkeypatch):
-    # A message over 16 KiB goes down the pipe in two writes; a worker stopped between them
-    # (the pool is ended at once when another worker fails) left the reader waiting forever.
-    import pickle
-
-    import qkvquiz.generate as generate
-
-    spec = load_spec(bank_dir() / "all-families.yaml")  # about 60 KB of texts per student
-    ids = [f"p{i:03d}" for i in range(generate.POOL_MIN_STUDENTS)]
-    sizes = []
-    real = generate._read_chunk
-
-    def spy(files, message):
-        sizes.append(len(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)))
-        return real(files, message)
-
-    monkeypatch.setattr(generate, "_read_chunk", spy)
-    made = generate.generate_set(spec, ids, tmp_path / "o", seed=2, workers=2)
-    assert len(sizes) == len(generate._chunks(len(ids), 2)) and max(sizes) < 16 * 1024
-    assert not [p for p in (tmp_path / "o").rglob("*") if p.name.startswith((".scratch", ".qkvquiz"))]
-    key = (tmp_path / "o" / "key.md").read_text()
-    assert all(f"Student {s}" in key or s in key for s in ids) and len(made.folders) == len(ids)
-
-
 def test_texts_arriving_in_order_are_read_as_they_come_and_a_failure_stops_the_reader():
     import threading
 
