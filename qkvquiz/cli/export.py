@@ -211,12 +211,12 @@ def _write_feedback(out: Path, files: dict[str, bytes | str], pdf_pages: list | 
 @export_app.command("feedback")
 def feedback(
     results: Annotated[Path, typer.Argument(help="The folder `qkvquiz grade --out` wrote (with feedback/).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for html/<student>.html and the zip.")] = Path("feedback-export"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for html/STUDENT.html and the zip.")] = Path("feedback-export"),
     roster: RosterOpt = None,
     to: Annotated[str, typer.Option(
         "--to", help="html (a page per student) or moodle (the pages and moodle-feedback.zip for Moodle's "
                      "\"Upload multiple feedback files in a zip\"; needs `moodle_id` in the roster).")] = "html",
-    pdf: Annotated[bool, typer.Option(help="Also print pdf/<student>.pdf (needs WeasyPrint's libraries).")] = False,
+    pdf: Annotated[bool, typer.Option(help="Also print pdf/STUDENT.pdf (needs WeasyPrint's libraries).")] = False,
     moodle_zip: Annotated[bool | None, typer.Option(
         "--moodle-zip/--no-moodle-zip", hidden=True, help="The old spelling of --to moodle.")] = None,
     allow_missing_fonts: Annotated[bool, typer.Option(
@@ -264,7 +264,10 @@ def feedback(
     files: dict[str, bytes | str] = {f"html/{p.name}.html": p.html for p in pages}
     left_out: list[str] = []
     if moodle_zip:
-        data, left_out = moodle_feedback_zip(pages, entries)
+        try:
+            data, left_out = moodle_feedback_zip(pages, entries)
+        except ValueError as exc:
+            fail(f"--to moodle: {exc}")
         files["moodle-feedback.zip"] = data
     from ..render.pdf import PdfUnavailable
 
