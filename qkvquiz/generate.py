@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,13 +38,17 @@ from typing import Any
 import numpy as np
 
 from .core.collector import settle_worker
-from .core.i18n import check_lang, using
+from . import capacity
+from .capacity import class_size_problem
+from .core.i18n import ENGLISH_NAMES, UnknownLanguage, check_lang, using
+from .core.options import OptionError, SetExists
 from .core.outputs import OutputSet, owned_present, write_set
 from .core.pool import Pool, cores, fork_context
 from .files import safe_name
 from .json_rows import Dumped, dumped, dumps
 from .key import key_text
 from .render.documents import key_cover_document, key_html_document, key_student_document, worksheet_document
+from .render.fonts import cjk_font_problem
 from .render.form import answer_form_html
 from .render.markdown import (
     key_markdown,
@@ -56,7 +61,8 @@ from .render.pdf import PdfRenderError, PdfUnavailable, weasyprint_module
 from .render.pdf_batch import Deferred, render_pdfs
 from .spec import WorksheetSpec, parse_work_space
 from .spec_types import WorkSpace
-from .worksheet import Worksheet, build_worksheet
+from .engine.backend import BackendUnavailable, place
+from .worksheet import Worksheet, build_worksheet, screening_seconds
 
 FORMATS = ("md", "html", "pdf")
 FORMATS_DEFAULT = ("md",)
@@ -85,11 +91,12 @@ def parse_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
         if not name:
             continue
         if name not in FORMATS:
-            raise ValueError(f"unknown format {raw.strip()!r}; choose from {', '.join(FORMATS)} (comma-separated)")
+            raise OptionError("{formats}: unknown format {name}; choose from {known} (comma-separated)",
+                              name=repr(raw.strip()), known=", ".join(FORMATS))
         if name not in chosen:
             chosen.append(name)
     if not chosen:
-        raise ValueError(f"no format given; choose from {', '.join(FORMATS)} (comma-separated)")
+        raise OptionError("{formats}: no format given; choose from {known} (comma-separated)", known=", ".join(FORMATS))
     return tuple(chosen)
 
 
@@ -121,9 +128,9 @@ def generate_set(
     out: str | Path,
     *,
     seed: str | int = 0,
-    secret: bytes | None = None,
+    secret: bytes | Callable[[], bytes | None] | None = None,
     force: bool = False,
-    xp=np,
+    xp: Any = np,
     progress: Callable[[], None] | None = None,
     formats: str | Sequence[str] = FORMATS_DEFAULT,
     templates: str | Path | None = None,
@@ -134,19 +141,20 @@ def generate_set(
     names: Mapping[str, str] | None = None,
     work_space: str | WorkSpace | None = None,
     lang: str | None = None,
+    notes: Callable[[str], None] | None = None,
+    allow_missing_fonts: bool = False,
 ) -> GeneratedSet:
     """Solve every student's variant (batched) and write worksheets, blank submissions and keys.
 
     ``formats`` (see :func:`parse_formats`) picks the students' files: ``md`` a Markdown
     worksheet, ``html`` a typeset ``worksheet.html`` (with answer boxes) and the
     ``answer-form.html`` that saves a submission, ``pdf`` a ``worksheet.pdf`` per student and
-    ``key.pdf`` (one student per page), where the PDF renderer is installed; with
-    ``class_pdf`` also ``class.pdf``, every worksheet in one file for printing.
-    ``page_size`` (``"A4"`` or ``"Letter"``) sizes the HTML and PDF pages. PDFs render in a
-    pool of ``workers`` processes (default: every core), and so do the students' other files
-    for a class of :data:`POOL_MIN_STUDENTS` or more with the bundled templates (the same
-    bytes as in one process); ``pdf_progress`` is called with ``(done, total)`` students whose
-    PDFs are written, as they render.
+    ``key.pdf`` (one student per page); with ``class_pdf`` also ``class.pdf``, every worksheet
+    in one file for printing. ``page_size`` (``"A4"`` or ``"Letter"``) sizes the HTML and PDF
+    pages. PDFs render in a pool of ``workers`` processes (default: every core), and so do the
+    students' other files for a class of :data:`POOL_MIN_STUDENTS` or more with the bundled
+    templates (the same bytes as in one process); ``pdf_progress`` is called with ``(done,
+    total)`` students whose PDFs are written, as they render.
     ``names`` maps student ids to names printed on their worksheets' headers (a roster's
     ``name`` column); ``work_space`` (``"4cm"``, ``"6 lines"``, see
     :func:`~qkvquiz.spec.parse_work_space`) is room to work under each part on the printed
@@ -160,36 +168,42 @@ def generate_set(
     (any entry of :data:`OWNED`) is refused with FileExistsError; a second run into the same
     folder at the same time with :class:`qkvquiz.core.outputs.SetBusy`; a folder that cannot be
     written with :class:`qkvquiz.core.outputs.OutputError` naming the path.
-    Where PDF output cannot run (WeasyPrint or its system libraries missing), a ValueError
-    that names the packages to install is raised before anything is written.
     ``lang`` (``"en"``, ``"zh"``) is the language of every built-in word and of the spec's own
     text where written in it (``title: {en: …, zh: …}``); it overrides the spec's ``lang:`` and is
     recorded in the key, so that grading answers in it.
+    ``xp`` is the array module (or its name, ``"numpy"`` or ``"cupy"``): a GPU is used only for
+    work large enough to gain from it (:func:`qkvquiz.engine.backend.place`), else the CPU, said
+    in a note. ``notes`` is told what is worth knowing before the work (the CPU kept it, a large
+    class's memory, spec text not written in the set's language), in English; by default each
+    note is a :class:`GenerationNote` warning.
+    Every option is checked here, before anything is written: a value that cannot be used raises
+    :class:`qkvquiz.core.options.OptionError` naming it (PDF output where WeasyPrint or its
+    libraries are missing, with the packages to install; PDFs whose text needs a CJK font no
+    installed font has, unless ``allow_missing_fonts``: then it is a note).
+    ``secret`` may be a function that gives it: called once every option is good (a command
+    line's first run creates the instructor's secret only then).
     """
     out = Path(out)
-    if lang is not None:
-        spec = spec.in_language(check_lang(lang))  # its built-in words and its own text
-    formats = parse_formats(formats)
-    if isinstance(work_space, str):
-        work_space = parse_work_space(work_space)
+    note = notes if notes is not None else _warn_note
+    spec, formats, space = _checked_options(spec, len(students), seed, formats, page_size, class_pdf, work_space,
+                                            templates, lang, note)
     names = dict(names or {})
-    if class_pdf and "pdf" not in formats:
-        raise ValueError("a class PDF needs the pdf format (--format …,pdf)")
-    if "html" in formats or "pdf" in formats:
-        page_size_css(page_size)  # an unknown size is refused before any work
     if "pdf" in formats:
-        _check_pdf()
+        _check_fonts(spec, names, note, allow_missing_fonts)
+    xp = _placed(xp, spec, len(students), note)
+    if callable(secret):
+        secret = secret()
     with using(spec.lang), write_set(out, OWNED, anchor="key.json") as files:
         # Checked under the folder's lock, after any interrupted run was completed.
         present = owned_present(out, OWNED)
         if present and not force:
-            raise FileExistsError(f"{out} already holds {', '.join(present)}; choose another folder or use "
-                                  "--force (force=True) to replace that set")
+            raise SetExists("{out} already holds {present}; choose another folder or use {force} to replace that set",
+                            out=str(out), present=", ".join(present))
         ws = build_worksheet(spec, students, seed, secret=secret, xp=xp)
         taken: set[str] = set()
         slugs = {student: safe_name(student, taken) for student in ws.students}  # student id -> folder name
         folders = {student: out / "students" / slug for student, slug in slugs.items()}
-        job = _StudentFiles(ws, slugs, files, formats, templates, page_size, work_space, names, spec.lang)
+        job = _StudentFiles(ws, slugs, files, formats, templates, page_size, space, names, spec.lang)
         def write_key_md(texts: Iterable[Mapping[str, Sequence[str]]]) -> None:
             if templates is None:  # written as the students' texts arrive
                 files.write_pieces("key.md", key_markdown_pieces(ws, texts))
@@ -204,10 +218,93 @@ def generate_set(
                                                       names=names))
         if "pdf" in formats:
             _write_pdfs(ws, slugs, files, page_size=page_size, templates=templates, class_pdf=class_pdf,
-                        progress=pdf_progress, workers=workers, names=names, work_space=work_space,
+                        progress=pdf_progress, workers=workers, names=names, work_space=space,
                         rendered=rendered)
         files.write("key.json", key_json)
     return GeneratedSet(ws, out, folders, formats)
+
+
+class GenerationNote(UserWarning):
+    """Something :func:`generate_set` says before its work, where no ``notes`` callback was given."""
+
+
+def _warn_note(text: str) -> None:
+    warnings.warn(text, GenerationNote, stacklevel=3)
+
+
+def _checked_options(spec: WorksheetSpec, students: int, seed: str | int, formats: str | Sequence[str], page_size: str,
+                     class_pdf: bool, work_space: str | WorkSpace | None, templates: str | Path | None,
+                     lang: str | None, note: Callable[[str], None]) -> tuple[WorksheetSpec, tuple[str, ...],
+                                                                             WorkSpace | None]:
+    """Every option checked before any work (OptionError naming the one that cannot be used); the
+    spec in the set's language (its built-in words and its own text), the formats, the work space."""
+    if lang is not None:
+        try:
+            lang = check_lang(lang)
+        except UnknownLanguage as exc:
+            raise OptionError("{lang}: {problem}", problem=str(exc)) from None
+    spec = spec.in_language(lang or spec.lang)
+    missing = spec.untranslated()
+    if missing:  # said in English, as every note of the library and the command line is
+        note(f"{spec.source}: no {ENGLISH_NAMES[spec.lang]} text for {', '.join(missing)}; shown in English")
+    if class_size_problem(students):
+        raise OptionError("{students}: {problem}", problem=class_size_problem(students))
+    chosen = parse_formats(formats)
+    if class_pdf and "pdf" not in chosen:
+        raise OptionError("{class_pdf} needs {formats} with pdf (for example md,pdf)")
+    if "html" in chosen or "pdf" in chosen:
+        try:
+            page_size_css(page_size)
+        except ValueError as exc:
+            raise OptionError("{page_size}: {problem}", problem=str(exc)) from None
+    if "pdf" in chosen:
+        try:
+            weasyprint_module()
+        except PdfUnavailable as exc:
+            raise OptionError("{formats}: pdf: {problem}", problem=str(exc)) from None
+    try:
+        space = parse_work_space(work_space, "work_space") if isinstance(work_space, str) else work_space
+    except ValueError as exc:
+        raise OptionError("{work_space}{problem}", problem=str(exc).removeprefix("work_space")) from None
+    if templates is not None and not Path(templates).is_dir():
+        raise OptionError("{templates}: {path}: not a folder", path=str(templates))
+    if students >= capacity.REPORT_FROM_STUDENTS:
+        _check_memory(spec, students, seed, note)
+    return spec, chosen, space
+
+
+def _check_fonts(spec: WorksheetSpec, names: Mapping[str, str], note: Callable[[str], None], allowed: bool) -> None:
+    """Where PDFs would print the spec's or the names' CJK text as empty boxes: refused, or a note."""
+    texts = [spec.title, spec.instructions, *(i.title for i in spec.items), *(i.intro for i in spec.items),
+             *names.values()]
+    problem = cjk_font_problem(texts, lang=spec.lang)
+    if problem is None:
+        return
+    if not allowed:
+        raise OptionError("{problem} To write them anyway, use {allow_missing_fonts}.", problem=problem)
+    note(problem)
+
+
+def _check_memory(spec: WorksheetSpec, students: int, seed: str | int, note: Callable[[str], None]) -> None:
+    """Say what a large class will cost before solving it; refuse one this machine cannot hold."""
+    guess = capacity.estimate(spec, students, seed)
+    note(guess.describe())
+    memory = capacity.physical_memory()
+    if memory is not None and guess.memory > memory:
+        raise OptionError("{students}: this machine has {gb} GB of memory; split the class into several sets",
+                          gb=f"{memory / 1e9:.1f}")
+
+
+def _placed(xp: Any, spec: WorksheetSpec, students: int, note: Callable[[str], None]) -> Any:
+    """The array module the work runs on: a GPU only where the class's work pays for it."""
+    name = xp if isinstance(xp, str) else "numpy" if xp is np else "cupy"
+    try:
+        placement = place(name, screening_seconds(spec, students) if name == "cupy" else 0.0)
+    except BackendUnavailable as exc:
+        raise OptionError("{xp}: {problem}", problem=str(exc)) from None
+    if placement.note is not None:
+        note(placement.note)
+    return placement.xp
 
 
 @dataclass(frozen=True)
@@ -415,14 +512,6 @@ def _write_chunk(bounds: tuple[int, int]) -> list[dict[str, list[str]]]:
     assert job is not None, "a rendering worker without its job"
     with using(job.lang):
         return job.write(range(*bounds))
-
-
-def _check_pdf() -> None:
-    """Raise ValueError with the install hint where WeasyPrint or its libraries are missing."""
-    try:
-        weasyprint_module()
-    except PdfUnavailable as exc:
-        raise ValueError(str(exc)) from exc
 
 
 def _write_pdfs(

@@ -3,7 +3,9 @@
 - no module named like a module of the standard library (``qkvquiz/render/html.py`` once made
   ``import html`` ambiguous to readers and import tools);
 - no private name of a dependency imported or read (``jinja2.utils._PassArg`` once was): a
-  library's internals change without notice in its next release.
+  library's internals change without notice in its next release;
+- no function over 100 lines (the ``generate`` command was 182: parsing, checks and printing
+  that belong in the library or in functions of their own).
 """
 
 from __future__ import annotations
@@ -80,3 +82,17 @@ def test_no_private_name_of_a_dependency_is_imported_or_read():
         if (names := private_names_of_dependencies(path.read_text(encoding="utf-8")))
     }
     assert found == {}
+
+
+MAX_FUNCTION_LINES = 100
+
+
+def test_no_function_is_longer_than_a_hundred_lines():
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []

@@ -39,6 +39,16 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+#: The command line's name of a library option, where it is not ``--`` and the name with dashes.
+_FLAGS = {"formats": "--format", "xp": "--backend"}
+
+
+def option_flag(option: str) -> str:
+    """How the command line names a library option (``page_size`` → ``--page-size``): messages
+    of :class:`qkvquiz.core.options.OptionError` are spelled with it."""
+    return _FLAGS.get(option, "--" + option.replace("_", "-"))
+
+
 def missing_font(problem: str, allowed: bool) -> None:
     """Stop before any work where PDFs would print their CJK text as empty boxes (``problem``:
     :func:`qkvquiz.render.fonts.cjk_font_problem`'s message, naming the font package), exit 2;

@@ -274,6 +274,8 @@ def audit(
                 write_file(out, text)  # a set of one file: the old one or the new one, nothing between
         except OutputError as exc:
             fail(str(exc))
-    console.print(Markdown(text))
+    # Wrapped at the width, between words (the console's soft wrap otherwise leaves long lines to
+    # the terminal, and Markdown's list items are cut at its edge).
+    console.print(Markdown(text), soft_wrap=False)
     if report.wrong:
         raise typer.Exit(1)

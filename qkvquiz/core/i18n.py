@@ -33,6 +33,8 @@ LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
 DEFAULT_LANG = "en"
 #: Every language shipped; a new one is a ``.po`` file (and its ``.mo``) plus its code here.
 LANGUAGES: dict[str, str] = {"en": "English", "zh": "中文"}
+#: Each language named in English, for the messages of the command line and the library's notes.
+ENGLISH_NAMES: dict[str, str] = {"en": "English", "zh": "Chinese"}
 #: The ``lang`` attribute of an HTML page in each language (simplified characters for zh).
 HTML_LANG: dict[str, str] = {"en": "en", "zh": "zh-Hans"}
 

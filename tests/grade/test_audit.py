@@ -232,3 +232,13 @@ def test_a_file_whose_every_claim_is_null_has_nothing_to_check():
     with pytest.raises(SpecError) as err:
         audit_spec({"title": "t", "items": [scores_item({"scores": None})]})
     assert "every claimed step is null" in err.value.message
+
+
+def test_the_audit_on_the_console_wraps_between_words(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    example = Path(__file__).resolve().parents[2] / "examples" / "audit-example.yaml"
+    result = CliRunner().invoke(app, ["audit", str(example)])
+    assert result.exit_code == 1, result.output
+    assert max(len(line.rstrip()) for line in result.output.splitlines()) <= 80
+    said = " ".join(result.output.split())
+    assert ("masked scores must be −∞ before it, so that each row's remaining weights still sum to 1." in said)
