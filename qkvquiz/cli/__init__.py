@@ -9,7 +9,7 @@ import typer
 
 from ..core.collector import skip_final_collection
 from . import browse, generate, grade, practice
-from ._common import TolerantHelpCommand
+from ._common import HELP_MARKUP, TolerantHelpCommand
 from .export import export_app
 
 app = typer.Typer(
@@ -20,7 +20,7 @@ app = typer.Typer(
         "submission.json; `qkvquiz grade week3/key.json week3/submissions --out week3/grades` scores the folder of their files."
     ),
     no_args_is_help=True,
-    rich_markup_mode="markdown",
+    rich_markup_mode=HELP_MARKUP,
     pretty_exceptions_enable=False,
 )
 

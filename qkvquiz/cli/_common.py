@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +22,9 @@ from ..core.untrusted import terminal_text
 # soft_wrap: a message is one line however long its paths (the terminal may fold it; logs and
 # pipes keep it whole, so it can be searched), never cut at 80 columns where stdout is no terminal.
 console = Console(soft_wrap=True)
+#: Help pages drawn by Rich (Markdown, boxes) on a terminal; elsewhere (a pipe, a file, a test)
+#: Click's plain text, wrapped at 80 columns between words, no option name or default cut.
+HELP_MARKUP = "markdown" if sys.stdout.isatty() else None
 err = Console(stderr=True, soft_wrap=True)
 T = TypeVar("T")
 

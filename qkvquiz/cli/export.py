@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from ._common import (
+    HELP_MARKUP,
     LangOpt,
     chosen_lang,
     console,
@@ -34,7 +35,7 @@ export_app = typer.Typer(
         "and Grades → Import in Canvas."
     ),
     no_args_is_help=True,
-    rich_markup_mode="markdown",
+    rich_markup_mode=HELP_MARKUP,
 )
 
 RosterOpt = Annotated[Path | None, typer.Option(
