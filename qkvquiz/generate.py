@@ -19,7 +19,7 @@ entries are the *set* ``generate`` owns (:data:`OWNED`): it is written as one un
 :mod:`qkvquiz.core.outputs` (staged, then switched into place), so the folder holds exactly the
 previous set or exactly the new one; anything else in the folder is left alone.
 
-Why one module of about 550 lines: it is the job's one orchestration (solve, key, students'
+Why one module of about 600 lines: it is the job's one orchestration (its options checked, solve, key, students'
 files in a pool beside the key's Markdown, PDFs, the switch into place), and what it hands
 down is done elsewhere (:mod:`qkvquiz.worksheet`, :mod:`qkvquiz.render`, :mod:`qkvquiz.core`).
 """
@@ -37,13 +37,14 @@ from typing import Any
 
 import numpy as np
 
-from .core.collector import settle_worker
 from . import capacity
 from .capacity import class_size_problem
+from .core.collector import settle_worker
 from .core.i18n import ENGLISH_NAMES, UnknownLanguage, check_lang, using
 from .core.options import OptionError, SetExists
 from .core.outputs import OutputSet, owned_present, write_set
 from .core.pool import Pool, cores, fork_context
+from .engine.backend import BackendUnavailable, place
 from .files import safe_name
 from .json_rows import Dumped, dumped, dumps
 from .key import key_text
@@ -61,7 +62,6 @@ from .render.pdf import PdfRenderError, PdfUnavailable, weasyprint_module
 from .render.pdf_batch import Deferred, render_pdfs
 from .spec import WorksheetSpec, parse_work_space
 from .spec_types import WorkSpace
-from .engine.backend import BackendUnavailable, place
 from .worksheet import Worksheet, build_worksheet, screening_seconds
 
 FORMATS = ("md", "html", "pdf")
