@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from . import capacity
+import qkvquiz.capacity as capacity
+
 from .capacity import class_size_problem
 from .core.collector import settle_worker
 from .core.i18n import ENGLISH_NAMES, UnknownLanguage, check_lang, using
@@ -252,11 +253,10 @@ def _checked_options(spec: WorksheetSpec, students: int, seed: str | int, format
     chosen = parse_formats(formats)
     if class_pdf and "pdf" not in chosen:
         raise OptionError("{class_pdf} needs {formats} with pdf (for example md,pdf)")
-    if "html" in chosen or "pdf" in chosen:
-        try:
-            page_size_css(page_size)
-        except ValueError as exc:
-            raise OptionError("{page_size}: {problem}", problem=str(exc)) from None
+    try:
+        page_size_css(page_size)  # a size no page of this set uses is a mistake all the same
+    except ValueError as exc:
+        raise OptionError("{page_size}: {problem}", problem=str(exc)) from None
     if "pdf" in chosen:
         try:
             weasyprint_module()
@@ -268,7 +268,7 @@ def _checked_options(spec: WorksheetSpec, students: int, seed: str | int, format
         raise OptionError("{work_space}{problem}", problem=str(exc).removeprefix("work_space")) from None
     if templates is not None and not Path(templates).is_dir():
         raise OptionError("{templates}: {path}: not a folder", path=str(templates))
-    if students >= capacity.REPORT_FROM_STUDENTS:
+    if students >= capacity.REPORT_FROM_STUDENTS:  # read when used: a test lowers it
         _check_memory(spec, students, seed, note)
     return spec, chosen, space
 

@@ -265,7 +265,7 @@ def test_class_pdf_and_page_size_are_checked_before_any_work(tmp_path: Path) -> 
     result = runner.invoke(app, ["generate", "attention-basics", "-n", "1", "--out", str(out), "--class-pdf"])
     assert result.exit_code == 2 and "--class-pdf" in result.output
     result = runner.invoke(app, ["generate", "attention-basics", "-n", "1", "--out", str(out), "--page-size", "a5"])
-    assert result.exit_code == 2 and "a4 or letter" in result.output
+    assert result.exit_code == 2 and "--page-size: unknown page size 'a5'; use A4 or Letter" in result.output
     assert not out.exists()
 
 
