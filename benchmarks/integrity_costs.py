@@ -58,12 +58,12 @@ def main(students: int) -> None:
 
     # The bundled templates render without the sandbox (a user's keep it): what it would cost them.
     plain = best(render)
-    real_env, environment.TrustedEnvironment = environment.TrustedEnvironment, environment.TemplateSandbox
+    real_env, environment.trusted_environment = environment.trusted_environment, environment.TemplateSandbox
     environment.environment.cache_clear()
     try:
         sandboxed = best(render)
     finally:
-        environment.TrustedEnvironment = real_env
+        environment.trusted_environment = real_env
         environment.environment.cache_clear()
     rows.append((f"render key.md + {students} worksheets (bundled)", plain, sandboxed, "sandboxed"))
 

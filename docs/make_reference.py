@@ -208,17 +208,9 @@ TYPER_OWN = {"install_completion", "show_completion"}
 
 
 def usage(path: str, command: Any) -> str:
-    words = [path]
-    for p in command.params:
-        if p.param_type_name != "argument" or getattr(p, "hidden", False):
-            continue
-        word = p.name.upper() + ("..." if p.nargs == -1 else "")
-        words.append(word if p.required else f"[{word}]")
-    if any(p.param_type_name == "option" and p.name not in TYPER_OWN for p in command.params):
-        words.append("[OPTIONS]")
-    if hasattr(command, "commands"):
-        words.append("COMMAND ...")
-    return " ".join(words)
+    """The usage line ``--help`` prints, as the command itself makes it (Click's ``get_usage``)."""
+    ctx = command.context_class(command, info_name=path)
+    return " ".join(command.get_usage(ctx).split()).removeprefix("Usage: ")
 
 
 def default_text(param: Any) -> str:

@@ -19,7 +19,7 @@ entries are the *set* ``generate`` owns (:data:`OWNED`): it is written as one un
 :mod:`qkvquiz.core.outputs` (staged, then switched into place), so the folder holds exactly the
 previous set or exactly the new one; anything else in the folder is left alone.
 
-Why one module of about 550 lines: it is the job's one orchestration (solve, key, students'
+Why one module of about 600 lines: it is the job's one orchestration (its options checked, solve, key, students'
 files in a pool beside the key's Markdown, PDFs, the switch into place), and what it hands
 down is done elsewhere (:mod:`qkvquiz.worksheet`, :mod:`qkvquiz.render`, :mod:`qkvquiz.core`).
 """
@@ -28,10 +28,8 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import gc
-import importlib.util
-import pickle
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,31 +37,38 @@ from typing import Any
 
 import numpy as np
 
-from .core.i18n import check_lang, using
+import qkvquiz.capacity as capacity
+
+from .capacity import class_size_problem
+from .core.collector import settle_worker
+from .core.i18n import ENGLISH_NAMES, UnknownLanguage, check_lang, using
+from .core.options import OptionError, SetExists
 from .core.outputs import OutputSet, owned_present, write_set
 from .core.pool import Pool, cores, fork_context
+from .engine.backend import BackendUnavailable, place
 from .files import safe_name
 from .json_rows import Dumped, dumped, dumps
 from .key import key_text
+from .render.documents import key_cover_document, key_html_document, key_student_document, worksheet_document
+from .render.fonts import cjk_font_problem
+from .render.form import answer_form_html
 from .render.markdown import (
     key_markdown,
     key_markdown_pieces,
     render_student,
     worksheet_markdown,
 )
+from .render.page import page_size_css
+from .render.pdf import PdfRenderError, PdfUnavailable, weasyprint_module
+from .render.pdf_batch import Deferred, render_pdfs
 from .spec import WorksheetSpec, parse_work_space
 from .spec_types import WorkSpace
-from .worksheet import Worksheet, build_worksheet
+from .worksheet import Worksheet, build_worksheet, screening_seconds
 
 FORMATS = ("md", "html", "pdf")
 FORMATS_DEFAULT = ("md",)
 #: Page size of the HTML and PDF documents (``"A4"`` or ``"Letter"``).
 PAGE_SIZE_DEFAULT = "A4"
-# HTML pages are typeset by qkvquiz.render.html_page (through qkvquiz.render.form); PDF files are
-# those pages printed by qkvquiz.render.pdf (WeasyPrint, a process pool), where installed.
-_HTML_MODULE = "qkvquiz.render.html_page"
-_PDF_MODULE = "qkvquiz.render.pdf"
-_PDF_BATCH_MODULE = "qkvquiz.render.pdf_batch"
 
 #: The top-level entries ``generate`` owns in its folder, and whether each is private (holds
 #: answers: 0600 files, 0700 folders). A new set replaces all of them, so a key.pdf or a
@@ -77,8 +82,8 @@ OWNED: dict[str, bool] = {
 def parse_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
     """``"md,html"`` (or a list of names) → ``("md", "html")``: known names, in order, once each.
 
-    Raises ValueError naming what is wrong: an unknown format, none at all, or ``pdf`` where
-    this installation has no PDF renderer.
+    Raises ValueError naming what is wrong: an unknown format, or none at all. (Whether PDFs
+    can be printed here, WeasyPrint and its system libraries, :func:`generate_set` checks.)
     """
     names = formats.split(",") if isinstance(formats, str) else list(formats)
     chosen: list[str] = []
@@ -87,20 +92,12 @@ def parse_formats(formats: str | Sequence[str]) -> tuple[str, ...]:
         if not name:
             continue
         if name not in FORMATS:
-            raise ValueError(f"unknown format {raw.strip()!r}; choose from {', '.join(FORMATS)} (comma-separated)")
-        if name == "pdf" and importlib.util.find_spec(_PDF_MODULE) is None:
-            raise ValueError(
-                f"format 'pdf' needs the PDF renderer ({_PDF_MODULE}), which this installation does not have; "
-                "use md and/or html"
-            )
-        if name == "html" and importlib.util.find_spec(_HTML_MODULE) is None:
-            raise ValueError(
-                f"format 'html' needs the HTML renderer ({_HTML_MODULE}), which this installation does not have; use md"
-            )
+            raise OptionError("{formats}: unknown format {name}; choose from {known} (comma-separated)",
+                              name=repr(raw.strip()), known=", ".join(FORMATS))
         if name not in chosen:
             chosen.append(name)
     if not chosen:
-        raise ValueError(f"no format given; choose from {', '.join(FORMATS)} (comma-separated)")
+        raise OptionError("{formats}: no format given; choose from {known} (comma-separated)", known=", ".join(FORMATS))
     return tuple(chosen)
 
 
@@ -132,9 +129,9 @@ def generate_set(
     out: str | Path,
     *,
     seed: str | int = 0,
-    secret: bytes | None = None,
+    secret: bytes | Callable[[], bytes | None] | None = None,
     force: bool = False,
-    xp=np,
+    xp: Any = np,
     progress: Callable[[], None] | None = None,
     formats: str | Sequence[str] = FORMATS_DEFAULT,
     templates: str | Path | None = None,
@@ -145,19 +142,20 @@ def generate_set(
     names: Mapping[str, str] | None = None,
     work_space: str | WorkSpace | None = None,
     lang: str | None = None,
+    notes: Callable[[str], None] | None = None,
+    allow_missing_fonts: bool = False,
 ) -> GeneratedSet:
     """Solve every student's variant (batched) and write worksheets, blank submissions and keys.
 
     ``formats`` (see :func:`parse_formats`) picks the students' files: ``md`` a Markdown
     worksheet, ``html`` a typeset ``worksheet.html`` (with answer boxes) and the
     ``answer-form.html`` that saves a submission, ``pdf`` a ``worksheet.pdf`` per student and
-    ``key.pdf`` (one student per page), where the PDF renderer is installed; with
-    ``class_pdf`` also ``class.pdf``, every worksheet in one file for printing.
-    ``page_size`` (``"A4"`` or ``"Letter"``) sizes the HTML and PDF pages. PDFs render in a
-    pool of ``workers`` processes (default: every core), and so do the students' other files
-    for a class of :data:`POOL_MIN_STUDENTS` or more with the bundled templates (the same
-    bytes as in one process); ``pdf_progress`` is called with ``(done, total)`` students whose
-    PDFs are written, as they render.
+    ``key.pdf`` (one student per page); with ``class_pdf`` also ``class.pdf``, every worksheet
+    in one file for printing. ``page_size`` (``"A4"`` or ``"Letter"``) sizes the HTML and PDF
+    pages. PDFs render in a pool of ``workers`` processes (default: every core), and so do the
+    students' other files for a class of :data:`POOL_MIN_STUDENTS` or more with the bundled
+    templates (the same bytes as in one process); ``pdf_progress`` is called with ``(done,
+    total)`` students whose PDFs are written, as they render.
     ``names`` maps student ids to names printed on their worksheets' headers (a roster's
     ``name`` column); ``work_space`` (``"4cm"``, ``"6 lines"``, see
     :func:`~qkvquiz.spec.parse_work_space`) is room to work under each part on the printed
@@ -171,38 +169,42 @@ def generate_set(
     (any entry of :data:`OWNED`) is refused with FileExistsError; a second run into the same
     folder at the same time with :class:`qkvquiz.core.outputs.SetBusy`; a folder that cannot be
     written with :class:`qkvquiz.core.outputs.OutputError` naming the path.
-    Where PDF output cannot run (WeasyPrint or its system libraries missing), a ValueError
-    that names the packages to install is raised before anything is written.
     ``lang`` (``"en"``, ``"zh"``) is the language of every built-in word and of the spec's own
     text where written in it (``title: {en: …, zh: …}``); it overrides the spec's ``lang:`` and is
     recorded in the key, so that grading answers in it.
+    ``xp`` is the array module (or its name, ``"numpy"`` or ``"cupy"``): a GPU is used only for
+    work large enough to gain from it (:func:`qkvquiz.engine.backend.place`), else the CPU, said
+    in a note. ``notes`` is told what is worth knowing before the work (the CPU kept it, a large
+    class's memory, spec text not written in the set's language), in English; by default each
+    note is a :class:`GenerationNote` warning.
+    Every option is checked here, before anything is written: a value that cannot be used raises
+    :class:`qkvquiz.core.options.OptionError` naming it (PDF output where WeasyPrint or its
+    libraries are missing, with the packages to install; PDFs whose text needs a CJK font no
+    installed font has, unless ``allow_missing_fonts``: then it is a note).
+    ``secret`` may be a function that gives it: called once every option is good (a command
+    line's first run creates the instructor's secret only then).
     """
     out = Path(out)
-    if lang is not None:
-        spec = spec.in_language(check_lang(lang))  # its built-in words and its own text
-    formats = parse_formats(formats)
-    if isinstance(work_space, str):
-        work_space = parse_work_space(work_space)
+    note = notes if notes is not None else _warn_note
+    spec, formats, space = _checked_options(spec, len(students), seed, formats, page_size, class_pdf, work_space,
+                                            templates, lang, note)
     names = dict(names or {})
-    if class_pdf and "pdf" not in formats:
-        raise ValueError("a class PDF needs the pdf format (--format …,pdf)")
-    if "html" in formats or "pdf" in formats:
-        from .render.page import page_size_css
-
-        page_size_css(page_size)  # an unknown size is refused before any work
     if "pdf" in formats:
-        _check_pdf()
+        _check_fonts(spec, names, note, allow_missing_fonts)
+    xp = _placed(xp, spec, len(students), note)
+    if callable(secret):
+        secret = secret()
     with using(spec.lang), write_set(out, OWNED, anchor="key.json") as files:
         # Checked under the folder's lock, after any interrupted run was completed.
         present = owned_present(out, OWNED)
         if present and not force:
-            raise FileExistsError(f"{out} already holds {', '.join(present)}; choose another folder or use "
-                                  "--force (force=True) to replace that set")
+            raise SetExists("{out} already holds {present}; choose another folder or use {force} to replace that set",
+                            out=str(out), present=", ".join(present))
         ws = build_worksheet(spec, students, seed, secret=secret, xp=xp)
         taken: set[str] = set()
         slugs = {student: safe_name(student, taken) for student in ws.students}  # student id -> folder name
         folders = {student: out / "students" / slug for student, slug in slugs.items()}
-        job = _StudentFiles(ws, slugs, files, formats, templates, page_size, work_space, names, spec.lang)
+        job = _StudentFiles(ws, slugs, files, formats, templates, page_size, space, names, spec.lang)
         def write_key_md(texts: Iterable[Mapping[str, Sequence[str]]]) -> None:
             if templates is None:  # written as the students' texts arrive
                 files.write_pieces("key.md", key_markdown_pieces(ws, texts))
@@ -213,16 +215,96 @@ def generate_set(
         rendered, key_json = _render_students(job, workers=workers if xp is np else 1, progress=progress,
                                               meanwhile=lambda: key_text(ws), key_md=write_key_md)
         if "html" in formats:  # the key for a browser, as private as the others
-            from .render.documents import key_html_document
-
             files.write("key.html", key_html_document(ws, page_size=page_size, templates=templates, rendered=rendered,
                                                       names=names))
         if "pdf" in formats:
             _write_pdfs(ws, slugs, files, page_size=page_size, templates=templates, class_pdf=class_pdf,
-                        progress=pdf_progress, workers=workers, names=names, work_space=work_space,
+                        progress=pdf_progress, workers=workers, names=names, work_space=space,
                         rendered=rendered)
         files.write("key.json", key_json)
     return GeneratedSet(ws, out, folders, formats)
+
+
+class GenerationNote(UserWarning):
+    """Something :func:`generate_set` says before its work, where no ``notes`` callback was given."""
+
+
+def _warn_note(text: str) -> None:
+    warnings.warn(text, GenerationNote, stacklevel=3)
+
+
+def _checked_options(spec: WorksheetSpec, students: int, seed: str | int, formats: str | Sequence[str], page_size: str,
+                     class_pdf: bool, work_space: str | WorkSpace | None, templates: str | Path | None,
+                     lang: str | None, note: Callable[[str], None]) -> tuple[WorksheetSpec, tuple[str, ...],
+                                                                             WorkSpace | None]:
+    """Every option checked before any work (OptionError naming the one that cannot be used); the
+    spec in the set's language (its built-in words and its own text), the formats, the work space."""
+    if lang is not None:
+        try:
+            lang = check_lang(lang)
+        except UnknownLanguage as exc:
+            raise OptionError("{lang}: {problem}", problem=str(exc)) from None
+    spec = spec.in_language(lang or spec.lang)
+    missing = spec.untranslated()
+    if missing:  # said in English, as every note of the library and the command line is
+        note(f"{spec.source}: no {ENGLISH_NAMES[spec.lang]} text for {', '.join(missing)}; shown in English")
+    if class_size_problem(students):
+        raise OptionError("{students}: {problem}", problem=class_size_problem(students))
+    chosen = parse_formats(formats)
+    if class_pdf and "pdf" not in chosen:
+        raise OptionError("{class_pdf} needs {formats} with pdf (for example md,pdf)")
+    try:
+        page_size_css(page_size)  # a size no page of this set uses is a mistake all the same
+    except ValueError as exc:
+        raise OptionError("{page_size}: {problem}", problem=str(exc)) from None
+    if "pdf" in chosen:
+        try:
+            weasyprint_module()
+        except PdfUnavailable as exc:
+            raise OptionError("{formats}: pdf: {problem}", problem=str(exc)) from None
+    try:
+        space = parse_work_space(work_space, "work_space") if isinstance(work_space, str) else work_space
+    except ValueError as exc:
+        raise OptionError("{work_space}{problem}", problem=str(exc).removeprefix("work_space")) from None
+    if templates is not None and not Path(templates).is_dir():
+        raise OptionError("{templates}: {path}: not a folder", path=str(templates))
+    if students >= capacity.REPORT_FROM_STUDENTS:  # read when used: a test lowers it
+        _check_memory(spec, students, seed, note)
+    return spec, chosen, space
+
+
+def _check_fonts(spec: WorksheetSpec, names: Mapping[str, str], note: Callable[[str], None], allowed: bool) -> None:
+    """Where PDFs would print the spec's or the names' CJK text as empty boxes: refused, or a note."""
+    texts = [spec.title, spec.instructions, *(i.title for i in spec.items), *(i.intro for i in spec.items),
+             *names.values()]
+    problem = cjk_font_problem(texts, lang=spec.lang)
+    if problem is None:
+        return
+    if not allowed:
+        raise OptionError("{problem} To write them anyway, use {allow_missing_fonts}.", problem=problem)
+    note(problem)
+
+
+def _check_memory(spec: WorksheetSpec, students: int, seed: str | int, note: Callable[[str], None]) -> None:
+    """Say what a large class will cost before solving it; refuse one this machine cannot hold."""
+    guess = capacity.estimate(spec, students, seed)
+    note(guess.describe())
+    memory = capacity.physical_memory()
+    if memory is not None and guess.memory > memory:
+        raise OptionError("{students}: this machine has {gb} GB of memory; split the class into several sets",
+                          gb=f"{memory / 1e9:.1f}")
+
+
+def _placed(xp: Any, spec: WorksheetSpec, students: int, note: Callable[[str], None]) -> Any:
+    """The array module the work runs on: a GPU only where the class's work pays for it."""
+    name = xp if isinstance(xp, str) else "numpy" if xp is np else "cupy"
+    try:
+        placement = place(name, screening_seconds(spec, students) if name == "cupy" else 0.0)
+    except BackendUnavailable as exc:
+        raise OptionError("{xp}: {problem}", problem=str(exc)) from None
+    if placement.note is not None:
+        note(placement.note)
+    return placement.xp
 
 
 @dataclass(frozen=True)
@@ -261,9 +343,6 @@ class _StudentFiles:
                     worksheet_markdown(ws, i, templates=self.templates, problems=texts["problem"],
                                        name=self.names.get(student, "")))
             if "html" in self.formats:
-                from .render.documents import worksheet_document
-                from .render.form import answer_form_html
-
                 sheet = worksheet_document(ws, i, page_size=self.page_size, templates=self.templates,
                                            work_space=self.work_space,
                                            name=self.names.get(student, ""), rendered=texts)
@@ -282,7 +361,6 @@ class _StudentFiles:
 POOL_MIN_STUDENTS = 64
 _STUDENTS_PER_CHUNK = 32
 _JOB: _StudentFiles | None = None  # the job of the pool's forked workers (set before they fork)
-_GC_THRESHOLD = (50_000, 20, 100)  # the workers' collector thresholds (the PDF workers' too)
 
 
 def _render_students(
@@ -318,7 +396,7 @@ def _render_students(
     worksheet_markdown(job.ws, 0)
     _JOB = job
     try:
-        with Pool(count, initializer=_init_worker) as pool:
+        with Pool(count, initializer=settle_worker) as pool:
             results = pool.ordered([pool.submit(_write_chunk, chunk) for chunk in chunks])
             # The workers are forked; this process's own work runs beside them in a thread, so
             # that the progress bar moves as their students come back.
@@ -326,8 +404,7 @@ def _render_students(
             arriving = _Arriving()
             writer = _Beside(lambda: key_md(arriving), name="qkvquiz-key-md")
             try:
-                for path in results:  # a worker's error is raised here (the thread, a daemon, is left to end)
-                    texts = _read_chunk(job.files, path)
+                for texts in results:  # a worker's error is raised here (the thread, a daemon, is left to end)
                     arriving.extend(texts)
                     if progress is not None:
                         for _ in texts:
@@ -426,44 +503,15 @@ class _Beside(threading.Thread):
         return self._value
 
 
-def _write_chunk(bounds: tuple[int, int]) -> str:
-    """A pool worker's chunk of students written; their rendered texts are left in a file of
-    the staging folder, whose path goes home.
-
-    The pool's messages stay small: one over 16 KiB is written to the pipe in two parts, and
-    a worker stopped between them (the pool ends at once when another fails) left the
-    parent's reader waiting for the rest, forever. A file also spares the worker waiting
-    while the parent, busy with the key, drains a pipe 64 KiB at a time."""
+def _write_chunk(bounds: tuple[int, int]) -> list[dict[str, list[str]]]:
+    """A pool worker's chunk of students written; their rendered texts go home as the task's
+    result, through the pool's pipe (a worker that dies halfway through sending them ends the
+    run with an error: :mod:`qkvquiz.core.pool`). Through files in the staging folder instead,
+    300 students of all-families took as long (12.6 and 13.0 s at best, on 2 loaded cores)."""
     job = _JOB
     assert job is not None, "a rendering worker without its job"
     with using(job.lang):
-        texts = job.write(range(*bounds))
-    return job.files.put_scratch(f"rendered-{bounds[0]}", pickle.dumps(texts, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def _read_chunk(files: OutputSet, path: str) -> list[dict[str, list[str]]]:
-    """The texts :func:`_write_chunk` left (in this run's own staging folder), the file removed."""
-    return pickle.loads(files.take_scratch(path))
-
-
-def _init_worker() -> None:
-    # (The pool has made it die with the run, SIGTERM end it, and Ctrl-C the parent's.)
-    # Everything made so far (the solved worksheet, the compiled templates) lives as long as the
-    # worker: out of the garbage collector's sight, without a collection first (a full pass over
-    # the inherited heap cost each worker 20 ms, a tenth of a small class's rendering, and wrote
-    # to every page the fork shares). Rendering makes few cycles and a great many short-lived
-    # containers: the young generation is collected less often (6% fewer instructions per student).
-    gc.freeze()
-    gc.set_threshold(*_GC_THRESHOLD)
-
-
-def _check_pdf() -> None:
-    """Raise ValueError with the install hint where WeasyPrint or its libraries are missing."""
-    pdf = importlib.import_module(_PDF_MODULE)
-    try:
-        pdf.weasyprint_module()
-    except pdf.PdfUnavailable as exc:
-        raise ValueError(str(exc)) from exc
+        return job.write(range(*bounds))
 
 
 def _write_pdfs(
@@ -491,14 +539,6 @@ def _write_pdfs(
     workers start at once; a document that two files print (a worksheet in class.pdf, a key in
     key.pdf) is built once.
     """
-    pdf = importlib.import_module(_PDF_MODULE)
-    pdf_batch = importlib.import_module(_PDF_BATCH_MODULE)
-    from .render.documents import (
-        key_cover_document,
-        key_student_document,
-        worksheet_document,
-    )
-
     names = names or {}
     students = range(len(ws.students))
 
@@ -519,7 +559,7 @@ def _write_pdfs(
         # A user's templates render in a worker that this process forks when it needs one
         # (again, if the last one was stopped): their documents are built before the pool's
         # threads start, since a fork should not copy a live thread.
-        return pdf_batch.Deferred(build, documents) if templates is None else build()
+        return Deferred(build, documents) if templates is None else build()
 
     # The keys first: they take longer to render than the worksheets, and the longest jobs
     # go first so that no worker waits long for the others at the end.
@@ -535,12 +575,12 @@ def _write_pdfs(
             (later(lambda: [sheet(i) for i in students], len(students)), files.path("class.pdf")),
         ]
     try:
-        pdf_batch.render_pdfs(jobs, page_size=page_size, workers=workers,
-                        progress=_per_student(progress, len(ws.students)) if progress is not None else False)
-    except pdf.PdfUnavailable as exc:
+        render_pdfs(jobs, page_size=page_size, workers=workers,
+                    progress=_per_student(progress, len(ws.students)) if progress is not None else False)
+    except PdfUnavailable as exc:
         raise ValueError(str(exc)) from exc
-    except pdf.PdfRenderError as exc:  # name the file where it was to go, not the staging folder
-        raise pdf.PdfRenderError(files.shown(str(exc))) from None
+    except PdfRenderError as exc:  # name the file where it was to go, not the staging folder
+        raise PdfRenderError(files.shown(str(exc))) from None
 
 
 def _per_student(progress: Callable[[int, int], None], students: int) -> Callable[[int, int], None]:

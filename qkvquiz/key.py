@@ -8,7 +8,6 @@ which the grader reads like any student's "-inf".
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import logging
@@ -29,7 +28,7 @@ from .core.inputs import (
     shown_path,
 )
 from .core.outputs import settle
-from .core.pause import collector_paused
+from .core.collector import collector_paused
 from .core.tolerance import Tolerance
 from .families import Env, Family, Params, get_family
 from .json_rows import Dumped, dumps, row_texts, same_layout
@@ -88,13 +87,8 @@ def key_text(ws: Worksheet) -> str:
     per row and a Python check per entry."""
     # Millions of lists, dicts and texts and not one reference cycle: the collector, which would
     # walk every one of them again and again as they are made, is paused (a third of the time).
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return dumps(_key_doc(ws, as_text=True))
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _key_doc(ws: Worksheet, *, as_text: bool) -> dict[str, Any]:

@@ -85,6 +85,42 @@ def fd_grad(loss, x):
     return grad
 
 
+def finite_difference(f, x, h=FD_STEP):
+    """Central differences of a scalar function ``f()`` at every element of ``x`` (``x`` changed in
+    place and restored): the oracle the engine's backward passes are checked against."""
+    import numpy as np
+
+    grad = np.zeros_like(x)
+    for idx in np.ndindex(*x.shape):
+        old = x[idx]
+        x[idx] = old + h
+        up = f()
+        x[idx] = old - h
+        down = f()
+        x[idx] = old
+        grad[idx] = (up - down) / (2 * h)
+    return grad
+
+
+def canary_worksheet(ws, seed=7):
+    """The same worksheet with every step value replaced by a random number far from any real one:
+    a student's file that changes with it shows an answer."""
+    import dataclasses
+
+    import numpy as np
+
+    from qkvquiz.families import Env
+
+    rng = np.random.default_rng(seed)
+    envs = []
+    for item, env in zip(ws.spec.items, ws.envs):
+        fake = Env(env)
+        for step in item.family.step_names:
+            fake[step] = rng.normal(5000.0, 1000.0, size=env[step].shape)
+        envs.append(fake)
+    return dataclasses.replace(ws, envs=tuple(envs))
+
+
 def total(a, b):
     """Σ a ⊙ b per variant: the scalar loss whose upstream gradient is a."""
     return (a * b).reshape(a.shape[0], -1).sum(axis=1)

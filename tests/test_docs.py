@@ -181,4 +181,18 @@ def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     with contextlib.redirect_stdout(out):
         exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
     assert "ada" in out.getvalue()
-    assert (tmp_path / "week3" / "key.json").is_file()
+    assert (tmp_path / "notebook" / "key.json").is_file()
+
+
+def test_the_reference_gives_each_command_the_usage_line_its_help_prints() -> None:
+    from typer.testing import CliRunner
+
+    from qkvquiz.cli import app
+
+    page = (DOCS / "cli.md").read_text(encoding="utf-8")
+    documented = re.findall(r"^#+ (qkvquiz [\w ]+)\n\n`([^`]+)`", page, flags=re.MULTILINE)
+    assert len(documented) >= 12
+    for path, line in documented:
+        shown = CliRunner().invoke(app, [*path.split()[1:], "--help"]).output
+        usage = " ".join(shown.split("\n\n")[0].split()).removeprefix("Usage: ")
+        assert line == usage.replace("root ", "qkvquiz ", 1), path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +22,9 @@ from ..core.untrusted import terminal_text
 # soft_wrap: a message is one line however long its paths (the terminal may fold it; logs and
 # pipes keep it whole, so it can be searched), never cut at 80 columns where stdout is no terminal.
 console = Console(soft_wrap=True)
+#: Help pages drawn by Rich (Markdown, boxes) on a terminal; elsewhere (a pipe, a file, a test)
+#: Click's plain text, wrapped at 80 columns between words, no option name or default cut.
+HELP_MARKUP = "markdown" if sys.stdout.isatty() else None
 err = Console(stderr=True, soft_wrap=True)
 T = TypeVar("T")
 
@@ -37,6 +41,16 @@ def fail(message: str, code: int = 2) -> None:
     shown = "\n".join(safe_text(line) for line in message.split("\n"))
     err.print(f"[bold red]error:[/] {shown}", highlight=False)
     raise typer.Exit(code)
+
+
+#: The command line's name of a library option, where it is not ``--`` and the name with dashes.
+_FLAGS = {"formats": "--format", "xp": "--backend"}
+
+
+def option_flag(option: str) -> str:
+    """How the command line names a library option (``page_size`` → ``--page-size``): messages
+    of :class:`qkvquiz.core.options.OptionError` are spelled with it."""
+    return _FLAGS.get(option, "--" + option.replace("_", "-"))
 
 
 def missing_font(problem: str, allowed: bool) -> None:

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from ._common import (
+    HELP_MARKUP,
     LangOpt,
     chosen_lang,
     console,
@@ -34,7 +35,7 @@ export_app = typer.Typer(
         "and Grades → Import in Canvas."
     ),
     no_args_is_help=True,
-    rich_markup_mode="markdown",
+    rich_markup_mode=HELP_MARKUP,
 )
 
 RosterOpt = Annotated[Path | None, typer.Option(
@@ -216,12 +217,12 @@ def _write_feedback(out: Path, files: dict[str, bytes | str], pdf_pages: list | 
 @export_app.command("feedback")
 def feedback(
     results: Annotated[Path, typer.Argument(help="The folder `qkvquiz grade --out` wrote (with feedback/).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for html/<student>.html and the zip.")] = Path("feedback-export"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for html/STUDENT.html and the zip.")] = Path("feedback-export"),
     roster: RosterOpt = None,
     to: Annotated[str, typer.Option(
         "--to", help="html (a page per student) or moodle (the pages and moodle-feedback.zip for Moodle's "
                      "\"Upload multiple feedback files in a zip\"; needs `moodle_id` in the roster).")] = "html",
-    pdf: Annotated[bool, typer.Option(help="Also print pdf/<student>.pdf (needs WeasyPrint's libraries).")] = False,
+    pdf: Annotated[bool, typer.Option(help="Also print pdf/STUDENT.pdf (needs WeasyPrint's libraries).")] = False,
     moodle_zip: Annotated[bool | None, typer.Option(
         "--moodle-zip/--no-moodle-zip", hidden=True, help="The old spelling of --to moodle.")] = None,
     allow_missing_fonts: Annotated[bool, typer.Option(
@@ -281,7 +282,10 @@ def _export_feedback(results: Path, out: Path, roster: Path | None, moodle_zip: 
     files: dict[str, bytes | str] = {f"html/{p.name}.html": p.html for p in pages}
     left_out: list[str] = []
     if moodle_zip:
-        data, left_out = moodle_feedback_zip(pages, entries)
+        try:
+            data, left_out = moodle_feedback_zip(pages, entries)
+        except ValueError as exc:
+            fail(f"--to moodle: {exc}")
         files["moodle-feedback.zip"] = data
     from ..render.pdf import PdfUnavailable
 

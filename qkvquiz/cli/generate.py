@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, NoReturn, Optional
 
 import typer
 from rich.markup import escape
@@ -14,13 +14,11 @@ from ._common import (
     SECRET_ENV,
     BackendOpt,
     LangOpt,
-    array_backend,
-    chosen_lang,
     console,
     err,
     exit_on_terminate,
     fail,
-    missing_font,
+    option_flag,
     progress_bar,
     resolve_spec,
     safe_text,
@@ -29,7 +27,6 @@ from ._common import (
 
 if TYPE_CHECKING:
     from ..core.secret import Secret
-    from ..spec import WorksheetSpec
 
 
 
@@ -81,164 +78,132 @@ def generate(
     Each student's variant depends only on the spec, their id, the seed and the secret (if any),
     so adding or removing students never changes anyone else's problems.
     """
-    import jinja2
+    from ..generate import generate_set
+    from ..render.fonts import MissingCjkFont
+    from ..spec import SpecError, load_spec
 
-    from ..capacity import class_size_problem
-    from ..core.outputs import OutputError
-    from ..core.secret import readable_by_others
-    from ..generate import generate_set, parse_formats
-    from ..render.sandbox import TemplateFailed
-    from ..spec import SpecError, load_spec, parse_work_space
-    from ..worksheet import GenerationError
-
-    lang = chosen_lang(lang)
     if (students is None) == (roster is None):
         fail("give exactly one of --students N or --roster FILE")
     if public and secret_file is not None:
         fail("--public makes a set without a secret; leave out --secret-file, or --public")
-    if students is not None and class_size_problem(students):
-        fail(f"--students: {class_size_problem(students)}")
-    try:
-        chosen = parse_formats(formats)
-    except ValueError as exc:
-        fail(f"--format: {exc}")
-    if page_size.strip().lower() not in ("a4", "letter"):
-        fail(f"--page-size: unknown page size {page_size!r}; use a4 or letter")
-    if class_pdf and "pdf" not in chosen:
-        fail("--class-pdf needs --format with pdf (for example --format md,pdf)")
-    if "pdf" in chosen:
-        from ..render.pdf import PdfUnavailable, weasyprint_module
-
-        try:
-            weasyprint_module()
-        except PdfUnavailable as exc:
-            fail(f"--format pdf: {exc}")
-    try:
-        space = parse_work_space(work_space, "--work-space")
-    except ValueError as exc:
-        fail(str(exc))
-    names: dict[str, str] = {}
-    if roster is not None:
-        from ..roster import read_roster_entries
-
-        try:
-            entries = read_roster_entries(roster)
-        except (OSError, ValueError) as exc:
-            fail(str(exc))
-        ids, names = entries.students, entries.names
-    else:
-        width = max(2, len(str(students)))
-        ids = [f"s{i:0{width}d}" for i in range(1, students + 1)]
-    if templates is not None and not templates.is_dir():
-        fail(f"--templates {templates}: not a folder")
+    ids, names = _class(students, roster)
     try:
         parsed = load_spec(resolve_spec(spec))
     except SpecError as exc:
         fail(str(exc))
-    parsed = parsed.in_language(lang or parsed.lang)  # its own text too, where written in that language
-    _say_untranslated(parsed)
-    fonts_warned = False  # the CJK-font warning is said once, here or after rendering
-    font_warning: type[Warning] | None = None  # the warning that PDFs lack a CJK font (with PDFs only)
-    if "pdf" in chosen:
-        from ..render.fonts import MissingCjkFont, cjk_warning
+    said: list[str] = []  # the notes of the library, said here as they come
+    keyed: list[Secret | None] = []
 
-        font_warning = MissingCjkFont
-        # Said (or stopped at) before any work, and before a first run creates the secret.
-        texts = [parsed.title, parsed.instructions, *(i.title for i in parsed.items),
-                 *(i.intro for i in parsed.items), *names.values()]
-        warning = cjk_warning(texts, lang=parsed.lang)
-        if warning is not None:
-            missing_font(warning, allow_missing_fonts)
-            fonts_warned = True
-    # The spec, roster and fonts are good: only now may a first run create the instructor's secret.
-    secret, secret_file = _generate_secret(secret_file, public)
-    if secret_file is not None and readable_by_others(secret_file):
-        err.print(f"[yellow]warning:[/] {escape(str(secret_file))} is readable by other users; "
-                  f"`chmod 600 {escape(str(secret_file))}` keeps it yours.", highlight=False)
-    from ..worksheet import screening_seconds
+    def note(text: str) -> None:
+        said.append(text)
+        err.print(f"[yellow]note:[/] {escape(text)}", highlight=False)
 
-    xp = array_backend(backend, lambda: screening_seconds(parsed, len(ids)))
-    if len(ids) >= _report_from_students():
-        _check_memory(parsed, len(ids), seed)
+    def secret() -> bytes | None:  # asked for once every option is good: a first run creates it only then
+        keyed.append(_generate_secret(secret_file, public))
+        return None if keyed[0] is None else keyed[0].value
+
     try:
         # PDFs render in a forked process pool: the bar draws on each update, from this thread.
-        with progress_bar(auto_refresh=False) as bar, exit_on_terminate():
-            task = bar.add_task("writing worksheets", total=len(ids))
-            pdf_task = None
-
-            def pdf_progress(done: int, total: int) -> None:
-                # Students whose PDFs (worksheet, key, their pages of the class files) are done.
-                nonlocal pdf_task
-                if pdf_task is None:
-                    pdf_task = bar.add_task("PDFs of students", total=total)
-                bar.update(pdf_task, completed=done, total=total)
-                bar.refresh()
-
-            with warnings.catch_warnings(record=True) as font_warnings:
-                if font_warning is not None:
-                    warnings.simplefilter("always", font_warning)
-                result = generate_set(parsed, ids, out, seed=seed, force=force, xp=xp,
-                                      secret=None if secret is None else secret.value, templates=templates,
-                                      progress=ticker(bar, task), formats=chosen,
-                                      page_size=page_size, class_pdf=class_pdf, workers=workers,
-                                      pdf_progress=pdf_progress, names=names, work_space=space, lang=lang)
-    except (SpecError, GenerationError, FileExistsError, ValueError, OutputError) as exc:
-        fail(str(exc))  # OutputError: names the path (full disk, read-only folder, another run)
-    except TemplateFailed as exc:  # a user's template, refused or stopped: the message names it
-        fail(f"template {exc}")
-    except (jinja2.TemplateError, OverflowError) as exc:  # OverflowError: the sandbox's cap on range()
-        where = f" ({exc.filename}, line {exc.lineno})" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
-        fail(f"a template could not be rendered{where}: {type(exc).__name__}: {exc}")
+        with progress_bar(auto_refresh=False) as bar, exit_on_terminate(), \
+                warnings.catch_warnings(record=True) as font_warnings:
+            warnings.simplefilter("always", MissingCjkFont)
+            result = generate_set(parsed, ids, out, seed=seed, force=force, xp=backend, secret=secret,
+                                  templates=templates, progress=ticker(bar, bar.add_task("writing worksheets",
+                                                                                         total=len(ids))),
+                                  formats=formats, page_size=page_size, class_pdf=class_pdf, workers=workers,
+                                  pdf_progress=_pdf_progress(bar), names=names, work_space=work_space, lang=lang,
+                                  notes=note, allow_missing_fonts=allow_missing_fonts)
     except Exception as exc:
-        if "pdf" in chosen:
-            from ..render.pdf import PdfRenderError
-
-            if isinstance(exc, PdfRenderError):  # names the PDF it was writing (a full disk, say)
-                fail(f"a PDF could not be written: {exc}")
-        if templates is None:
-            raise  # a bug in qkvquiz itself: keep the traceback
-        fail(f"a template from {templates} failed: {type(exc).__name__}: {exc}")
-    boxes_printed = False  # CJK text found only while rendering (a template's own words)
-    for warned in font_warnings:
-        if font_warning is not None and issubclass(warned.category, font_warning):
-            if not fonts_warned:
-                err.print(f"[yellow]warning:[/] {escape(str(warned.message))}", highlight=False)
-                fonts_warned = boxes_printed = True
-        else:
-            warnings.showwarning(warned.message, warned.category, warned.filename, warned.lineno)
-    if boxes_printed and not allow_missing_fonts:
-        fail("the PDFs were written with empty boxes for their CJK text (see the warning above); "
-             "install a CJK font and generate again, or pass --allow-missing-fonts", code=1)
+        _fail_for(exc, templates)
+    _say_font_warnings(font_warnings, said, allow_missing_fonts)
+    formats_written, items = ", ".join(result.formats), len(result.worksheet.spec.items)
+    title, points = result.worksheet.spec.title, result.worksheet.spec.points
     console.print(
-        f"Wrote {len(ids)} worksheet{'s' if len(ids) != 1 else ''} of [bold]{escape(parsed.title)}[/] ({len(parsed.items)} problem{'s' if len(parsed.items) != 1 else ''}, "
-        f"{parsed.points:g} point{'s' if parsed.points != 1 else ''}; {', '.join(chosen)}) to {escape(str(out))}/students/, and the key to {escape(str(result.key_path))}.",
+        f"Wrote {len(ids)} worksheet{'s' if len(ids) != 1 else ''} of [bold]{escape(title)}[/] "
+        f"({items} problem{'s' if items != 1 else ''}, {points:g} point{'s' if points != 1 else ''}; "
+        f"{formats_written}) to {escape(str(out))}/students/, and the key to {escape(str(result.key_path))}.",
         highlight=False,
     )
-    console.print(escape(secrecy_note(seed, None if secret is None else secret.source)), highlight=False)
-    # No stale student folders to report: the new set replaced students/ wholly.
+    source = keyed[0].source if keyed and keyed[0] is not None else None
+    console.print(escape(secrecy_note(seed, source)), highlight=False)
 
 
-def _say_untranslated(spec) -> None:
-    """A note naming the spec's fields written in other languages but not the set's, shown in English."""
-    from ..core.i18n import LANGUAGES, _, using
+def _fail_for(exc: Exception, templates: Path | None) -> NoReturn:
+    """Exit 2 with the message of what stopped ``generate``; a bug of qkvquiz's own keeps its traceback."""
+    import jinja2
 
-    missing = spec.untranslated()
-    if missing:
-        with using(spec.lang):
-            note = _("%(spec)s: no %(language)s text for %(fields)s; shown in English") % {
-                "spec": spec.source, "language": LANGUAGES[spec.lang], "fields": ", ".join(missing)}
-        err.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+    from ..core.options import OptionError, SetExists
+    from ..core.outputs import OutputError
+    from ..render.pdf import PdfRenderError
+    from ..render.sandbox import TemplateFailed
+    from ..spec import SpecError
+    from ..worksheet import GenerationError
+
+    if isinstance(exc, (OptionError, SetExists)):
+        fail(exc.spelled(option_flag))
+    if isinstance(exc, TemplateFailed):  # a user's template, refused or stopped: the message names it
+        fail(f"template {exc}")
+    if isinstance(exc, PdfRenderError):  # names the PDF it was writing (a full disk, say)
+        fail(f"a PDF could not be written: {exc}")
+    if isinstance(exc, (SpecError, GenerationError, ValueError, OutputError)):
+        fail(str(exc))  # OutputError: names the path (full disk, read-only folder, another run)
+    if isinstance(exc, (jinja2.TemplateError, OverflowError)):  # OverflowError: the sandbox's cap on range()
+        where = f" ({exc.filename}, line {exc.lineno})" if isinstance(exc, jinja2.TemplateSyntaxError) else ""
+        fail(f"a template could not be rendered{where}: {type(exc).__name__}: {exc}")
+    if templates is None:
+        raise exc  # a bug in qkvquiz itself: keep the traceback
+    fail(f"a template from {templates} failed: {type(exc).__name__}: {exc}")
 
 
-def _report_from_students() -> int:
-    """From how many students a class gets a memory estimate (read when asked: a test lowers it)."""
-    from .. import capacity
+def _class(students: int | None, roster: Path | None) -> tuple[list[str], dict[str, str]]:
+    """The students' ids (s01, s02 … or the roster's) and the names a roster gives them."""
+    if roster is None:
+        width = max(2, len(str(students)))
+        return [f"s{i:0{width}d}" for i in range(1, (students or 0) + 1)], {}
+    from ..roster import read_roster_entries
 
-    return capacity.REPORT_FROM_STUDENTS
+    try:
+        entries = read_roster_entries(roster)
+    except (OSError, ValueError) as exc:
+        fail(str(exc))
+    return entries.students, entries.names
 
 
-def _generate_secret(secret_file: Path | None, public: bool) -> tuple[Secret | None, Path | None]:
-    """The secret `generate` keys the set with, and the file it came from (None from the environment).
+def _pdf_progress(bar):
+    """The bar's line for students whose PDFs (worksheet, key, their pages of the class files) are done."""
+    task = None
+
+    def update(done: int, total: int) -> None:
+        nonlocal task
+        if task is None:
+            task = bar.add_task("PDFs of students", total=total)
+        bar.update(task, completed=done, total=total)
+        bar.refresh()
+
+    return update
+
+
+def _say_font_warnings(caught, said: list[str], allowed: bool) -> None:
+    """The warnings rendering raised, said once each; CJK text found only while rendering (a
+    template's own words) printed as empty boxes: exit 1 unless --allow-missing-fonts."""
+    from ..render.fonts import MissingCjkFont
+
+    boxes_printed = False
+    for warned in caught:
+        if issubclass(warned.category, MissingCjkFont):
+            if str(warned.message) not in said:
+                err.print(f"[yellow]warning:[/] {escape(str(warned.message))}", highlight=False)
+                said.append(str(warned.message))
+                boxes_printed = True
+        else:
+            warnings.showwarning(warned.message, warned.category, warned.filename, warned.lineno)
+    if boxes_printed and not allowed:
+        fail("the PDFs were written with empty boxes for their CJK text (see the warning above); "
+             "install a CJK font and generate again, or pass --allow-missing-fonts", code=1)
+
+
+def _generate_secret(secret_file: Path | None, public: bool) -> Secret | None:
+    """The secret `generate` keys the set with (None with --public); a file readable by others is said.
 
     ``--secret-file`` first, then ``$QKVQUIZ_SECRET``; ``--public`` means none. Otherwise the
     secret at the default path, created there (as `qkvquiz init` does) on the first run, so
@@ -249,43 +214,31 @@ def _generate_secret(secret_file: Path | None, public: bool) -> tuple[Secret | N
         create_secret,
         default_secret_path,
         load_secret,
+        readable_by_others,
     )
 
     try:
-        if secret_file is not None:
-            return load_secret(secret_file), secret_file
         if public:
             if os.environ.get(SECRET_ENV, "").strip():
                 err.print(f"[yellow]note:[/] --public: ${SECRET_ENV} is set but not used.", highlight=False)
-            return None, None
-        from_env = load_secret(None)
+            return None
+        from_env = load_secret(None) if secret_file is None else None
         if from_env is not None:
-            return from_env, None
-        path = default_secret_path()
-        if not path.exists() and not path.is_symlink():
+            return from_env
+        path = secret_file if secret_file is not None else default_secret_path()
+        if secret_file is None and not path.exists() and not path.is_symlink():
             create_secret(path)
             err.print(f"Created the instructor secret {safe_text(str(path))} (readable by you only); every set "
                       "made without --public is keyed by it. Back it up somewhere private: keys made with "
                       "it cannot be rebuilt without it.", highlight=False)
-        return load_secret(path), path
+        secret = load_secret(path)
+        if readable_by_others(path):
+            err.print(f"[yellow]warning:[/] {escape(str(path))} is readable by other users; "
+                      f"`chmod 600 {escape(str(path))}` keeps it yours.", highlight=False)
+        return secret
     except (SecretError, OSError) as exc:
         fail(f"{exc}\n(--secret-file PATH names another secret; --public makes a set without one)")
     raise AssertionError  # unreachable
-
-
-def _check_memory(parsed: WorksheetSpec, students: int, seed: str) -> None:
-    """Print what a large class will cost before solving it; refuse one this machine cannot hold."""
-    from ..capacity import estimate, physical_memory
-    from ..worksheet import GenerationError
-
-    try:
-        guess = estimate(parsed, students, seed)
-    except (GenerationError, ValueError) as exc:
-        fail(str(exc))
-    err.print(f"[yellow]note:[/] {escape(guess.describe())}", highlight=False)
-    memory = physical_memory()
-    if memory is not None and guess.memory > memory:
-        fail(f"this machine has {memory / 1e9:.1f} GB of memory; split the class into several sets")
 
 
 def secrecy_note(seed: str, secret_source: str | None) -> str:

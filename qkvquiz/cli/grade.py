@@ -116,7 +116,7 @@ def grade(
     by name and the rest are still graded; the exit status is then 1. Tolerance and credit come
     from the spec (stored in the key).
     """
-    from ..core.pause import collector_paused
+    from ..core.collector import collector_paused
 
     # `--from canvas` as `export … --to canvas`: which LMS, named by the direction the work goes.
     source = renamed("--from", source, "auto", "--lms", lms)
@@ -307,6 +307,8 @@ def audit(
                 write_file(out, text)  # a set of one file: the old one or the new one, nothing between
         except OutputError as exc:
             fail(str(exc))
-    console.print(Markdown(text))
+    # Wrapped at the width, between words (the console's soft wrap otherwise leaves long lines to
+    # the terminal, and Markdown's list items are cut at its edge).
+    console.print(Markdown(text), soft_wrap=False)
     if report.wrong:
         raise typer.Exit(1)

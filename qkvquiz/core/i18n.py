@@ -33,6 +33,8 @@ LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
 DEFAULT_LANG = "en"
 #: Every language shipped; a new one is a ``.po`` file (and its ``.mo``) plus its code here.
 LANGUAGES: dict[str, str] = {"en": "English", "zh": "中文"}
+#: Each language named in English, for the messages of the command line and the library's notes.
+ENGLISH_NAMES: dict[str, str] = {"en": "English", "zh": "Chinese"}
 #: The ``lang`` attribute of an HTML page in each language (simplified characters for zh).
 HTML_LANG: dict[str, str] = {"en": "en", "zh": "zh-Hans"}
 
@@ -153,36 +155,17 @@ def install_jinja(env: Any, trusted: bool = False) -> Any:
     language; newstyle gettext formats ``%(name)s`` placeholders from keyword arguments and
     escapes them where the environment autoescapes. A user's template may write any message:
     its %-fields are checked for width. ``trusted`` (the bundled templates, whose messages are
-    the catalog's) gets the same functions in one layer, without that check: a worked solution
-    translates a sentence per line, tens of thousands of times for a class.
+    the catalog's) gets the catalog's functions without that check.
     """
     env.add_extension("jinja2.ext.i18n")
-    if not trusted:
+    if trusted:
+        env.install_gettext_callables(_, ngettext, newstyle=True)
+    else:
         env.install_gettext_callables(
             lambda message: _(_format_checked(message)),
             lambda singular, plural, n: ngettext(_format_checked(singular), _format_checked(plural), n),
             newstyle=True,
         )
-        return env
-    from jinja2 import pass_eval_context
-    from markupsafe import Markup
-
-    # What jinja2.ext's newstyle gettext and ngettext do (escape where autoescaping, then
-    # format), calling the catalog directly; ``_`` is gettext itself rather than an alias
-    # looked up in the context, as no context of ours holds another gettext.
-    @pass_eval_context
-    def gettext_(eval_ctx: Any, __string: str, **variables: Any) -> str:
-        text = translations(current()).gettext(__string)
-        return (Markup(text) if eval_ctx.autoescape else text) % variables
-
-    @pass_eval_context
-    def ngettext_(eval_ctx: Any, __singular: str, __plural: str, __num: Any, **variables: Any) -> str:
-        variables.setdefault("num", __num)
-        text = translations(current()).ngettext(__singular, __plural, plural_count(__num))
-        return (Markup(text) if eval_ctx.autoescape else text) % variables
-
-    env.newstyle_gettext = True
-    env.globals.update(gettext=gettext_, ngettext=ngettext_, _=gettext_)
     return env
 
 

@@ -64,3 +64,10 @@ def fill_absent(value: Any, shape: tuple[int, ...], absent: np.ndarray | None) -
     if padded is None or not padded[1].any() or (padded[1] & ~absent).any():
         return value
     return padded[0]
+
+
+def real_box(real: np.ndarray) -> tuple[slice, ...]:
+    """The leading box of ``real`` (bool, True where an entry exists), where padding is trailing:
+    a slice per axis, so that ``value[real_box(real)]`` is the chunk at its own length."""
+    return tuple(slice(0, int(np.moveaxis(real, axis, 0).reshape(real.shape[axis], -1).any(axis=1).sum()))
+                 for axis in range(real.ndim))

@@ -24,6 +24,7 @@ from ..core.inputs import (
     json_nesting,
     outside_json_strings,
     read_bytes_and_stat,
+    shown_path,
 )
 from ..core.untrusted import (
     MAX_ID_LENGTH,
@@ -49,11 +50,6 @@ class Submission:
     mtime: float | None = None  # the file's modification time, when read from a file
 
 
-def display_path(path: str | Path) -> str:
-    """A path as text that can always be written as UTF-8 (odd bytes in a name become ``\\udcff``)."""
-    return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def _read_limited(path: str | Path) -> tuple[bytes, os.stat_result]:
     """At most MAX_SUBMISSION_BYTES bytes of a regular file, and its ``fstat``
     (:func:`qkvquiz.core.inputs.read_bytes`: never blocks on a pipe, never reads a device);
@@ -72,7 +68,7 @@ def read_submission(path: str | Path) -> Submission:
 def read_submission_with_mtime(path: str | Path) -> tuple[Submission, float]:
     """:func:`read_submission`, and the file's modification time as read."""
     raw, info = _read_limited(path)
-    return submission_from_bytes(raw, display_path(path)), info.st_mtime
+    return submission_from_bytes(raw, shown_path(path)), info.st_mtime
 
 
 class _Refused(ValueError):

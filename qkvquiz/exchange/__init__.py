@@ -16,7 +16,8 @@ writes what each LMS imports. Nothing below it imports it. From a notebook::
 - :mod:`.gradebook`: results → each LMS's grade-import CSV;
 - :mod:`.feedback_export`: feedback as HTML, and Moodle's feedback zip;
 - :mod:`.gradescope`: an autograder bundle that grades inside Gradescope (:mod:`.autograder`, what it runs);
-- :mod:`.questions`: a spec → a question bank (Moodle XML, QTI 2.1, Canvas QTI).
+- :mod:`.questions`: a spec → a question bank, one module per format (:mod:`.moodle_xml`,
+  :mod:`.qti21`, :mod:`.canvas_qti`) over what they share (:mod:`.question_bank`).
 """
 
 import importlib

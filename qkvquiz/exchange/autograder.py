@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.i18n import N_, _, using
+from ..core.ragged import real_box
 from .gradescope import MAX_METADATA_BYTES, ROOT_ENV
 
 def _expected_text(expected: Any, item: Any, part: Any) -> str:
@@ -43,7 +44,6 @@ def _expected_text(expected: Any, item: Any, part: Any) -> str:
     import numpy as np
 
     from ..grade.feedback import entry_name
-    from ..render.markdown import _real_box
 
     if not isinstance(expected, list):
         return json.dumps(expected, ensure_ascii=False)
@@ -55,7 +55,7 @@ def _expected_text(expected: Any, item: Any, part: Any) -> str:
     if asked is None and real is None:
         return json.dumps(expected, ensure_ascii=False)
     if real is not None and (asked is None or bool((asked == real).all())):
-        chunks = [values[c][_real_box(real[c])].tolist() for c in range(shape[0])]
+        chunks = [values[c][real_box(real[c])].tolist() for c in range(shape[0])]
         return json.dumps(chunks, ensure_ascii=False)
     keep = asked if real is None else real if asked is None else asked & real
     # Translators: between the asked entries of a part ("row 1, column 2: 0.5; row 2, column 1: 1").

@@ -202,7 +202,8 @@ def _fixed(name: str) -> zipfile.ZipInfo:
 
 def moodle_feedback_zip(pages: list[FeedbackPage], roster: Roster) -> tuple[bytes, list[str]]:
     """The zip for Moodle's "Upload multiple feedback files in a zip", and the students left out
-    (no ``moodle_id`` in the roster: Moodle could not tell whose the file is)."""
+    (no ``moodle_id`` in the roster: Moodle could not tell whose the file is). ValueError where
+    no student has one: the zip would hold nothing."""
     left_out = []
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -213,6 +214,9 @@ def moodle_feedback_zip(pages: list[FeedbackPage], roster: Roster) -> tuple[byte
                 continue
             folder = f"{moodle_prefix(entry.display_name, entry.moodle_id)}_{MOODLE_PLUGIN}"
             zf.writestr(_fixed(f"{folder}/{FEEDBACK_FILE}"), page.html)
+    if pages and len(left_out) == len(pages):
+        raise ValueError("no student of these results has a moodle_id in the roster, so the Moodle zip would be "
+                         "empty; add the moodle_id column (Moodle's participant ids) to the roster")
     return buf.getvalue(), left_out
 
 

@@ -33,6 +33,8 @@ from .base import (
 )
 from .qkv import (
     ATTENTION_EXTRA,
+    D_K,
+    QK_GIVENS,
     COLUMN_SOFTMAX,
     EMPTY_ROWS,
     EXPLICIT_MASK_GIVEN,
@@ -118,7 +120,7 @@ SCORES = Family(
         **SCALE_PARAMS,
         "decimals": DECIMALS,
     },
-    givens=(Given("Q", "Q", N_("queries, one row per token")), Given("K", "K", N_("keys, one row per token"))),
+    givens=QK_GIVENS,
     sample=_sample_scores,
     steps=(
         Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", N_("Compute the scores"), _scores, ("Q", "K"),
@@ -418,12 +420,12 @@ QK_SWAP = Family(
     params={
         "tokens": Param(3, "number of tokens n", low=2, high=8),
         **SIZE_PARAMS,
-        "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
+        "d_k": D_K,
         "entries": int_range((-1, 1), "range of the integer entries of Q and K"),
         **SCALE_PARAMS,
         "decimals": DECIMALS,
     },
-    givens=(Given("Q", "Q", N_("queries, one row per token")), Given("K", "K", N_("keys, one row per token"))),
+    givens=QK_GIVENS,
     sample=_sample_qk,
     steps=(
         Step("scores", "S", r"S = \frac{QK^\top}{\sqrt{d_k}}", N_("Compute the scaled scores"),

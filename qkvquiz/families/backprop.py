@@ -20,7 +20,7 @@ from ..engine.attention import apply_mask, softmax, softmax_backward
 from ..engine.backend import swap
 from ..engine.masks import allowed_from_given
 from ..engine.projection import linear, linear_backward, matvec, matvec_backward
-from .qkv import ATTENTION_EXTRA, ZERO_NOT_MINUS_INF, FORGOT_FACTOR, FORGOT_FACTOR_DK, FORGOT_FACTOR_DQ, MASK_PARAMS, QKV_GIVENS, SCALE_PARAMS, SIZE_PARAMS, WEIGHTS_INVARIANTS, check_mask_params, factor_shows, masked, masked_entries, n_keys, n_queries, not_saturated, qkv_params, raw_scores, sample_mask, sample_qkv, scale_from_width, scale_shows, score_factor, scores_of, square, stated_d_k, unscaled_asked
+from .qkv import ATTENTION_EXTRA, D_K, QK_GIVENS, ZERO_NOT_MINUS_INF, FORGOT_FACTOR, FORGOT_FACTOR_DK, FORGOT_FACTOR_DQ, MASK_PARAMS, QKV_GIVENS, SCALE_PARAMS, SIZE_PARAMS, WEIGHTS_INVARIANTS, check_mask_params, factor_shows, masked, masked_entries, n_keys, n_queries, not_saturated, qkv_params, raw_scores, sample_mask, sample_qkv, scale_from_width, scale_shows, score_factor, scores_of, square, stated_d_k, unscaled_asked
 from .base import (
     DECIMALS,
     Env,
@@ -107,15 +107,14 @@ SCORES = Family(
     params={
         "tokens": Param(3, "number of tokens n (rows of Q and K; ∇S is n×n)", low=1, high=8),
         **SIZE_PARAMS,
-        "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
+        "d_k": D_K,
         **SCALE_PARAMS,
         "entries": int_range((-2, 2), "range of the integer entries of Q and K"),
         "grad_entries": GRAD_ENTRIES,
         "decimals": DECIMALS,
     },
     givens=(
-        Given("Q", "Q", N_("queries, one row per token")),
-        Given("K", "K", N_("keys, one row per token")),
+        *QK_GIVENS,
         Given("dS", r"\nabla S", N_("upstream gradient ∂L/∂S")),
     ),
     sample=_sample_scores,

@@ -282,11 +282,17 @@ MASK_DESCRIPTION = N_("mask: 1 where the query may attend to the key")
 EXPLICIT_MASK_GIVEN = Given("mask", "M", MASK_DESCRIPTION, check=mask_domain, settles=_settle_explicit_mask)
 
 
+#: d_k of the families that draw Q and K: 4 makes √d_k = 2, easy by hand.
+D_K = Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16)
+#: Q and K as the families that draw one row per token state them.
+QK_GIVENS = (Given("Q", "Q", N_("queries, one row per token")), Given("K", "K", N_("keys, one row per token")))
+
+
 def qkv_params(tokens: int = 3, low: int = 2) -> dict[str, Param]:
     """Sizes and entry ranges of Q, K, V, shared by the families that run an attention layer."""
     return {
         "tokens": Param(tokens, "number of tokens n", low=low, high=8),
-        "d_k": Param(4, "query/key dimension d_k (4 makes √d_k = 2)", low=1, high=16),
+        "d_k": D_K,
         "d_v": Param(2, "value dimension d_v", low=1, high=16),
         "entries": int_range((-1, 1), "range of the integer entries of Q and K"),
         "v_entries": int_range((-2, 2), "range of the integer entries of V"),

@@ -135,7 +135,7 @@ def _audit(spec: WorksheetSpec, claims: list[Any], source: str, lang: str) -> Au
 
 
 def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[ClaimCheck]:
-    family, params = item.family, item.params
+    family = item.family
     if not isinstance(claimed, Mapping) or not claimed:
         raise SpecError(source, f"{where} field {CLAIMED!r}", "must be a mapping of step: the answer you believe right")
     for step in claimed:
@@ -201,36 +201,53 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
             continue
         if _follows_from_right_claims(item, env, step, value, read, checks, claimed_at, partial, explained):
             continue
-        check.verdict = "wrong"
-        wrong = np.argwhere(~ok) if ok.ndim else [()]
-        for index in wrong:
-            index = tuple(int(i) for i in index)
-            check.wrong_entries.append((entry_name(index) if index else "", number_text(float(value[0][index])),
-                                        number_text(float(exact[0][index]), tol)))
-        counted = int(claimed_at.sum())
-        if counted == ok.size:
-            message = ngettext("%(wrong)s of %(num)s entry differs from the right value",
-                               "%(wrong)s of %(num)s entries differ from the right value", counted)
-        else:  # null entries are not claimed
-            message = ngettext("%(wrong)s of %(num)s claimed entry differs from the right value",
-                               "%(wrong)s of %(num)s claimed entries differ from the right value", counted)
-        check.message = message % {"wrong": len(check.wrong_entries), "num": counted}
-        check.right_table = table(exact[0], tol, ~ok) if ok.ndim else []
-        for mistake in family.mistakes_for(step, params):
-            with np.errstate(all="ignore"):
-                mistaken = mistake.fn(env, params, np)
-            if mistaken.shape == value.shape and (tol.passes(value, mistaken)[0] | ~claimed_at).all():
-                check.mistakes.append(mistake.name)
-                check.diagnosis.append(_(mistake.feedback))
-        if not claimed_at.all():
-            continue  # invariants are about whole rows: a partial claim is not checked against them
-        band = entry_band(tol, value)
-        with np.errstate(all="ignore"):
-            for inv in family.invariants_for(step, params):
-                if not bool(np.asarray(inv.holds(value, Env(env), params, band, np))[0]):
-                    check.invariants.append(_(inv.feedback))
+        _explain_wrong(check, item, env, value, exact, ok, claimed_at)
 
-    # Error carried forward within the key: a claim right from earlier wrong claims.
+    _mark_carried(checks, item, env, read, partial)
+    return list(checks.values())
+
+
+def _explain_wrong(check: ClaimCheck, item: ItemSpec, env: Env, value: np.ndarray, exact: np.ndarray,
+                   ok: np.ndarray, claimed_at: np.ndarray) -> None:
+    """``check`` marked wrong, with its wrong entries, the right values, the mistakes that explain
+    the claim and the invariants it breaks."""
+    family, params, step = item.family, item.params, check.step
+    tol = item.tolerance_for(step)
+    check.verdict = "wrong"
+    wrong = np.argwhere(~ok) if ok.ndim else [()]
+    for index in wrong:
+        index = tuple(int(i) for i in index)
+        check.wrong_entries.append((entry_name(index) if index else "", number_text(float(value[0][index])),
+                                    number_text(float(exact[0][index]), tol)))
+    counted = int(claimed_at.sum())
+    if counted == ok.size:
+        message = ngettext("%(wrong)s of %(num)s entry differs from the right value",
+                           "%(wrong)s of %(num)s entries differ from the right value", counted)
+    else:  # null entries are not claimed
+        message = ngettext("%(wrong)s of %(num)s claimed entry differs from the right value",
+                           "%(wrong)s of %(num)s claimed entries differ from the right value", counted)
+    check.message = message % {"wrong": len(check.wrong_entries), "num": counted}
+    check.right_table = table(exact[0], tol, ~ok) if ok.ndim else []
+    for mistake in family.mistakes_for(step, params):
+        with np.errstate(all="ignore"):
+            mistaken = mistake.fn(env, params, np)
+        if mistaken.shape == value.shape and (tol.passes(value, mistaken)[0] | ~claimed_at).all():
+            check.mistakes.append(mistake.name)
+            check.diagnosis.append(_(mistake.feedback))
+    if not claimed_at.all():
+        return  # invariants are about whole rows: a partial claim is not checked against them
+    band = entry_band(tol, value)
+    with np.errstate(all="ignore"):
+        for inv in family.invariants_for(step, params):
+            if not bool(np.asarray(inv.holds(value, Env(env), params, band, np))[0]):
+                check.invariants.append(_(inv.feedback))
+
+
+def _mark_carried(checks: Mapping[str, ClaimCheck], item: ItemSpec, env: Env, read: Mapping[str, np.ndarray],
+                  partial: Mapping[str, np.ndarray]) -> None:
+    """Error carried forward within the key: a wrong claim that is right from earlier wrong claims
+    names them (``follows_from``)."""
+    family, params = item.family, item.params
     for step, check in checks.items():
         if check.verdict != "wrong":
             continue
@@ -243,7 +260,6 @@ def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[C
         if redo[step].shape == read[step].shape and (item.tolerance_for(step).passes(
                 read[step], redo[step], extra=rounding)[0] | ~partial[step]).all():
             check.follows_from = bad
-    return list(checks.values())
 
 
 def parse_claim(raw: Any, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:

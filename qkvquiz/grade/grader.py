@@ -35,11 +35,11 @@ from typing import Any
 import numpy as np
 
 from ..core.i18n import N_, _, current, using
-from ..core.pause import collector_paused
+from ..core.inputs import shown_path
+from ..core.collector import collector_paused
 from ..core.submissions import (
     Submission,
     blank_answer,
-    display_path,
     read_submission_with_mtime,
 )
 from ..key import Key
@@ -81,7 +81,7 @@ def _read_files(paths: Sequence[str | Path], progress: Callable[[], None] | None
             sub.mtime = mtime  # the last tie-break among several files for one student
             submissions.append(sub)
         except ValueError as exc:
-            problems.append(FileProblem(display_path(path), str(exc)))
+            problems.append(FileProblem(shown_path(path), str(exc)))
         if progress is not None:
             progress()
     return submissions, problems

@@ -26,7 +26,7 @@ from typing import Any
 from ..core.csvsafe import csv_text
 from ..core.i18n import using
 from ..core.outputs import write_set
-from ..core.pause import collector_paused
+from ..core.collector import collector_paused
 from ..files import safe_name
 from .analysis import item_analysis, item_analysis_csv, item_analysis_markdown
 from .feedback import FeedbackWriter

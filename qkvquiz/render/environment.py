@@ -14,7 +14,7 @@ from ..core.resources import templates_dir
 from ..core.untrusted import md_code, md_text
 from . import worked
 from .latex import bmatrix, mask_sentences, num, shape_text
-from .sandbox import FolderLoader, Record, TemplateSandbox, TrustedEnvironment
+from .sandbox import FolderLoader, Record, TemplateSandbox, trusted_environment
 from .template_cache import attach
 
 
@@ -23,7 +23,7 @@ def environment(directory: str | None = None) -> jinja2.Environment:
     """The Jinja environment: Markdown output (no HTML escaping), strict about undefined names.
 
     Without ``directory`` it holds the bundled templates, which are our own code: a plain
-    environment (:class:`~qkvquiz.render.sandbox.TrustedEnvironment`), each template compiled
+    :class:`jinja2.Environment` (:func:`~qkvquiz.render.sandbox.trusted_environment`), each template compiled
     once per process. ``directory`` holds a user's templates: any template found there
     (``worksheet.md.j2``, ``families/attention.output.problem.md.j2`` …) replaces the bundled
     one of the same name, and every other name falls back to the bundled templates; with a
@@ -33,10 +33,10 @@ def environment(directory: str | None = None) -> jinja2.Environment:
     """
     options: dict[str, Any] = dict(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                                    keep_trailing_newline=True)
+    env: jinja2.Environment
     if directory is None:
         # The bundled files do not change while we run: no stat per render to see if they did.
-        env: jinja2.Environment = TrustedEnvironment(loader=FolderLoader([templates_dir()]), auto_reload=False,
-                                                     **options)
+        env = trusted_environment(loader=FolderLoader([templates_dir()]), auto_reload=False, **options)
     else:
         env = TemplateSandbox(loader=FolderLoader([Path(directory), templates_dir()]), **options)
     env.filters.update(bmatrix=bmatrix, num=num, shape=shape_text, mask_sentences=mask_sentences, md_code=md_code,

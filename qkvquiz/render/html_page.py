@@ -145,6 +145,65 @@ def _ends_paragraph(tokens: Any, idx: int) -> bool:
     return all(t.type == "text" and _CLOSING.fullmatch(t.content) for t in tokens[idx + 1 :])
 
 
+# Rules of the renderer that need nothing of the document (markdown-it's add_render_rule).
+
+
+def _list_item_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    token = tokens[idx]
+    following = tokens[idx + 1] if idx + 1 < len(tokens) else None
+    inline = tokens[idx + 2] if idx + 2 < len(tokens) else None
+    if token.markup in ("-", "*", "+") and following is not None and following.type == "paragraph_open":
+        if inline is not None and inline.type == "inline" and _part_label(inline):
+            # A part of a problem, "- **(a)** Compute …": as in a typeset exam, no bullet;
+            # its label hangs at the left of the text (.pl), which lines up under its right.
+            token.attrSet("class", "pi")
+            return self.renderToken(tokens, idx, options, env)
+        # An item of a bullet list, tight or loose: its bullet is text that opens its first
+        # line (see TEXT_BULLET), on the line's baseline even where a matrix makes it tall.
+        token.attrSet("class", "tb")
+        following.meta["text_bullet"] = True
+    return self.renderToken(tokens, idx, options, env)
+
+def _paragraph_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    out = self.renderToken(tokens, idx, options, env)
+    return out + TEXT_BULLET if tokens[idx].meta.get("text_bullet") else out
+
+def _softbreak(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    # A line break of the source: a space as printed, except in Chinese text after "。"
+    # and the like, where it printed as a stray half-width space.
+    if _joins_without_space(_edge_char(tokens, idx, -1), _edge_char(tokens, idx, 1)):
+        return ""
+    return "\n"
+
+def _text(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    content = tokens[idx].content
+    following = tokens[idx + 1] if idx + 1 < len(tokens) else None
+    math_after = following is not None and following.type == "math_inline"
+    if has_cjk(content):
+        previous = tokens[idx - 2] if idx >= 2 and tokens[idx - 1].type in ("em_close", "strong_close") else None
+        if previous is not None and content.startswith(" ") and has_cjk(content[1:2]) and has_cjk(previous.content[-1:]):
+            content = content[1:]  # "*点积注意力* 为每个…": no space between Chinese words
+        # A number set as math is tied to the Chinese word before it ("键 $1$"); a longer
+        # formula is not (tied, it pulled the word with it and left a short line: "然 ⏎ 后 Y = …").
+        out = chinese_text_html(content, math_after and len(following.content) <= 8)
+        return out + ZERO_WIDTH_SPACE if math_after and out.endswith(" ") else out
+    # The last word of a paragraph never stands alone on its line ("…inside the square ⏎
+    # root.", "…do not invert ⏎ A."): a short one is tied to the word before, as a typesetter
+    # ties it (invert~$A$).
+    if _ends_paragraph(tokens, idx):
+        content = _LAST_WORD.sub("\u00a0\\1", content)
+    elif math_after and content.endswith(" ") and len(following.content) <= 6 and _ends_paragraph(tokens, idx + 1):
+        return escapeHtml(content[:-1]) + "\u00a0"
+    out = escapeHtml(content)
+    if math_after and out.endswith(" "):
+        # The space before a formula as a break the PDF renderer sees: without it, a formula
+        # too long for the rest of the line made it break the sentence at its *first* space
+        # ("(b) Compute ⏎ W by forward substitution: ⏎ W = A⁻¹B_K."). The zero-width space
+        # prints nothing and is not in the PDF's text.
+        out += ZERO_WIDTH_SPACE
+    return out
+
+
 def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: bool = False) -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": raw_html}).enable("table")
     if not raw_html:
@@ -187,61 +246,6 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
             body = _markbreakable(body)
         return f'<div class="math-display">{body}</div>\n'
 
-    def list_item_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-        token = tokens[idx]
-        following = tokens[idx + 1] if idx + 1 < len(tokens) else None
-        inline = tokens[idx + 2] if idx + 2 < len(tokens) else None
-        if token.markup in ("-", "*", "+") and following is not None and following.type == "paragraph_open":
-            if inline is not None and inline.type == "inline" and _part_label(inline):
-                # A part of a problem, "- **(a)** Compute …": as in a typeset exam, no bullet;
-                # its label hangs at the left of the text (.pl), which lines up under its right.
-                token.attrSet("class", "pi")
-                return self.renderToken(tokens, idx, options, env)
-            # An item of a bullet list, tight or loose: its bullet is text that opens its first
-            # line (see TEXT_BULLET), on the line's baseline even where a matrix makes it tall.
-            token.attrSet("class", "tb")
-            following.meta["text_bullet"] = True
-        return self.renderToken(tokens, idx, options, env)
-
-    def paragraph_open(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-        out = self.renderToken(tokens, idx, options, env)
-        return out + TEXT_BULLET if tokens[idx].meta.get("text_bullet") else out
-
-    def softbreak(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-        # A line break of the source: a space as printed, except in Chinese text after "。"
-        # and the like, where it printed as a stray half-width space.
-        if _joins_without_space(_edge_char(tokens, idx, -1), _edge_char(tokens, idx, 1)):
-            return ""
-        return "\n"
-
-    def text(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-        content = tokens[idx].content
-        following = tokens[idx + 1] if idx + 1 < len(tokens) else None
-        math_after = following is not None and following.type == "math_inline"
-        if has_cjk(content):
-            previous = tokens[idx - 2] if idx >= 2 and tokens[idx - 1].type in ("em_close", "strong_close") else None
-            if previous is not None and content.startswith(" ") and has_cjk(content[1:2]) and has_cjk(previous.content[-1:]):
-                content = content[1:]  # "*点积注意力* 为每个…": no space between Chinese words
-            # A number set as math is tied to the Chinese word before it ("键 $1$"); a longer
-            # formula is not (tied, it pulled the word with it and left a short line: "然 ⏎ 后 Y = …").
-            out = chinese_text_html(content, math_after and len(following.content) <= 8)
-            return out + ZERO_WIDTH_SPACE if math_after and out.endswith(" ") else out
-        # The last word of a paragraph never stands alone on its line ("…inside the square ⏎
-        # root.", "…do not invert ⏎ A."): a short one is tied to the word before, as a typesetter
-        # ties it (invert~$A$).
-        if _ends_paragraph(tokens, idx):
-            content = _LAST_WORD.sub("\u00a0\\1", content)
-        elif math_after and content.endswith(" ") and len(following.content) <= 6 and _ends_paragraph(tokens, idx + 1):
-            return escapeHtml(content[:-1]) + "\u00a0"
-        out = escapeHtml(content)
-        if math_after and out.endswith(" "):
-            # The space before a formula as a break the PDF renderer sees: without it, a formula
-            # too long for the rest of the line made it break the sentence at its *first* space
-            # ("(b) Compute ⏎ W by forward substitution: ⏎ W = A⁻¹B_K."). The zero-width space
-            # prints nothing and is not in the PDF's text.
-            out += ZERO_WIDTH_SPACE
-        return out
-
     plain_code = md.renderer.rules["code_inline"]
 
     def code_inline(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
@@ -255,11 +259,11 @@ def _markdown_parser(font_size_pt: float, text_math: bool = False, raw_html: boo
             tokens[idx].attrSet("class", "wrap")  # long: it may wrap, at its spaces or anywhere
         return plain_code(tokens, idx, options, env)
 
-    md.add_render_rule("text", text)
+    md.add_render_rule("text", _text)
     md.add_render_rule("code_inline", code_inline)
-    md.add_render_rule("softbreak", softbreak)
-    md.add_render_rule("list_item_open", list_item_open)
-    md.add_render_rule("paragraph_open", paragraph_open)
+    md.add_render_rule("softbreak", _softbreak)
+    md.add_render_rule("list_item_open", _list_item_open)
+    md.add_render_rule("paragraph_open", _paragraph_open)
     md.add_render_rule("math_inline", inline)
     md.add_render_rule("math_inline_double", display_in_text)
     md.add_render_rule("math_block", display)

@@ -24,6 +24,7 @@ import numpy as np
 from ..core.i18n import _, current, kept_per_language, ngettext, using
 from ..core.i18n import chosen as language_chosen
 from ..core.places import where
+from ..core.ragged import real_box
 from ..spec import ItemSpec, WorksheetSpec
 from ..worksheet import Worksheet
 from . import worked
@@ -239,25 +240,19 @@ def key_decimals(item: ItemSpec) -> int:
     return KEY_DECIMALS_DEFAULT if chosen is None else int(chosen)
 
 
-def _real_box(real: np.ndarray) -> tuple[slice, ...]:
-    """The leading box of ``real`` (bool), where padding is trailing: a slice per axis."""
-    return tuple(slice(0, int(np.moveaxis(real, axis, 0).reshape(real.shape[axis], -1).any(axis=1).sum()))
-                 for axis in range(real.ndim))
-
-
 def trimmed(value: Any, real: np.ndarray | None) -> Any:
     """A padded per-chunk value as the student sees it: a list of chunks, the last one at its length."""
     if real is None:
         return value
     chunks = [np.array(value[c]) for c in range(len(value) - 1)]
-    return chunks + [np.array(value[-1][_real_box(real[-1])])]
+    return chunks + [np.array(value[-1][real_box(real[-1])])]
 
 
 def ragged_shape(shape: tuple[int, ...], real: np.ndarray | None) -> tuple[int, ...] | tuple[tuple[int, ...], ...]:
     """A step's shape, or for a padded per-chunk step the shape of each chunk as the student sees it."""
     if real is None:
         return shape
-    last = tuple(b.stop for b in _real_box(real[-1]))
+    last = tuple(b.stop for b in real_box(real[-1]))
     return tuple([tuple(shape[1:])] * (shape[0] - 1) + [last])
 
 

@@ -8,7 +8,6 @@ Linux a worker also dies when its parent is killed outright (:mod:`qkvquiz.core.
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qkvquiz.core.collector import rendering_collector, settle_worker
 from qkvquiz.core.pool import Pool, cores
 from qkvquiz.render.fonts import warn_if_no_cjk_font
 from qkvquiz.render.page import page_size_css
@@ -60,35 +60,13 @@ JobHtml = Html | Deferred
 _worker_image_cache: dict[str, Any] = {}
 
 
-#: Young-generation threshold while rendering: a page allocates hundreds of thousands of
-#: objects, and the default (700) runs the collector thousands of times per page.
-_GC_THRESHOLD = (50_000, 20, 100)
-
-
 def _init_worker(page_size: str) -> None:
     _worker_image_cache.clear()
     weasyprint_module()
     page_size_stylesheet(page_size)
     fonts_stylesheet()
     base_stylesheet()
-    # Everything imported so far lives as long as the worker: move it out of the garbage
-    # collector's sight (no collection first: a full pass over the inherited heap and WeasyPrint
-    # cost each worker more than it would ever free), and collect young objects less often.
-    gc.freeze()
-    gc.set_threshold(*_GC_THRESHOLD)
-
-
-@contextmanager
-def _batch_gc() -> Iterator[None]:
-    """The workers' garbage-collector settings, for a batch rendered in this process."""
-    threshold = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(*_GC_THRESHOLD)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
+    settle_worker()  # WeasyPrint and the stylesheets, imported and read, live as long as the worker
 
 
 def _render_job(html: Html, target: str, page_size: str) -> PdfResult:
@@ -237,7 +215,7 @@ def render_pdfs(
 
     if n_workers <= 1 or total < POOL_MIN_JOBS:
         image_cache: dict[str, Any] = {}
-        with _batch_gc(), _progress_bar(progress, total) as advance:
+        with rendering_collector(), _progress_bar(progress, total) as advance:
             for i, (job, target) in enumerate(jobs_):
                 html = _built(job, watch)
                 try:

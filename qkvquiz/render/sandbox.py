@@ -27,13 +27,14 @@ through the ``md_code`` filter instead.
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import re
 import stat
 import string
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -42,9 +43,7 @@ import jinja2
 import numpy as np
 from jinja2.exceptions import SecurityError, TemplateError, TemplateNotFound
 from jinja2.filters import do_batch, do_center, do_format, do_indent, do_slice
-from jinja2.runtime import Context, Macro
 from jinja2.sandbox import SandboxedEnvironment
-from jinja2.utils import _PassArg  # how Jinja marks a callable that takes its context
 
 # Pure functions of arrays: no I/O, no global state, no in-place writes to their inputs.
 _NUMPY_FUNCTIONS = (
@@ -249,12 +248,34 @@ def _slice(value: Any, slices: int, fill_with: Any = None) -> Any:
     return do_slice(value, slices, fill_with)
 
 
+def _offer_plain_data(env: jinja2.Environment) -> None:
+    """What every environment of ours offers its templates: ``np`` the pure-math namespace and no
+    ``lipsum`` (``lipsum(10**9)`` writes paragraphs for ever)."""
+    env.globals["np"] = SAFE_NUMPY
+    env.globals.pop("lipsum", None)
+
+
+def _format_string(obj: Any) -> str | None:
+    """The format string of a ``str.format`` or ``str.format_map`` about to be called, whether
+    Jinja hands over the bound method or its own sandboxing wrapper of it (a wrapper made the
+    standard way, :func:`functools.update_wrapper`, which :func:`inspect.unwrap` follows).
+    ``""`` for such a method whose string cannot be found (refused), None for anything else."""
+    if getattr(obj, "__qualname__", None) not in ("str.format", "str.format_map"):
+        return None
+    text = getattr(inspect.unwrap(obj), "__self__", None)
+    return text if isinstance(text, str) else ""
+
+
 class TemplateSandbox(SandboxedEnvironment):
-    """Jinja's sandbox with plain data only (see the module docstring).
+    """Jinja's sandbox with plain data only (see the module docstring), through its documented
+    hooks alone (:meth:`is_safe_attribute`, :meth:`is_safe_callable`, :meth:`call_binop`).
 
     Besides files and code, ``**``, ``*`` and ``%`` are watched: an integer power with an
     exponent above ``MAX_POWER``, a text or list repeated to more than ``MAX_REPEAT`` items
     and a format wider than ``MAX_WIDTH`` are refused (:class:`jinja2.exceptions.SecurityError`).
+    A text's own padding methods (``'x'.ljust(n)``, ``center``, ``rjust``, ``zfill``,
+    ``expandtabs``) are not offered: no hook sees their width before they run; the ``center``
+    and ``indent`` filters, which check it, remain.
     Loops and other ways to use time or memory are not bounded here: that is the worker's job.
     """
 
@@ -263,8 +284,7 @@ class TemplateSandbox(SandboxedEnvironment):
     def __init__(self, **options: Any) -> None:
         options.setdefault("autoescape", _autoescape)
         super().__init__(**options)
-        self.globals["np"] = SAFE_NUMPY
-        self.globals.pop("lipsum", None)  # lipsum(10**9) writes paragraphs for ever
+        _offer_plain_data(self)
         self.filters.update(center=_center, indent=_indent, format=_format, batch=_batch, slice=_slice)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
@@ -278,25 +298,14 @@ class TemplateSandbox(SandboxedEnvironment):
             _check_percent(left)
         return super().call_binop(context, operator, left, right)
 
-    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
-        wrapper = super().wrap_str_format(value)
-        if wrapper is None:
-            return None
-        fmt = value.__self__
-
-        def checked(*args: Any, **kwargs: Any) -> str:
+    def is_safe_callable(self, obj: Any) -> bool:
+        # '{:>999999999}'.format(1): the widths are in the format string, known before the call.
+        fmt = _format_string(obj)
+        if fmt == "":
+            return False
+        if fmt is not None:
             _check_format_spec(fmt)
-            return wrapper(*args, **kwargs)
-
-        return checked
-
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
-        # "x".center(2000000000) and its kin: a bound str method with a width argument.
-        if isinstance(__obj, types.BuiltinMethodType) and isinstance(getattr(__obj, "__self__", None), str):
-            if __obj.__name__ in _PADDING_METHODS:
-                for n in (*args, *kwargs.values()):
-                    _check_width(n)
-        return super().call(__context, __obj, *args, **kwargs)
+        return super().is_safe_callable(obj)
 
     def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
         if isinstance(obj, (type, types.ModuleType, np.dtype)):
@@ -305,46 +314,13 @@ class TemplateSandbox(SandboxedEnvironment):
             return attr in ARRAY_ATTRIBUTES
         if isinstance(obj, np.ufunc):
             return attr in _UFUNC_ATTRIBUTES  # not ``at``, which writes into its argument
+        if isinstance(obj, str) and attr in _PADDING_METHODS:
+            return False  # "x".center(2000000000): its width comes only with the call
         return super().is_safe_attribute(obj, attr, value)
 
 
-# Callables that never ask Jinja for a context (a builtin function or method, a NumPy ufunc, and
-# builtin classes such as range and zip): they cannot carry ``jinja_pass_arg``, so a call goes
-# straight to them.
-_PLAIN_CALLABLES = frozenset({types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodWrapperType, np.ufunc})
-
-
-_DICT_ATTRIBUTES = frozenset(dir(dict))
-
-
-class _TrustedContext(Context):
-    """Jinja's context with a short way for the calls our templates make most (macros, NumPy
-    methods and ufuncs, ``zip``-like builtins); anything else goes through :meth:`Context.call`."""
-
-    def call(__self, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
-        kind = type(__obj)
-        if kind is Macro:
-            args = (__self.eval_ctx, *args)  # Macro.__call__ takes the eval context (pass_eval_context)
-        elif kind is types.FunctionType:
-            # A Python function: gettext (which takes the eval context), the worked-solution lines.
-            pass_arg = getattr(__obj, "jinja_pass_arg", None)
-            if pass_arg is _PassArg.eval_context:
-                args = (__self.eval_ctx, *args)
-            elif pass_arg is not None:
-                return Context.call(__self, __obj, *args, **kwargs)
-        elif kind not in _PLAIN_CALLABLES and not (kind is type and __obj.__module__ == "builtins"):
-            return Context.call(__self, __obj, *args, **kwargs)
-        if kwargs:
-            kwargs.pop("_block_vars", None)
-            kwargs.pop("_loop_vars", None)
-        try:
-            return __obj(*args, **kwargs)
-        except StopIteration:
-            return __self.environment.undefined("value was undefined because a callable raised a StopIteration exception")
-
-
-class TrustedEnvironment(jinja2.Environment):
-    """The environment of the bundled templates: our own code, so no per-access checks.
+def trusted_environment(**options: Any) -> jinja2.Environment:
+    """The environment of the bundled templates: our own code, so a plain :class:`jinja2.Environment`.
 
     It offers templates what :class:`TemplateSandbox` offers (``np`` is the same pure-math
     namespace, autoescaping is on for HTML and XML, no ``lipsum``), so a bundled template copied
@@ -352,55 +328,10 @@ class TrustedEnvironment(jinja2.Environment):
     (``--templates``) never renders here: a bundled template may import a user's macros, so
     with a folder every template renders in :class:`TemplateSandbox`, in a worker process.
     """
-
-    context_class = _TrustedContext
-
-    def __init__(self, **options: Any) -> None:
-        options.setdefault("autoescape", _autoescape)
-        super().__init__(**options)
-        self.globals["np"] = SAFE_NUMPY
-        self.globals.pop("lipsum", None)
-        self._loaded: dict[str, jinja2.Template] = {}
-
-    def make_globals(self, d: Mapping[str, Any] | None) -> Any:
-        # A plain dict, not a ChainMap over the environment's globals: they are all set before the
-        # first template loads, and every ``{% import %}`` compares its keys with these.
-        return {**self.globals, **(d or {})}
-
-    def get_template(self, name: Any, parent: str | None = None, globals: Any = None) -> jinja2.Template:
-        # Each ``{% import %}`` asks again; without auto_reload a loaded template never changes.
-        if self.auto_reload or globals is not None or not isinstance(name, str):
-            return super().get_template(name, parent, globals)
-        name = self.join_path(name, parent) if parent is not None else name
-        template = self._loaded.get(name)
-        if template is None:
-            template = self._loaded[name] = super().get_template(name)
-        return template
-
-    def getattr(self, obj: Any, attribute: str) -> Any:
-        # Jinja's own lookup (an attribute, else an item, else undefined) with its result found
-        # sooner for what our templates read most: ``part.id`` of a dict is its entry (a dict
-        # has no such attribute; its own, ``d.items``, still come first), ``item.title`` of a
-        # Record its field (a Record has no other attribute that does not start with "_").
-        kind = type(obj)
-        if kind is dict and attribute not in _DICT_ATTRIBUTES:
-            try:
-                return obj[attribute]
-            except KeyError:
-                return self.undefined(obj=obj, name=attribute)
-        if kind is Record and not attribute.startswith("_"):
-            try:
-                return obj._fields[attribute]
-            except KeyError:
-                return self.undefined(obj=obj, name=attribute)
-        try:
-            return getattr(obj, attribute)
-        except AttributeError:
-            pass
-        try:
-            return obj[attribute]
-        except (TypeError, LookupError, AttributeError):
-            return self.undefined(obj=obj, name=attribute)
+    options.setdefault("autoescape", _autoescape)
+    env = jinja2.Environment(**options)
+    _offer_plain_data(env)
+    return env
 
 
 class FolderLoader(jinja2.BaseLoader):

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from qkvquiz.cli import app
@@ -172,3 +173,25 @@ def test_init_into_a_folder_it_cannot_write_says_so_in_words(tmp_path, monkeypat
     said = " ".join(result.output.split())
     assert f"cannot write the secret to {tmp_path / 'secret'}: Read-only file system" in said
     assert "[Errno" not in said
+
+
+COMMANDS = [["generate"], ["init"], ["grade"], ["audit"], ["families"], ["specs"], ["show"], ["schema"],
+            ["practice"], ["export", "grades"], ["export", "questions"], ["export", "feedback"],
+            ["export", "gradescope"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_help_read_from_a_pipe_fits_80_columns_and_cuts_no_option(command, monkeypatch):
+    from qkvquiz.cli import app
+
+    monkeypatch.setenv("COLUMNS", "80")
+    result = CliRunner().invoke(app, [*command, "--help"])  # output to a pipe, not a terminal
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(map(len, lines)) <= 80 and not [line for line in lines if line.rstrip(" │").endswith("…")]
+    cmd = typer.main.get_command(app)
+    for name in command:
+        cmd = cmd.commands[name]
+    for param in cmd.params:
+        if param.param_type_name == "option" and not param.hidden:
+            assert all(opt in result.output for opt in param.opts), (command, param.opts)

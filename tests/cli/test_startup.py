@@ -84,8 +84,9 @@ def test_grading_a_folder_loads_neither_the_question_banks_nor_the_gradescope_bu
     text, modules = modules_after("grade", str(tmp_path / "key.json"), str(subs), "--out", str(tmp_path / "out"))
     assert "1 graded" in text or "ada" in text, text
     assert "qkvquiz.exchange.collect" in modules  # what tells a bulk download from plain files
-    unused = {"qkvquiz.exchange.questions", "qkvquiz.exchange.gradescope", "qkvquiz.exchange.autograder",
-              "qkvquiz.exchange.gradebook"}
+    unused = {"qkvquiz.exchange.questions", "qkvquiz.exchange.question_bank", "qkvquiz.exchange.moodle_xml",
+              "qkvquiz.exchange.qti21", "qkvquiz.exchange.canvas_qti", "qkvquiz.exchange.gradescope",
+              "qkvquiz.exchange.autograder", "qkvquiz.exchange.gradebook"}
     assert not unused & modules, sorted(unused & modules)
 
 

@@ -20,7 +20,6 @@ value with a random canary leaves every student file byte-for-byte the same.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import hashlib
 import hmac
 import io
@@ -46,7 +45,7 @@ import qkvquiz
 import qkvquiz.generate as generate_module
 from qkvquiz.cli import app
 from qkvquiz.cli.generate import secrecy_note
-from qkvquiz.families import REGISTRY, Env
+from qkvquiz.families import REGISTRY
 from qkvquiz.files import read_roster, safe_name, write_atomic
 from qkvquiz.core.outputs import write_set
 from qkvquiz.generate import generate_set
@@ -65,7 +64,7 @@ from qkvquiz.core.csvsafe import safe_cell
 from qkvquiz.core.untrusted import md_code
 from qkvquiz.worksheet import build_worksheet, solve_item
 
-from ..helpers import BASIC_ITEMS
+from ..helpers import BASIC_ITEMS, canary_worksheet
 
 runner = CliRunner()
 ROOT = Path(qkvquiz.__file__).resolve().parent.parent
@@ -302,18 +301,6 @@ def test_no_student_file_shows_a_step_value_that_is_not_a_given(family, tmp_path
                         assert not leaked & found, (
                             f"{name}: item {item.id} step {step!r} = {float(x)!r} appears as {sorted(leaked & found)}"
                         )
-
-
-def canary_worksheet(ws):
-    """The same worksheet with every step value replaced by a random number far from any real one."""
-    rng = np.random.default_rng(7)
-    envs = []
-    for item, env in zip(ws.spec.items, ws.envs):
-        fake = Env(env)
-        for step in item.family.step_names:
-            fake[step] = rng.normal(5000.0, 1000.0, size=env[step].shape)
-        envs.append(fake)
-    return dataclasses.replace(ws, envs=tuple(envs))
 
 
 @pytest.mark.slow
@@ -625,11 +612,13 @@ def test_generate_never_overwrites_a_key_without_force(tmp_path):
     spec = basic_spec()
     generate_set(spec, ["a"], tmp_path, seed=1)
     before = (tmp_path / "key.json").read_bytes()
-    with pytest.raises(FileExistsError, match="--force"):
+    with pytest.raises(FileExistsError, match="use force=True to replace") as refused:
         generate_set(spec, ["a", "b"], tmp_path, seed=2)
+    assert "--force" not in str(refused.value)  # each interface names its own option
     assert (tmp_path / "key.json").read_bytes() == before
     cli = runner.invoke(app, ["generate", "attention-basics", "-n", "2", "--out", str(tmp_path)])
     assert cli.exit_code == 2 and (tmp_path / "key.json").read_bytes() == before
+    assert "use --force to replace" in cli.output and "force=True" not in cli.output
     generate_set(spec, ["a", "b"], tmp_path, seed=2, force=True)
     assert (tmp_path / "key.json").read_bytes() != before and no_temp_files(tmp_path)
 

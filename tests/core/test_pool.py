@@ -114,3 +114,31 @@ def test_workers_leave_ctrl_c_to_this_process():
     with Pool(1) as pool:
         handler = next(pool.ordered([pool.submit(signal.getsignal, signal.SIGINT)]))
     assert handler == signal.SIG_IGN
+
+
+KILLED_MID_SEND = r"""
+import multiprocessing, os, signal, time
+from qkvquiz.core.pool import Pool, WorkerDied
+
+def large(x):
+    return b"x" * (16 << 20)  # far more than a pipe holds: the worker blocks in its send
+
+with Pool(1) as pool:
+    task = pool.submit(large, 0)
+    time.sleep(1.0)  # nothing read yet: part of the result is in the pipe, the worker waits
+    for child in multiprocessing.active_children():
+        os.kill(child.pid, signal.SIGKILL)
+    try:
+        list(pool.ordered([task]))
+    except WorkerDied as error:
+        print("died:", error)
+"""
+
+
+def test_a_worker_killed_halfway_through_sending_a_result_is_an_error_not_a_wait(tmp_path):
+    # What generate once passed through files to avoid: a result bigger than a pipe, cut off
+    # halfway by the worker's death. The reader gets the pipe's end and says which worker died.
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_MID_SEND)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("died:") and "SIGKILL" in done.stdout, done.stderr

@@ -22,8 +22,9 @@ from qkvquiz.engine.attention import (
     softmax,
 )
 
+from ..helpers import finite_difference
+
 TOL = 1e-10  # rtol = atol against torch autograd
-FD_H = 1e-5  # central-difference step
 FD_TOL = 1e-8
 
 BATCH = (2, 3)
@@ -209,20 +210,6 @@ def test_softmax_along_another_axis_normalises_columns():
 
 
 # ---------------------------------------------------------------- backward vs finite differences
-
-
-def finite_difference(f, x, h=FD_H):
-    """Central differences of a scalar function f at every element of x."""
-    grad = np.zeros_like(x)
-    for idx in np.ndindex(*x.shape):
-        old = x[idx]
-        x[idx] = old + h
-        up = f()
-        x[idx] = old - h
-        down = f()
-        x[idx] = old
-        grad[idx] = (up - down) / (2 * h)
-    return grad
 
 
 @pytest.mark.parametrize("name", MASK_NAMES)

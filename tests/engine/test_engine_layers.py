@@ -26,8 +26,9 @@ from qkvquiz.engine.multihead import (
 )
 from qkvquiz.engine.projection import linear, linear_backward, matvec, matvec_backward
 
+from ..helpers import finite_difference
+
 TOL = 1e-10  # rtol = atol against torch autograd
-FD_H = 1e-5
 FD_TOL = 1e-8
 
 BATCH = (2, 3)
@@ -35,20 +36,6 @@ BATCH = (2, 3)
 
 def rng(seed):
     return np.random.default_rng(seed)
-
-
-def finite_difference(f, x, h=FD_H):
-    """Central differences of a scalar function f at every element of x (x changed in place)."""
-    grad = np.zeros_like(x)
-    for idx in np.ndindex(*x.shape):
-        old = x[idx]
-        x[idx] = old + h
-        up = f()
-        x[idx] = old - h
-        down = f()
-        x[idx] = old
-        grad[idx] = (up - down) / (2 * h)
-    return grad
 
 
 def close(a, b, tol=TOL):

@@ -6,6 +6,7 @@ import os
 import zipfile
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from qkvquiz.cli import app
@@ -105,3 +106,21 @@ def test_chinese_feedback_pdfs_without_a_cjk_font_stop_before_anything_is_writte
     assert result.exit_code == 0, result.output
     assert result.output.count("fonts-noto-cjk") == 1
     assert (tmp_path / "ret2" / "pdf" / "ada.pdf").is_file()
+
+
+def test_a_moodle_zip_for_a_roster_without_any_moodle_id_is_refused_before_writing(tmp_path):
+    graded(tmp_path)
+    (tmp_path / "no-ids.csv").write_text("student,name\nada,Ada\nAlan,Alan\nalan,alan\n", encoding="utf-8")
+    out = tmp_path / "ret"
+    result = CliRunner().invoke(app, ["export", "feedback", str(tmp_path / "g"), "--roster", str(tmp_path / "no-ids.csv"),
+                                      "--to", "moodle", "--out", str(out)])
+    assert result.exit_code == 2 and "--to moodle" in result.output and "moodle_id" in result.output, result.output
+    assert not out.exists()  # no pages and no empty zip
+    results, roster = load_results(tmp_path / "g"), read_roster_entries(tmp_path / "no-ids.csv")
+    with pytest.raises(ValueError, match="moodle_id"):
+        moodle_feedback_zip(feedback_pages(results, roster)[0], roster)
+
+
+def test_the_feedback_help_names_its_files(tmp_path):
+    result = CliRunner().invoke(app, ["export", "feedback", "--help"], terminal_width=200)
+    assert "html/STUDENT.html" in result.output and "pdf/STUDENT.pdf" in result.output

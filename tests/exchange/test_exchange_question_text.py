@@ -23,7 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qkvquiz.exchange.questions import QTI12_NS, QTI_NS, export_questions
+from qkvquiz.exchange.canvas_qti import QTI12_NS
+from qkvquiz.exchange.qti21 import QTI_NS
+from qkvquiz.exchange.questions import export_questions
 from qkvquiz.spec import parse_spec
 
 # What a spec author might type, with every character Moodle's cloze syntax gives meaning to:

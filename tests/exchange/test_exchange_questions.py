@@ -14,12 +14,9 @@ from typer.testing import CliRunner
 
 from qkvquiz import load_spec
 from qkvquiz.cli import app
-from qkvquiz.exchange.questions import (
-    QTI_NS,
-    entry_weights,
-    export_questions,
-    number_text,
-)
+from qkvquiz.exchange.qti21 import QTI_NS
+from qkvquiz.exchange.question_bank import entry_weights, number_text
+from qkvquiz.exchange.questions import export_questions
 from qkvquiz.core.resources import bank_dir
 
 Q = f"{{{QTI_NS}}}"
@@ -117,7 +114,8 @@ def test_cli_questions(tmp_path):
 
 
 def test_canvas_package_blanks_accept_the_key_values(bank):
-    from qkvquiz.exchange.questions import QTI12_NS, Entry, accepted_texts
+    from qkvquiz.exchange.canvas_qti import QTI12_NS, accepted_texts
+    from qkvquiz.exchange.question_bank import Entry
 
     assert accepted_texts(Entry((), 0.4567, 0.01)) == ["0.45", "0.46"]  # within [0.4467, 0.4667]
     assert accepted_texts(Entry((), 0.5, 0.01)) == ["0.49", "0.50", "0.5", "0.51"]

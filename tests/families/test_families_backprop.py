@@ -15,10 +15,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 
-from qkvquiz.cli import app
 from qkvquiz.families import get_family
 from qkvquiz.core.submissions import Submission
 from qkvquiz.grade.grader import grade
@@ -71,8 +69,6 @@ def naive_softmax(s):
     m = np.max(np.where(np.isfinite(s), s, -1e300), axis=-1, keepdims=True)
     e = np.where(np.isfinite(s), np.exp(s - m), 0.0)
     return e / e.sum(axis=-1, keepdims=True)
-
-
 
 
 def T(x):
@@ -280,26 +276,6 @@ def test_a_student_slip_in_dS_carries_forward_to_dQ():
 
 
 # ------------------------------------------------------------------ readable output
-
-runner = CliRunner()
-
-
-@pytest.mark.parametrize("name, args", [
-    ("backprop.scores", []),
-    ("backprop.softmax", []),
-    ("backprop.attention", []),
-    ("backprop.attention", ["-p", "mask=causal", "-p", "tokens=3"]),
-    ("backprop.projection", []),
-    ("backprop.projection", ["-p", "form=vector"]),
-])
-def test_show_prints_a_problem_and_a_worked_solution(name, args):
-    result = runner.invoke(app, ["show", name, *args])
-    assert result.exit_code == 0, result.output
-    out = result.output
-    assert "Problem 1" in out and "Solution" in out and "Answers" in out
-    assert "{{" not in out and not re.search(r"\bnan\b", out)
-    for step in get_family(name).default_ask:
-        assert f"q1.{step}" in out
 
 
 def test_key_and_worksheet_markdown_render_every_family_and_setting():

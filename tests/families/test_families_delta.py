@@ -13,10 +13,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 
-from qkvquiz.cli import app
 from qkvquiz.families import Env, get_family
 from qkvquiz.render.markdown import key_markdown, worksheet_markdown
 from qkvquiz.core.seeding import Draw
@@ -88,8 +86,6 @@ def naive_chunk(q, k, v, beta, s, **given):
     t = given.get("T", q @ T(k))
     p = given.get("P", t * np.tril(np.ones((c, c))))
     return q @ T(s) + p @ x, s + T(x) @ k
-
-
 
 
 def per_chunk(e: Env, chunks: int):
@@ -417,28 +413,6 @@ def test_the_listed_chunk_mistakes_are_there():
 
 
 # ------------------------------------------------------------------ readable output
-
-runner = CliRunner()
-
-
-@pytest.mark.parametrize("name, args", [
-    ("delta.recurrent", []),
-    ("delta.recurrent", ["-p", "tokens=3", "-p", "state=zero"]),
-    ("delta.chunk_forward", []),
-    ("delta.chunk_forward", ["-p", "chunks=2", "-p", "chunk=2"]),
-    ("delta.chunk_backward", []),
-    ("delta.chunk_backward", ["-p", "chunks=2"]),
-])
-def test_show_prints_a_problem_and_a_worked_solution(name, args):
-    result = runner.invoke(app, ["show", name, *args])
-    assert result.exit_code == 0, result.output
-    out = result.output
-    assert "Problem 1" in out and "Solution" in out and "Answers" in out
-    assert "{{" not in out and not re.search(r"\bnan\b", out)
-    for step in get_family(name).default_ask:
-        assert f"q1.{step}" in out
-    if "chunks=2" in args:
-        assert "Chunk 2" in out or "chunk 2" in out
 
 
 def test_key_and_worksheet_markdown_render_every_family_and_setting():

@@ -78,9 +78,14 @@ def test_every_documented_param_value_generates_or_is_refused_by_the_spec(name, 
     except SpecError:
         return  # refused up front, with the field named: fine
     try:
-        build_worksheet(spec, [f"s{i}" for i in range(5)], seed=0)
+        ws = build_worksheet(spec, [f"s{i}" for i in range(5)], seed=0)
     except GenerationError as exc:
         pytest.fail(f"{name} {params}: the spec is accepted but no variant can be drawn: {exc}")
+    for student in range(5):  # every student a variant of this family, every step a finite number
+        (variant,) = ws.variant(student)
+        assert variant["item"].family.name == name
+        for step, value in variant["steps"].items():
+            assert np.isfinite(np.asarray(value, dtype=float)[~np.isinf(np.asarray(value, dtype=float))]).all(), step
 
 
 @pytest.mark.parametrize("name, params, absent", [
@@ -150,7 +155,13 @@ def test_the_documented_lowest_entry_variance_generates_at_two_decimals():
     low = get_family("theory.dot_variance").params["entry_var"].low
     spec = parse_spec({"title": "t", "tolerance": "2 decimals",
                        "items": [{"family": "theory.dot_variance", "params": {"entry_var": low}}]})
-    build_worksheet(spec, [f"s{i}" for i in range(10)], seed=0)
+    ws = build_worksheet(spec, [f"s{i}" for i in range(10)], seed=0)
+    for student in range(10):
+        (variant,) = ws.variant(student)
+        d_k, steps = float(variant["givens"]["d_k"]), variant["steps"]
+        # Var(q·k) = d_k σ⁴ for entries of variance σ² (independent, mean 0); scaled by 1/d_k, σ⁴.
+        assert steps["variance"] == pytest.approx(d_k * low**2) and steps["scaled_variance"] == pytest.approx(low**2)
+        assert round(float(steps["scaled_variance"]), 2) != 0  # still an answer at two decimals
 
 
 # ------------------------------------------------------------------ invariants of the weights

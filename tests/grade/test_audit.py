@@ -104,10 +104,18 @@ def test_the_audit_command_exits_1_when_a_claim_is_wrong(tmp_path):
     assert broken.exit_code == 2 and "cannot read" in broken.output
 
 
-def test_the_audit_example_still_loads():
+def test_the_audit_example_finds_the_five_claims_it_says_are_wrong():
     from qkvquiz.grade.audit import audit_file
 
-    audit_file(Path(__file__).resolve().parents[2] / "examples" / "audit-example.yaml")
+    report = audit_file(Path(__file__).resolve().parents[2] / "examples" / "audit-example.yaml")
+    verdicts = {f"{c.item}.{c.step}": c.verdict for c in report.checks}
+    # The file's own comments: five claims wrong on purpose, the others right.
+    assert verdicts == {"q1.scores": "wrong", "q2.scores": "right", "q2.weights": "wrong", "q3.scores": "right",
+                        "q3.weights": "wrong", "q3.output": "wrong", "q4.output": "wrong"}
+    for check in report.wrong:  # each names where the claim differs and the right value there
+        assert check.wrong_entries and all(right for _, _, right in check.wrong_entries), check.item
+    explained = {f"{c.item}.{c.step}" for c in report.wrong if c.diagnosis or c.mistakes}
+    assert {"q1.scores", "q2.weights"} <= explained  # not divided by √d_k; masked after the softmax
 
 
 # --------------------------------------------------------------------------- claims of the forms a teacher writes
@@ -224,3 +232,13 @@ def test_a_file_whose_every_claim_is_null_has_nothing_to_check():
     with pytest.raises(SpecError) as err:
         audit_spec({"title": "t", "items": [scores_item({"scores": None})]})
     assert "every claimed step is null" in err.value.message
+
+
+def test_the_audit_on_the_console_wraps_between_words(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    example = Path(__file__).resolve().parents[2] / "examples" / "audit-example.yaml"
+    result = CliRunner().invoke(app, ["audit", str(example)])
+    assert result.exit_code == 1, result.output
+    assert max(len(line.rstrip()) for line in result.output.splitlines()) <= 80
+    said = " ".join(result.output.split())
+    assert ("masked scores must be −∞ before it, so that each row's remaining weights still sum to 1." in said)

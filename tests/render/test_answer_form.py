@@ -7,6 +7,7 @@ import dataclasses
 import importlib.util
 import json
 import re
+import sys
 from html.parser import HTMLParser
 
 import numpy as np
@@ -194,15 +195,23 @@ def test_format_option_names_the_files(tmp_path):
             parse_formats(bad)
 
 
-def test_pdf_is_refused_where_its_renderer_is_missing(tmp_path, monkeypatch):
-    import qkvquiz.generate as generate
+def test_pdf_is_refused_where_weasyprint_is_missing(tmp_path, monkeypatch):
+    from qkvquiz.render.pdf import weasyprint_module
 
-    monkeypatch.setattr(generate, "_PDF_MODULE", "qkvquiz.render.no_such_renderer")
-    with pytest.raises(ValueError, match="PDF renderer"):
-        parse_formats("md,pdf")
-    result = CliRunner().invoke(app, ["generate", "attention-basics", "-n", "1", "--out", str(tmp_path / "o"), "--format", "md,pdf"])
-    assert result.exit_code == 2 and "--format" in result.output and "PDF renderer" in result.output
-    assert not (tmp_path / "o").exists()
+    for name in [m for m in sys.modules if m == "weasyprint" or m.startswith("weasyprint.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "weasyprint", None)  # as without the package
+    weasyprint_module.cache_clear()
+    try:
+        assert parse_formats("md,pdf") == ("md", "pdf")  # a known format; whether it can print is checked next
+        with pytest.raises(ValueError, match="cannot import weasyprint"):
+            generate_set(parse_spec({"title": "T", "items": ITEMS[:1]}), ["ada"], tmp_path / "lib", formats="md,pdf")
+        result = CliRunner().invoke(app, ["generate", "attention-basics", "-n", "1", "--out", str(tmp_path / "o"),
+                                          "--format", "md,pdf"])
+        assert result.exit_code == 2 and "Markdown and HTML output work" in result.output, result.output
+        assert not (tmp_path / "o").exists() and not (tmp_path / "lib").exists()
+    finally:
+        weasyprint_module.cache_clear()
 
 
 def test_cli_writes_forms_whose_blank_matches_the_blank_submission(tmp_path):

@@ -7,7 +7,6 @@ print from, and of a missing WeasyPrint, run everywhere.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shutil
 import subprocess
@@ -22,7 +21,6 @@ from typer.testing import CliRunner
 
 import qkvquiz.render.pdf as pdf_module
 from qkvquiz.cli import app
-from qkvquiz.families import Env
 from qkvquiz.generate import generate_set
 from qkvquiz.render.answer_areas import answer_area_html, place_answer_areas
 from qkvquiz.render.documents import key_documents, worksheet_document
@@ -35,6 +33,8 @@ from qkvquiz.render.pdf import (
 from qkvquiz.render.pdf_batch import render_pdfs
 from qkvquiz.render.textmath import Unsupported, text_math_html
 from qkvquiz.spec import parse_spec
+
+from ..helpers import canary_worksheet
 
 MINUS = "\u2212"
 STUDENTS = ["ada", "s02"]
@@ -140,23 +140,11 @@ def test_every_font_is_embedded(made) -> None:
             assert emb == "yes", line
 
 
-def _canary(ws):
-    """The same worksheet with every step value replaced by a random number."""
-    rng = np.random.default_rng(11)
-    envs = []
-    for item, env in zip(ws.spec.items, ws.envs):
-        fake = Env(env)
-        for step in item.family.step_names:
-            fake[step] = rng.normal(5000.0, 1000.0, size=env[step].shape)
-        envs.append(fake)
-    return dataclasses.replace(ws, envs=tuple(envs))
-
-
 @pytest.mark.slow
 @needs_pdf
 def test_a_students_pdf_shows_no_answer(made, tmp_path: Path) -> None:
     # If the sheet showed any step's value, its text would change with the step values.
-    ws, canary = made.worksheet, _canary(made.worksheet)
+    ws, canary = made.worksheet, canary_worksheet(made.worksheet, seed=11)
     jobs = [(worksheet_document(canary, i), tmp_path / f"{i}.pdf") for i in range(len(ws.students))]
     render_pdfs(jobs, workers=1, progress=False)
     for i, student in enumerate(ws.students):
@@ -277,7 +265,7 @@ def test_class_pdf_and_page_size_are_checked_before_any_work(tmp_path: Path) -> 
     result = runner.invoke(app, ["generate", "attention-basics", "-n", "1", "--out", str(out), "--class-pdf"])
     assert result.exit_code == 2 and "--class-pdf" in result.output
     result = runner.invoke(app, ["generate", "attention-basics", "-n", "1", "--out", str(out), "--page-size", "a5"])
-    assert result.exit_code == 2 and "a4 or letter" in result.output
+    assert result.exit_code == 2 and "--page-size: unknown page size 'a5'; use A4 or Letter" in result.output
     assert not out.exists()
 
 

@@ -12,13 +12,13 @@ import pytest
 
 from qkvquiz.render import template_cache
 from qkvquiz.render.environment import environment
-from qkvquiz.render.sandbox import FolderLoader, TrustedEnvironment
+from qkvquiz.render.sandbox import FolderLoader, trusted_environment
 
 
 def _env(folder, cache_home, monkeypatch):
     """A trusted environment over ``folder`` with the cache under ``cache_home``."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
-    env = TrustedEnvironment(loader=FolderLoader([folder]), auto_reload=False, trim_blocks=True)
+    env = trusted_environment(loader=FolderLoader([folder]), auto_reload=False, trim_blocks=True)
     return template_cache.attach(env)
 
 
@@ -57,11 +57,11 @@ def test_an_edited_template_is_compiled_anew(tmp_path, monkeypatch, counted_comp
 
 
 def test_another_setup_keeps_its_own_compiled_code(tmp_path):
-    plain = TrustedEnvironment(loader=FolderLoader([tmp_path]), trim_blocks=True)
-    other = TrustedEnvironment(loader=FolderLoader([tmp_path]), trim_blocks=False)
+    plain = trusted_environment(loader=FolderLoader([tmp_path]), trim_blocks=True)
+    other = trusted_environment(loader=FolderLoader([tmp_path]), trim_blocks=False)
     assert template_cache.fingerprint(plain) != template_cache.fingerprint(other)
     assert template_cache.fingerprint(plain) == template_cache.fingerprint(
-        TrustedEnvironment(loader=FolderLoader([tmp_path]), trim_blocks=True))
+        trusted_environment(loader=FolderLoader([tmp_path]), trim_blocks=True))
 
 
 def test_a_damaged_cache_file_is_passed_over(tmp_path, monkeypatch, counted_compiles):

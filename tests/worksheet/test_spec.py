@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from qkvquiz.families import REGISTRY
 from qkvquiz.render.markdown import render_items
 from qkvquiz.core.resources import bank_dir
 from qkvquiz.spec import SpecError, load_spec, parse_spec
@@ -112,8 +113,6 @@ def test_explicit_allowed_pairs_mask_as_a_fixed_given():
 
 
 def test_all_families_spec_holds_one_item_of_every_family():
-    from qkvquiz.families import REGISTRY
-
     spec = load_spec(bank_dir() / "all-families.yaml")
     assert sorted(item.family.name for item in spec.items) == sorted(REGISTRY)
 
@@ -256,6 +255,10 @@ def test_masked_attention_refuses_padding_that_leaves_one_key(kind):
     one_item({"family": "attention.masked", "params": {"mask": kind, "tokens": 4, "padded": 2}})
 
 
-def test_bundled_specs_still_load():
-    for path in sorted(Path(bank_dir()).glob("*.yaml")):
-        load_spec(path)
+def test_bundled_specs_load_with_a_title_and_known_families():
+    paths = sorted(Path(bank_dir()).glob("*.yaml"))
+    assert len(paths) >= 8
+    for path in paths:
+        spec = load_spec(path)
+        assert spec.title.strip() and spec.items, path.name
+        assert all(item.family.name in REGISTRY for item in spec.items), path.name

@@ -1,7 +1,7 @@
 """Pictures of the first page of every family's worksheet and key, for anyone to look at.
 
-    python -m qkvquiz.render.preview OUT [--family attention.output ...] [--spec delta-rule]
-                                         [--dpi 80] [--form]
+    python tools/preview.py OUT [--family attention.output ...] [--spec delta-rule]
+                                [--dpi 80] [--form]
 
 For each family (one problem with its defaults, one student) it writes
 ``OUT/<family>.worksheet.pdf`` and ``OUT/<family>.key.pdf`` and page 1 of each as
@@ -21,12 +21,12 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..families import REGISTRY
-from ..files import write_atomic
-from ..spec import WorksheetSpec, load_spec
-from ..worksheet import build_worksheet
-from .documents import key_student_document, worksheet_document
-from .form import answer_form_html
+from qkvquiz.families import REGISTRY
+from qkvquiz.files import write_atomic
+from qkvquiz.render.documents import key_student_document, worksheet_document
+from qkvquiz.render.form import answer_form_html
+from qkvquiz.spec import WorksheetSpec, load_spec
+from qkvquiz.worksheet import build_worksheet
 
 STUDENT = "s01"
 SEED = "preview"
@@ -85,7 +85,7 @@ def preview(spec: WorksheetSpec, name: str, out: Path, *, dpi: int = DPI_DEFAULT
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m qkvquiz.render.preview", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python tools/preview.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="folder for the PDFs and PNGs")
     parser.add_argument("--family", action="append", default=[], help="only these families (repeatable)")
     parser.add_argument("--spec", action="append", default=[], help="also a bundled spec name or a spec file")
