@@ -67,6 +67,7 @@ def practice(
         fail(str(exc))
     page_lang = lang or (topics[0].spec.lang if topics else DEFAULT_LANG)
     if static is not None:
+        from ..practice.pages import ANSWERS_NOTICE
         from ..practice.static import build_static
 
         assert out is not None
@@ -79,6 +80,8 @@ def practice(
                 fail(str(exc))
         console.print(f"wrote {page} ({page.stat().st_size / 1e6:.1f} MB): {static} variant(s) of each of "
                       f"{len(topics)} topic(s); open it in a browser. The problems are public.", highlight=False)
+        # Whoever publishes the site must know what its source holds (the page says it too).
+        console.print(ANSWERS_NOTICE, highlight=False)
         return
     _serve(topics, page_lang, port, seed, no_browser, progress_file)
 

@@ -23,6 +23,9 @@ def test_a_static_site_is_written_and_not_replaced_without_force(tmp_path):
     csp = re.search(r'Content-Security-Policy" content="([^"]*)"', page).group(1)
     assert csp.startswith("default-src 'none'") and "connect-src" not in csp and "http" not in csp
     assert "public" in result.output
+    # The instructor who publishes it is told that its source carries every answer (in English:
+    # command-line messages stay English whatever the page's language).
+    assert "carries every answer in its source" in " ".join(result.output.split())
     again = run("attention.scores", "--static", "2", "--out", str(out))
     assert again.exit_code == 2 and "--force" in again.output
     assert run("attention.scores", "--static", "2", "--out", str(out), "--force").exit_code == 0
