@@ -28,7 +28,6 @@ from ..spec_types import WorkSpace
 from ..worksheet import Worksheet
 from .answer_areas import (
     WHOLE_PROBLEM_PX,
-    answer_column,
     drop_answer_sentences,
     place_answer_areas,
     problem_areas,
@@ -40,16 +39,13 @@ from .html_page import html_document, markdown_body_html
 from .latex import num
 from .markdown import in_spec_language, render_items
 
-#: An answer area of one box (a number or a shape), its only grid.
-_SINGLE_BOX = re.compile(r'^<div class="answer answer-scalar"[^>]*>(?:(?!<div).)*</div>(?:<div class="work-space[^>]*></div>)?$', re.DOTALL)
-
 #: Extra CSS of the HTML worksheet when it is read on a screen rather than printed.
 SCREEN_CSS = "@media screen { body { max-width: 52rem; margin: 1rem auto; padding: 0 1rem; } }"
 #: The printed worksheet's word on how answers are given (the Markdown's sentence is about
 #: the submission file alone).
 HAND_IN_NOTE = N_(
-    "Write each answer in its boxes, a matrix row by row; the small grey name beside them is "
-    "the part's name in <code>submission.json</code>, if you hand in a file."
+    "Write each answer in its boxes, a matrix row by row; if you hand in a file, "
+    "<code>submission.json</code> names the parts in the order of this sheet."
 )
 
 
@@ -86,22 +82,25 @@ def worksheet_body_html(
     parts.append('<p class="hand-in">' + _(HAND_IN_NOTE) + "</p>")
     problems = _rendered(ws, student, "problem", templates, rendered)
     all_areas = problem_areas(ws, student, work_space)
-    # One answer column for the whole worksheet: every grid starts at the same left edge.
-    column = answer_column(area for areas in all_areas for _part_id, area in areas)
     for item, markdown, areas in zip(ws.spec.items, problems, all_areas):
-        # A problem of several one-box answers (counts, shapes, one number each) keeps its
-        # sentences wide: its boxes have a column of their own, as narrow as they need (in the
-        # sheet's column, beside 4-box grids, each sentence took four lines).
-        single = len(areas) > 1 and all(_SINGLE_BOX.search(area) for _part_id, area in areas)
-        own = answer_column(area for _part_id, area in areas) if single else column
-        body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas, own)
+        body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas)
         body = drop_answer_sentences(body, [part_id for part_id, _area in areas])
+        if areas:
+            body = _without_heading_points(body, item.points)
         space = item.work_space or work_space
         if space is not None and space.per == "problem":
             body += work_space_html(space)
         whole = " whole" if problem_height_px(body) <= WHOLE_PROBLEM_PX else ""
-        parts.append(f'<section class="problem {own.css_class}{whole}">\n{body}</section>')
+        parts.append(f'<section class="problem{whole}">\n{body}</section>')
     return "\n".join(parts) + "\n"
+
+
+def _without_heading_points(body_html: str, points: float) -> str:
+    """The problem's heading without its points ("(3 points)", "（3 分）"): on the printed page
+    each part's points stand in the right margin, once, as an exam sheet has them."""
+    pattern = (r"\s*[(（]" + re.escape(num(points, 2)) + r"[^()（）<]*(?:<span class=\"halt\">)?[)）](?:</span>)?"
+               r"(?=\s*</h3>)")
+    return re.sub(pattern, "", body_html, count=1)
 
 
 @in_spec_language

@@ -303,7 +303,7 @@ def test_each_area_follows_the_sentence_that_names_its_part() -> None:
     out = place_answer_areas(body, [("q1.a", "[A]"), ("q1.b", "[B]"), ("q1.c", "[C]")])
     # In a list item, the sentence and its boxes side by side in one row.
     assert (
-        '<li><div class="part-row"><div class="part-text">(a) Find it, part <code>q1.a</code>.</div>'
+        '<li><div class="part-row acol-1 alab-0"><div class="part-text">(a) Find it, part <code>q1.a</code>.</div>'
         '<div class="part-boxes">[A]</div></div></li>'
     ) in out
     assert '<code>q1.b</code>.</div><div class="part-boxes">[B]</div></div></li>' in out
@@ -320,12 +320,18 @@ def test_answer_areas_take_the_shape_of_the_part() -> None:
     assert grids(answer_area_html("q.v", (4,), "v")) == [(1, 4)]
     stack = answer_area_html("q.states", (3, 2, 2), "S_t")
     assert grids(stack) == [(2, 2)] * 3
-    assert "q.states, matrix 3" in stack
+    assert ">matrix 3<" in stack
     wide = answer_area_html("q.dQ", (3, 12), r"\nabla Q")
-    assert grids(wide) == [(3, 8), (3, 4)] and "q.dQ, columns 9\u201312" in wide
-    assert "q.dQ, columns 1\u20138" in wide
+    assert grids(wide) == [(3, 8), (3, 4)] and ">columns 9\u201312<" in wide
+    assert ">columns 1\u20138<" in wide
     tall = answer_area_html("q.o", (16, 2), "o")
-    assert sum(r for r, _ in grids(tall)) == 16 and "q.o, rows 9\u201316" in tall
+    assert sum(r for r, _ in grids(tall)) == 16 and ">rows 9\u201316<" in tall
+    # A caption says where in its part a grid is, never the part's internal id; a part's only
+    # grid has none. Its points are printed once, for the margin.
+    captions = re.findall(r'<span class="answer-part">([^<]*)</span>', stack + wide + tall)
+    assert captions and not any("q." in c for c in captions), captions
+    single = answer_area_html("q.s", (3, 3), "S", 2)
+    assert "answer-part" not in single and single.count('<span class="part-points">2 pt</span>') == 1
 
 
 def test_the_key_sets_worked_steps_as_text_and_every_student_after_the_cover() -> None:
