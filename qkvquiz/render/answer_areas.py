@@ -26,6 +26,7 @@ from ..core.places import where
 from ..spec_types import WorkSpace
 from ..worksheet import Worksheet
 from .boxes import answer_grid_html
+from .givens_in_view import PART_ANCHOR
 from .latex import label_symbol, num
 from .markdown import in_spec_language, ragged_shape
 from .math_html import MATRIX_ROWS
@@ -247,12 +248,14 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
     # Areas that go to the end of one list item: that item becomes a row, its text on the
     # left and its boxes beside it (below it where they leave the text too little room).
     by_item: dict[int, list[str]] = {}
+    named: dict[int, str] = {}
     unplaced: list[str] = []
-    for (_part_id, area), at in zip(areas, points):
+    for (part_id, area), at in zip(areas, points):
         if at is None:
             unplaced.append(area)
         else:
             by_item.setdefault(at, []).append(area)
+            named.setdefault(at, part_id)
     out, last = [], 0
     for at in sorted(by_item):
         joined = "".join(by_item[at])
@@ -282,7 +285,10 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
             joined = _POINTS_SPAN.sub("", joined)
             out += [
                 problem_html[last:start],
-                f'<div class="{kind}"><div class="part-text">{worth}',
+                # The row's id is an anchor: the PDF writer reads the page each part opens on
+                # (qkvquiz/render/givens_in_view.py).
+                f'<div class="{kind}" id="{PART_ANCHOR}{html.escape(named[at], quote=True)}">'
+                f'<div class="part-text">{worth}',
                 problem_html[start:at],
                 f'</div><div class="part-boxes">{joined}</div></div>{spaces}',
             ]

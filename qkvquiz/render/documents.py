@@ -35,6 +35,7 @@ from .answer_areas import (
     work_space_html,
 )
 from .boxes import header_html
+from .givens_in_view import GIVENS_LABEL_ATTR, PROBLEM_ANCHOR
 from .html_page import html_document, markdown_body_html
 from .latex import num
 from .markdown import in_spec_language, render_items
@@ -82,7 +83,7 @@ def worksheet_body_html(
     parts.append('<p class="hand-in">' + _(HAND_IN_NOTE) + "</p>")
     problems = _rendered(ws, student, "problem", templates, rendered)
     all_areas = problem_areas(ws, student, work_space)
-    for item, markdown, areas in zip(ws.spec.items, problems, all_areas):
+    for number, (item, markdown, areas) in enumerate(zip(ws.spec.items, problems, all_areas), start=1):
         body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas)
         body = drop_answer_sentences(body, [part_id for part_id, _area in areas])
         if areas:
@@ -91,7 +92,11 @@ def worksheet_body_html(
         if space is not None and space.per == "problem":
             body += work_space_html(space)
         whole = " whole" if problem_height_px(body) <= WHOLE_PROBLEM_PX else ""
-        parts.append(f'<section class="problem{whole}">\n{body}</section>')
+        # Its id and the word over its givens, should a part open a page away from them
+        # (qkvquiz/render/givens_in_view.py).
+        label = html.escape(_("Given in Problem %(number)s:") % {"number": number}, quote=True)
+        parts.append(f'<section class="problem{whole}" id="{PROBLEM_ANCHOR}{number}" {GIVENS_LABEL_ATTR}="{label}">'
+                     f'\n{body}</section>')
     return "\n".join(parts) + "\n"
 
 
