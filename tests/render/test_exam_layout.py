@@ -247,7 +247,8 @@ def test_a_parts_sentence_takes_the_width_its_boxes_leave() -> None:
 
     for spec_name in ("theory.yaml", "attention-basics.yaml"):
         body = worksheet_body_html(build_worksheet(load_spec(bank_dir() / spec_name), ["ada"], seed="own"), 0)
-        rows = re.findall(r'<div class="part-row(?: wide)? acol-(\d) alab-(\d)">(.*?)</div></div>(?=</li>)', body, re.S)
+        rows = re.findall(r'<div class="part-row(?: wide)? acol-(\d) alab-(\d)" id="[^"]*">(.*?)</div></div>(?=</li>)',
+                          body, re.S)
         assert rows
         for boxes, room, row in rows:
             widest = max(int(c) for c in re.findall(r'class="boxes r\d+ c(\d+)"', row))
