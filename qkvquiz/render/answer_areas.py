@@ -30,7 +30,7 @@ from .givens_in_view import PART_ANCHOR
 from .latex import label_symbol, num
 from .markdown import in_spec_language, ragged_shape
 from .math_html import MATRIX_ROWS
-from .page import BOX_PX, GRID_FRAME_PX, LABEL_ROOMS_PX, MAX_COLUMN_BOXES, AnswerColumn
+from .page import ANSWER_ROW_PX, BOX_PX, GRID_FRAME_PX, LABEL_ROOMS_PX, MAX_COLUMN_BOXES, AnswerColumn
 
 #: Boxes per row and rows per grid; a larger part is split into several grids (a 16-wide
 #: row of 1.6 cm boxes would not fit on the page, nor could a student write in 1 cm boxes).
@@ -273,7 +273,12 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
             sentence = problem_html[start:at]
             longest = _longest_formula(sentence)
             unbreakable = max(longest * _MATH_CHAR_PX, *map(float, _PICTURE_WIDTH.findall(sentence)), 0.0)
-            wide = longest > WIDE_FORMULA or unbreakable > beside
+            # A sentence that would take three lines or more beside its boxes and fits on one
+            # or two of the whole width takes the width, its boxes under it at the right, as an
+            # exam sheet sets a long question over a large grid.
+            words_px = _sentence_px(sentence)
+            squeezed = words_px > 2 * beside and words_px <= 2 * ANSWER_ROW_PX
+            wide = longest > WIDE_FORMULA or unbreakable > beside or squeezed
             # Boxes that are not in the column go under the sentence ("under"); boxes under a
             # long formula keep to the column ("wide"); the rest, sets of grids one under the
             # other too, stand beside their sentence.
@@ -313,6 +318,22 @@ _MATH_CHAR_PX = 6.6
 _LABEL_CHAR_PX = 7.6
 #: A formula drawn as a picture states its width (qkvquiz/render/html_page.py).
 _PICTURE_WIDTH = re.compile(r'class="math-svg" style="width:([0-9.]+)px')
+
+
+#: The width of a character of a part's sentence (11 pt serif, words and spaces), on average,
+#: in CSS pixels.
+_TEXT_CHAR_PX = 7.5
+
+
+def _sentence_px(sentence_html: str) -> float:
+    """About how wide a part's sentence is on one line, in CSS px: its words without the
+    templates' "Answer: …" sentence, which the printed page drops (:func:`drop_answer_sentences`)."""
+    text = html.unescape(_TAG.sub("", sentence_html))
+    for word in {_("Answer:"), "Answer:"}:
+        cut = text.find(word)
+        if cut >= 0:
+            text = text[:cut]
+    return _width_units(text.strip()) * _TEXT_CHAR_PX
 
 
 def _width_units(text: str) -> int:

@@ -124,7 +124,7 @@ def test_every_grid_beside_or_under_a_long_formula_ends_at_the_texts_right_edge(
     spec = load_spec(bank_dir() / spec_name)
     with i18n.using(lang):
         body = worksheet_body_html(build_worksheet(spec, ["ada"], seed="edge"), 0)
-    kinds = re.findall(r'<div class="part-row( under)?[^"]*"><div class="part-text">', body)
+    kinds = re.findall(r'<div class="part-row( under)?[^"]*" id="[^"]*"><div class="part-text">', body)
     assert len(kinds) == sum(len(item.parts) for item in items)
     pages = words(pdf)
     edge = _text_right_edge(pages[0])
@@ -151,7 +151,8 @@ def _headings(page: Page) -> list[int]:
     found, ws_ = [], page.words
     for k in range(len(ws_) - 2):
         en = ws_[k].text == "Problem" and re.fullmatch(r"\d+:", ws_[k + 1].text)
-        zh = ws_[k].text == "第" and ws_[k + 1].text.isdigit() and ws_[k + 2].text.startswith("题")
+        # ("第 2 题的已知条件：" over repeated givens is no heading.)
+        zh = ws_[k].text == "第" and ws_[k + 1].text.isdigit() and ws_[k + 2].text.startswith("题：")
         if en or zh:
             found.append(int(ws_[k + 1].text.rstrip(":")))
     return found
