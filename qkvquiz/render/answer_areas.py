@@ -107,13 +107,15 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: fl
         own = _indexed(symbol, lead) + " =" if lead else label
         for rows in _ranges(shape2[0]):
             for cols in _ranges(shape2[1]):
+                first_tile = rows.start == 0 and cols.start == 0
                 words = [
-                    where(lead, len(shape)) if lead else "",
+                    # A matrix's first tile says which it is by its label (S₂ =); a further
+                    # tile, unlabelled, by its caption.
+                    where(lead, len(shape)) if lead and not first_tile else "",
                     "" if len(shape) == 1 else _span("rows", rows, shape2[0]),
                     _span("entries" if len(shape) == 1 else "columns", cols, shape2[1]),
                 ]
                 tile: tuple[int, ...] = (len(cols),) if len(shape) == 1 else (len(rows), len(cols))
-                first_tile = rows.start == 0 and cols.start == 0
                 grids.append(
                     answer_grid_html(
                         part_id,

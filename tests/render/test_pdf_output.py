@@ -320,7 +320,9 @@ def test_answer_areas_take_the_shape_of_the_part() -> None:
     assert grids(answer_area_html("q.v", (4,), "v")) == [(1, 4)]
     stack = answer_area_html("q.states", (3, 2, 2), "S_t")
     assert grids(stack) == [(2, 2)] * 3
-    assert ">matrix 3<" in stack
+    assert "answer-part" not in stack  # each matrix is named by its label (S₃ =), not a caption
+    big_stack = answer_area_html("q.states", (2, 2, 10), "S_t")
+    assert ">matrix 2, columns 9\u201310<" in big_stack and ">matrix 1<" not in big_stack
     wide = answer_area_html("q.dQ", (3, 12), r"\nabla Q")
     assert grids(wide) == [(3, 8), (3, 4)] and ">columns 9\u201312<" in wide
     assert ">columns 1\u20138<" in wide
