@@ -226,8 +226,36 @@ def key_student_body_html(ws: Worksheet, student: int, *, templates: str | Path 
     problems = _rendered(ws, student, "problem", templates, rendered)
     solutions = _rendered(ws, student, "solution", templates, rendered)
     for problem, solution in zip(problems, solutions):
-        parts.append(f'<section class="key-problem">\n{markdown_body_html(problem + chr(10) + solution, text_math=True)}</section>')
+        body = answers_under_parts(markdown_body_html(problem + chr(10) + solution, text_math=True))
+        parts.append(f'<section class="key-problem">\n{body}</section>')
     return "\n".join(parts) + "\n"
+
+
+_KEY_ANSWER = re.compile(r'<li class="tb">\u2022[ \u00a0]<code class="part-id">([^<]+)</code>:\s*(?:\u200b)?(.*?)</li>', re.DOTALL)
+
+
+def answers_under_parts(body_html: str) -> str:
+    """A key's problem with each part's answer in a frame under the part, as an exam key sets
+    its solutions, rather than in an "Answers." list after the worked solution (which a long
+    solution put a page away from its parts). Left as it is where a part's answer or its part
+    cannot be found (a user's template that writes them otherwise)."""
+    heading = "<p><strong>" + html.escape(_("Answers."), quote=False) + "</strong></p>\n<ul>"
+    start = body_html.find(heading)
+    end = body_html.find("</ul>", start)
+    if start < 0 or end < 0:
+        return body_html
+    answers = _KEY_ANSWER.findall(body_html[start:end])
+    if not answers:
+        return body_html
+    out = body_html[:start]
+    for part_id, answer in answers:
+        code = f'<code class="part-id">{part_id}</code>'
+        at = out.find(code)
+        close = out.find("</li>", at)
+        if at < 0 or close < 0 or not out.startswith('<li class="pi">', out.rfind("<li", 0, at)):
+            return body_html
+        out = out[:close] + f'<div class="key-answer">{answer}</div>' + out[close:]
+    return out + body_html[end + len("</ul>"):].lstrip("\n")
 
 
 @in_spec_language

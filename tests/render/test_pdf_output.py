@@ -432,10 +432,32 @@ def test_each_student_has_a_key_pdf_of_their_own_and_combined_files_are_on_reque
     for student in made.worksheet.students:
         own = made.out / "keys" / f"{made.folders[student].name}.pdf"
         text = run("pdftotext", str(own), "-")
-        assert f"Student {student}" in text
-        assert not any(f"Student {other} " in text for other in made.worksheet.students if other != student)
+        # The title block names the student ("Student ID s02"); the running head of any later page too.
+        assert re.search(rf"Student (ID )?{student}\b", text), text[:200]
+        assert not any(re.search(rf"Student (ID )?{other}\b", text) for other in made.worksheet.students if other != student)
     spec = parse_spec({"title": "Alone", "items": ITEMS[:1]})
     result = generate_set(spec, ["ada"], tmp_path / "alone", formats="pdf")
     assert (tmp_path / "alone" / "keys" / "ada.pdf").is_file()
     assert not (tmp_path / "alone" / "key.pdf").exists() and not (tmp_path / "alone" / "class.pdf").exists()
     assert result.folders["ada"].joinpath("worksheet.pdf").is_file()
+
+
+def test_a_keys_answers_stand_in_a_frame_under_their_parts() -> None:
+    """A key listed the answers after a problem's worked solution, which a long solution put a
+    page away from the parts: each answer now stands framed under its part, as an exam key
+    keeps a solution with its question; the worked steps follow the parts."""
+    from qkvquiz.render.documents import answers_under_parts, key_student_body_html
+    from qkvquiz.worksheet import build_worksheet
+
+    ws = build_worksheet(SPEC, STUDENTS, "key")
+    body = key_student_body_html(ws, 0)
+    assert "<strong>Answers.</strong>" not in body
+    for item in ws.spec.items:
+        for part in item.parts:
+            code = f'<code class="part-id">{part.id}</code>'
+            item_html = body[body.rfind('<li class="pi">', 0, body.index(code)):]
+            item_html = item_html[: item_html.index("</li>")]
+            assert code in item_html and '<div class="key-answer">' in item_html, part.id
+    # A template that writes its answers otherwise is left as it is.
+    odd = "<ul>\n<li class=\"pi\">(a) part <code class=\"part-id\">q1.x</code></li>\n</ul>\n<p><strong>Answers.</strong></p>\n<ul>\n<li>x = 1</li>\n</ul>\n"
+    assert answers_under_parts(odd) == odd
