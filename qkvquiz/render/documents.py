@@ -252,9 +252,13 @@ def answers_under_parts(body_html: str) -> str:
         code = f'<code class="part-id">{part_id}</code>'
         at = out.find(code)
         close = out.find("</li>", at)
-        if at < 0 or close < 0 or not out.startswith('<li class="pi">', out.rfind("<li", 0, at)):
+        opening = out.rfind("<li", 0, at)
+        if at < 0 or close < 0 or not out.startswith('<li class="pi">', opening):
             return body_html
-        out = out[:close] + f'<div class="key-answer">{answer}</div>' + out[close:]
+        # "ka": the item holds its answer and is kept whole (a class, not a :has() rule, which
+        # costs the renderer a search under every item).
+        out = (out[:opening] + '<li class="pi ka">' + out[opening + len('<li class="pi">'):close]
+               + f'<div class="key-answer">{answer}</div>' + out[close:])
     return out + body_html[end + len("</ul>"):].lstrip("\n")
 
 

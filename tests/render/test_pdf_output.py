@@ -455,7 +455,7 @@ def test_a_keys_answers_stand_in_a_frame_under_their_parts() -> None:
     for item in ws.spec.items:
         for part in item.parts:
             code = f'<code class="part-id">{part.id}</code>'
-            item_html = body[body.rfind('<li class="pi">', 0, body.index(code)):]
+            item_html = body[body.rfind('<li class="pi', 0, body.index(code)):]
             item_html = item_html[: item_html.index("</li>")]
             assert code in item_html and '<div class="key-answer">' in item_html, part.id
     # A template that writes its answers otherwise is left as it is.
