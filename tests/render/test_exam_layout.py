@@ -12,7 +12,6 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from qkvquiz import build_worksheet, load_spec
