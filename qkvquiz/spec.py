@@ -229,7 +229,7 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
     if "points" in raw and isinstance(raw.get("ask"), Mapping):
         raise SpecError(source, f"{where} field 'points'",
                         "an 'ask' mapping (step: points) already gives each part its points; "
-                        "leave 'points' out, or ask a list of steps to split 'points' evenly")
+                        "leave 'points' out, or ask a list of steps to split 'points' among them")
     parts = _parts(raw.get("ask"), family, float(points), item_id, source, where, params)
     tolerance, per_step = _item_tolerance(raw.get("tolerance"), default_tol, parts, source, where)
     parts = tuple(Part(p.id, p.step, p.points, per_step.get(p.step), p.entries) for p in parts)
@@ -284,6 +284,32 @@ def _rejects(family: Family, key: str, value: Any) -> bool:
     return False
 
 
+#: The units a share may be counted in, largest first, in hundredths of a point: every
+#: share prints exactly with two decimals, so the printed shares add up on paper (a third of a
+#: point would print as 0.67 three times, 2.01 in all).
+POINT_UNITS = (100, 50, 25, 10, 5, 1)
+
+
+def split_points(points: float, n: int) -> list[float] | None:
+    """``points`` split among ``n`` parts in shares that print exactly and add up to it.
+
+    An even split when it is exact in hundredths (3 among 2 is 1.5 each, 2 among 5 is 0.4);
+    otherwise the largest of :data:`POINT_UNITS` that gives every part a share, the remainder
+    going one unit each to the earliest parts (2 among 3 is 1, 0.5, 0.5). ``None`` when the
+    points are not whole hundredths or too few for a hundredth each.
+    """
+    if n == 1:
+        return [points]
+    hundredths = round(points * 100)
+    if abs(points * 100 - hundredths) > 1e-6 or hundredths < n:
+        return None
+    if hundredths % n == 0:
+        return [hundredths // n / 100] * n
+    unit = next(u for u in POINT_UNITS if hundredths % u == 0 and hundredths // u >= n)
+    base, extra = divmod(hundredths // unit, n)
+    return [(base + (i < extra)) * unit / 100 for i in range(n)]
+
+
 def _parts(raw: Any, family: Family, points: float, item_id: str, source: str, where: str,
            params: Params) -> tuple[Part, ...]:
     askable = family.askable_steps
@@ -304,7 +330,12 @@ def _parts(raw: Any, family: Family, points: float, item_id: str, source: str, w
         share = [float(w) for w in weights]
     elif isinstance(raw, list) and raw:
         steps = raw
-        share = [points / len(raw)] * len(raw)
+        share = split_points(points, len(raw))
+        if share is None:
+            raise SpecError(source, f"{where} field 'points'",
+                            f"{points:g} points do not split among {len(raw)} asked parts in shares that print "
+                            "exactly: give whole hundredths of a point, at least 0.01 a part, "
+                            "or an 'ask' mapping step: points")
     else:
         raise SpecError(source, f"{where} field 'ask'",
                         f"a non-empty list of steps or a mapping step: points; {allowed}")

@@ -26,10 +26,11 @@ from ..core.places import where
 from ..spec_types import WorkSpace
 from ..worksheet import Worksheet
 from .boxes import answer_grid_html
+from .givens_in_view import PART_ANCHOR
 from .latex import label_symbol, num
 from .markdown import in_spec_language, ragged_shape
 from .math_html import MATRIX_ROWS
-from .page import BOX_PX, GRID_FRAME_PX, LABEL_ROOMS_PX, MAX_COLUMN_BOXES, AnswerColumn
+from .page import ANSWER_ROW_PX, BOX_PX, GRID_FRAME_PX, LABEL_ROOMS_PX, MAX_COLUMN_BOXES, AnswerColumn
 
 #: Boxes per row and rows per grid; a larger part is split into several grids (a 16-wide
 #: row of 1.6 cm boxes would not fit on the page, nor could a student write in 1 cm boxes).
@@ -58,35 +59,42 @@ def _span(word: str, r: range, n: int) -> str:
     return _(several) % {"first": r.start + 1, "last": r.stop}
 
 
-def _caption(part_id: str, *places: str) -> str:
-    """A grid's caption: the part id, then where in the part the grid is (``q1.dQ, columns 9–16``)."""
-    caption = part_id
+def _caption(*places: str) -> str:
+    """A grid's caption: where in its part the grid is (``matrix 2, columns 9–16``); ``""`` for a
+    part's only grid. The part's name is not printed: its letter and its label say which part it
+    is (an internal id such as ``theory-softmax_jacobian.probs`` is no word for a page)."""
+    caption = ""
     for place in places:
-        # Translators: a grid's caption, the part id and then each place ("q1.dQ, matrix 2, columns 9–16").
-        caption = _("%(caption)s, %(place)s") % {"caption": caption, "place": place}
+        # Translators: a grid's caption, one place after another ("matrix 2, columns 9–16").
+        caption = place if not caption else _("%(caption)s, %(place)s") % {"caption": caption, "place": place}
     return caption
 
 
-def _worth(points: float) -> str:
-    """`` · 2 pt``: the points a part is worth, after its caption."""
-    return " \u00b7 " + _("%(points)s pt") % {"points": num(points, 2)}
+def points_html(points: float) -> str:
+    """A part's points, printed once, in the right margin beside its letter (as an exam sheet
+    has them): ``<span class="part-points">2 pt</span>``."""
+    return '<span class="part-points">' + html.escape(_("%(points)s pt") % {"points": num(points, 2)}) + "</span>"
+
+
+_POINTS_SPAN = re.compile(r'<span class="part-points">[^<]*</span>')
 
 
 def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: float | None = None) -> str:
-    """The boxes for one asked part, labelled ``symbol =`` (LaTeX) and the part id.
+    """The boxes for one asked part, labelled ``symbol =`` (LaTeX), after its points (for the
+    right margin) where given.
 
     A number is one box, a vector a row of boxes, a matrix a bracketed grid. A stack of
     matrices (one per head, chunk or time step) is one grid per matrix, side by side where
-    they fit, each captioned with the grader's name for it (``q1.states, matrix 2``). A side
+    they fit, each captioned with its place as the grader names it (``matrix 2``). A side
     longer than :data:`ANSWER_TILE` is cut into grids of at most that many boxes
-    (``q1.dQ, columns 9–16``), so that every box stays big enough to write in.
+    (``columns 9–16``), so that every box stays big enough to write in.
     """
     shape = tuple(int(n) for n in shape)
     label = f"{symbol} ="
-    worth = "" if points is None else _worth(points)
+    worth = "" if points is None else points_html(points)
     fits = len(shape) <= 2 and all(n <= ANSWER_TILE for n in shape)
     if fits:
-        return answer_grid_html(part_id, shape, label=label, caption=part_id + worth)
+        return worth + answer_grid_html(part_id, shape, label=label, caption="")
     if len(shape) == 1:
         shape2 = (1, shape[0])
     else:
@@ -99,23 +107,25 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: fl
         own = _indexed(symbol, lead) + " =" if lead else label
         for rows in _ranges(shape2[0]):
             for cols in _ranges(shape2[1]):
+                first_tile = rows.start == 0 and cols.start == 0
                 words = [
-                    where(lead, len(shape)) if lead else "",
+                    # A matrix's first tile says which it is by its label (S₂ =); a further
+                    # tile, unlabelled, by its caption.
+                    where(lead, len(shape)) if lead and not first_tile else "",
                     "" if len(shape) == 1 else _span("rows", rows, shape2[0]),
                     _span("entries" if len(shape) == 1 else "columns", cols, shape2[1]),
                 ]
                 tile: tuple[int, ...] = (len(cols),) if len(shape) == 1 else (len(rows), len(cols))
-                first_tile = rows.start == 0 and cols.start == 0
                 grids.append(
                     answer_grid_html(
                         part_id,
                         tile,
                         label=own if first_tile else "",
-                        caption=_caption(part_id, *(w for w in words if w)) + (worth if not grids else ""),
+                        caption=_caption(*(w for w in words if w)),
                     )
                 )
     part = html.escape(part_id, quote=True)
-    return f'<div class="answer-set" data-part="{part}">{"".join(grids)}</div>'
+    return f'{worth}<div class="answer-set" data-part="{part}">{"".join(grids)}</div>'
 
 
 #: A symbol that takes an index as a subscript: a letter, maybe under an accent or after ∇.
@@ -174,9 +184,10 @@ def answer_points(problem_html: str, part_ids: Sequence[str]) -> list[int | None
 
 
 def answer_column(areas_html: Iterable[str]) -> AnswerColumn:
-    """The answer column of a worksheet with these areas: as many boxes wide as its widest
-    grid with at most ``MAX_COLUMN_BOXES`` to a row (wider grids and tall sets of grids go
-    under their sentence), its labels' room as wide as its widest label, room for its captions."""
+    """The answer column of a part with these areas, at the right edge of the text: as many
+    boxes wide as its widest grid with at most ``MAX_COLUMN_BOXES`` to a row (wider grids and
+    tall sets of grids go under their sentence), its labels' room as wide as its widest label,
+    room for its captions."""
     widest, label, caption = 1, 0.0, 0.0
     for area in areas_html:
         if _goes_under(area):
@@ -226,29 +237,27 @@ def _label_px(label_html: str) -> float:
     return sum(pictures) + _width_units(text.strip()) * _LABEL_CHAR_PX
 
 
-def place_answer_areas(
-    problem_html: str, areas: Sequence[tuple[str, str]], column: AnswerColumn | None = None
-) -> str:
+def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> str:
     """Put each ``(part_id, area_html)`` after the sentence that names the part.
 
     The sentence is the list item or paragraph holding ``<code>part_id</code>``, as every
     bundled template writes it; areas follow one another in the order of the parts. An
-    area whose part is not named anywhere goes at the end of the problem. ``column`` is the
-    worksheet's answer column (:func:`answer_column`; default: of these areas alone).
+    area whose part is not named anywhere goes at the end of the problem. A part's boxes
+    stand at the right edge of the text, as an exam sheet has them, in a column as wide as
+    they need (:func:`answer_column`): its sentence takes the rest of the line.
     """
-    if column is None:
-        column = answer_column(area for _part_id, area in areas)
-    beside = column.sentence_px
     points = answer_points(problem_html, [part_id for part_id, _area in areas])
     # Areas that go to the end of one list item: that item becomes a row, its text on the
     # left and its boxes beside it (below it where they leave the text too little room).
     by_item: dict[int, list[str]] = {}
+    named: dict[int, str] = {}
     unplaced: list[str] = []
-    for (_part_id, area), at in zip(areas, points):
+    for (part_id, area), at in zip(areas, points):
         if at is None:
             unplaced.append(area)
         else:
             by_item.setdefault(at, []).append(area)
+            named.setdefault(at, part_id)
     out, last = [], 0
     for at in sorted(by_item):
         joined = "".join(by_item[at])
@@ -258,20 +267,35 @@ def place_answer_areas(
         opening = problem_html.rfind("<li", last, at)
         if problem_html.startswith("</li>", at) and opening >= 0 and problem_html.find("</li>", opening) == at:
             start = problem_html.index(">", opening) + 1
+            column = answer_column([joined])
+            beside = column.sentence_px
             # A formula too long to share its line with the answer column puts the boxes under
             # the sentence, in the same column (it cannot break: the boxes would be pushed
             # past the margin).
             sentence = problem_html[start:at]
             longest = _longest_formula(sentence)
             unbreakable = max(longest * _MATH_CHAR_PX, *map(float, _PICTURE_WIDTH.findall(sentence)), 0.0)
-            wide = longest > WIDE_FORMULA or unbreakable > beside
+            # A sentence that would take three lines or more beside its boxes and fits on one
+            # or two of the whole width takes the width, its boxes under it at the right, as an
+            # exam sheet sets a long question over a large grid.
+            words_px = _sentence_px(sentence)
+            squeezed = words_px > 2 * beside and words_px <= 2 * ANSWER_ROW_PX
+            wide = longest > WIDE_FORMULA or unbreakable > beside or squeezed
             # Boxes that are not in the column go under the sentence ("under"); boxes under a
             # long formula keep to the column ("wide"); the rest, sets of grids one under the
             # other too, stand beside their sentence.
-            kind = "part-row under" if _goes_under(joined) else "part-row wide" if wide else "part-row"
+            kind = ("part-row under" if _goes_under(joined) else "part-row wide " + column.css_class if wide
+                    else "part-row " + column.css_class)
+            # The points open the row, so that they stand in the margin level with its letter
+            # (and go to the next page with it).
+            worth = "".join(_POINTS_SPAN.findall(joined))
+            joined = _POINTS_SPAN.sub("", joined)
             out += [
                 problem_html[last:start],
-                f'<div class="{kind}"><div class="part-text">',
+                # The row's id is an anchor: the PDF writer reads the page each part opens on
+                # (qkvquiz/render/givens_in_view.py).
+                f'<div class="{kind}" id="{PART_ANCHOR}{html.escape(named[at], quote=True)}">'
+                f'<div class="part-text">{worth}',
                 problem_html[start:at],
                 f'</div><div class="part-boxes">{joined}</div></div>{spaces}',
             ]
@@ -296,6 +320,22 @@ _MATH_CHAR_PX = 6.6
 _LABEL_CHAR_PX = 7.6
 #: A formula drawn as a picture states its width (qkvquiz/render/html_page.py).
 _PICTURE_WIDTH = re.compile(r'class="math-svg" style="width:([0-9.]+)px')
+
+
+#: The width of a character of a part's sentence (11 pt serif, words and spaces), on average,
+#: in CSS pixels.
+_TEXT_CHAR_PX = 7.5
+
+
+def _sentence_px(sentence_html: str) -> float:
+    """About how wide a part's sentence is on one line, in CSS px: its words without the
+    templates' "Answer: …" sentence, which the printed page drops (:func:`drop_answer_sentences`)."""
+    text = html.unescape(_TAG.sub("", sentence_html))
+    for word in {_("Answer:"), "Answer:"}:
+        cut = text.find(word)
+        if cut >= 0:
+            text = text[:cut]
+    return _width_units(text.strip()) * _TEXT_CHAR_PX
 
 
 def _width_units(text: str) -> int:
@@ -369,7 +409,7 @@ def _longest_formula(sentence_html: str) -> int:
 
 def drop_answer_sentences(problem_html: str, part_ids: Sequence[str]) -> str:
     """Without the templates' "Answer: a 3×3 matrix, part ``q2.scores`` (2 pt)." where the
-    part's boxes say the same (their shape, and the id and points in their caption): each
+    part's boxes say the same (their shape, and the points in the margin): each
     prompt is printed once, next to its boxes. The Markdown worksheet keeps the sentence.
 
     In another language the sentence starts with the translation of "Answer:" and ends with
@@ -405,25 +445,24 @@ def work_space_html(space: WorkSpace | None) -> str:
 
 def partial_area_html(part_id: str, entries: Sequence[Sequence[int]], symbol: str, points: float) -> str:
     """A box for each asked entry of a part that asks some entries only, labelled with the
-    entry's place (``S_{1,2} =``, counting from 1) and captioned with it, side by side where
-    they fit: a student sees boxes for what is asked and nothing else."""
-    worth = _worth(points)
+    entry's place (``S_{1,2} =``, counting from 1), side by side where they fit: a student sees
+    boxes for what is asked and nothing else."""
     boxes = []
-    for k, entry in enumerate(entries):
+    for entry in entries:
         place = ",".join(str(i + 1) for i in entry)
-        caption = f"{part_id} ({place})" + (worth if k == len(entries) - 1 else "")
-        boxes.append(answer_grid_html(part_id, (), label=f"{{{symbol}}}_{{{place}}} =", caption=caption))
-    return f'<div class="answer-set" data-part="{html.escape(part_id, quote=True)}">{"".join(boxes)}</div>'
+        boxes.append(answer_grid_html(part_id, (), label=f"{{{symbol}}}_{{{place}}} =", caption=""))
+    return (points_html(points)
+            + f'<div class="answer-set" data-part="{html.escape(part_id, quote=True)}">{"".join(boxes)}</div>')
 
 
 def ragged_area_html(part_id: str, chunks: Sequence[Sequence[int]], symbol: str, points: float) -> str:
     """One grid per chunk of a delta sequence whose last chunk is shorter, each at its own
-    size and captioned with its place as the grader names it (``q1.X, matrix 2``)."""
-    worth = _worth(points)
+    size and captioned with its place as the grader names it (``matrix 2``)."""
     grids = [answer_grid_html(part_id, shape, label=f"{symbol} =" if c == 0 else None,
-                              caption=_caption(part_id, where((c,), len(shape) + 1)) + (worth if c == len(chunks) - 1 else ""))
+                              caption=_caption(where((c,), len(shape) + 1)))
              for c, shape in enumerate(chunks)]
-    return f'<div class="answer-set" data-part="{html.escape(part_id, quote=True)}">{"".join(grids)}</div>'
+    return (points_html(points)
+            + f'<div class="answer-set" data-part="{html.escape(part_id, quote=True)}">{"".join(grids)}</div>')
 
 
 @in_spec_language
@@ -449,9 +488,8 @@ def problem_areas(
                 # The lower-case letter already names something of the problem (a count N of
                 # weights beside n tokens): the label keeps the step's own letter.
                 symbol = step.symbol
-            worth = _worth(part.points)
             if step.kind == "shape":  # one box, for "2×4"
-                area = answer_grid_html(part.id, (), label=f"{step.symbol} =", caption=part.id + worth)
+                area = points_html(part.points) + answer_grid_html(part.id, (), label=f"{step.symbol} =", caption="")
             elif present is not None and (real := present(item.params, part.step, shape)) is not None:
                 area = ragged_area_html(part.id, ragged_shape(shape, real), symbol, part.points)
             elif part.entries is not None:

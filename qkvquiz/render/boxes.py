@@ -45,7 +45,7 @@ def answer_grid_html(
     ``(rows, cols)`` for a matrix (a bracketed grid). ``label`` is LaTeX shown before the
     boxes (for example ``"A ="``); the part id is printed small beside them, so that a
     student can match the boxes to the submission file, or ``caption`` in its place (one
-    grid of several for a part: ``"q1.states, matrix 2"``). The result is one HTML block
+    grid of several for a part: ``"matrix 2"``; ``""``: none). The result is one HTML block
     without blank lines; put it on its own lines in the Markdown::
 
         <div class="answer answer-matrix" data-part="q1.weights" data-rows="3"
@@ -74,7 +74,8 @@ def answer_grid_html(
     return (
         f'<div class="answer answer-{kind}" data-part="{part}" data-rows="{rows}" '
         f'data-cols="{cols}">{label_html}{grid}'
-        f'<span class="answer-part">{html.escape(part_id if caption is None else caption)}</span></div>'
+        + (f'<span class="answer-part">{html.escape(part_id if caption is None else caption)}</span>' if caption != "" else "")
+        + "</div>"
     )
 
 

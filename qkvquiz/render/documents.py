@@ -28,7 +28,6 @@ from ..spec_types import WorkSpace
 from ..worksheet import Worksheet
 from .answer_areas import (
     WHOLE_PROBLEM_PX,
-    answer_column,
     drop_answer_sentences,
     place_answer_areas,
     problem_areas,
@@ -36,18 +35,16 @@ from .answer_areas import (
     work_space_html,
 )
 from .boxes import header_html
+from .givens_in_view import GIVENS_LABEL_ATTR, PROBLEM_ANCHOR
 from .html_page import html_document, markdown_body_html
 from .latex import num
 from .markdown import in_spec_language, render_items
 
-#: An answer area of one box (a number or a shape), its only grid.
-_SINGLE_BOX = re.compile(r'^<div class="answer answer-scalar"[^>]*>(?:(?!<div).)*</div>(?:<div class="work-space[^>]*></div>)?$', re.DOTALL)
-
 #: The printed worksheet's word on how answers are given (the Markdown's sentence is about
 #: the submission file alone).
 HAND_IN_NOTE = N_(
-    "Write each answer in its boxes, a matrix row by row; the small grey name beside them is "
-    "the part's name in <code>submission.json</code>, if you hand in a file."
+    "Write each answer in its boxes, a matrix row by row; if you hand in a file, "
+    "<code>submission.json</code> names the parts in the order of this sheet."
 )
 
 
@@ -84,22 +81,29 @@ def worksheet_body_html(
     parts.append('<p class="hand-in">' + _(HAND_IN_NOTE) + "</p>")
     problems = _rendered(ws, student, "problem", templates, rendered)
     all_areas = problem_areas(ws, student, work_space)
-    # One answer column for the whole worksheet: every grid starts at the same left edge.
-    column = answer_column(area for areas in all_areas for _part_id, area in areas)
-    for item, markdown, areas in zip(ws.spec.items, problems, all_areas):
-        # A problem of several one-box answers (counts, shapes, one number each) keeps its
-        # sentences wide: its boxes have a column of their own, as narrow as they need (in the
-        # sheet's column, beside 4-box grids, each sentence took four lines).
-        single = len(areas) > 1 and all(_SINGLE_BOX.search(area) for _part_id, area in areas)
-        own = answer_column(area for _part_id, area in areas) if single else column
-        body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas, own)
+    for number, (item, markdown, areas) in enumerate(zip(ws.spec.items, problems, all_areas), start=1):
+        body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas)
         body = drop_answer_sentences(body, [part_id for part_id, _area in areas])
+        if areas:
+            body = _without_heading_points(body, item.points)
         space = item.work_space or work_space
         if space is not None and space.per == "problem":
             body += work_space_html(space)
         whole = " whole" if problem_height_px(body) <= WHOLE_PROBLEM_PX else ""
-        parts.append(f'<section class="problem {own.css_class}{whole}">\n{body}</section>')
+        # Its id and the word over its givens, should a part open a page away from them
+        # (qkvquiz/render/givens_in_view.py).
+        label = html.escape(_("Given in Problem %(number)s:") % {"number": number}, quote=True)
+        parts.append(f'<section class="problem{whole}" id="{PROBLEM_ANCHOR}{number}" {GIVENS_LABEL_ATTR}="{label}">'
+                     f'\n{body}</section>')
     return "\n".join(parts) + "\n"
+
+
+def _without_heading_points(body_html: str, points: float) -> str:
+    """The problem's heading without its points ("(3 points)", "（3 分）"): on the printed page
+    each part's points stand in the right margin, once, as an exam sheet has them."""
+    pattern = (r"\s*[(（]" + re.escape(num(points, 2)) + r"[^()（）<]*(?:<span class=\"halt\">)?[)）](?:</span>)?"
+               r"(?=\s*</h3>)")
+    return re.sub(pattern, "", body_html, count=1)
 
 
 @in_spec_language
@@ -216,8 +220,40 @@ def key_student_body_html(ws: Worksheet, student: int, *, templates: str | Path 
     problems = _rendered(ws, student, "problem", templates, rendered)
     solutions = _rendered(ws, student, "solution", templates, rendered)
     for problem, solution in zip(problems, solutions):
-        parts.append(f'<section class="key-problem">\n{markdown_body_html(problem + chr(10) + solution, text_math=True)}</section>')
+        body = answers_under_parts(markdown_body_html(problem + chr(10) + solution, text_math=True))
+        parts.append(f'<section class="key-problem">\n{body}</section>')
     return "\n".join(parts) + "\n"
+
+
+_KEY_ANSWER = re.compile(r'<li class="tb">\u2022[ \u00a0]<code class="part-id">([^<]+)</code>:\s*(?:\u200b)?(.*?)</li>', re.DOTALL)
+
+
+def answers_under_parts(body_html: str) -> str:
+    """A key's problem with each part's answer in a frame under the part, as an exam key sets
+    its solutions, rather than in an "Answers." list after the worked solution (which a long
+    solution put a page away from its parts). Left as it is where a part's answer or its part
+    cannot be found (a user's template that writes them otherwise)."""
+    heading = "<p><strong>" + html.escape(_("Answers."), quote=False) + "</strong></p>\n<ul>"
+    start = body_html.find(heading)
+    end = body_html.find("</ul>", start)
+    if start < 0 or end < 0:
+        return body_html
+    answers = _KEY_ANSWER.findall(body_html[start:end])
+    if not answers:
+        return body_html
+    out = body_html[:start]
+    for part_id, answer in answers:
+        code = f'<code class="part-id">{part_id}</code>'
+        at = out.find(code)
+        close = out.find("</li>", at)
+        opening = out.rfind("<li", 0, at)
+        if at < 0 or close < 0 or not out.startswith('<li class="pi">', opening):
+            return body_html
+        # "ka": the item holds its answer and is kept whole (a class, not a :has() rule, which
+        # costs the renderer a search under every item).
+        out = (out[:opening] + '<li class="pi ka">' + out[opening + len('<li class="pi">'):close]
+               + f'<div class="key-answer">{answer}</div>' + out[close:])
+    return out + body_html[end + len("</ul>"):].lstrip("\n")
 
 
 @in_spec_language

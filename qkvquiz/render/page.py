@@ -68,11 +68,10 @@ BOX_TILE_SVG = (
     '<rect x="1.13" y="1.13" width="71.01" height="33.22" fill="none" stroke="#777" '
     'stroke-width="0.8"/></svg>'
 )
-#: The answer column of a printed worksheet: every part's boxes start at one left edge, in a
-#: column as wide as the worksheet's widest grid beside a sentence needs: its label's room (as
-#: wide as the widest label, from :data:`LABEL_ROOMS_PX`, right-aligned so that "S =" and
-#: "Var(q·k) =" end at one place), the bracket, and 1 to 4 boxes of 73.28 px (``.boxes`` in the
-#: stylesheet); the grids of a set one under the other. Wider grids (5 to 8 boxes) and sets
+#: A part's answer column on a printed worksheet, at the text's right edge (every grid of a page
+#: ends there): as wide as the part's widest grid beside its sentence needs: its label's room (as
+#: wide as its label, from :data:`LABEL_ROOMS_PX`, right-aligned), the bracket, and 1 to 4 boxes
+#: of 73.28 px (``.boxes`` in the stylesheet); the grids of a set one under the other. Wider grids (5 to 8 boxes) and sets
 #: taller than ``answer_areas.MAX_STACKED_ROWS`` go under their sentence from the text's left
 #: edge. Widths in CSS px.
 MAX_COLUMN_BOXES = 4
@@ -86,14 +85,14 @@ GRID_FRAME_PX = 18.0
 #: stylesheet too).
 ANSWER_COLUMN_GAP_PX = 12.0
 #: The width of a part's row: an A4 page's text width (178 mm) less a list's indent (1.4 em)
-#: and the room of a part's label (0.7 em) at 11 pt. (On letter paper the row is wider and
-#: both cells share the rest alike, so the column's edge is still one for the whole sheet.)
+#: and the room of a part's label (0.7 em) at 11 pt. (On letter paper the row is wider: both
+#: cells share the rest, and the boxes, right-aligned in theirs, still end at the text's edge.)
 ANSWER_ROW_PX = 642.0
 
 
 @dataclass(frozen=True)
 class AnswerColumn:
-    """A worksheet's answer column: ``boxes`` wide (1 to :data:`MAX_COLUMN_BOXES`), with room
+    """A part's answer column: ``boxes`` wide (1 to :data:`MAX_COLUMN_BOXES`), with room
     ``room`` (an index into :data:`LABEL_ROOMS_PX`) for the labels."""
 
     boxes: int = 1

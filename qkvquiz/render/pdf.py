@@ -25,6 +25,7 @@ from typing import Any
 
 from qkvquiz.core.outputs import write_file
 from qkvquiz.render.page import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
+from qkvquiz.render.givens_in_view import laid_out_with_givens_in_view
 
 #: Debian/Ubuntu packages WeasyPrint loads at run time.
 DEBIAN_PACKAGES: tuple[str, ...] = ("libpango-1.0-0", "libpangoft2-1.0-0", "libharfbuzz-subset0")
@@ -336,7 +337,10 @@ def render_pdf(
     # joined PDF share it, so a face they share is embedded once.
     options["font_config"] = font_config()
     with _collect_warnings() as warnings:
-        rendered = [layout(one, page_size=page_size, **options) for one in documents]
+        # A worksheet whose problem breaks between parts is laid out again with the givens
+        # repeated over the part that opens a page away from them.
+        rendered = [laid_out_with_givens_in_view(one, lambda h: layout(h, page_size=page_size, **options))
+                    for one in documents]
         document = (
             rendered[0]
             if len(rendered) == 1

@@ -151,17 +151,18 @@ class _Parser:
                 previous = {"bin": "op", "rel": "op", "punct": "op"}.get(kind, kind)
         return "".join(out)
 
-    def argument(self) -> str:
-        """One argument: a ``{…}`` group or a single token."""
+    def argument(self, *, script: bool = False) -> str:
+        """One argument: a ``{…}`` group or a single token; a script may be a lone operator
+        (``S^+``, ``S^-``: the state after and before an update)."""
         if self.peek() == "{":
             self.take()
             inner = self.sequence("}")
             self.take()
             return inner
         kind, piece = self.base()
-        if kind in ("bin", "rel"):
+        if kind in ("bin", "rel") and not script:
             raise Unsupported("an operator as an argument")
-        return piece
+        return piece.strip()
 
     def atom(self) -> tuple[str, str]:
         kind, piece = self.base()
@@ -171,7 +172,7 @@ class _Parser:
             if tok == "'":
                 piece += "\u2032"
                 continue
-            arg = self.argument()
+            arg = self.argument(script=True)
             if tok == "_":
                 if sub is not None:
                     raise Unsupported("double subscript")
@@ -233,6 +234,11 @@ class _Parser:
             return "rel", RELATIONS[name]
         if name in FUNCTIONS:
             return "ord", f'<span class="fn">{name}</span>'
+        if name == "mathbb":
+            letter = self.raw_group()
+            if letter not in DOUBLE_STRUCK:
+                raise Unsupported(f"\\mathbb{{{letter}}}")
+            return "ord", DOUBLE_STRUCK[letter]
         if name in _UPRIGHT_TEXT:
             text = self.raw_group()
             cls = "fn" if name == "operatorname" else "tx"
@@ -241,7 +247,9 @@ class _Parser:
             return "ord", f'<span class="{cls}">{words}</span>'
         if name in _FRAC:
             num, den = self.argument(), self.argument()
-            return "ord", f'<span class="tfrac"><span class="tnum">{num}</span><span class="tden">{den}</span></span>'
+            # A radical in the denominator needs room under the rule for its bar ("rd").
+            rd = " rd" if den.startswith('\u221a<span class="rad">') else ""
+            return "ord", f'<span class="tfrac{rd}"><span class="tnum">{num}</span><span class="tden">{den}</span></span>'
         if name == "sqrt":
             if self.peek() == "[":
                 raise Unsupported("an n-th root")
@@ -253,8 +261,9 @@ class _Parser:
                 raise Unsupported(f"\\{name} over more than one letter")
             if name == "bar" and not letter.group(2).isascii():
                 # The serif faces place no combining macron over a Greek letter (β̄ printed
-                # as β and a loose bar): an overline draws the bar instead.
-                return "ord", f'<span class="ovl">{arg}</span>'
+                # as β and a loose bar): a short bar is drawn over it, as long as the macron
+                # over a Latin capital, so that every bar of a page is one kind.
+                return "ord", f'<span class="ovl"><span class="mac"></span>{arg}</span>'
             return "ord", f"{letter.group(1) or ''}{letter.group(2)}{ACCENTS[name]}{letter.group(3) or ''}"
         if name == "sum" and not self.display:
             return "op-big", '<span class="big">\u2211</span>'
@@ -264,9 +273,29 @@ class _Parser:
             self.take()
             closer = self.take()
             if "tfrac" in inner or "big" in inner:
-                raise Unsupported("\\left … \\right around a tall expression")
+                # Around a fraction: delimiters two lines tall, built of their Unicode pieces.
+                return "ord", _tall_delimiter(opener) + inner + _tall_delimiter(closer)
             return "ord", _delimiter(opener) + inner + _delimiter(closer)
         raise Unsupported(f"command {tok}")
+
+
+#: Delimiters two lines tall, as their upper and lower pieces (U+239B–U+23A6), which the
+#: serif face draws to join when set one on the other at the face's full line height.
+_TALL_PIECES = {"(": ("\u239b", "\u239d"), ")": ("\u239e", "\u23a0"),
+                "[": ("\u23a1", "\u23a3"), "]": ("\u23a4", "\u23a6")}
+
+
+def _tall_delimiter(tok: str) -> str:
+    if tok == ".":
+        return ""
+    if tok not in _TALL_PIECES:
+        raise Unsupported(f"a tall delimiter {tok}")
+    top, bottom = _TALL_PIECES[tok]
+    return f'<span class="tdl"><span>{top}</span><span>{bottom}</span></span>'
+
+
+#: ``\mathbb`` letters the bundled texts use, as Unicode's double-struck letters.
+DOUBLE_STRUCK = {"R": "\u211d", "E": "\U0001d53c", "N": "\u2115", "Z": "\u2124", "C": "\u2102", "Q": "\u211a"}
 
 
 def _delimiter(tok: str) -> str:

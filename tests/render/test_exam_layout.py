@@ -1,6 +1,7 @@
 """The printed worksheet set as a typeset exam sets it: one face for text and math, every grid
-of a sheet at one left edge, parts labelled (a), (b) hanging at the left, a problem kept on one
-page with its givens, and no sentence broken after its first word.
+of a sheet at the text's right edge with its part's points in the margin, parts labelled (a), (b)
+hanging at the left, a problem kept on one page with its givens, and no sentence broken after its
+first word.
 
 The layout checks read the written PDF from outside (:mod:`tests.render.pdf_reading`).
 """
@@ -11,7 +12,6 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from qkvquiz import build_worksheet, load_spec
@@ -23,10 +23,11 @@ from qkvquiz.render.documents import worksheet_document
 from qkvquiz.render.fonts import fonts_dir
 from qkvquiz.render.html_page import html_document, markdown_body_html
 from qkvquiz.render.math_html import tags_removed
+from qkvquiz.render.page import BOXES_CSS
 from qkvquiz.render.pdf import pdf_available
 from qkvquiz.render.svg_math import svg_math_html
 
-from .pdf_reading import Page, words
+from .pdf_reading import Page, Word, ink, page_margins, words
 
 pdf_only = pytest.mark.skipif(not pdf_available(), reason="WeasyPrint's system libraries are not installed")
 
@@ -71,10 +72,26 @@ def test_every_matrix_of_a_stack_is_labelled_as_the_prompt_names_it(symbol: str,
     assert [" ".join(tags_removed(label).split()) for label in labels] == expected, area
 
 
-def _captions(page: Page, ids: set[str]) -> list:
-    """The words that name a single grid's part under it (``q2.scores``), not a grid of a set
-    (``q1.states,`` with the comma of its place)."""
-    return [w for w in page.words if w.text in ids]
+def _text_right_edge(page: Page) -> float:
+    return page.width - page_margins()[1]
+
+
+def _margin_points(pages: list[Page]) -> list[tuple[int, Word]]:
+    """Each part's points in the right margin ("1 pt", "1 分"), in the order of the sheet: the
+    k-th is the k-th part's, level with its letter."""
+    found = []
+    for page in pages:
+        edge = _text_right_edge(page)
+        found += [(page.number, w) for w in page.words if w.text in ("pt", "分") and w.x_min > edge]
+    return found
+
+
+def _part_pages(pdf: Path, items: list) -> dict[str, int]:
+    """The page of each part's letter, read from its points in the margin."""
+    parts = [part.id for item in items for part in item.parts]
+    points = _margin_points(words(pdf))
+    assert len(points) == len(parts), (len(points), len(parts))
+    return {part: number for part, (number, _word) in zip(parts, points)}
 
 
 def _worksheet_pdf(spec_name: str, lang: str, seed: str, tmp_path: Path) -> tuple[Path, set[str], list]:
@@ -92,29 +109,40 @@ def _worksheet_pdf(spec_name: str, lang: str, seed: str, tmp_path: Path) -> tupl
 @pytest.mark.slow
 @pdf_only
 @pytest.mark.parametrize(("spec_name", "lang"), [("attention-basics.yaml", "en"), ("attention-basics.yaml", "zh"),
-                                                  ("all-families.yaml", "en")])
-def test_every_grid_of_a_worksheet_starts_at_one_left_edge(spec_name: str, lang: str, tmp_path: Path) -> None:
-    """Grids stood where their width and caption put them (a 40 mm spread on one page), and in
-    Chinese one dropped under its prompt at the left margin: every single grid of the sheet now
-    starts at one edge, its caption under it."""
-    pdf, ids, _items = _worksheet_pdf(spec_name, lang, "edge", tmp_path)
-    spec = load_spec(bank_dir() / spec_name)
-    ws = build_worksheet(spec, ["ada"], seed="edge")
-    # A problem of several one-box answers has a column of its own (its sentences stay wide):
-    # its boxes line up among themselves.
-    def one_box(item, env, part) -> bool:  # a number, or a shape written "2×4"
-        return np.shape(env[part.step][0]) == () or item.family.step(part.step).kind == "shape"
+                                                  ("all-families.yaml", "en"), ("all-families.yaml", "zh")])
+def test_every_grid_beside_or_under_a_long_formula_ends_at_the_texts_right_edge(
+    spec_name: str, lang: str, tmp_path: Path
+) -> None:
+    """Grids started where the sheet's widest label put them, and a problem of one-box answers had
+    a column of its own 17 mm to the left of the next problem's boxes on the same page: every grid
+    beside its sentence (or under a long formula) now ends at the text's right edge, as an exam
+    sheet has its boxes, with the part's points in the margin beside it and nowhere else."""
+    from qkvquiz.render.documents import worksheet_body_html
 
-    own = {part.id: item.id for item, env in zip(ws.spec.items, ws.envs) if len(item.parts) > 1
-           and all(one_box(item, env, p) for p in item.parts) for part in item.parts}
-    edges, own_edges = set(), defaultdict(set)
-    for page in words(pdf):
-        for w in _captions(page, ids):
-            (own_edges[own[w.text]] if w.text in own else edges).add(round(w.x_min, 1))
-    assert edges, "no caption found"
-    assert max(edges) - min(edges) < 1.0, sorted(edges)
-    for item_id, found in own_edges.items():
-        assert max(found) - min(found) < 1.0, (item_id, sorted(found))
+    pdf, _ids, items = _worksheet_pdf(spec_name, lang, "edge", tmp_path)
+    spec = load_spec(bank_dir() / spec_name)
+    with i18n.using(lang):
+        body = worksheet_body_html(build_worksheet(spec, ["ada"], seed="edge"), 0)
+    kinds = re.findall(r'<div class="part-row( under)?[^"]*" id="[^"]*"><div class="part-text">', body)
+    assert len(kinds) == sum(len(item.parts) for item in items)
+    pages = words(pdf)
+    edge = _text_right_edge(pages[0])
+    drawn = {page.number: page for page in ink(pdf, (edge - 60, 0, edge + 3, pages[0].height))}
+    points = _margin_points(pages)
+    checked = 0
+    for k, ((number, word), under) in enumerate(zip(points, kinds)):
+        # The part's band: from its letter to the next part's letter on the same page (or the foot).
+        following = points[k + 1] if k + 1 < len(points) else None
+        bottom = following[1].y_min if following and following[0] == number else pages[0].height - page_margins()[2]
+        dark = drawn[number].dark(edge - 60, word.y_min - 2, edge + 3, bottom)
+        if under:
+            continue
+        assert dark, (number, word)
+        assert abs(max(x for x, _y in dark) + 1 - edge) <= 1.5, (k, number, max(x for x, _y in dark), edge)
+        checked += 1
+    assert checked >= 5
+    # No caption names a part: the points are in the margin, once.
+    assert not any(w.text.endswith(("_jacobian.probs", ".scores", ".weights")) for page in pages for w in page.words)
 
 
 def _headings(page: Page) -> list[int]:
@@ -122,7 +150,8 @@ def _headings(page: Page) -> list[int]:
     found, ws_ = [], page.words
     for k in range(len(ws_) - 2):
         en = ws_[k].text == "Problem" and re.fullmatch(r"\d+:", ws_[k + 1].text)
-        zh = ws_[k].text == "第" and ws_[k + 1].text.isdigit() and ws_[k + 2].text.startswith("题")
+        # ("第 2 题的已知条件：" over repeated givens is no heading.)
+        zh = ws_[k].text == "第" and ws_[k + 1].text.isdigit() and ws_[k + 2].text.startswith("题：")
         if en or zh:
             found.append(int(ws_[k + 1].text.rstrip(":")))
     return found
@@ -146,14 +175,7 @@ def test_a_problems_givens_stay_with_its_first_part_and_a_continued_page_says_so
     for seed in ("a", "b"):
         pdf, ids, items = _worksheet_pdf(spec_name, lang, seed, tmp_path)
         pages = words(pdf)
-        # The page of each part's first caption: its id alone, or with a grid's place after a
-        # comma ("q2.weights, matrix 1").
-        first_caption: dict[str, int] = {}
-        for page in pages:
-            for word in page.words:
-                named = re.split("[,，]", word.text)[0]
-                if named in ids:
-                    first_caption.setdefault(named, page.number)
+        first_caption = _part_pages(pdf, items)  # the page of each part's letter
         for number, item in enumerate(items, start=1):
             heading_page = next(page.number for page in pages if number in _headings(page))
             allowed = {heading_page} if strict else {heading_page, heading_page + 1}
@@ -177,15 +199,12 @@ def test_a_problems_givens_stay_with_its_first_part_and_a_continued_page_says_so
 def test_a_sentence_beside_its_boxes_is_not_broken_after_its_first_word(tmp_path: Path) -> None:
     """"(b) Compute ⏎ W by forward substitution: ⏎ W = A⁻¹B_K": with its width left to the
     table's automatic layout the sentence broke after its first word where a formula followed."""
-    from qkvquiz.render.answer_areas import answer_column
     from qkvquiz.render.pdf import render_pdf
 
     markdown = "- **(b)** Compute W by forward substitution: $W = A^{-1}B_K$. Part `q1.W`.\n"
-    area = answer_grid_html("q1.W", (3, 2), label="W =", caption="q1.W")
-    grid4 = answer_grid_html("q1.X", (3, 4), label="X =", caption="q1.X")
-    column = answer_column([area, grid4])  # a sheet whose widest grid has 4 boxes to a row
-    body = place_answer_areas(markdown_body_html(markdown, text_math=True), [("q1.W", area)], column)
-    html = html_document(f'<section class="problem {column.css_class}">{body}</section>', body_class="worksheet")
+    area = answer_grid_html("q1.X", (3, 4), label="X =", caption="")  # the widest grid beside a sentence
+    body = place_answer_areas(markdown_body_html(markdown, text_math=True), [("q1.W", area)])
+    html = html_document(f'<section class="problem">{body}</section>', body_class="worksheet")
     (page,) = words(render_pdf(html, tmp_path / "part.pdf").path)
     compute, forward = page.find("Compute"), page.find("forward")
     assert compute and forward and compute[0].level_with(forward[0]), page.words
@@ -219,21 +238,25 @@ def test_a_paragraphs_last_short_word_is_tied_to_the_one_before() -> None:
     assert "state \u200b<span" in long_formula, long_formula
 
 
-def test_a_problem_of_several_one_box_answers_has_a_column_of_its_own() -> None:
-    """Beside the sheet's 4-box column a count's sentence took four lines ("Count the ⏎
-    multiplications of the ⏎ dot-product scores…"): a problem answered in several single boxes
-    sets its boxes in a column of their own, as narrow as they and their captions need."""
+def test_a_parts_sentence_takes_the_width_its_boxes_leave() -> None:
+    """"(b) Compute the attention weights row ⏎ by row" beside a 3-box grid in the sheet's 4-box
+    column, and a count's sentence four lines long: each part's boxes now take a column as wide as
+    they need at the right, its sentence the rest of the line."""
     from qkvquiz.render.documents import worksheet_body_html
+    from qkvquiz.render.page import AnswerColumn
 
-    ws = build_worksheet(load_spec(bank_dir() / "theory.yaml"), ["ada"], seed="own")
-    sections = re.findall(r'<section class="problem (acol-\d) alab-\d(?: whole)?">\s*<h3>[^<]*?(\d+):', worksheet_body_html(ws, 0))
-    columns = {int(number): column for column, number in sections}
-    kinds = {k + 1: item.family.name for k, item in enumerate(ws.spec.items)}
-    counts = [n for n, name in kinds.items() if name == "theory.complexity"]
-    jacobian = [n for n, name in kinds.items() if name == "theory.softmax_jacobian"]
-    assert counts and jacobian
-    assert all(columns[n] != columns[jacobian[0]] for n in counts), columns
-    assert len({columns[n] for n in jacobian}) == 1
+    for spec_name in ("theory.yaml", "attention-basics.yaml"):
+        body = worksheet_body_html(build_worksheet(load_spec(bank_dir() / spec_name), ["ada"], seed="own"), 0)
+        rows = re.findall(r'<div class="part-row(?: wide)? acol-(\d) alab-(\d)" id="[^"]*">(.*?)</div></div>(?=</li>)',
+                          body, re.S)
+        assert rows
+        for boxes, room, row in rows:
+            widest = max(int(c) for c in re.findall(r'class="boxes r\d+ c(\d+)"', row))
+            assert int(boxes) == widest, (spec_name, boxes, widest)
+        # A one-box part's sentence has more room than a 4-box part's, and the two cells fill the row.
+        one, four = AnswerColumn(1, 0), AnswerColumn(4, 0)
+        assert one.sentence_px > four.sentence_px + 3 * 73
+        assert f".acol-1.alab-0 .part-text {{ width: {one.sentence_px:.2f}px; }}" in BOXES_CSS
 
 
 @pytest.mark.slow
@@ -253,11 +276,8 @@ def test_a_problem_shorter_than_three_quarters_of_a_page_is_kept_whole(spec_name
             body = worksheet_body_html(build_worksheet(spec, ["ada"], seed=seed), 0)
         sections = re.findall(r'<section class="problem[^"]*">(.*?)</section>', body, re.DOTALL)
         pages_of = defaultdict(set)
-        for page in words(pdf):
-            for word in page.words:
-                named = re.split("[,，]", word.text)[0]
-                if named in ids:
-                    pages_of[named.split(".")[0]].add(page.number)
+        for part, number in _part_pages(pdf, items).items():
+            pages_of[part.split(".")[0]].add(number)
         for item, section in zip(items, sections):
             if problem_height_px(section) <= WHOLE_PROBLEM_PX:
                 prefix = item.parts[0].id.split(".")[0]

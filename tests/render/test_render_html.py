@@ -404,11 +404,13 @@ def test_a_formula_too_long_to_share_its_line_puts_the_boxes_under_its_sentence(
 
     ws = build_worksheet(parse_spec({"title": "t", "items": [{"family": "delta.chunk_backward"}]}), ["a"], "x")
     page = worksheet_body_html(ws, 0)
-    rows = re.findall(r'<div class="(part-row[^"]*)"><div class="part-text">(.*?)</div><div class="part-boxes">',
+    rows = re.findall(r'<div class="(part-row[^"]*)" id="[^"]*"><div class="part-text">(.*?)</div><div class="part-boxes">',
                       page, re.S)
-    wide = [text for kind, text in rows if kind == "part-row wide"]
-    assert len(wide) == 1 and "rowsum" in wide[0]
-    assert all(_longest_formula(text) <= WIDE_FORMULA for kind, text in rows if kind == "part-row")
+    wide = [text for kind, text in rows if kind.startswith("part-row wide")]
+    # The β̄ prompt, and K̄'s (set as text too since it is no longer a picture).
+    assert len(wide) == 2 and "rowsum" in wide[0] and "diag" in wide[1]
+    beside = [text for kind, text in rows if not kind.startswith(("part-row wide", "part-row under"))]
+    assert beside and all(_longest_formula(text) <= WIDE_FORMULA for text in beside)
     assert _longest_formula('a <span class="math tm"><i>x</i> + <span class="fn">f</span>(y)</span> b') == len("x + f(y)")
 
 

@@ -79,7 +79,8 @@ def test_html_worksheet_shows_boxes_for_the_asked_entries_only_and_gives_a_shape
     scores = areas["q1.scores"]
     # Two entries asked of a matrix: two single boxes, each named by its place, and no grid.
     assert scores.count('class="boxes r1 c1"') == 2 and "answer-matrix" not in scores
-    assert "q1.scores (1,2)" in scores and "q1.scores (1,3)" in scores
+    assert "<sub>1,2</sub>" in scores and "<sub>1,3</sub>" in scores  # labelled S₁,₂ =, S₁,₃ =
+    assert "answer-part" not in scores and scores.count("2 pt") == 1  # no internal id; points once
     spec = parse_spec({"title": "T", "items": [{"family": "theory.shapes", "ask": ["d_k", "concat_shape"]}]})
     areas = dict(problem_areas(build_worksheet(spec, ["a"], seed=0), 0)[0])
     assert "answer-scalar" in areas["q1.concat_shape"]

@@ -1,6 +1,8 @@
 """Spec files: what is accepted, and errors that name the file, the item and the field; fixed givens
 shown and used, and a value outside a given's or a param's domain refused with the field named."""
 
+import re
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -262,3 +264,42 @@ def test_bundled_specs_load_with_a_title_and_known_families():
         spec = load_spec(path)
         assert spec.title.strip() and spec.items, path.name
         assert all(item.family.name in REGISTRY for item in spec.items), path.name
+
+
+# ------------------------------------------------------------------ points that add up
+
+
+@pytest.mark.parametrize("points, parts, shares", [
+    (3, 3, [1, 1, 1]),
+    (3, 2, [1.5, 1.5]),          # an even split in halves
+    (2, 3, [1, 0.5, 0.5]),       # not 0.67 three times: halves, the extra to the first part
+    (5, 3, [2, 2, 1]),           # whole points where they reach
+    (1, 3, [0.5, 0.25, 0.25]),   # quarters where halves do not reach
+    (2, 5, [0.4] * 5),           # an even split exact in hundredths
+    (0.3, 1, [0.3]),             # one part takes the problem's points as written
+])
+def test_a_list_of_steps_splits_points_into_shares_that_add_up(points, parts, shares):
+    steps = ["residual", "mean", "var", "normalized", "output"][:parts]
+    item = one_item({"family": "attention.layernorm", "points": points, "ask": steps}).items[0]
+    assert [p.points for p in item.parts] == shares
+    assert sum(Decimal(str(p.points)) for p in item.parts) == Decimal(str(points))
+
+
+def test_points_that_no_printed_share_splits_are_refused_with_the_field_named():
+    refused({"family": "attention.layernorm", "points": 0.03,
+             "ask": ["residual", "mean", "var", "normalized"]}, "points", "4 asked parts")
+    refused({"family": "attention.output", "points": 1.001, "ask": ["scores", "output"]}, "points", "hundredths")
+
+
+_PRINTED_POINTS = re.compile(r"\(([0-9.]+)\s*pt\)")
+
+
+def test_printed_part_points_add_up_to_the_problem_on_every_bundled_spec():
+    """What a person adds on paper: the parts' printed points, against the problem's."""
+    for path in sorted(bank_dir().glob("*.yaml")):
+        spec = load_spec(path)
+        ws = build_worksheet(spec, ["x"], seed=1)
+        for item, text in zip(spec.items, render_items(ws, 0, "problem")):
+            printed = [Decimal(p) for p in _PRINTED_POINTS.findall(text.replace("\u00a0", " "))]
+            assert len(printed) == len(item.parts), (path.name, item.id, text)
+            assert sum(printed) == Decimal(str(item.points)), (path.name, item.id, printed)
