@@ -37,14 +37,13 @@ other script keeps every letter and vowel sign (सती is never सीता)
 
 from __future__ import annotations
 
-import csv
 import io
 import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .core.inputs import MAX_ROSTER_BYTES, MAX_STUDENTS, read_text, shown_path
+from .core.inputs import MAX_ROSTER_BYTES, MAX_STUDENTS, csv_rows, read_text, shown_path
 from .core.untrusted import id_problem, invisible_characters
 
 # Header (lower case, spaces and dashes as underscores) -> field. The first name is the documented one.
@@ -340,7 +339,7 @@ def read_roster_entries(path: str | Path) -> Roster:
         raise ValueError(f"{source}: the roster has no student ids")
     columns: tuple[str, ...] = ()
     if "," in lines[0] or lines[0].strip().lower() in ("student", "id"):  # a CSV, maybe of one column
-        rows = list(csv.reader(io.StringIO("\n".join(lines))))
+        rows = csv_rows(io.StringIO("\n".join(lines)), source)
         header = {_header_key(h): i for i, h in reversed(list(enumerate(rows[0])))}
         column = header.get("student", header.get("id"))
         if column is None:
@@ -426,7 +425,7 @@ def with_moodle_groups(roster: Roster, path: str | Path) -> tuple[Roster, list[s
     path = Path(path)
     source = shown_path(path)
     text = read_text(path, MAX_ROSTER_BYTES, "group list")
-    rows = [r for r in csv.reader(io.StringIO(text.lstrip("\ufeff"))) if any(c.strip() for c in r)]
+    rows = [r for r in csv_rows(io.StringIO(text.lstrip("\ufeff")), source) if any(c.strip() for c in r)]
     if not rows:
         raise ValueError(f"{source}: the group list is empty")
     header = {_letters(h): i for i, h in reversed(list(enumerate(rows[0])))}

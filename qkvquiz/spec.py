@@ -224,8 +224,9 @@ def _item(raw: Any, index: int, source: str, default_tol: Tolerance, default_cre
         params = _params(family, {**raw_params, **settled}, source, where)
 
     points = raw.get("points", 1)
-    if isinstance(points, bool) or not isinstance(points, (int, float)) or not 0 < points < float("inf"):
-        raise SpecError(source, f"{where} field 'points'", f"must be a positive number, got {points!r}")
+    # Bounded so that a share counted in hundredths (split_points) stays an exact whole number.
+    if isinstance(points, bool) or not isinstance(points, (int, float)) or not 0 < points <= MAX_POINTS:
+        raise SpecError(source, f"{where} field 'points'", f"must be a positive number up to {MAX_POINTS:,}, got {points!r}")
     if "points" in raw and isinstance(raw.get("ask"), Mapping):
         raise SpecError(source, f"{where} field 'points'",
                         "an 'ask' mapping (step: points) already gives each part its points; "
@@ -288,6 +289,10 @@ def _rejects(family: Family, key: str, value: Any) -> bool:
 #: share prints exactly with two decimals, so the printed shares add up on paper (a third of a
 #: point would print as 0.67 three times, 2.01 in all).
 POINT_UNITS = (100, 50, 25, 10, 5, 1)
+
+
+#: The most points one item may carry: far beyond any sheet, small enough for exact hundredths.
+MAX_POINTS = 1_000_000
 
 
 def split_points(points: float, n: int) -> list[float] | None:

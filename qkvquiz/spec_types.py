@@ -54,6 +54,10 @@ class Part:
         return None if self.entries is None else [[i + 1 for i in index] for index in self.entries]
 
 
+#: The share of a part that the entries a mask fixes carry together, unless a spec says otherwise.
+MASK_WEIGHT = 0.5
+
+
 @dataclass(frozen=True)
 class Credit:
     """How partial answers earn points (the grader reads it)."""
@@ -63,7 +67,7 @@ class Credit:
     format_error: float = 0.0  # share of a part's points for an answer given but unreadable
     # Share of a part's points that the entries a mask fixes (−∞ scores, 0 weights of masked
     # keys) carry together, in a part that asks for some (grade.checks.entry_credit).
-    mask_weight: float = 0.5
+    mask_weight: float = MASK_WEIGHT
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"per_entry": self.per_entry, "carried_forward": self.carried_forward,
@@ -74,12 +78,19 @@ class Credit:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Credit:
-        """Read a key's credit; a key written before a setting existed gets its default."""
-        return cls(bool(raw.get("per_entry", True)), float(raw.get("carried_forward", 1.0)),
-                   float(raw.get("format_error", 0.0)), float(raw.get("mask_weight", MASK_WEIGHT)))
+        """Read a key's credit; a key written before a setting existed gets its default. A share
+        outside its range (a hand-edited key) is a ValueError naming the field: graded as it
+        stands, a mask share of 7 would give a part seven times its points."""
+        def share(name: str, default: float, zero_allowed: bool) -> float:
+            value = raw.get(name, default)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not (0 <= value <= 1 if zero_allowed else 0 < value <= 1):
+                raise ValueError(f"credit.{name} must be a share of a part ({'0' if zero_allowed else 'above 0'} "
+                                 f"to 1), got {value!r}")
+            return float(value)
 
-
-MASK_WEIGHT = 0.5
+        return cls(bool(raw.get("per_entry", True)), share("carried_forward", 1.0, True),
+                   share("format_error", 0.0, True), share("mask_weight", MASK_WEIGHT, False))
 CREDIT_KEYS = ("per_entry", "carried_forward", "format_error", "mask_weight")
 
 

@@ -17,9 +17,11 @@ folders of submissions (:mod:`qkvquiz.core.folders`) and zip archives (:mod:`qkv
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 import stat
+from collections.abc import Iterable
 from itertools import accumulate
 from typing import BinaryIO
 
@@ -42,6 +44,17 @@ class InputError(ValueError):
         self.source, self.message, self.line = source, message, line
         where = f"{source}: line {line}" if line is not None else source
         super().__init__(f"{where}: {message}")
+
+
+def csv_rows(lines: Iterable[str], source: str, first_line: int = 1) -> list[list[str]]:
+    """Every row of CSV text. A row the csv module cannot read (a field past its size limit, a
+    NUL) is an :class:`InputError` naming the file and the line, not a ``csv.Error`` (which is no
+    ValueError, so no command would catch it). ``first_line``: the line of the file ``lines`` start at."""
+    reader = csv.reader(lines)
+    try:
+        return list(reader)
+    except csv.Error as exc:
+        raise InputError(source, str(exc), first_line + reader.line_num - 1) from None
 
 
 def shown_path(path: str | os.PathLike[str]) -> str:

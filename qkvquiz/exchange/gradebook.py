@@ -15,7 +15,6 @@ Every target is one function from rows to CSV text; each follows its importer's 
 
 from __future__ import annotations
 
-import csv
 import io
 import re
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, ROUND_HALF_UP, 
 from typing import Any
 
 from ..core.csvsafe import csv_text
-from ..core.inputs import MAX_ROSTER_BYTES, InputError, decode_text, read_bytes, shown_path
+from ..core.inputs import MAX_ROSTER_BYTES, InputError, csv_rows, decode_text, read_bytes, shown_path
 from ..core.untrusted import terminal_text
 from ..roster import Roster, RosterEntry
 from .results import Results, StudentScore
@@ -279,7 +278,7 @@ def fill_moodle_worksheet(template: str, source: str, rows: Sequence[Row]) -> tu
     records = _records(template)
     if not records:
         raise InputError(source, "the worksheet is empty")
-    header = next(csv.reader([records[0][0]]), [])
+    header = next(iter(csv_rows([records[0][0]], source)), [])
     for needed in (MOODLE_ID, MOODLE_GRADE):
         if needed not in header:
             raise InputError(source, f"no {needed!r} column; give the worksheet from Moodle's "
@@ -289,8 +288,10 @@ def fill_moodle_worksheet(template: str, source: str, rows: Sequence[Row]) -> tu
     by_participant = {r.entry.moodle_id: r for r in rows if r.entry.moodle_id}
     used: set[str] = set()
     out = [records[0][0] + records[0][1]]
+    at = 1 + records[0][0].count("\n") + bool(records[0][1])  # the file's line of each record, for messages
     for text, brk in records[1:]:
-        line = next(csv.reader([text]), [])
+        line = next(iter(csv_rows([text], source, at)), [])
+        at += text.count("\n") + bool(brk)
         participant = (line[id_col].strip().removeprefix(MOODLE_PARTICIPANT.strip()).strip()
                        if len(line) > max(id_col, grade_col) else "")
         row = by_participant.get(participant) if participant else None

@@ -126,7 +126,7 @@ def part_boxes(ws: Worksheet, item_index: int, student: int) -> list[PartBoxes]:
         entries = tuple(Entry(tuple(int(i) for i in idx), float(exact[idx]), float(band[idx]), bool(fixed[idx]))
                         for idx in np.ndindex(exact.shape) if asked is None or asked[idx])
         # The step's prompt in the bank's language (export_questions enters it), as the pages say it.
-        label = f"({'abcdefghijklmnopqrstuvwxyz'[k % 26]}) {_(item.family.step(part.step).prompt)}"
+        label = f"({'abcdefghijklmnopqrstuvwxyz'[k % 26]}) {_(item.family.step(part.step).prompt_for(item.params))}"
         out.append(PartBoxes(part.id, label, part.points, exact.shape, entries, asked, item.credit.mask_weight))
     return out
 

@@ -27,7 +27,6 @@ Format (``docs/formats.md`` describes it for people; ``qkvquiz/schemas/cellmap.s
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -242,8 +241,8 @@ class _Fields:
         return value
 
     def number(self, name: str, value: Any, low: float, high: float) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or not low <= value <= high:
+        # A range check alone refuses NaN and ±∞ too, and never converts a huge integer to a float.
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
             self.fail(name, f"holds {json.dumps(value)[:40]}, not a number from {low:g} to {high:g}")
         return float(value)
 

@@ -77,6 +77,7 @@ CASES = [
     ("a shape of text", _set(["students", 0, "parts", "q2.norm"], "2x2"), 'student 1, field "parts"'),
     ("an id with an invisible character", _set(["students", 0, "student"], "ada\u200b"), 'student 1, field "student"'),
     ("a boolean page number", _set(["pages", 0, "page"], True), 'page 1, field "page"'),
+    ("an integer past any float", _set(["pages", 0, "entries", 0, "sign"], [10**400, 10, 18, 22]), 'field "sign"'),
 ]
 
 

@@ -232,6 +232,8 @@ def test_fixed_givens_inside_their_domain_are_used():
     ({"family": "theory.complexity", "params": {"n_range": [2.5, 8]}}, "params.n_range", "whole numbers"),
     ({"family": "attention.output", "points": 10, "ask": {"scores": 1}}, "points", "ask"),
     ({"family": "attention.output", "points": float("inf")}, "points", "positive"),
+    # Too many points to count in hundredths exactly: refused, not an OverflowError from the split.
+    ({"family": "attention.output", "points": 1e307, "ask": ["scores", "output"]}, "points", "up to"),
 ])
 def test_spec_mistakes_are_refused_naming_the_field(item, where, says):
     refused(item, where, says)
