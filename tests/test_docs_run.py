@@ -57,6 +57,7 @@ def _skipped(command: str, pdf: bool) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_every_documented_command_runs_in_order_in_a_fresh_folder(tmp_path):
     from qkvquiz.render.pdf import pdf_available
 

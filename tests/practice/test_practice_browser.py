@@ -26,7 +26,7 @@ from .helpers import as_texts, carried_value, mistake_value, part_of, right_answ
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
 from selenium.webdriver.common.by import By  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 TOPICS = ["attention.output", "attention.masked"]
 

@@ -31,7 +31,7 @@ webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not in
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 STUDENT = "ada"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

@@ -220,6 +220,7 @@ PRINTED_FROM = {"students/s01/worksheet.pdf": "students/s01/worksheet.html", "ke
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.parametrize("path", BUNDLED, ids=[p.stem for p in BUNDLED])
 def test_generate_lang_zh_writes_no_english_in_any_page_of_a_bundled_spec(tmp_path, path):
     formats = "md,html,pdf" if pdf_available() and shutil.which("pdftotext") else "md,html"

@@ -28,7 +28,7 @@ from .pdf_reading import ink, page_margins, words
 from .test_i18n_pages import FORMS, asked_all
 
 pytestmark = [pytest.mark.skipif(not pdf_available(), reason="WeasyPrint's system libraries (Pango) are not installed"),
-              pytest.mark.slow]
+              pytest.mark.slow, pytest.mark.heavy]
 
 #: How far past the text edge a word or a dot may reach, in points: a glyph's side bearing,
 #: a pixel's rounding.

@@ -24,7 +24,7 @@ from qkvquiz.cli import app
 from ..practice.helpers import running
 from .test_answer_form_browser import start_chrome
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402

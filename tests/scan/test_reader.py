@@ -86,6 +86,7 @@ def test_shuffled_turned_skewed_pages_go_to_their_students():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.xfail(strict=True, reason="the digit model reads a held-out 4 in ada's page 1 as a 2 with "
                    "confidence 0.99: held-out accuracy is 96 %, short of what no wrong reading without review needs")
 def test_no_entry_is_read_wrong_without_review():
@@ -169,6 +170,7 @@ def test_scans_are_only_read(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.parametrize("mode", ["1", "RGB", "I;16"])
 def test_black_and_white_colour_and_16_bit_scans_all_read(mode, tmp_path):
     cellmap, _pages, _truth = printed()
