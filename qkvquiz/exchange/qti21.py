@@ -82,11 +82,11 @@ def qti_item(ws: Worksheet, item_index: int, student: int, problem: str | None =
         "identifier": identifier, "title": f"{item_index + 1} {item_title(item)} ({variant})",
         "adaptive": "false", "timeDependent": "false",
     })
-    # Each entry no mask fixes adds its share of SCORE when right. The entries a mask fixes count
+    # Each entry no mask fixes adds its share of SCORE when right. The entries a mask fixes
     # carry mask_weight of the part together (grade.checks.entry_credit): each right one adds 1 to
     # its part's MASKED<k>, and their share is added once MASKED<k> counts all of them.
     responses: list[tuple[str, Entry, float | str]] = []
-    masked: list[tuple[str, int, float]] = []  # (counter, how many fixed entries, the unit's points)
+    masked: list[tuple[str, int, float]] = []  # (counter, how many fixed entries, their points together)
     for k, part in enumerate(parts):
         fixed = sum(e.fixed for e in part.entries)
         if fixed:

@@ -84,8 +84,8 @@ class Entry:
     index: tuple[int, ...]
     value: float
     band: float
-    # A mask fixes it (a −∞ score, a 0 weight of a masked key): the grader counts all the fixed
-    # entries of a part together as one entry (grade.checks.entry_credit).
+    # A mask fixes it (a −∞ score, a 0 weight of a masked key): the fixed entries of a part
+    # together carry its mask_weight (grade.checks.entry_credit).
     fixed: bool = False
 
     @property

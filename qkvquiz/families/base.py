@@ -295,8 +295,8 @@ class Step:
     # student may also write as one text, "2×4" or "[2, 4]" (grade.parse.parse_shape_text).
     kind: str = "number"
     # The entries a mask fixes (True), whatever else the answer gets right: −∞ scores and 0
-    # weights of masked keys. Together they count as one entry in the per-entry credit
-    # (grade.checks.entry_credit), so that the lesson of the part decides its score.
+    # weights of masked keys. Together they carry the item's credit.mask_weight of the part in the
+    # per-entry credit (grade.checks.entry_credit), so that the lesson of the part decides its score.
     fixed: Callable[[Env, Params, Any], Array] | None = None
     # How far rounding moves this step when it is worked row by row, each row written rounded
     # and used for the next (a substitution): (env, params, xp, half a unit per entry) -> the

@@ -462,8 +462,9 @@ def entry_credit(ok: np.ndarray, fixed: np.ndarray | None = None, mask_weight: f
     the part (half by default, the spec's ``credit.mask_weight``), earned when all of them are
     right; the other entries share the rest alike (:func:`mask_shares`). So the lesson of a
     masked part decides its score: masked scores written as 0 keep no more than half of it, a
-    forgotten √dₖ no more than the mask's share. The static practice page (practice.js) and the
-    LMS question banks (exchange.questions) weigh entries the same way.
+    forgotten √dₖ no more than the mask's share. The static practice page (practice.js) and QTI 2.1
+    banks weigh entries the same way; Moodle's cloze and Canvas as far as their formats allow
+    (exchange.moodle_xml, exchange.canvas_qti).
     """
     n, entries = ok.shape
     if not entries:

@@ -160,8 +160,8 @@ def cellmap_json(cellmap: CellMap) -> str:
 
 
 def write_cellmap(cellmap: CellMap, path: str | Path) -> None:
-    """Write the map as one private file, atomically (``generate`` puts ``cellmap_json`` in its
-    output set beside the key instead)."""
+    """Write the map as one private file, atomically. (When the printed pages carry their cells,
+    ``generate`` is to put ``cellmap_json`` in its output set beside the key instead.)"""
     write_file(path, cellmap_json(cellmap), private=True)
 
 
