@@ -123,7 +123,6 @@ def signals_held() -> Iterator[None]:
 
 
 _PIECES_BATCH = 1 << 20  # characters of a document written at a time (write_pieces)
-_SCRATCH_PREFIX = ".scratch-"  # a scratch file's name: never an entry of a set (none starts with ".")
 
 # Names that are not a file's own name in a path ("a/." is "a", "a/.." leaves it).
 _NOT_NAMES = frozenset({"", ".", ".."})
@@ -588,27 +587,6 @@ class OutputSet:
             self._folders[folder] = top
             folder = folder.rpartition("/")[0]
         return target, top
-
-    # ---- scratch: a run's own files that never join the set
-
-    def put_scratch(self, name: str, data: bytes) -> str:
-        """``data`` in a file of the staging folder outside the set (never switched into place, gone
-        with the staging folder), readable by this user only: for a run's workers to hand results
-        home. ``name`` is one plain name; returns the file's path, for :meth:`take_scratch`."""
-        if not _plain(name) or "/" in name:
-            raise ValueError(f"{name!r}: not a plain file name")
-        path = os.path.join(self._stage_text, _SCRATCH_PREFIX + name)
-        _create(path, 0o600, [data], self.out)
-        return path
-
-    def take_scratch(self, path: str) -> bytes:
-        """What :meth:`put_scratch` left at ``path`` (of this set only), the file removed."""
-        if os.path.dirname(path) != self._stage_text or not os.path.basename(path).startswith(_SCRATCH_PREFIX):
-            raise ValueError(f"{path}: not a scratch file of this set")
-        with open(path, "rb") as fh:
-            data = fh.read()
-        os.unlink(path)
-        return data
 
     # ---- the end
 

@@ -15,7 +15,6 @@ Every target is one function from rows to CSV text; each follows its importer's 
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass

@@ -39,8 +39,6 @@ from ..core.untrusted import id_problem
 
 FORMAT = "qkvquiz-cellmap"
 VERSION = 1
-#: The name the file has beside key.json.
-FILENAME = "cellmap.json"
 
 # Limits, each far above an honest map (a page holds a few dozen entries of a few cells each).
 MAX_CELLMAP_BYTES = 1_000_000_000  # as large as a key may be

@@ -21,7 +21,6 @@ from .requirements import need
 
 MAX_SCAN_BYTES = 2_000_000_000  # one scan file: a few hundred pages at 600 dpi
 MAX_PAGE_PIXELS = 150_000_000  # an A3 page at 800 dpi; more is no scanner's page
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff"}
 
 
 @dataclass(frozen=True)

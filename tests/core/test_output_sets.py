@@ -481,26 +481,6 @@ def test_a_file_written_in_pieces_is_their_text_in_utf8(tmp_path):
     assert (tmp_path / "key.md").read_text(encoding="utf-8") == "".join(pieces)  # the old set stays
 
 
-def test_scratch_files_stay_outside_the_set_and_private(tmp_path):
-    old = os.umask(0o022)
-    try:
-        with write_set(tmp_path, {"students": False, "key.json": True}, anchor="key.json") as files:
-            kept = files.put_scratch("texts-0", b"kept until taken")
-            left = files.put_scratch("texts-1", b"never taken")
-            assert stat.S_IMODE(os.stat(kept).st_mode) == 0o600
-            assert files.take_scratch(kept) == b"kept until taken" and not os.path.exists(kept)
-            for bad in ("a/b", "..", "", "."):
-                with pytest.raises(ValueError):
-                    files.put_scratch(bad, b"x")
-            with pytest.raises(ValueError, match="not a scratch file"):
-                files.take_scratch(str(files.stage / "key.json"))
-            files.write("key.json", "{}")
-    finally:
-        os.umask(old)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["key.json"]  # the untaken one went with the stage
-    assert not os.path.exists(left)
-
-
 # --------------------------------------------------------------------------- permissions
 
 
