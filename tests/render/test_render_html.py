@@ -418,6 +418,7 @@ def test_a_sentence_three_lines_long_beside_its_grid_takes_the_width_over_it():
     # The masked scores' sentence goes on after its "Answer: …" sentence ("The masked entries
     # together carry 50% of this part."): the width was told without it and the sentence took
     # four lines beside its 3×3 grid. Told as printed, it takes the width, its grid under it.
+    from qkvquiz.render.answer_areas import answer_area_html, place_answer_areas
     from qkvquiz.render.documents import worksheet_body_html
     from qkvquiz.spec import parse_spec
     from qkvquiz.worksheet import build_worksheet
@@ -427,12 +428,10 @@ def test_a_sentence_three_lines_long_beside_its_grid_takes_the_width_over_it():
     kinds = re.findall(r'<div class="(part-row[^"]*)" id="[^"]*"><div class="part-text">', worksheet_body_html(ws, 0))
     assert [kind.split()[1] for kind in kinds] == ["wide", "wide"], kinds
     # The "Answer: …" sentence itself is not printed and does not count; what follows it does.
-    from qkvquiz.render.answer_areas import answer_area_html, place_answer_areas
-
     def kind(after: str) -> str:
-        item = ('<ul>\n<li class="pi"><strong class="pl">(a)</strong>Write the scores.\nAnswer: a 3×3 matrix, '
+        problem = ('<ul>\n<li class="pi"><strong class="pl">(a)</strong>Write the scores.\nAnswer: a 3×3 matrix, '
                 'part <code>q1.a</code>\u00a0(1\u00a0pt).' + after + "</li>\n</ul>")
-        (found,) = re.findall(r'<div class="(part-row[^"]*)"', place_answer_areas(item, [("q1.a", answer_area_html("q1.a", (3, 3), "S", 1))]))
+        (found,) = re.findall(r'<div class="(part-row[^"]*)"', place_answer_areas(problem, [("q1.a", answer_area_html("q1.a", (3, 3), "S", 1))]))
         return found.split()[1]
 
     assert kind("") == "acol-3"
