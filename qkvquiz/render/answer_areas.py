@@ -250,14 +250,14 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
     # Areas that go to the end of one list item: that item becomes a row, its text on the
     # left and its boxes beside it (below it where they leave the text too little room).
     by_item: dict[int, list[str]] = {}
-    named: dict[int, str] = {}
+    named: dict[int, list[str]] = {}
     unplaced: list[str] = []
     for (part_id, area), at in zip(areas, points):
         if at is None:
             unplaced.append(area)
         else:
             by_item.setdefault(at, []).append(area)
-            named.setdefault(at, part_id)
+            named.setdefault(at, []).append(part_id)
     out, last = [], 0
     for at in sorted(by_item):
         joined = "".join(by_item[at])
@@ -278,7 +278,7 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
             # A sentence that would take three lines or more beside its boxes and fits on one
             # or two of the whole width takes the width, its boxes under it at the right, as an
             # exam sheet sets a long question over a large grid.
-            words_px = _sentence_px(sentence)
+            words_px = _sentence_px(drop_answer_sentences(sentence, named[at]))
             squeezed = words_px > 2 * beside and words_px <= 2 * ANSWER_ROW_PX
             wide = longest > WIDE_FORMULA or unbreakable > beside or squeezed
             # Boxes that are not in the column go under the sentence ("under"); boxes under a
@@ -294,7 +294,7 @@ def place_answer_areas(problem_html: str, areas: Sequence[tuple[str, str]]) -> s
                 problem_html[last:start],
                 # The row's id is an anchor: the PDF writer reads the page each part opens on
                 # (qkvquiz/render/givens_in_view.py).
-                f'<div class="{kind}" id="{PART_ANCHOR}{html.escape(named[at], quote=True)}">'
+                f'<div class="{kind}" id="{PART_ANCHOR}{html.escape(named[at][0], quote=True)}">'
                 f'<div class="part-text">{worth}',
                 problem_html[start:at],
                 f'</div><div class="part-boxes">{joined}</div></div>{spaces}',
@@ -328,14 +328,10 @@ _TEXT_CHAR_PX = 7.5
 
 
 def _sentence_px(sentence_html: str) -> float:
-    """About how wide a part's sentence is on one line, in CSS px: its words without the
-    templates' "Answer: …" sentence, which the printed page drops (:func:`drop_answer_sentences`)."""
-    text = html.unescape(_TAG.sub("", sentence_html))
-    for word in {_("Answer:"), "Answer:"}:
-        cut = text.find(word)
-        if cut >= 0:
-            text = text[:cut]
-    return _width_units(text.strip()) * _TEXT_CHAR_PX
+    """About how wide a part's sentence is on one line, in CSS px, as the page prints it (the
+    caller leaves out the templates' "Answer: …" sentence, :func:`drop_answer_sentences`; what
+    follows it, "The masked entries together carry 50% of this part.", is printed and counts)."""
+    return _width_units(html.unescape(_TAG.sub("", sentence_html)).strip()) * _TEXT_CHAR_PX
 
 
 def _width_units(text: str) -> int:

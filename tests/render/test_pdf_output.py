@@ -24,7 +24,9 @@ from qkvquiz.cli import app
 from qkvquiz.generate import generate_set
 from qkvquiz.render.answer_areas import answer_area_html, place_answer_areas
 from qkvquiz.render.documents import key_documents, worksheet_document
+from qkvquiz.render.latex import num
 from qkvquiz.render.math_html import math_cache_info, math_html
+from qkvquiz.render.page import BOX_PX
 from qkvquiz.render.pdf import (
     DEBIAN_PACKAGES,
     PdfUnavailable,
@@ -35,6 +37,8 @@ from qkvquiz.render.textmath import Unsupported, text_math_html
 from qkvquiz.spec import parse_spec
 
 from ..helpers import canary_worksheet
+from .pdf_reading import Ink, ink, page_margins
+from .pdf_reading import words as page_words
 
 MINUS = "\u2212"
 STUDENTS = ["ada", "s02"]
@@ -116,17 +120,62 @@ def test_every_given_number_of_the_student_can_be_found_in_their_pdf(made) -> No
                     assert " ".join(finite) in found, (student, name, finite)
 
 
+def _horizontal_runs(drawn: Ink, y0: float, y1: float, x0: float, x1: float, least: float) -> list[tuple[int, int, int]]:
+    """Each horizontal line of ink at least ``least`` points long inside the box: (y, from, to).
+    A grid's rows of boxes draw such lines; letters, fraction rules and brackets do not."""
+    found = []
+    for x, y in sorted(drawn.dark(x0, y0, x1, y1), key=lambda d: (d[1], d[0])):
+        if found and found[-1][0] == y and found[-1][2] == x:
+            found[-1] = (y, found[-1][1], x + 1)
+        else:
+            found.append((y, x, x + 1))
+    return [run for run in found if run[2] - run[1] >= least]
+
+
 @pytest.mark.slow
 @needs_pdf
 def test_every_asked_part_has_its_answer_area_in_the_pdf(made) -> None:
-    sheet = words(made.folders["ada"] / "worksheet.pdf")
-    for item in SPEC.items:
-        for part in item.parts:
-            # The part id and its points print beside its boxes, once: the Markdown's
-            # "Answer: …, part q1.scores (1 pt)." is not repeated on paper.
-            assert sheet.count(part.id) == 1, part.id
-            assert f"{part.id} · " in sheet, part.id
+    """On paper each asked part is its letter, its points once in the right margin level with
+    the letter, and its boxes (as many to a row as its answer has columns) ending at the text's
+    right edge; no part is named by its id, and the Markdown's "Answer: …, part q1.scores
+    (1 pt)." is not repeated."""
+    pdf = made.folders["ada"] / "worksheet.pdf"
+    sheet = words(pdf)
     assert "Answer:" not in sheet
+    asked = []
+    for item, env in zip(made.worksheet.spec.items, made.worksheet.envs):
+        for k, part in enumerate(item.parts):
+            shape = np.shape(env[part.step][0])  # ada's answer
+            assert part.id not in sheet, part.id
+            asked.append((f"({chr(ord('a') + k)})", num(part.points, 2), shape[-1] if shape else 1))
+    # Points print once each: in the margin, never in a heading or a caption.
+    assert sheet.split().count("pt") == len(asked), sheet
+    _top, right, bottom, left = page_margins()
+    box_pt = BOX_PX * 0.75
+    seen = []
+    for page, drawn in zip(page_words(pdf), ink(pdf)):
+        edge = page.width - right
+        # A part's letter hangs at the text's left edge; a heading starts a problem.
+        starts = sorted((w for w in page.words if abs(w.x_min - left) < 1
+                         and (re.fullmatch(r"\([a-z]\)", w.text) or w.text == "Problem")), key=lambda w: w.y_min)
+        for letter, after in zip(starts, [*starts[1:], None]):
+            if letter.text == "Problem":
+                continue
+            end = page.height - bottom if after is None else after.y_min
+            # The points stand raised, level with the letter (a box's top line too).
+            margin = [w for w in page.words if w.text == "pt" and w.x_min > edge and w.level_with(letter)]
+            assert len(margin) == 1, (letter, margin)
+            (pt,) = margin
+            number = [w for w in page.words if edge < w.x_min and w.x_max <= pt.x_min and w.level_with(pt)]
+            assert len(number) == 1, (letter, number)
+            # The boxes: lines of ink as long as a box or longer in the part's room, the longest
+            # as long as a row of the answer's boxes, ending at the text's right edge.
+            lines = _horizontal_runs(drawn, pt.y_min, end, left, edge + 2, 0.8 * box_pt)
+            assert lines, (letter, "no boxes")
+            _y, start, stop = max(lines, key=lambda run: run[2] - run[1])
+            assert abs(stop - edge) <= 2, (letter, stop, edge)
+            seen.append((letter.text, number[0].text, round((stop - start) / box_pt)))
+    assert seen == asked
 
 
 @pytest.mark.slow

@@ -414,6 +414,30 @@ def test_a_formula_too_long_to_share_its_line_puts_the_boxes_under_its_sentence(
     assert _longest_formula('a <span class="math tm"><i>x</i> + <span class="fn">f</span>(y)</span> b') == len("x + f(y)")
 
 
+def test_a_sentence_three_lines_long_beside_its_grid_takes_the_width_over_it():
+    # The masked scores' sentence goes on after its "Answer: …" sentence ("The masked entries
+    # together carry 50% of this part."): the width was told without it and the sentence took
+    # four lines beside its 3×3 grid. Told as printed, it takes the width, its grid under it.
+    from qkvquiz.render.answer_areas import answer_area_html, place_answer_areas
+    from qkvquiz.render.documents import worksheet_body_html
+    from qkvquiz.spec import parse_spec
+    from qkvquiz.worksheet import build_worksheet
+
+    item = {"family": "attention.weights", "params": {"tokens": 3, "mask": "causal"}, "ask": ["scores", "weights"]}
+    ws = build_worksheet(parse_spec({"title": "t", "items": [item]}), ["a"], "x")
+    kinds = re.findall(r'<div class="(part-row[^"]*)" id="[^"]*"><div class="part-text">', worksheet_body_html(ws, 0))
+    assert [kind.split()[1] for kind in kinds] == ["wide", "wide"], kinds
+    # The "Answer: …" sentence itself is not printed and does not count; what follows it does.
+    def kind(after: str) -> str:
+        problem = ('<ul>\n<li class="pi"><strong class="pl">(a)</strong>Write the scores.\nAnswer: a 3×3 matrix, '
+                'part <code>q1.a</code>\u00a0(1\u00a0pt).' + after + "</li>\n</ul>")
+        (found,) = re.findall(r'<div class="(part-row[^"]*)"', place_answer_areas(problem, [("q1.a", answer_area_html("q1.a", (3, 3), "S", 1))]))
+        return found.split()[1]
+
+    assert kind("") == "acol-3"
+    assert kind(" Each entry is a dot product of a query and a key, divided by the root of their length.") == "wide"
+
+
 def test_a_long_formula_may_break_and_a_short_one_stays_whole() -> None:
     from qkvquiz.render.html_page import markdown_body_html
 

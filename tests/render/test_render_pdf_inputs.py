@@ -19,7 +19,7 @@ from qkvquiz.render.pdf import (
     render_pdf,
 )
 
-from .pdf_reading import ink, page_margins, words
+from .pdf_reading import Word, ink, page_margins, words
 
 pytestmark = [pytest.mark.skipif(not pdf_available(), reason="WeasyPrint cannot run here"),
               pytest.mark.slow]
@@ -64,23 +64,27 @@ def _part_row(shape: tuple[int, ...]) -> str:
 SENTENCE = ["\u2022", "(a)", "Write", "it", "down,", "part", "q1.a", "."]
 
 
-def _sentence_and_boxes(pdf: Path) -> tuple[tuple[int, int, int, int], tuple[int, int]]:
-    """Where the ink of the sentence lies (left, top, right, bottom) and where the ink of
-    the rest of the text block, the boxes with their label and caption, starts (left, top)."""
+def _sentence_and_boxes(pdf: Path) -> tuple[tuple[int, int, int, int], tuple[int, int, int]]:
+    """Where the ink of the sentence lies (left, top, right, bottom) and where the rest of the
+    ink, the boxes with their label and caption, lies (left, top, right). The part's points,
+    the words in the right margin, are neither."""
     (page,) = words(pdf)
     sentence = page.words[: len(SENTENCE)]
     assert [word.text for word in sentence] == SENTENCE, page.words
-    top, _, bottom, _ = page_margins()
+    top, right, bottom, _ = page_margins()
+    margin = [word for word in page.words if word.x_min >= page.width - right]
     (drawn,) = ink(pdf)
 
-    def in_sentence(x: int, y: int) -> bool:
-        return any(w.x_min - 1 <= x <= w.x_max + 1 and w.y_min - 1 <= y <= w.y_max + 1 for w in sentence)
+    def on(found: list[Word], x: int, y: int) -> bool:
+        return any(w.x_min - 1 <= x <= w.x_max + 1 and w.y_min - 1 <= y <= w.y_max + 1 for w in found)
 
     dots = drawn.dark(0, top, page.width, page.height - bottom)  # the footer stands below
-    text, boxes = [d for d in dots if in_sentence(*d)], [d for d in dots if not in_sentence(*d)]
+    text = [d for d in dots if on(sentence, *d)]
+    boxes = [d for d in dots if not on(sentence, *d) and not on(margin, *d)]
     assert text and boxes, (text, boxes)
     xs, ys = [x for x, _ in text], [y for _, y in text]
-    return (min(xs), min(ys), max(xs) + 1, max(ys) + 1), (min(x for x, _ in boxes), min(y for _, y in boxes))
+    return ((min(xs), min(ys), max(xs) + 1, max(ys) + 1),
+            (min(x for x, _ in boxes), min(y for _, y in boxes), max(x for x, _ in boxes) + 1))
 
 
 @pytest.mark.parametrize("shape, beside", [((), True), ((3, 3), True), ((2, 6), False), ((2, 2, 2), True),
@@ -89,10 +93,18 @@ def test_a_parts_sentence_stands_beside_narrow_boxes_and_over_wide_ones(
     shape: tuple[int, ...], beside: bool, tmp_path: Path
 ) -> None:
     pdf = render_pdf(html_document(_part_row(shape), body_class="worksheet"), tmp_path / "part.pdf").path
-    (text_left, text_top, _, text_bottom), (boxes_left, boxes_top) = _sentence_and_boxes(pdf)
-    if beside:  # the boxes at the right, level with the sentence's first line
+    (text_left, text_top, _, text_bottom), (boxes_left, boxes_top, boxes_right) = _sentence_and_boxes(pdf)
+    (page,) = words(pdf)
+    edge = page.width - page_margins()[1]
+    if beside:  # the boxes at the text's right edge, level with the sentence's first line
         assert boxes_left > text_left + 200
-        assert abs(boxes_top - text_top) <= 2  # a pixel is a point: a pixel of rounding each way
+        assert abs(boxes_right - edge) <= 2  # a pixel is a point: a pixel of rounding each way
+        assert abs(boxes_top - text_top) <= 2
     else:  # the boxes under the sentence, from its left edge
         assert boxes_top >= text_bottom - 1
         assert abs(boxes_left - text_left) < 30
+    # The part's points, once, in the right margin level with its sentence's first line.
+    (letter,) = page.find("(a)")
+    margin = [word for word in page.words if word.x_min >= edge]
+    assert [word.text for word in margin] == ["1", "pt"]
+    assert all(word.level_with(letter) for word in margin)
