@@ -151,10 +151,13 @@ def written_width(tol: Any, values: Array, asked: Array | None = None, xp=np) ->
     if asked is not None:
         flat = flat[:, xp.asarray(asked).reshape(-1)]
     places = xp.zeros(n, dtype=xp.int64)
-    for p in range(12, -1, -1):
-        scaled = flat * 10.0 ** p
-        off = xp.abs(scaled - xp.round(scaled)) > 1e-6 * xp.maximum(1.0, xp.abs(scaled))
-        places = xp.where(off.any(axis=1) & (places == 0), p + 1, places)
+    # A value near the float range (a hostile answer) overflows when scaled: it then reads as
+    # whole (inf − inf is NaN, never "off"), which is what a number that large is.
+    with np.errstate(over="ignore", invalid="ignore"):
+        for p in range(12, -1, -1):
+            scaled = flat * 10.0 ** p
+            off = xp.abs(scaled - xp.round(scaled)) > 1e-6 * xp.maximum(1.0, xp.abs(scaled))
+            places = xp.where(off.any(axis=1) & (places == 0), p + 1, places)
     half = (0.5 * 10.0 ** (-places.astype(xp.float64))).reshape((n,) + (1,) * (v.ndim - 1))
     return xp.where(finite, xp.minimum(half, ROUNDING * tol.band(v, xp=xp)), 0.0)
 
