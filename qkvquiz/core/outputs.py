@@ -400,13 +400,15 @@ def claim(out: str | Path) -> Iterator[None]:
         yield
     finally:
         del _claimed[key]
-        if lock_fd is not None:
-            os.close(lock_fd)
-        for folder in made:  # a run that wrote nothing (bad input, say) leaves no folder behind
+        # A run that wrote nothing (bad input, say) leaves no folder behind; removed while the
+        # lock is still held, so that no other run can take the empty folder in between.
+        for folder in made:
             try:
                 folder.rmdir()
             except OSError:
                 break  # not empty: the run wrote its set there
+        if lock_fd is not None:
+            os.close(lock_fd)
 
 
 @contextmanager
