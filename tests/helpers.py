@@ -196,3 +196,23 @@ def stop_while_workers_run(proc: subprocess.Popen, sig: int, *, start_within: fl
         time.sleep(0.02)
     assert not any(alive(w) for w in workers)
     assert "Traceback" not in proc.stderr.read()
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL inside an output set's switch: nothing catches it, and the switch is left
+    as it is (its journal stays)."""
+
+
+def kill_at_rename(monkeypatch: Any, stop_at: int) -> None:
+    """Make the ``stop_at``-th ``os.replace`` from now (counting from 0) raise :class:`Killed`,
+    the ones before it go through: a run killed at that point of its switch."""
+    real = os.replace
+    count = [0]
+
+    def replace(src: Any, dst: Any) -> None:
+        if count[0] == stop_at:
+            raise Killed
+        count[0] += 1
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)

@@ -21,14 +21,10 @@ from qkvquiz.grade.grader import grade_files
 from qkvquiz.grade.report import write_reports
 from qkvquiz.key import key_from_json
 
-from ..helpers import make_key_doc
+from ..helpers import Killed, kill_at_rename, make_key_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX flock")
-
-
-class Killed(BaseException):
-    """Stands for SIGKILL inside the switch: nothing catches it, and the journal stays."""
 
 
 @pytest.fixture()
@@ -50,15 +46,7 @@ def test_export_finishes_a_half_switched_grade_set(stop_at, graded, monkeypatch,
     key, files, out = graded
     report = grade_files(key, files[:2])  # the new set: two students
     real = os.replace
-    count = [0]
-
-    def replace(src, dst):
-        if count[0] == stop_at:
-            raise Killed
-        count[0] += 1
-        real(src, dst)
-
-    monkeypatch.setattr(os, "replace", replace)
+    kill_at_rename(monkeypatch, stop_at)
     with pytest.raises(Killed):
         write_reports(report, out)
     monkeypatch.setattr(os, "replace", real)

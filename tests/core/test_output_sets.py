@@ -34,7 +34,7 @@ from qkvquiz.core.outputs import OutputError, SetBusy, recover, settle, write_se
 from qkvquiz.spec import load_spec
 from qkvquiz.core.resources import bank_dir
 
-from ..helpers import stop_while_workers_run
+from ..helpers import Killed, kill_at_rename, stop_while_workers_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = load_spec(bank_dir() / "attention-basics.yaml")
@@ -259,10 +259,6 @@ def test_a_regrade_with_fewer_files_leaves_no_stale_feedback(sets, tmp_path):
 # --------------------------------------------------------------------------- the switch, exhaustively
 
 
-class Killed(BaseException):
-    """Stands for SIGKILL: nothing catches it, and write_set leaves a started switch as it is."""
-
-
 @pytest.mark.parametrize("stop_at", range(0, 11))  # the journal, 5 entries out, 5 in
 def test_a_switch_stopped_after_any_rename_ends_as_one_set(stop_at, sets, tmp_path, monkeypatch):
     out = tmp_path / "grades"
@@ -270,15 +266,7 @@ def test_a_switch_stopped_after_any_rename_ends_as_one_set(stop_at, sets, tmp_pa
     old, new = snapshot(sets["grades-old"]), snapshot(sets["grades-new"])
     report = grade_files(load_key(sets["key"]), sets["subs"][:2])
     real = os.replace
-    count = [0]
-
-    def replace(src, dst):
-        if count[0] == stop_at:
-            raise Killed
-        count[0] += 1
-        real(src, dst)
-
-    monkeypatch.setattr(os, "replace", replace)
+    kill_at_rename(monkeypatch, stop_at)
     with pytest.raises(Killed):
         write_reports(report, out)
     monkeypatch.setattr(os, "replace", real)
