@@ -17,6 +17,7 @@ terminal and on Typer's version), so the pages are the same on every machine.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -208,9 +209,18 @@ TYPER_OWN = {"install_completion", "show_completion"}
 
 
 def usage(path: str, command: Any) -> str:
-    """The usage line ``--help`` prints, as the command itself makes it (Click's ``get_usage``)."""
+    """The usage line ``--help`` prints, as the command itself makes it (Click's ``get_usage``),
+    in the plain style (:func:`plain_usage`)."""
     ctx = command.context_class(command, info_name=path)
-    return " ".join(command.get_usage(ctx).split()).removeprefix("Usage: ")
+    return plain_usage(" ".join(command.get_usage(ctx).split()).removeprefix("Usage: "))
+
+
+def plain_usage(line: str) -> str:
+    """A usage line with each argument written as Click has always written it, SPEC and [PATH]:
+    Typer 0.2x writes them {spec} and [path], earlier releases SPEC and [PATH], so the page reads
+    the same whichever release made it."""
+    line = re.sub(r"\{([\w-]+)\}", lambda m: m.group(1).upper().replace("-", "_"), line)
+    return re.sub(r"\[([a-z][\w-]*)\]", lambda m: "[" + m.group(1).upper().replace("-", "_") + "]", line)
 
 
 def default_text(param: Any) -> str:

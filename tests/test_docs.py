@@ -195,4 +195,5 @@ def test_the_reference_gives_each_command_the_usage_line_its_help_prints() -> No
     for path, line in documented:
         shown = CliRunner().invoke(app, [*path.split()[1:], "--help"]).output
         usage = " ".join(shown.split("\n\n")[0].split()).removeprefix("Usage: ")
-        assert line == usage.replace("root ", "qkvquiz ", 1), path
+        # Typer's releases write a required argument {spec} or SPEC: the page keeps one style.
+        assert line == _make_reference().plain_usage(usage.replace("root ", "qkvquiz ", 1)), path
