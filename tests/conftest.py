@@ -39,3 +39,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("heavy") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory):
+    """A headless chromium for one test module, quit after it (skips where none is installed); the
+    answer form's tests use their own, which also saves downloads."""
+    from .render.test_answer_form_browser import start_chrome  # selenium only where a test asks
+
+    driver = start_chrome(tmp_path_factory.mktemp("chrome-profile"))
+    yield driver
+    driver.quit()

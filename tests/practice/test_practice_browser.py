@@ -20,7 +20,6 @@ from qkvquiz import practice
 from qkvquiz.core import i18n
 from qkvquiz.families import REGISTRY
 
-from ..render.test_answer_form_browser import start_chrome
 from .helpers import as_texts, carried_value, mistake_value, part_of, right_answers, running
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
@@ -29,13 +28,6 @@ from selenium.webdriver.common.by import By  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 TOPICS = ["attention.output", "attention.masked"]
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = start_chrome(tmp_path_factory.mktemp("chrome-profile"))
-    yield driver
-    driver.quit()
 
 
 @pytest.fixture(scope="module", params=["en", "zh"])

@@ -22,11 +22,9 @@ from qkvquiz import practice
 from qkvquiz.cli import app
 
 from ..practice.helpers import running
-from .test_answer_form_browser import start_chrome
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 BANK = Path(__file__).resolve().parents[2] / "problem_bank"
@@ -57,13 +55,6 @@ const inView = r.top >= 0 && r.bottom <= window.innerHeight && r.left >= 0 && r.
 const top = document.elementFromPoint(x, y);
 return {inView: inView, onTop: top === el || el.contains(top), name: el.name || el.id || el.tagName};
 """
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    driver = start_chrome(tmp_path_factory.mktemp("chrome-profile"))
-    yield driver
-    driver.quit()
 
 
 @pytest.fixture(scope="module", params=["en", "zh"])
