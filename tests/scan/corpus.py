@@ -3,8 +3,9 @@
 The printed worksheets do not carry cells yet, so the pages are drawn here with Pillow from the
 cell map itself: corner discs, the QR code, cell borders in grey with the printed decimal point,
 tick boxes, and some print-like clutter. Cells are filled with MNIST digits the model never
-learnt from (``heldout_digits.npz``, written by ``tools/train_digits.py``), minus strokes and
-ticks; then each page is "scanned": turned a few degrees, scaled, blurred, speckled, JPEG-coded.
+learnt from and that no threshold was chosen on (the last tenth of each class, 1,000 digits,
+``heldout_digits.npz``, written by ``tools/train_digits.py``), minus strokes and ticks; then each
+page is "scanned": turned a few degrees, scaled, blurred, speckled, JPEG-coded.
 """
 
 from __future__ import annotations
