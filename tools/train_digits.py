@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from qkvquiz.scan.cells import judge
-from qkvquiz.scan.digits import BLANK, WEIGHTS, model_from_arrays
+from qkvquiz.scan.digits import BLANK, VIEWS, WEIGHTS, classify_views, ensemble_from_arrays, model_from_arrays
 from qkvquiz.scan.ink import BOX, feature_views
 from qkvquiz.scan.synthetic import blank_cell, training_cell
 
@@ -184,15 +184,23 @@ def train(x: np.ndarray, y: np.ndarray, hidden: int, epochs: int, rng: np.random
     return params
 
 
-def measure(model, name: str, pictures: list[tuple[np.ndarray, int]], rng: np.random.Generator) -> None:
-    """Each digit written into one cell (and 400 blank cells), read as the reader reads: how many
-    right, and how many wrong among the readings the doubt rules let through."""
-    x, y = dataset(pictures, 1, 400, rng)
-    readings = judge(model.probabilities(x))
+def measure(models, name: str, pictures: list[tuple[np.ndarray, int]], rng: np.random.Generator) -> None:
+    """Each digit written into one cell (half of them beside a neighbour's digit) and 400 blank
+    cells, read as the reader reads (every network, every view, the doubt rules): how many
+    right, how many sent to review, how many wrong among the readings not sent to review."""
+    cells, labels = [], []
+    for k, (picture, label) in enumerate(pictures):
+        neighbour = pictures[(k * 7 + 3) % len(pictures)][0] if k % 2 else None
+        cells.append(training_cell(picture, rng, neighbour))
+        labels.append(label)
+    cells += [blank_cell(rng) for _ in range(400)]
+    y = np.array(labels + [BLANK] * 400)
+    readings = judge(classify_views(cells, tuple(models)))
+    first = classify_views(cells, tuple(models[:1]), VIEWS[:1])[0].argmax(1) == y
     right = readings.classes == y
     sure = ~readings.doubtful
-    print(f"{name}: {len(y)} cells ({len(pictures)} digits, 400 blank): {right.mean():.2%} read right; "
-          f"{1 - sure.mean():.2%} sent to review; wrong and not sent to review: {int((sure & ~right).sum())}")
+    print(f"| {name} | {len(y):,} ({len(pictures):,} digits, 400 blank) | {first.mean():.1%} | {right.mean():.1%} | "
+          f"{1 - sure.mean():.1%} | {int((sure & ~right).sum())} |", flush=True)
 
 
 def main() -> None:
@@ -201,6 +209,7 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=5, help="cells written per teaching digit")
     parser.add_argument("--elastic", type=float, default=2.0, help="strongest elastic distortion, in MNIST pixels")
     parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--members", type=int, default=2, help="networks trained (from other seeds) and shipped together")
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--decay", type=float, default=1e-4, help="weight decay (L2) on the weights")
     parser.add_argument("--out", type=Path, default=WEIGHTS, help="where the weights go")
@@ -220,15 +229,19 @@ def main() -> None:
         if args.cells:
             np.savez(args.cells, x=x, y=y)
     print(f"{len(y)} teaching cells written in {time.time() - started:.0f} s", flush=True)
-    # Training draws from its own seed, so cached cells give the same weights as fresh ones.
-    params = train(x, y, args.hidden, args.epochs, np.random.default_rng(20261129), args.decay)
-    arrays = {k: v.astype(np.float16) for k, v in params.items()}
-    model = model_from_arrays(arrays)
-    measure(model, "digits for choosing", split(digits, TEACH, CHOOSE), np.random.default_rng(7))
+    # Training draws from its own seeds, so cached cells give the same weights as fresh ones.
+    arrays = {}
+    for member in range(args.members):
+        params = train(x, y, args.hidden, args.epochs, np.random.default_rng(20261129 + member), args.decay)
+        arrays.update({f"{k}_{member}": v.astype(np.float16) for k, v in params.items()})
+    models = ensemble_from_arrays(arrays, np.float32)
+    print("| digits | cells | read right by one network, one view | read right | sent to review | "
+          "wrong, not sent to review |\n|---|---|---|---|---|---|")
+    measure(models, "for choosing", split(digits, TEACH, CHOOSE), np.random.default_rng(7))
     test = split(digits, CHOOSE, 1.0)
-    measure(model, "test digits", test, np.random.default_rng(8))
+    measure(models, "test", test, np.random.default_rng(8))
     if args.writers:
-        measure(model, "other writers", read_other_writers(args.writers), np.random.default_rng(9))
+        measure(models, "other writers", read_other_writers(args.writers), np.random.default_rng(9))
     np.savez_compressed(args.out, **arrays)
     np.savez_compressed(TEST_SAMPLE, digits=(np.array([p for p, _d in test]) * 255).round().astype(np.uint8),
                         labels=np.array([d for _p, d in test]))

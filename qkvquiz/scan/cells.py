@@ -24,8 +24,10 @@ SIGN_INSET = 0.12
 TICK_INSET = 0.2
 #: A tick box with less ink than this is empty, with more than TICKED ticked; between is a doubt.
 EMPTY, TICKED = 0.02, 0.07
-#: A digit reading is sure when the model gives it at least this, and no other class more than SECOND.
-SURE, SECOND = 0.90, 0.08
+#: A digit reading is sure when every network in every view gives it at least SURE and no other
+#: class more than SECOND (chosen on the digits kept for choosing: the fewest wrong readings not
+#: sent to review, none there, then the least review; docs/scanning.md).
+SURE, SECOND = 0.985, 0.015
 
 # Reasons a reading goes to review (kept as words a program can match; the review page says them in full).
 LOW_CONFIDENCE = "low confidence"

@@ -77,39 +77,58 @@ class Model:
         return np.concatenate(out) if out else np.zeros((0, len(CLASSES)))
 
 
-def model_from_arrays(arrays, dtype=np.float64) -> Model:
-    return Model(*(np.asarray(arrays[name], dtype=dtype) for name in PARAMS))
+def model_from_arrays(arrays, dtype=np.float64, member: int | None = None) -> Model:
+    """One network from named arrays: ``w1``…``b4``, or member k's ``w1_k``…``b4_k`` of an ensemble."""
+    suffix = "" if member is None else f"_{member}"
+    return Model(*(np.asarray(arrays[name + suffix], dtype=dtype) for name in PARAMS))
+
+
+def ensemble_from_arrays(arrays, dtype=np.float64) -> tuple[Model, ...]:
+    """Every network in the arrays (members numbered from 0; a single unnumbered network is one)."""
+    if "w1" in arrays:
+        return (model_from_arrays(arrays, dtype),)
+    count = sum(1 for name in arrays if name.startswith("w1_"))
+    return tuple(model_from_arrays(arrays, dtype, k) for k in range(count))
 
 
 @lru_cache(maxsize=1)
-def shipped_model() -> Model:
-    """The shipped weights, computed in single precision (reading needs no more; twice as fast)."""
+def shipped_models() -> tuple[Model, ...]:
+    """The shipped networks, computed in single precision (reading needs no more; twice as fast)."""
     with np.load(WEIGHTS) as arrays:
-        return model_from_arrays(arrays, np.float32)
+        return ensemble_from_arrays(arrays, np.float32)
 
 
-#: The ways a cell is shown to the model (the ink's longer side in pixels, and a nudge of the
-#: picture): the first is how MNIST frames a digit; a reading is trusted only when the other
-#: views of the same ink agree with it.
-VIEWS = ((20, (0, 0)), (17, (0, 0)), (20, (1, -1)))
+def shipped_model() -> Model:
+    """The first shipped network."""
+    return shipped_models()[0]
 
 
-def classify_views(cells: list[tuple[np.ndarray, tuple[int, int]]], model: Model | None = None,
+#: The ways a cell is shown to the models (the ink's longer side in pixels, and a nudge of the
+#: picture): the first is how MNIST frames a digit; a reading is trusted only when every network
+#: in every view agrees with it (:func:`qkvquiz.scan.cells.judge`).
+VIEWS = ((20, (0, 0)), (17, (0, 0)))
+
+
+def classify_views(cells: list[tuple[np.ndarray, tuple[int, int]]], models: tuple[Model, ...] | None = None,
                    views: tuple[tuple[int, tuple[int, int]], ...] = VIEWS) -> np.ndarray:
-    """Probabilities (views, n, 11) for cells as :func:`qkvquiz.scan.ink.digit_ink` takes them
-    out (the ink and the cell's height and width), each cell shown in every view; a cell without
-    ink is blank for sure."""
-    out = np.zeros((len(views), len(cells), len(CLASSES)))
+    """Probabilities (networks × views, n, 11) for cells as :func:`qkvquiz.scan.ink.digit_ink`
+    takes them out (the ink and the cell's height and width), each cell shown to every network
+    (the shipped ones unless given) in every view; a cell without ink is blank for sure."""
+    models = models or shipped_models()
+    out = np.zeros((len(models) * len(views), len(cells), len(CLASSES)))
     inked = [bool((ink > INK).any()) for ink, _size in cells]
     rows = [k for k, has in enumerate(inked) if has]
     out[:, [k for k, has in enumerate(inked) if not has], BLANK] = 1.0
     if rows:
         x = np.stack([feature_views(*cells[k], views) for k in rows])  # (rows, views, 787)
-        p = (model or shipped_model()).probabilities(x.reshape(-1, x.shape[-1]))
-        out[:, rows] = p.reshape(len(rows), len(views), len(CLASSES)).transpose(1, 0, 2)
+        x = x.reshape(-1, x.shape[-1])
+        for m, model in enumerate(models):
+            p = model.probabilities(x).reshape(len(rows), len(views), len(CLASSES)).transpose(1, 0, 2)
+            out[m * len(views):(m + 1) * len(views), rows] = p
     return out
 
 
 def classify(cells: list[tuple[np.ndarray, tuple[int, int]]], model: Model | None = None) -> np.ndarray:
-    """Probabilities (n, 11) in the first view alone (how MNIST frames a digit)."""
-    return classify_views(cells, model, VIEWS[:1])[0]
+    """Probabilities (n, 11) of one network (the first shipped one unless given) in the first
+    view alone (how MNIST frames a digit)."""
+    return classify_views(cells, (model or shipped_model(),), VIEWS[:1])[0]
