@@ -97,7 +97,7 @@ def test_english_labels_keep_their_colon_and_space():
     _report, text = graded_layer("en")
     assert "**Student:** `s01` · **Variant:** `" in text
     assert "**Not correct:** 0 of 2 points." in text and "- **Likely mistake:** " in text
-    assert "\n### (a) Compute the scaled scores (`q1.scores`)\n" in text
+    assert "\n### (a) Compute the scaled score matrix S = QKᵀ/√dₖ (row i: query i against every key) (`q1.scores`)\n" in text
 
 
 def test_part_ids_in_running_text_are_code():
@@ -256,8 +256,10 @@ def test_every_page_of_a_feedback_pdf_names_its_student_in_the_footer(tmp_path):
 
 
 @pytest.mark.parametrize(("lang", "scaled", "unscaled"), [
-    ("en", "(a) Compute the scaled scores (", "(a) Compute the scores ("),
-    ("zh", "(a) 计算缩放后的注意力分数（", "(a) 计算注意力分数（"),
+    ("en", "(a) Compute the scaled score matrix S = QKᵀ/√dₖ (row i: query i against every key) (",
+     "(a) Compute the score matrix S = QKᵀ (row i: query i against every key) ("),
+    ("zh", "(a) 计算缩放后的注意力分数矩阵 S = QKᵀ/√dₖ（第 i 行：查询 i 与每个键的分数）（",
+     "(a) 计算注意力分数矩阵 S = QKᵀ（第 i 行：查询 i 与每个键的分数）（"),
 ])
 def test_a_part_heading_says_scaled_where_the_worksheet_does(lang, scaled, unscaled):
     # The diagnosis of that part is "not divided by √dₖ": "scaled" must not vanish from its title.
