@@ -32,6 +32,8 @@ from ..spec_types import ItemSpec
 from ..render.environment import environment
 from ..render.part_sentences import plain_part_sentences
 from ..render.svg_math import MINUS
+from ..render.textmath import Unsupported
+from ..render.unicode_math import unicode_math
 from .columns import NO_ANSWER, NO_ANSWER_BLANK
 from .results import GradeReport, PartResult, StudentResult
 
@@ -114,18 +116,24 @@ def entry_name(index: tuple[int, ...]) -> str:
 _SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 #: A symbol the sheet writes as one letter (S, A, Z, q), perhaps with a prime: its entries are
 #: named with subscripts. Others (∇Q, Z_cat) are named by row and column.
-_LETTER_SYMBOL = re.compile(r"[A-Za-z]'?")
+#: One letter (Latin or Greek), maybe under accents (combining marks) or after ∇: X, μ, S̃, ∇Q.
+_LETTER_SYMBOL = re.compile(r"∇?[A-Za-zα-ω][\u0300-\u036f]*")
 
 
 def sheet_entry_name(symbol: str, index: tuple[int, ...]) -> str:
     """An entry as the worksheet and the key name it, counting from 1: ``S₂₃`` (a comma between
-    indices past 9: ``S₁₀,₃``); where the step's symbol is not one letter, its place in words
+    indices past 9: ``S₁₀,₃``), also under an accent or after ∇ (``S̃₁₂``, ``∇Q₂₃``, as the sheet's
+    boxes are labelled); where the step's symbol is not one letter so, its place in words
     (:func:`entry_name`)."""
-    if not index or not _LETTER_SYMBOL.fullmatch(symbol):
+    try:
+        plain = unicode_math(symbol)
+    except Unsupported:
+        plain = ""
+    if not index or not _LETTER_SYMBOL.fullmatch(plain):
         return entry_name(index)
     numbers = [str(i + 1) for i in index]
     joined = ("," if any(len(n) > 1 for n in numbers) else "").join(numbers)
-    return symbol + joined.translate(_SUBSCRIPTS)
+    return plain + joined.translate(_SUBSCRIPTS)
 
 
 def table(values: np.ndarray, tol: Tolerance, bold: np.ndarray | None = None,

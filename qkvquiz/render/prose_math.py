@@ -26,7 +26,7 @@ _GREEK = {
     "ϕ": r"\phi", "φ": r"\varphi", "ω": r"\omega",
 }
 _ACCENTS = {"\u0304": r"\bar", "\u0303": r"\tilde", "\u0302": r"\hat"}
-_SUB = dict(zip("ᵢⱼₖᵣₛₜₗₘₙₚᵥₓ₀₁₂₃", "ijkrstlmnpvx0123"))
+_SUB = dict(zip("ᵢⱼₖᵣₛₜₗₘₙₚᵥₓ₀₁₂₃₄₅₆₇₈₉", "ijkrstlmnpvx0123456789"))
 _SUP = {"ᵀ": r"\top", "ᴼ": "O", "⁺": "+", "⁻": "-", "¹": "1", "²": "2", "ᴷ": "K", "ⱽ": "V"}
 #: Letters whose one-letter subscript stands for a capital one in plain text (the delta rule's
 #: B_K = diag(β)K and B_V = diag(β)V are written Bₖ and Bᵥ, Unicode having no capital subscripts).
@@ -37,7 +37,8 @@ _FUNCTIONS = ("softmax", "diag")
 _LETTER = "A-Za-z" + "".join(_GREEK)
 _MARKS = "".join(_ACCENTS) + "".join(_SUB) + "".join(_SUP)
 # One symbol: an optional root sign, a letter, its accent and its sub- and superscripts.
-_SYMBOL = rf"√?[{_LETTER}][{_MARKS}]*"
+# (A comma between subscript digits parts two indices past 9, as an entry's name writes them: S₁₀,₃.)
+_SYMBOL = rf"√?[{_LETTER}](?:[{_MARKS}]|,(?=[₀-₉]))*"
 # A term: a number times symbols written side by side (3σ, βᵣGᵣₛ, QKᵀ), standing alone.
 _TERM = rf"(?<![A-Za-z0-9_\\$'’])(?:\d+)?(?:{_SYMBOL})+(?![A-Za-z0-9$])"
 _CALL = rf"(?:{'|'.join(_FUNCTIONS)})\((?:{_TERM})\)"
@@ -73,8 +74,8 @@ def _symbol_latex(symbol: str) -> str:
     for mark in rest:
         if mark in _ACCENTS:
             out = f"{_ACCENTS[mark]} {out}" if len(out) == 1 else f"{_ACCENTS[mark]}{{{out}}}"
-        elif mark in _SUB:
-            subs.append(_SUB[mark])
+        elif mark in _SUB or mark == ",":
+            subs.append(_SUB.get(mark, mark))
         else:
             sups.append(_SUP[mark])
     if letter in _CAPITAL_SUBSCRIPTS and subs in (["k"], ["v"]):

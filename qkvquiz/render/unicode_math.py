@@ -5,11 +5,11 @@ Where a sentence of the worksheet has to be read without math, in a student's fe
 families write their own short sentences (:mod:`qkvquiz.render.prose_math` reads those back
 into math on a page): letters and Greek letters as they are, sub- and superscripts in Unicode's
 small letters where it has them (``d_k`` → dₖ, ``K^\\top`` → Kᵀ, ``A^{-1}`` → A⁻¹), else after
-``_`` or ``^`` (``d_{\\text{model}}`` → d_model, ``e^{z_j}`` → e^(zⱼ)); ``\\frac{a}{b}`` as a/b with
-brackets round a sum; ``\\sqrt{x}`` as √x; ``\\operatorname``/``\\text`` as their words; one-letter
-accents as combining marks (``\\bar X`` → X̄). The commands are those of
-:mod:`qkvquiz.render.textmath` (the key's worked steps); anything else raises
-:class:`~qkvquiz.render.textmath.Unsupported`.
+``_`` or ``^`` (``d_{\\text{model}}`` → d_model, ``N_{QK^\\top}`` → N_(QKᵀ)), and ``e^{z_j}`` as
+exp(zⱼ); ``\\frac{a}{b}`` as a/b with brackets round a sum; ``\\sqrt{x}`` as √x;
+``\\operatorname``/``\\text`` as their words; one-letter accents as combining marks (``\\bar X`` →
+X̄). The commands are those of :mod:`qkvquiz.render.textmath` (the key's worked steps); anything
+else raises :class:`~qkvquiz.render.textmath.Unsupported`.
 """
 
 from __future__ import annotations
@@ -159,6 +159,8 @@ class _Parser:
                 if letter in CAPITAL_SUBSCRIPTS and body.isalpha() and body.isupper():
                     body = body.lower()
                 base += _scripted(body, SUBSCRIPTS, "_")
+            elif base == "e" and _scripted(body, SUPERSCRIPTS, "^").startswith("^"):
+                base = f"exp({body})"  # e^(S̃ᵢⱼ) reads better as exp(S̃ᵢⱼ), in a file and on a page
             else:
                 base += _scripted(body, SUPERSCRIPTS, "^")
         return base

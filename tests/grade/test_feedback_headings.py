@@ -71,6 +71,7 @@ def letters(text):
     text = re.sub(r"\\(?:text|operatorname|mathrm)\{([^}]*)\}", r"\1", text)
     text = re.sub(r"\\([A-Za-z]+)", lambda m: {"top": "T", **GREEK}.get(m.group(1), m.group(1)
                   if m.group(1) in ("max", "min", "exp", "log", "tanh") else ""), text)
+    text = re.sub(r"\bexp\(", "e(", text)  # e^{x} is written exp(x) where x has no superscript form
     return [c.lower() for c in unicodedata.normalize("NFKD", text) if c.isalnum()]
 
 
@@ -127,7 +128,8 @@ def test_on_the_page_the_headings_formula_is_math():
     (r"\bar B_K = A^{-\top} \bar W", "B̄ₖ = A⁻ᵀ W̄"),
     (r"A = I + \operatorname{tril}(\operatorname{diag}(\beta) G, -1)", "A = I + tril(diag(β) G, −1)"),
     (r"S_t = S_{t-1} + \beta_t (v_t - r_t) k_t^\top", "Sₜ = Sₜ₋₁ + βₜ (vₜ − rₜ) kₜᵀ"),
-    (r"A_{ij} = \frac{e^{S_{ij}}}{\sum_l e^{S_{il}}}", "Aᵢⱼ = e^(Sᵢⱼ)/(∑ₗ e^(Sᵢₗ))"),
+    (r"A_{ij} = \frac{e^{S_{ij}}}{\sum_l e^{S_{il}}}", "Aᵢⱼ = exp(Sᵢⱼ)/(∑ₗ exp(Sᵢₗ))"),
+    (r"e^{-1} + e^2", "e⁻¹ + e²"),
     (r"d_k = d_{\text{model}} / h", "dₖ = d_model / h"),
     (r"S^{(h)} = A^{(h)} V^{(h)}", "S⁽ʰ⁾ = A⁽ʰ⁾ V⁽ʰ⁾"),
     (r"\tilde S_{ij} = S_{ij} \text{ if } M_{ij} = 1, \text{ else } {-\infty}", "S̃ᵢⱼ = Sᵢⱼ if Mᵢⱼ = 1, else −∞"),

@@ -225,7 +225,19 @@ def test_wrong_entries_are_named_as_on_the_sheet_and_their_values_written_as_the
 def test_an_entry_name_past_nine_keeps_its_indices_apart():
     assert fb.sheet_entry_name("S", (9, 2)) == "S₁₀,₃"
     assert fb.sheet_entry_name("A", (0, 1)) == "A₁₂"
-    assert fb.sheet_entry_name(r"\nabla Q", (0, 1)) == fb.entry_name((0, 1))  # not one letter: in words
+    # A letter under an accent or after ∇ as the sheet's boxes label it; anything else in words.
+    assert fb.sheet_entry_name(r"\nabla Q", (0, 1)) == "∇Q₁₂"
+    assert fb.sheet_entry_name(r"\tilde S", (0, 3)) == "S\u0303₁₄"
+    assert fb.sheet_entry_name(r"\bar B_K", (0, 1)) == fb.entry_name((0, 1))
+    assert fb.sheet_entry_name(r"S^{(h)}", (0, 1, 1)) == fb.entry_name((0, 1, 1))
+
+
+def test_an_entry_name_is_set_as_math_on_the_page_whatever_its_indices():
+    # S₁₄ was set as "$S_1$₄" (the page read subscripts 0-3 only), S₁₀,₃ as "$S_{10}$,₃".
+    for name, latex in (("S₁₄", "S_{14}"), ("S₁₀,₃", "S_{10,3}"), ("S\u0303₁₂", r"\tilde S_{12}"),
+                        ("X\u0304₉₁", r"\bar X_{91}")):
+        assert page_markdown(f"- {name}: you wrote 0, the exact value is 1") == \
+            f"- \u2060${latex}$: you wrote 0, the exact value is 1"
 
 
 def test_the_page_keeps_each_part_whole_and_marks_missed_entries_beyond_bold():
