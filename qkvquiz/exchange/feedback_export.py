@@ -111,7 +111,7 @@ def _sentence_math(text: str) -> str:
     text = pm.split_accents(text)
     pieces, at = [], 0
     for start, end, latex in pm.notation_runs(text):
-        if _WORD.search(re.sub(r"(?:softmax|diag)\(", "(", text[start:end])):
+        if _WORD.search(re.sub(rf"(?:{'|'.join(pm.FUNCTIONS)})\(", "(", text[start:end])):
             continue
         pieces += [text[at:start], "$" + latex + "$"]
         at = end

@@ -32,7 +32,8 @@ _SUP = {"ᵀ": r"\top", "ᴼ": "O", "⁺": "+", "⁻": "-", "¹": "1", "²": "2"
 #: B_K = diag(β)K and B_V = diag(β)V are written Bₖ and Bᵥ, Unicode having no capital subscripts).
 _CAPITAL_SUBSCRIPTS = frozenset("B")
 _OPERATORS = {"=": "=", "·": r"\cdot", "/": "/", "×": r"\times", "−": "-", "+": "+"}
-_FUNCTIONS = ("softmax", "diag")
+#: Functions written by name, their argument in brackets: softmax(S), diag(β), exp(S̃ᵢⱼ).
+FUNCTIONS = ("softmax", "diag", "exp")
 
 _LETTER = "A-Za-z" + "".join(_GREEK)
 _MARKS = "".join(_ACCENTS) + "".join(_SUB) + "".join(_SUP)
@@ -41,7 +42,7 @@ _MARKS = "".join(_ACCENTS) + "".join(_SUB) + "".join(_SUP)
 _SYMBOL = rf"√?[{_LETTER}](?:[{_MARKS}]|,(?=[₀-₉]))*"
 # A term: a number times symbols written side by side (3σ, βᵣGᵣₛ, QKᵀ), standing alone.
 _TERM = rf"(?<![A-Za-z0-9_\\$'’])(?:\d+)?(?:{_SYMBOL})+(?![A-Za-z0-9$])"
-_CALL = rf"(?:{'|'.join(_FUNCTIONS)})\((?:{_TERM})\)"
+_CALL = rf"(?:{'|'.join(FUNCTIONS)})\((?:{_TERM})\)"
 _OPERAND = rf"(?:{_CALL}|{_TERM})"
 _RUN = re.compile(
     rf"\[−?{_OPERAND}, −?{_OPERAND}\]"  # an interval: [−3σ, 3σ]
@@ -90,9 +91,9 @@ def _symbol_latex(symbol: str) -> str:
 
 def _latex(run: str) -> str:
     out = []
-    for token in re.finditer(rf"{'|'.join(_FUNCTIONS)}|{_SYMBOL}|\d+|\s+|.", run):
+    for token in re.finditer(rf"{'|'.join(FUNCTIONS)}|{_SYMBOL}|\d+|\s+|.", run):
         piece = token.group()
-        if piece in _FUNCTIONS:
+        if piece in FUNCTIONS:
             out.append(rf"\operatorname{{{piece}}}")
         elif piece.isspace():
             out.append(" ")

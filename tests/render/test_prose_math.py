@@ -146,3 +146,9 @@ def test_every_prompt_is_set_as_math_in_the_answer_form():
 
 def test_acronyms_in_a_title_are_words():
     assert prose_math("Scores and AV together, as a PDF for the UK") == "Scores and $AV$ together, as a PDF for the UK"
+
+
+def test_exp_of_a_symbol_is_math_and_exp_of_a_number_stays_text():
+    # A feedback heading writes the softmax's e^{S_ij} as exp(Sᵢⱼ) (render/unicode_math.py).
+    assert prose_math("Aᵢⱼ = exp(S̃ᵢⱼ)") == r"$A_{ij} = \operatorname{exp}(\tilde S_{ij})$"
+    assert prose_math("exp(0) = 1, so masked keys") == "exp(0) = 1, so masked keys"
