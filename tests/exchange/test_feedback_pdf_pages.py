@@ -69,6 +69,9 @@ def test_each_parts_exact_answer_matrix_is_on_the_page_of_its_heading(tmp_path, 
     render_pdf(feedback_html(markdown, title="t"), pdf)
     pages = [_squeezed(t) for t in page_texts(pdf)]
     assert len(pages) >= 4
+    # Each heading in the sheet's words and notation, as the PDF's text has it.
+    scaled = {"en": "(a) Compute the scaled scores: S = QK⊤/√dk", "zh": "(a) 计算缩放后的注意力分数：S = QK⊤/√dk"}[lang]
+    assert sum(text.count(scaled) for text in pages) == 4, pages[0][:400]
     for part, table in rows.items():
         heading = re.compile(rf"[(（]{re.escape(part)}[)）]")
         on = [k for k, text in enumerate(pages) if heading.search(text)]
