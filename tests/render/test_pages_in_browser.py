@@ -1,6 +1,7 @@
 """Every page a person opens, in a real browser at a phone's width (390 px, laid out as a phone
 lays it out) and a desktop's (1280 px), in English and Chinese: the worksheet, the key, the
-answer form, a feedback page (and one with every family's parts), and the practice page served and static.
+answer form, a feedback page (and one with every family's parts), and the practice page served
+and static.
 
 For each: no sideways scroll of the page itself (a wide matrix scrolls in its own box), body text
 at least 12 CSS px, and where there are boxes, the box that Tab moves into visible (not under the
