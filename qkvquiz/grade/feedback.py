@@ -114,9 +114,9 @@ def entry_name(index: tuple[int, ...]) -> str:
 
 #: Subscript digits, for an entry named as the worksheet names it (S₂₃).
 _SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
-#: A symbol the sheet writes as one letter (S, A, Z, q), perhaps with a prime: its entries are
-#: named with subscripts. Others (∇Q, Z_cat) are named by row and column.
-#: One letter (Latin or Greek), maybe under accents (combining marks) or after ∇: X, μ, S̃, ∇Q.
+#: A symbol the sheet writes as one letter (S, A, q, μ), maybe under an accent or after ∇ (S̃, X̄,
+#: ∇Q), in plain Unicode: its entries are named with subscripts, as the sheet's boxes are. Others
+#: (Z_cat, B̄ₖ, S⁽ʰ⁾) are named by row and column.
 _LETTER_SYMBOL = re.compile(r"∇?[A-Za-zα-ω][\u0300-\u036f]*")
 
 
