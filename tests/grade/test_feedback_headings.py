@@ -143,3 +143,19 @@ def test_math_it_cannot_write_is_refused_not_garbled():
     for latex in (r"\begin{bmatrix} 1 & 2 \end{bmatrix}", r"\frac{a}{b", r"\unknowncommand x", r"x^"):
         with pytest.raises(Unsupported):
             unicode_math(latex)
+
+
+def test_an_item_the_templates_cannot_state_is_headed_by_the_familys_prompts(graded):
+    # A key with no student's values to state the problem with (or a problem that lists no parts):
+    # the heading falls back to the family's own words for the part, in the language asked.
+    import dataclasses
+
+    from qkvquiz.families import Env
+
+    _ws, key, _report = graded
+    item = next(i for i in key.items if i.family.name == "attention.output")
+    empty = dataclasses.replace(item, env=Env({name: value[:0] for name, value in item.env.items()}))
+    for lang, scores in (("en", "Compute the scaled scores"), ("zh", "计算缩放后的注意力分数")):
+        with using(lang):
+            assert fb.sheet_prompts(empty)[item.parts[0].id] == scores
+            assert fb.sheet_prompts(item)[item.parts[0].id] == scores + ("：" if lang == "zh" else ": ") + "S = QKᵀ/√dₖ"
