@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import sys
 import threading
@@ -22,9 +23,13 @@ from ..core.untrusted import terminal_text
 # soft_wrap: a message is one line however long its paths (the terminal may fold it; logs and
 # pipes keep it whole, so it can be searched), never cut at 80 columns where stdout is no terminal.
 console = Console(soft_wrap=True)
-#: Help pages drawn by Rich (Markdown, boxes) on a terminal; elsewhere (a pipe, a file, a test)
-#: Click's plain text, wrapped at 80 columns between words, no option name or default cut.
-HELP_MARKUP = "markdown" if sys.stdout.isatty() else None
+#: Help pages drawn by Rich (Markdown, boxes) on a terminal wide enough for its table of options;
+#: elsewhere (a narrower terminal, a pipe, a file, a test) Click's plain text, wrapped between
+#: words, no option name or default cut. Rich cuts a cell's long word with "…" (an option's name,
+#: "~/.config/qkvquiz/secret", a template's path) on terminals below about 110 columns.
+RICH_HELP_COLUMNS = 120
+HELP_MARKUP = ("markdown" if sys.stdout.isatty() and shutil.get_terminal_size().columns >= RICH_HELP_COLUMNS
+               else None)
 err = Console(stderr=True, soft_wrap=True)
 T = TypeVar("T")
 

@@ -15,6 +15,7 @@ from ._common import (
     exit_on_terminate,
     fail,
     progress_bar,
+    safe_text,
 )
 
 
@@ -89,12 +90,17 @@ def practice(
 def _serve(topics, lang: str, port: int, seed: str | None, no_browser: bool, progress_file: Path | None) -> None:
     import webbrowser
 
+    from ..core.inputs import shown_path
     from ..practice.progress import Progress
     from ..practice.server import serve
 
     def ready(server) -> None:
         console.print(f"practice page: {server.url}  (this computer only; Ctrl-C stops it)", highlight=False)
-        console.print(f"progress is kept in {server.app.progress.path}", highlight=False)
+        progress = server.app.progress
+        if progress.set_aside is not None:
+            console.print(f"{safe_text(shown_path(progress.path))} could not be read as a progress file; it is kept "
+                          f"as {safe_text(shown_path(progress.set_aside))}, and a new record starts", highlight=False)
+        console.print(f"progress is kept in {progress.path}", highlight=False)
         if not no_browser:
             webbrowser.open(server.url)
 

@@ -91,9 +91,9 @@ _LITERAL = re.compile(
 )
 #: A line (or list item) that opens with math: "- $S_{23}$: you wrote 2, … 1.0". The Markdown
 #: parser's dollar rule looks at the character before an opening "$" to refuse "1$", and at the
-#: start of a line that index wraps round to the line's last character: a line ending in a digit
-#: lost its math ("$S_{23}$" printed as written). A word joiner (U+2060, zero width, no break)
-#: before the "$" gives it a character of its own to look at.
+#: start of a paragraph or list item that index wraps round to its last character: one ending in
+#: a digit lost its math ("$S_{23}$" printed as written). A word joiner (U+2060, zero width, no
+#: break) before the "$" gives it a character of its own to look at (docs/markdown-proposals.md).
 _OPENING_MATH = re.compile(r"^(\s*(?:[-*+] )?)\$(?!\$)")
 #: A part's letter at the start of a heading, "### (b) ": a label, not the letter b.
 _PART_LETTER = re.compile(r"#{1,6} \([a-z]{1,2}\) ")
@@ -111,7 +111,7 @@ def _sentence_math(text: str) -> str:
     text = pm.split_accents(text)
     pieces, at = [], 0
     for start, end, latex in pm.notation_runs(text):
-        if _WORD.search(re.sub(r"(?:softmax|diag)\(", "(", text[start:end])):
+        if _WORD.search(re.sub(rf"(?:{'|'.join(pm.FUNCTIONS)})\(", "(", text[start:end])):
             continue
         pieces += [text[at:start], "$" + latex + "$"]
         at = end

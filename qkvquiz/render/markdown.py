@@ -343,6 +343,11 @@ def render_student(ws: Worksheet, student: int, kinds: Sequence[str] = ("problem
     return out
 
 
+def problem_markdown(item: ItemSpec, givens: dict, steps: dict, number: int = 1) -> str:
+    """One variant of ``item`` as its bundled problem template states it, in the current language."""
+    return render_template(_family_names(item.family.name, "problem"), item_context(item, number, givens, steps))
+
+
 @in_spec_language
 def render_items(ws: Worksheet, student: int, kind: str, *, templates: str | Path | None = None) -> list[str]:
     """Each item of one student's variant rendered with its ``problem`` or ``solution`` template."""
