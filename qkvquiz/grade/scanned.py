@@ -63,6 +63,10 @@ MAX_STATE_BYTES = 200_000_000
 MAX_READINGS_BYTES = 50_000_000
 #: The review reason of an entry whose other likely reading would change the score.
 CHANGES_SCORE = "another likely reading changes the score"
+#: Another reading of a digit cell is likely when the model leaves it at least this chance (1 − its
+#: confidence in the reading). benchmarks/scan_review.py measures the choice (docs/scanning.md):
+#: lower sends many right answers to review and finds few more wrong readings.
+LIKELY = 0.02
 
 EntryId = tuple[str, str, tuple[int, ...]]  # student, part, index
 
@@ -253,9 +257,11 @@ def _scores(key: Key, rows: Sequence[tuple[int, Submission]], xp: Any) -> list[f
 
 
 def score_changes(key: Key, readings: Sequence[Mapping[str, Any]], submissions: Sequence[Submission], *,
-                  xp: Any = np) -> dict[EntryId, list[str | None]]:
-    """Per entry the reader does not doubt, its other likely readings that would change the
-    student's score: each graded as the whole submission with that entry changed."""
+                  xp: Any = np, likely: float | None = None) -> dict[EntryId, list[str | None]]:
+    """Per entry the reader does not doubt, its other likely readings (a chance of at least
+    ``likely``, default :data:`LIKELY`) that would change the student's score: each graded as
+    the whole submission with that entry changed."""
+    likely = LIKELY if likely is None else likely
     rows: list[tuple[int, Submission]] = []
     owners: list[tuple[int, EntryId | None, str | None]] = []  # (base row, entry, alternative)
     for reading, sub in zip(readings, submissions):
@@ -269,6 +275,8 @@ def score_changes(key: Key, readings: Sequence[Mapping[str, Any]], submissions: 
             if entry["doubts"]:
                 continue
             for alternative in entry.get("alternatives", []):
+                if alternative.get("chance", 1.0) < likely:
+                    continue
                 answers = dict(sub.answers)
                 _set_entry(answers, entry["part"], entry["index"], alternative["value"])
                 rows.append((index, Submission(sub.source, sub.student, answers, sub.variant, sub.set_id)))

@@ -115,10 +115,11 @@ def test_the_side_file_gives_each_entrys_confidence_and_review_has_its_pictures(
 # --- doubts that would change a score -------------------------------------------------------
 
 
-def _reading(student: str, entries: list[tuple[str, list[int], str | None, list[str | None], list[str]]]) -> dict:
+def _reading(student: str, entries: list[tuple[str, list[int], str | None, list[str | None], list[str]]],
+             chance: float = 0.05) -> dict:
     return {"student": student, "entries": [
         {"part": part, "index": index, "value": value, "doubts": doubts,
-         "alternatives": [{"value": v, "cell": 1, "chance": 0.01} for v in others]}
+         "alternatives": [{"value": v, "cell": 1, "chance": chance} for v in others]}
         for part, index, value, others, doubts in entries]}
 
 
@@ -140,6 +141,9 @@ def test_an_entry_goes_to_review_when_another_likely_reading_changes_the_score(p
     sub = Submission("ada.json", "ada", answers)
     changes = score_changes(key, [reading], [sub])
     assert changes == {("ada", "q1.scores", (0, 0)): [wrong_s]}
+    # An unlikely other reading is no doubt, whatever it would do to the score.
+    unlikely = _reading("ada", [("q1.scores", [0, 0], s00, [wrong_s], [])], chance=scanned.LIKELY / 2)
+    assert score_changes(key, [unlikely], [sub]) == {}
     # An alternative that spells a value within tolerance changes nothing.
     within = f"{float(s00) + 0.001:.3f}"
     assert score_changes(key, [_reading("ada", [("q1.scores", [0, 0], s00, [within], [])])], [sub]) == {}
