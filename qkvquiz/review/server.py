@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core.i18n import _, using
 from ..core.inputs import InputError, read_bytes
-from ..core.places import entry_place
+from ..core.places import where
 from ..grade.parse import AnswerFormatError, parse_entry
 from ..grade.scanned import CHANGES_SCORE, ScanGrading, load_scan, regrade
 from ..practice.server import BadRequest, Handler, PracticeServer
@@ -70,7 +70,7 @@ class ReviewApp:
         valid = decision is not None and decision.read == item.read
         return {
             "id": item.id, "student": item.student, "part": item.part,
-            "place": entry_place(item.index, self.shapes.get(item.part, len(item.index))) if item.index else "",
+            "place": where(item.index, self.shapes.get(item.part, len(item.index))),
             "read": item.read, "reasons": [_(REASONS.get(r, r)) for r in item.reasons],
             "alternatives": item.alternatives if CHANGES_SCORE in item.reasons else [],
             "page": item.page, "view": bool(item.view),

@@ -87,6 +87,7 @@ def test_items_list_every_doubt_and_a_decision_is_journaled_before_the_answer(se
     first = doc["items"][0]
     assert {"id", "student", "part", "place", "read", "reasons", "alternatives", "page", "view", "decided", "value"} <= set(first)
     assert first["reasons"] and not first["decided"]
+    assert all(" 0" not in i["place"] for i in doc["items"])  # places count from 1, as the grader says them
     status, answer = request(server, "/api/decide", {"id": first["id"], "value": " −1.5 "})
     assert status == 200 and answer["decided"] and answer["value"] == "−1.5"
     decisions, _notes = read_decisions(folder)
