@@ -155,3 +155,41 @@ def test_a_folder_that_is_no_scan_is_refused_with_its_name(tmp_path):
                                         '"students": [], "review": []}')
     with pytest.raises(ScanInputError, match="nope"):
         ReviewApp(tmp_path)
+
+
+def test_the_command_serves_until_done_then_prints_the_new_grades(folder, tmp_path):
+    import http.client
+    import socket
+    import time
+
+    from typer.testing import CliRunner
+
+    from qkvquiz.cli import app
+
+    (folder / JOURNAL_NAME).unlink(missing_ok=True)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    outcome = {}
+    thread = threading.Thread(target=lambda: outcome.setdefault("result", CliRunner().invoke(
+        app, ["scan", "review", str(folder), "--no-browser", "--port", str(port)])))
+    thread.start()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("POST", "/api/done", body=b"{}", headers={"Content-Type": "application/json"})
+            reply = conn.getresponse()
+            assert reply.status == 200, reply.read()
+            conn.close()
+            break
+        except ConnectionRefusedError:
+            assert time.monotonic() < deadline, "the review server did not start"
+            time.sleep(0.1)
+    thread.join(60)
+    result = outcome["result"]
+    assert result.exit_code == 0, result.output
+    assert f"http://127.0.0.1:{port}/" in result.output and "Graded again on the confirmed readings" in result.output
+    # Not a scan folder: exit 2, named.
+    refused = CliRunner().invoke(app, ["scan", "review", str(tmp_path)])
+    assert refused.exit_code == 2 and "scan.json" in refused.output and "Traceback" not in refused.output
