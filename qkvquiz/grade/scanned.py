@@ -39,7 +39,7 @@ import numpy as np
 
 from ..core.i18n import using
 from ..core.inputs import InputError, read_bytes, shown_path
-from ..core.outputs import claim, write_set
+from ..core.outputs import claim, owned_present, write_set
 from ..core.submissions import Submission, submission_from_bytes
 from ..files import safe_name
 from ..key import Key, KeyFileError, load_key
@@ -330,6 +330,7 @@ def scan_and_grade(key: str | Path, scans: Iterable[str | Path], out: str | Path
     """
     key_path, out = Path(key), Path(out)
     loaded, cells = load_inputs(key_path, cellmap)
+    _not_anothers(out)
     with claim(out):  # the folder is this run's before the long reading starts
         result = read_scans(cells, [Path(p) for p in scans], views=True, progress=progress)
         decisions, notes = read_decisions(out)
@@ -338,13 +339,24 @@ def scan_and_grade(key: str | Path, scans: Iterable[str | Path], out: str | Path
     return grading
 
 
+def _not_anothers(out: Path) -> None:
+    """Refuse a folder whose entries of our names are not a scan's: ``--out week3`` would
+    otherwise replace the students' ``submissions/`` and ``grade``'s ``grades/`` there."""
+    if os.path.lexists(out / STATE):
+        return
+    theirs = owned_present(out, OWNED)
+    if theirs:
+        raise ScanInputError(f"{shown_path(out)} holds {', '.join(theirs)} but no {STATE}: it is not a folder "
+                             "`qkvquiz scan` wrote, and scanning into it would replace them; choose another --out")
+
+
 def _grade_readings(key: Key, key_path: Path, cells: CellMap, result: ScanResult, out: Path,
                     decisions: Mapping[EntryId, Decision], notes: list[str], *, lang: str | None, xp: Any) -> ScanGrading:
     taken: set[str] = set()
     names = {s: safe_name(s, taken) for s in key.students}  # the names generate gave their folders
     as_read = _as_graded(out, names, result.submissions)
     changes = score_changes(key, result.confidences, as_read, xp=xp)
-    views = {(r.variant, r.page): f"{REVIEW}/pages/{r.variant}-p{r.page}.png"
+    views = {(r.variant, r.page): f"{REVIEW}/pages/{r.variant}-p{r.page}.jpg"
              for r in result.pages if r.status == "read" and r.view is not None}
     review = _review(result.confidences, changes, views)
     state = {

@@ -5,8 +5,8 @@ The same rules as ``qkvquiz practice`` (:mod:`qkvquiz.practice.server`): loopbac
 a whole request within its time, the same security headers on every reply. What it answers:
 
 - ``GET /``: the page (its CSP allows its own two scripts, pictures and requests of this server);
-- ``GET /picture/N`` and ``GET /view/N``: the PNG of doubtful entry N's cells, and of its whole
-  page, read from the scan folder's ``review/`` (N is a number of the scan's own list; a request
+- ``GET /picture/N`` and ``GET /view/N``: doubtful entry N's cells (PNG) and its whole page
+  (JPEG), read from the scan folder's ``review/`` (N is a number of the scan's own list; a request
   names no file);
 - ``POST /api/items`` ``{}``: every doubtful entry, with its decision so far;
 - ``POST /api/decide`` ``{"id": N, "value": TEXT or null}``: a decision, read by the grader's own
@@ -141,7 +141,7 @@ class ReviewHandler(Handler):
             body = self.server.app.picture(found.group(1), int(found.group(2)))
         except BadRequest as exc:
             return self._refuse(exc.status, exc.message)
-        self._send(HTTPStatus.OK, body, "image/png")
+        self._send(HTTPStatus.OK, body, "image/png" if found.group(1) == "picture" else "image/jpeg")
 
     do_HEAD = do_GET
 

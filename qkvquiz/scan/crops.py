@@ -2,8 +2,9 @@
 
 Both are cut from the page frame (:func:`qkvquiz.scan.align.page_frame`: the scan fitted to its
 printed page, upright), so a picture shows what the reader read, the right way up, whatever way
-the page went through the scanner. PNG, grey levels; the page at half the frame's resolution
-(100 dpi), enough to read a student's working beside the answer.
+the page went through the scanner. Grey levels: an entry as PNG (sharp edges, a few kilobytes),
+the page as JPEG at half the frame's resolution (100 dpi), enough to read a student's working
+beside the answer (a noisy scan's page as PNG took ten times as long to encode).
 """
 
 from __future__ import annotations
@@ -18,14 +19,15 @@ from .requirements import need
 
 #: Points of page shown around an entry's cells, so that a digit written over its border shows whole.
 ENTRY_MARGIN_PT = 6.0
-#: The whole page is shown at 1/PAGE_REDUCTION of the frame's 200 dpi.
+#: The whole page is shown at 1/PAGE_REDUCTION of the frame's 200 dpi, JPEG of this quality.
 PAGE_REDUCTION = 2
+PAGE_QUALITY = 85
 
 
 def _png(pixels: np.ndarray) -> bytes:
     Image = need("PIL.Image")
     buffer = io.BytesIO()
-    Image.fromarray(pixels).save(buffer, "PNG", optimize=False, compress_level=6)
+    Image.fromarray(pixels).save(buffer, "PNG", optimize=False, compress_level=1)
     return buffer.getvalue()
 
 
@@ -47,7 +49,9 @@ def entry_png(frame: np.ndarray, entry: Entry) -> bytes:
     return _png(np.ascontiguousarray(frame[top:bottom, left:right]))
 
 
-def page_png(frame: np.ndarray) -> bytes:
-    """The whole page, upright, at 100 dpi, as a PNG."""
+def page_jpeg(frame: np.ndarray) -> bytes:
+    """The whole page, upright, at 100 dpi, as a JPEG."""
     Image = need("PIL.Image")
-    return _png(np.asarray(Image.fromarray(frame).reduce(PAGE_REDUCTION)))
+    buffer = io.BytesIO()
+    Image.fromarray(frame).reduce(PAGE_REDUCTION).save(buffer, "JPEG", quality=PAGE_QUALITY)
+    return buffer.getvalue()

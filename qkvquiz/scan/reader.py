@@ -11,7 +11,7 @@ digit cells its next likeliest reading, for every cell the model is less than
 :data:`ALTERNATIVE_BELOW` sure of. The reading never changes by them; grading uses them to send
 to review the entries where another likely reading would change the student's score. With
 ``views``, the picture of every entry that has a doubt or an alternative, and of its page, is
-kept (PNG) for the person who reviews it.
+kept for the person who reviews it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 from .align import PX_PER_PT, AlignError, fit_page, page_frame
 from .cellmap import CellMap, Entry, Student
 from .cells import EntryReading, page_levels, read_entry, spell
-from .crops import entry_png, page_png
+from .crops import entry_png, page_jpeg
 from .ink import darkness
 from .pages import PageImage, PageProblem, load_pages
 from .qr import FoundCode, find_codes
@@ -45,7 +45,7 @@ class PageReport:
     mark_error_pt: float | None = None
     alternatives: list[list[dict[str, Any]]] = field(default_factory=list)  # per entry (see ALTERNATIVE_BELOW)
     pictures: dict[int, bytes] = field(default_factory=dict)  # entry's position on the page → its PNG (views)
-    view: bytes | None = None  # the whole page, upright, as a PNG (views; pages with a picture only)
+    view: bytes | None = None  # the whole page, upright, as a JPEG (views; pages with a picture only)
 
 
 @dataclass
@@ -139,7 +139,7 @@ def read_page(cellmap: CellMap, page_image: PageImage, *, views: bool = False) -
             if reading.doubts or report.alternatives[k]:
                 report.pictures[k] = entry_png(frame, entry)
         if report.pictures:
-            report.view = page_png(frame)
+            report.view = page_jpeg(frame)
     return report
 
 

@@ -109,7 +109,7 @@ def test_the_side_file_gives_each_entrys_confidence_and_review_has_its_pictures(
     state = json.loads((out / "scan.json").read_text())
     for item in state["review"]:
         assert (out / item["picture"]).read_bytes().startswith(b"\x89PNG")
-        assert (out / item["view"]).read_bytes().startswith(b"\x89PNG")
+        assert (out / item["view"]).read_bytes().startswith(b"\xff\xd8")  # JPEG
 
 
 # --- doubts that would change a score -------------------------------------------------------
@@ -283,3 +283,12 @@ def test_scan_and_scan_read_are_one_command_and_help_teaches_both(pile, tmp_path
     shown = " ".join(runner.invoke(app, ["scan", "--help"]).output.split())
     assert "`qkvquiz scan KEY SCANS… --out DIR` (short for `qkvquiz scan read …`)" in shown
     assert "`qkvquiz scan review DIR`" in shown
+
+
+def test_a_folder_with_submissions_or_grades_not_of_a_scan_is_not_scanned_into(pile, tmp_path):
+    course = tmp_path / "week3"
+    (course / "submissions").mkdir(parents=True)
+    (course / "submissions" / "ada.json").write_text("{}")
+    result = CliRunner().invoke(app, ["scan", str(pile["key"]), str(pile["folder"] / "b1.jpg"), "--out", str(course)])
+    assert result.exit_code == 2 and "submissions" in result.output and "choose another --out" in result.output
+    assert (course / "submissions" / "ada.json").read_text() == "{}" and sorted(os.listdir(course)) == ["submissions"]
