@@ -87,7 +87,7 @@ class ReviewItem:
     read: str | None
     reasons: list[str]
     alternatives: list[str | None]  # the other likely readings that would change the score
-    cells: int  # how many of its cells are in doubt (their own doubt, or an alternative that counts)
+    cells: int  # how many of its cells are in doubt (their own doubt, or an alternative that counts; at least 1)
     page: int
     source: str
     picture: str  # relative to the scan folder
@@ -305,7 +305,7 @@ def _review(readings: Sequence[Mapping[str, Any]], changes: Mapping[EntryId, lis
             doubted |= {a["cell"] for a in entry.get("alternatives", []) if a["value"] in alternatives}
             number = len(items) + 1
             items.append(ReviewItem(number, reading["student"], reading["variant"], entry["part"], eid[2],
-                                    entry["value"], reasons, alternatives, len(doubted), entry["page"],
+                                    entry["value"], reasons, alternatives, max(1, len(doubted)), entry["page"],
                                     entry["source"], f"{REVIEW}/cells/{number}.png",
                                     views.get((reading["variant"], entry["page"]), "")))
     return items

@@ -58,16 +58,18 @@ class ScanResult:
 
 
 #: A digit cell read with less confidence than this gets an alternative: its next likeliest reading.
-#: (1 − confidence bounds the chance of every other reading together.) Far below the reader's own
-#: doubt (cells.SURE): an alternative alone sends an entry to review only where it changes a score.
+#: (1 − confidence bounds the chance of every other reading together.) A far weaker doubt than the
+#: reader's own (cells.SURE): grading sends such an entry to review only where the other reading is
+#: likely enough (grade.scanned.LIKELY) and would change the score.
 ALTERNATIVE_BELOW = 0.999
 
 
 def alternatives(entry: Entry, reading: EntryReading) -> list[dict[str, Any]]:
     """The values the entry would spell with one digit cell read as its next likeliest reading,
     for each cell read with less than :data:`ALTERNATIVE_BELOW` confidence: ``{"value", "cell",
-    "chance"}`` (the cell's place among the entry's cells, and 1 − its confidence). None for an
-    entry settled by a tick box (−∞ or "left blank"), whose digits do not count."""
+    "chance"}`` (the cell's place among the entry's cells, the sign cell being 0, and 1 − its
+    confidence). Empty for an entry settled by a tick box (−∞ or "left blank"): its digits do not
+    count."""
     cells = reading.cells
     sign, digits = cells[0], [c for c in cells if c.kind == "digit"]
     if any(c.kind in ("minus_infinity", "left_blank") and c.reading == "ticked" for c in cells):
