@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..core.inputs import InputError, read_bytes
+from ..core.outputs import append_line
 
 JOURNAL_NAME = "decisions.jsonl"
 MAX_JOURNAL_BYTES = 50_000_000  # a decision is about 150 bytes: far more than any class's doubts
@@ -56,18 +57,9 @@ def now() -> str:
 
 
 def append_decision(folder: str | Path, decision: Decision) -> None:
-    """Add one decision to the folder's journal and make it durable before returning."""
-    path = Path(folder) / JOURNAL_NAME
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
-    fd = os.open(path, flags, 0o600)  # never through a link: the journal is this folder's own file
-    try:
-        data = (decision.line() + "\n").encode("utf-8")
-        written = 0
-        while written < len(data):
-            written += os.write(fd, data[written:])
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Add one decision to the folder's journal and make it durable before returning (never
+    through a link: the journal is this folder's own file)."""
+    append_line(Path(folder) / JOURNAL_NAME, decision.line())
 
 
 def _optional_text(value: object) -> bool:
