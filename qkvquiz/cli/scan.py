@@ -157,8 +157,8 @@ def review(
     """Settle the doubtful readings of a scan on a local page, then grade again.
 
     The page (on 127.0.0.1 only) shows each doubtful entry's cells as scanned beside what was read
-    and why it is in doubt. Type what the cells say, or press Enter to confirm the reading; `p`
-    shows the whole page. Each decision is kept at once in FOLDER/decisions.jsonl (an interrupted
+    and why it is in doubt. Type what the cells say, or press Enter to confirm the reading; Tab
+    then Enter shows the whole page, Escape closes it. Each decision is kept at once in FOLDER/decisions.jsonl (an interrupted
     review loses nothing decided; run it again to go on). Done grades the folder again on the
     confirmed readings: `submissions/`, `grades/` and `summary.md` are replaced as one set.
     """

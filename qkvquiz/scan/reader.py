@@ -189,7 +189,10 @@ def read_pages(cellmap: CellMap, images: Iterable[PageImage | PageProblem], *, v
             if progress is not None:
                 progress(reports[-1])
             continue
-        report = read_page(cellmap, item, views=views)
+        try:
+            report = read_page(cellmap, item, views=views)
+        except Exception as exc:  # noqa: BLE001 - one page that breaks the reader never stops the others
+            report = PageReport(item.source, "unreadable", f"the page could not be read ({type(exc).__name__}: {exc})")
         if report.status == "read":
             key = (report.variant, report.page)
             first = kept.get(key)

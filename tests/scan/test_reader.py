@@ -198,3 +198,23 @@ def test_an_image_claiming_a_huge_size_is_listed_not_decoded(tmp_path):
     bomb, absent = read_pages(printed()[0], load_pages([tmp_path / "bomb.png", tmp_path / "absent.png"])).pages
     assert bomb.status == "unreadable" and "144000000 pixels" in bomb.reason
     assert absent.status == "unreadable" and "absent.png" in absent.source
+
+
+def test_a_page_that_breaks_the_reader_is_listed_and_the_others_are_read(monkeypatch):
+    from qkvquiz.scan import reader
+
+    cellmap, _pages, _truth = printed()
+    rng = np.random.default_rng(9)
+    images = [scanned(("AB12-CD34", 1), rng), scanned(("EF56-GH78", 1), rng)]
+    real = reader.fit_page
+
+    def fragile(image, page, corners):
+        if page.variant == "AB12-CD34":
+            raise RuntimeError("a page no reader foresaw")
+        return real(image, page, corners)
+
+    monkeypatch.setattr(reader, "fit_page", fragile)
+    result = read_pages(cellmap, images)
+    assert [(p.status, p.student) for p in result.pages] == [("unreadable", None), ("read", "bo")]
+    assert "a page no reader foresaw" in result.pages[0].reason
+    assert [s["student"] for s in result.submissions] == ["bo"]
