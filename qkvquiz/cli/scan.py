@@ -58,7 +58,8 @@ def read(
     key: Annotated[Path, typer.Argument(help="The key.json of the set; its cellmap.json (written by `generate`) "
                                              "lies beside it.")],
     scans: Annotated[list[Path], typer.Argument(
-        help="Scans: PDFs of scanned pages and images (PNG, JPEG, TIFF), pages in any order and any way up.")],
+        help="Scans: PDFs of scanned pages and images (PNG, JPEG, TIFF), or folders of them; pages in any "
+             "order and any way up.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the submissions, readings, pictures for "
                                                           "review and grades.")],
     cellmap: Annotated[Optional[Path], typer.Option(
