@@ -30,6 +30,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +70,8 @@ CHANGES_SCORE = "another likely reading changes the score"
 LIKELY = 0.02
 
 EntryId = tuple[str, str, tuple[int, ...]]  # student, part, index
+_PICTURE = re.compile(rf"{REVIEW}/cells/[1-9][0-9]{{0,6}}\.png")
+_VIEW = re.compile(rf"{REVIEW}/pages/[0-9A-Z]{{4}}-[0-9A-Z]{{4}}-p[1-9][0-9]{{0,2}}\.jpg")
 
 
 class ScanInputError(ValueError):
@@ -447,6 +450,10 @@ def load_scan(out: str | Path, key: str | Path | None = None) -> tuple[Key, dict
         review = [ReviewItem.from_json(doc) for doc in state["review"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise ScanInputError(f"{shown_path(out / STATE)}: field {exc} is missing or wrong") from None
+    for item in review:  # the pictures are served: only the scan's own files, by their own names
+        if not _PICTURE.fullmatch(item.picture) or not (item.view == "" or _VIEW.fullmatch(item.view)):
+            raise ScanInputError(f"{shown_path(out / STATE)}: review entry {item.id}: field \"picture\" or \"view\" "
+                                 f"is not a picture of {REVIEW}/")
     if _key_hash(key_path) != recorded:
         raise ScanInputError(f"{shown_path(key_path)}: the key differs from the one the pages were scanned with; "
                              "scan them again with this key")

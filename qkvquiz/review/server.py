@@ -12,7 +12,8 @@ a whole request within its time, the same security headers on every reply. What 
 - ``POST /api/decide`` ``{"id": N, "value": TEXT or null}``: a decision, read by the grader's own
   entry parser (``null`` or an empty text: the entry is blank), appended to the journal and made
   durable before the answer;
-- ``POST /api/done`` ``{}``: grading again on the confirmed readings; the server then stops.
+- ``POST /api/done`` ``{}``: grading again on the confirmed readings; the server then stops (409
+  with the reason where it cannot: the key changed, the folder cannot be written).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..core.i18n import _, using
 from ..core.inputs import InputError, read_bytes
 from ..core.places import where
 from ..grade.parse import AnswerFormatError, parse_entry
-from ..grade.scanned import CHANGES_SCORE, ScanGrading, load_scan, regrade
+from ..grade.scanned import CHANGES_SCORE, ScanGrading, ScanInputError, load_scan, regrade
 from ..practice.server import BadRequest, Handler, PracticeServer
 from ..scan.journal import MAX_VALUE, Decision, append_decision, now, read_decisions
 from .page import REASONS, review_page
@@ -94,9 +95,12 @@ class ReviewApp:
                 return {"title": self.title, "items": [self.item_json(i, decisions.get(i.entry)) for i in self.items.values()]}
             if path == "/api/decide":
                 return self.decide(doc)
-            with self.lock:
-                self.graded = regrade(self.folder, key=self.key_path, feedback=self.feedback, lang=self.lang,
-                                      xp=self.xp)
+            try:
+                with self.lock:
+                    self.graded = regrade(self.folder, key=self.key_path, feedback=self.feedback, lang=self.lang,
+                                          xp=self.xp)
+            except (ScanInputError, OSError) as exc:  # the key changed, the folder cannot be written: said
+                raise BadRequest(HTTPStatus.CONFLICT, str(exc)) from None
             summary = self.graded.summary()
             self.stop()
             return {"graded": len(self.graded.report.results), "decided": summary["decided"], "open": summary["open"]}

@@ -193,3 +193,35 @@ def test_the_command_serves_until_done_then_prints_the_new_grades(folder, tmp_pa
     # Not a scan folder: exit 2, named.
     refused = CliRunner().invoke(app, ["scan", "review", str(tmp_path)])
     assert refused.exit_code == 2 and "scan.json" in refused.output and "Traceback" not in refused.output
+
+
+def test_a_scan_record_that_points_a_picture_elsewhere_is_refused(folder, tmp_path):
+    import shutil
+
+    from qkvquiz.grade.scanned import ScanInputError
+
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    state = json.loads((copy / "scan.json").read_text())
+    state["review"][0]["picture"] = "review/cells/../../../set/key.json"
+    (copy / "scan.json").write_text(json.dumps(state))
+    with pytest.raises(ScanInputError, match="picture"):
+        ReviewApp(copy)
+
+
+def test_done_says_why_it_cannot_grade_again(folder, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    app = ReviewApp(copy)
+    state = json.loads((copy / "scan.json").read_text())
+    key = Path(state["key"])
+    saved = key.read_bytes()
+    try:
+        key.write_bytes(saved.replace(b'"title"', b'"title" ', 1))  # the key changed since the scan
+        with running(app) as server:
+            status, doc = request(server, "/api/done", {})
+        assert status == 409 and "differs from the one the pages were scanned with" in doc["error"]
+    finally:
+        key.write_bytes(saved)
