@@ -45,11 +45,11 @@ from ..core.submissions import Submission, submission_from_bytes
 from ..files import safe_name
 from ..key import Key, KeyFileError, load_key
 from ..scan.cellmap import CellMap, CellMapError, read_cellmap
-from ..scan.journal import JOURNAL_NAME, Decision, read_decisions
+from ..scan.journal import MAX_VALUE, Decision, read_decisions
 from ..scan.reader import PageReport, ScanResult, read_scans
 from .grader import grade, grade_columns, read_columns
 from .report import write_reports
-from .results import GradeReport
+from .results import GradeReport, terminal_text
 
 CELLMAP_NAME = "cellmap.json"
 SUBMISSIONS, READINGS, REVIEW, GRADES = "submissions", "readings", "review", "grades"
@@ -108,6 +108,10 @@ class ReviewItem:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> ReviewItem:
+        """An item of scan.json; KeyError, TypeError or ValueError where a field is not one."""
+        texts = [doc["read"], *doc["alternatives"]]
+        if not all(t is None or isinstance(t, str) for t in texts) or not all(isinstance(r, str) for r in doc["reasons"]):
+            raise ValueError("read")
         return cls(int(doc["id"]), str(doc["student"]), str(doc["variant"]), str(doc["part"]),
                    tuple(int(i) for i in doc["index"]), doc["read"], list(doc["reasons"]),
                    list(doc["alternatives"]), int(doc["cells"]), int(doc["page"]), str(doc["source"]),
@@ -444,6 +448,7 @@ def load_scan(out: str | Path, key: str | Path | None = None) -> tuple[Key, dict
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT or state.get("version") != STATE_VERSION:
         raise ScanInputError(f"{shown_path(out / STATE)}: not a scan record written by `qkvquiz scan`")
     try:
+        str(state["title"]).strip()
         key_path = Path(key) if key is not None else Path(state["key"])
         recorded = str(state["key_sha256"])
         students = [(str(s["student"]), str(s["readings"]), str(s["submission"])) for s in state["students"]]
@@ -461,6 +466,7 @@ def load_scan(out: str | Path, key: str | Path | None = None) -> tuple[Key, dict
         loaded = load_key(key_path)
     except KeyFileError as exc:
         raise ScanInputError(str(exc)) from None
+    shapes = {part.id: item.shapes[part.id] for item, part in loaded.parts}
     readings = []
     for student, path, submission in students:
         for name, value, folder in (("readings", path, READINGS), ("submission", submission, SUBMISSIONS)):
@@ -468,10 +474,28 @@ def load_scan(out: str | Path, key: str | Path | None = None) -> tuple[Key, dict
                 raise ScanInputError(f"{shown_path(out / STATE)}: student {student!r}: field \"{name}\" is not a "
                                      f"file name in {folder}/")
         reading = _read_json(out / path, MAX_READINGS_BYTES, "readings")
-        if not isinstance(reading, dict) or reading.get("student") != student or not isinstance(reading.get("entries"), list):
-            raise ScanInputError(f"{shown_path(out / path)}: not the readings of {student!r}")
+        problem = _reading_problem(reading, student, shapes)
+        if problem:
+            raise ScanInputError(f"{shown_path(out / path)}: {problem}")
         readings.append(reading)
     return loaded, state, readings, review
+
+
+def _reading_problem(reading: Any, student: str, shapes: Mapping[str, tuple[int, ...]]) -> str:
+    """Why a side file is not the readings of ``student`` for this key ("" when it is)."""
+    if not isinstance(reading, dict) or reading.get("student") != student or not isinstance(reading.get("entries"), list) \
+            or not all(isinstance(reading.get(name), str) for name in ("variant", "set")):
+        return f"not the readings of {student!r}"
+    for n, entry in enumerate(reading["entries"], start=1):
+        shape = shapes.get(entry.get("part")) if isinstance(entry, dict) else None
+        index = entry.get("index") if isinstance(entry, dict) else None
+        if shape is None or not isinstance(index, list) or len(index) != len(shape) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < size for i, size in zip(index, shape)):
+            return f"entry {n}: field \"part\" or \"index\" is no entry of the key"
+        value = entry.get("value")
+        if not (value is None or (isinstance(value, str) and len(value) <= MAX_VALUE)) or not isinstance(entry.get("cells"), list):
+            return f"entry {n}: field \"value\" or \"cells\" is not what the reader writes"
+    return ""
 
 
 def _plain_file(path: str, folder: str) -> bool:
@@ -543,8 +567,6 @@ def summary_markdown(grading: ScanGrading) -> str:
 
 
 def _md(text: Any) -> str:
-    from .results import terminal_text
-
     return terminal_text(str(text)).replace("|", "\\|").replace("`", "'").replace("<", "&lt;")
 
 

@@ -151,7 +151,7 @@ def test_a_folder_that_is_no_scan_is_refused_with_its_name(tmp_path):
 
     with pytest.raises(ScanInputError, match="scan.json"):
         ReviewApp(tmp_path)
-    (tmp_path / "scan.json").write_text('{"format": "qkvquiz-scan", "version": 1, "key": "/nope", "key_sha256": "0", '
+    (tmp_path / "scan.json").write_text('{"format": "qkvquiz-scan", "version": 1, "title": "t", "key": "/nope", "key_sha256": "0", '
                                         '"students": [], "review": []}')
     with pytest.raises(ScanInputError, match="nope"):
         ReviewApp(tmp_path)
@@ -225,3 +225,25 @@ def test_done_says_why_it_cannot_grade_again(folder, tmp_path):
         assert status == 409 and "differs from the one the pages were scanned with" in doc["error"]
     finally:
         key.write_bytes(saved)
+
+
+@pytest.mark.parametrize("change", [
+    lambda r: r["entries"][0].update(part="q9.nothing"),
+    lambda r: r["entries"][0].update(index=[0, 7]),
+    lambda r: r["entries"][0].update(value=["1"]),
+    lambda r: r.update(student="someone else"),
+    lambda r: r.pop("entries"),
+])
+def test_a_tampered_side_file_is_refused_by_name(folder, tmp_path, change):
+    import shutil
+
+    from qkvquiz.grade.scanned import ScanInputError, regrade
+
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    path = copy / "readings" / "ada.json"
+    reading = json.loads(path.read_text())
+    change(reading)
+    path.write_text(json.dumps(reading))
+    with pytest.raises(ScanInputError, match="ada.json"):
+        regrade(copy)
