@@ -45,6 +45,7 @@ from ..core.submissions import Submission, submission_from_bytes
 from ..files import safe_name
 from ..key import Key, KeyFileError, load_key
 from ..scan.cellmap import CellMap, CellMapError, read_cellmap
+from ..scan.crops import entry_box
 from ..scan.journal import MAX_VALUE, Decision, read_decisions
 from ..scan.reader import PageReport, ScanResult, read_scans
 from .grader import grade, grade_columns, read_columns
@@ -95,6 +96,7 @@ class ReviewItem:
     source: str
     picture: str  # relative to the scan folder
     view: str
+    box: list[float] = field(default_factory=list)  # where on its page: x, y, width, height as shares of the page
 
     @property
     def entry(self) -> EntryId:
@@ -104,7 +106,7 @@ class ReviewItem:
         return {"id": self.id, "student": self.student, "variant": self.variant, "part": self.part,
                 "index": list(self.index), "read": self.read, "reasons": self.reasons,
                 "alternatives": self.alternatives, "cells": self.cells, "page": self.page, "source": self.source,
-                "picture": self.picture, "view": self.view}
+                "picture": self.picture, "view": self.view, "box": self.box}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> ReviewItem:
@@ -112,10 +114,14 @@ class ReviewItem:
         texts = [doc["read"], *doc["alternatives"]]
         if not all(t is None or isinstance(t, str) for t in texts) or not all(isinstance(r, str) for r in doc["reasons"]):
             raise ValueError("read")
+        box = doc.get("box", [])
+        if not isinstance(box, list) or len(box) not in (0, 4) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 for v in box):
+            raise ValueError("box")
         return cls(int(doc["id"]), str(doc["student"]), str(doc["variant"]), str(doc["part"]),
                    tuple(int(i) for i in doc["index"]), doc["read"], list(doc["reasons"]),
                    list(doc["alternatives"]), int(doc["cells"]), int(doc["page"]), str(doc["source"]),
-                   str(doc["picture"]), str(doc["view"]))
+                   str(doc["picture"]), str(doc["view"]), [float(v) for v in box])
 
 
 @dataclass
@@ -298,8 +304,19 @@ def score_changes(key: Key, readings: Sequence[Mapping[str, Any]], submissions: 
     return changed
 
 
+def _box(cells: CellMap, variant: str, page_number: int, part: str, index: tuple[int, ...]) -> list[float]:
+    """Where the entry's cells lie on their page, as shares of its width and height."""
+    page = cells.page(variant, page_number)
+    for entry in page.entries if page is not None else ():
+        if entry.part == part and entry.index == index:
+            x, y, w, h = entry_box(entry)
+            width, height = page.size
+            return [round(x / width, 5), round(y / height, 5), round(w / width, 5), round(h / height, 5)]
+    return []
+
+
 def _review(readings: Sequence[Mapping[str, Any]], changes: Mapping[EntryId, list[str | None]],
-            views: Mapping[tuple[str, int], str]) -> list[ReviewItem]:
+            views: Mapping[tuple[str, int], str], cells: CellMap) -> list[ReviewItem]:
     items: list[ReviewItem] = []
     for reading in readings:
         for entry in reading["entries"]:
@@ -314,7 +331,8 @@ def _review(readings: Sequence[Mapping[str, Any]], changes: Mapping[EntryId, lis
             items.append(ReviewItem(number, reading["student"], reading["variant"], entry["part"], eid[2],
                                     entry["value"], reasons, alternatives, max(1, len(doubted)), entry["page"],
                                     entry["source"], f"{REVIEW}/cells/{number}.png",
-                                    views.get((reading["variant"], entry["page"]), "")))
+                                    views.get((reading["variant"], entry["page"]), ""),
+                                    _box(cells, reading["variant"], entry["page"], entry["part"], eid[2])))
     return items
 
 
@@ -365,7 +383,7 @@ def _grade_readings(key: Key, key_path: Path, cells: CellMap, result: ScanResult
     changes = score_changes(key, result.confidences, as_read, xp=xp)
     views = {(r.variant, r.page): f"{REVIEW}/pages/{r.variant}-p{r.page}.jpg"
              for r in result.pages if r.status == "read" and r.view is not None}
-    review = _review(result.confidences, changes, views)
+    review = _review(result.confidences, changes, views, cells)
     state = {
         "format": STATE_FORMAT, "version": STATE_VERSION, "title": key.title, "set": cells.set_id,
         "key": os.path.abspath(key_path), "key_sha256": _key_hash(key_path), "cellmap": cells.source,

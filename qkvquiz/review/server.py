@@ -74,7 +74,7 @@ class ReviewApp:
             "place": where(item.index, self.shapes.get(item.part, len(item.index))),
             "read": item.read, "reasons": [_(REASONS.get(r, r)) for r in item.reasons],
             "alternatives": item.alternatives if CHANGES_SCORE in item.reasons else [],
-            "page": item.page, "view": bool(item.view),
+            "page": item.page, "view": bool(item.view), "box": item.box,
             "decided": valid, "value": decision.value if valid else None,
         }
 

@@ -19,6 +19,7 @@
   var done = document.getElementById("done");
   var overlay = document.getElementById("overlay");
   var whole = document.getElementById("whole");
+  var outline = document.getElementById("mark");
   var closeButton = document.getElementById("close");
   var items = [], rows = [], returnTo = null;
 
@@ -68,6 +69,15 @@
   function showPage(k) {
     returnTo = rows[k].input;
     whole.src = "/view/" + items[k].id;
+    // The entry outlined where it lies on its page (its box, as shares of the page).
+    var box = items[k].box;
+    outline.hidden = box.length !== 4;
+    if (box.length === 4) {
+      outline.style.left = box[0] * 100 + "%";
+      outline.style.top = box[1] * 100 + "%";
+      outline.style.width = box[2] * 100 + "%";
+      outline.style.height = box[3] * 100 + "%";
+    }
     overlay.hidden = false;
     closeButton.focus();
   }

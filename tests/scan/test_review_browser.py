@@ -89,6 +89,12 @@ def test_a_review_with_the_keyboard_alone(browser, folder):
         whole = browser.find_element(By.ID, "whole")
         wait_for(lambda: browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", whole))
         assert browser.execute_script("return arguments[0].naturalHeight > arguments[0].naturalWidth", whole)
+        # The entry is outlined where it lies on its page.
+        outline = browser.find_element(By.ID, "mark")
+        assert outline.is_displayed()
+        box = list(app.items.values())[0].box
+        left = browser.execute_script("return arguments[0].offsetLeft / arguments[1].clientWidth", outline, whole)
+        assert abs(left - box[0]) < 0.02, (left, box)
         focused(browser).send_keys(Keys.ESCAPE)
         wait_for(lambda: not overlay.is_displayed())
         assert focused(browser) == row_input
