@@ -31,7 +31,7 @@ from ..core.i18n import _, using
 from ..core.inputs import InputError, read_bytes
 from ..core.places import where
 from ..grade.parse import AnswerFormatError, parse_entry
-from ..grade.scanned import CHANGES_SCORE, ScanGrading, ScanInputError, load_scan, regrade
+from ..grade.scanned import CHANGES_SCORE, ReviewItem, ScanGrading, ScanInputError, load_scan, regrade
 from ..practice.server import BadRequest, Handler, PracticeServer
 from ..scan.journal import MAX_VALUE, Decision, append_decision, now, read_decisions
 from .page import REASONS, review_page
@@ -67,7 +67,7 @@ class ReviewApp:
     def decisions(self) -> dict[tuple[str, str, tuple[int, ...]], Decision]:
         return read_decisions(self.folder)[0]
 
-    def item_json(self, item: Any, decision: Decision | None) -> dict[str, Any]:
+    def item_json(self, item: ReviewItem, decision: Decision | None) -> dict[str, Any]:
         valid = decision is not None and decision.read == item.read
         return {
             "id": item.id, "student": item.student, "part": item.part,
@@ -84,7 +84,7 @@ class ReviewApp:
         if not rel:
             raise BadRequest(HTTPStatus.NOT_FOUND, "not found")
         try:
-            return read_bytes(self.folder / rel, MAX_PICTURE_BYTES, "picture")
+            return read_bytes(self.folder / rel, MAX_PICTURE_BYTES, "picture", follow=False)  # never through a link
         except InputError:
             raise BadRequest(HTTPStatus.NOT_FOUND, "the picture is missing from the scan folder") from None
 
