@@ -125,9 +125,9 @@ class PracticeApp:
             return {**result.to_json(), "progress": self.progress.rows()}
 
 
-def validated(path: str, doc: Any) -> dict[str, Any]:
+def validated(path: str, doc: Any, endpoints: Mapping[str, Mapping[str, bool]] = ENDPOINTS) -> dict[str, Any]:
     """``doc`` if it is an object with exactly the fields of ``path``'s request, else BadRequest."""
-    fields = ENDPOINTS[path]
+    fields = endpoints[path]
     if not isinstance(doc, dict):
         raise BadRequest(HTTPStatus.BAD_REQUEST, "the request is not a JSON object")
     unknown = sorted(set(doc) - set(fields))
@@ -164,6 +164,8 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # A client that opens a connection and sends nothing (or half a body) is dropped, not waited for.
     timeout = REQUEST_TIMEOUT_S
+    #: The JSON requests it answers (another local page, `scan review`, serves its own through this class).
+    endpoints: Mapping[str, Mapping[str, bool]] = ENDPOINTS
 
     def setup(self) -> None:
         super().setup()
@@ -260,7 +262,7 @@ class Handler(BaseHTTPRequestHandler):
         port = self.server.server_address[1]
         if origin is not None and origin not in (f"http://{HOST}:{port}", f"http://localhost:{port}"):
             raise BadRequest(HTTPStatus.FORBIDDEN, "requests from other sites are refused")
-        if self.path not in ENDPOINTS:
+        if self.path not in self.endpoints:
             raise BadRequest(HTTPStatus.NOT_FOUND, "not found")
         kind = self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
         if kind != "application/json":
@@ -291,7 +293,7 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest(HTTPStatus.BAD_REQUEST, str(exc)) from None
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise BadRequest(HTTPStatus.BAD_REQUEST, "the request is not JSON") from None
-        return validated(self.path, doc)
+        return validated(self.path, doc, self.endpoints)
 
     def _not_allowed(self) -> None:
         self.send_error(HTTPStatus.METHOD_NOT_ALLOWED, "method not allowed")
@@ -302,9 +304,10 @@ class Handler(BaseHTTPRequestHandler):
 class PracticeServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
+    handler: type[Handler] = Handler
 
-    def __init__(self, app: PracticeApp, port: int = 0) -> None:
-        super().__init__((HOST, port), Handler)
+    def __init__(self, app: Any, port: int = 0) -> None:
+        super().__init__((HOST, port), self.handler)
         self.app = app
         self.csp = _page_csp(app.page)
 
