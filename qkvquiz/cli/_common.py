@@ -6,7 +6,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional, TypeVar
@@ -195,22 +195,6 @@ def progress_bar(auto_refresh: bool = True):
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=err, transient=True, auto_refresh=auto_refresh,
     )
-
-
-def array_backend(backend: str, cpu_seconds: Callable[[], float]):
-    """The array module for ``--backend``: cupy only where the work pays for a GPU (the CPU otherwise, said).
-
-    ``cpu_seconds`` estimates the command's array work on the CPU; it is asked only for cupy.
-    """
-    from ..engine.backend import BackendUnavailable, place
-
-    try:
-        placement = place(backend, cpu_seconds() if backend == "cupy" else 0.0)
-    except BackendUnavailable as exc:
-        fail(str(exc))
-    if placement.note is not None:
-        err.print(f"note: {escape(placement.note)}", highlight=False)
-    return placement.xp
 
 
 BackendOpt = Annotated[str, typer.Option(

@@ -34,13 +34,13 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ..core.i18n import using
+from ..core.i18n import entered, using
 from ..core.inputs import json_nesting
 from .checking import check
 from .pages import page_html, problem_html, worked_html
 from .problem import new_problem
 from .progress import Progress
-from .topics import Topic, in_language
+from .topics import Topic, in_language, own_language
 
 HOST = "127.0.0.1"
 MAX_REQUEST_BYTES = 64 * 1024  # the largest answer a problem takes is a few kilobytes of text
@@ -72,12 +72,14 @@ class BadRequest(Exception):
 class PracticeApp:
     """What the server knows: its topics, language, the student's progress, the page."""
 
-    def __init__(self, topics: Sequence[Topic], *, lang: str, progress: Progress, seed: str | None = None) -> None:
-        self.topics = {t.id: t for t in in_language(topics, lang)}
-        self.lang = lang
-        self.progress = progress
-        # --seed: the page asks for it as the first problem of each topic (a reload draws it again).
-        self.page = page_html(list(self.topics.values()), mode="server", lang=lang, seed=seed or "").encode("utf-8")
+    def __init__(self, topics: Sequence[Topic], *, lang: str | None = None, progress: Progress,
+                 seed: str | None = None) -> None:
+        with entered(lang, own_language(topics)) as code:
+            self.topics = {t.id: t for t in in_language(topics, code)}
+            self.lang = code  # each request's thread enters it (threads start in no language)
+            self.progress = progress
+            # --seed: the page asks for it as the first problem of each topic (a reload draws it again).
+            self.page = page_html(list(self.topics.values()), mode="server", seed=seed or "").encode("utf-8")
 
     def topic(self, doc: Mapping[str, Any]) -> Topic:
         topic = self.topics.get(doc["topic"]) if isinstance(doc.get("topic"), str) else None
@@ -326,9 +328,10 @@ def _page_csp(page: bytes) -> str:
     return text[start:text.index('"', start)] + "; frame-ancestors 'none'"
 
 
-def serve(topics: Sequence[Topic], *, lang: str, port: int = 0, seed: str | None = None,
+def serve(topics: Sequence[Topic], *, lang: str | None = None, port: int = 0, seed: str | None = None,
           progress: Progress | None = None, ready: Callable[[PracticeServer], None] | None = None) -> None:
-    """Serve the practice page until interrupted; ``ready`` is called with the server once it listens."""
+    """Serve the practice page until interrupted; ``ready`` is called with the server once it listens.
+    In ``lang`` (default: the language chosen around the call, else the first topic's)."""
     app = PracticeApp(topics, lang=lang, progress=progress or Progress(), seed=seed)
     with PracticeServer(app, port) as server:
         if ready is not None:

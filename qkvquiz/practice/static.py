@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.i18n import _, ngettext, using
+from ..core.i18n import _, entered, ngettext
 from ..core.outputs import owned_present, write_set
 from ..core.tolerance import SLACK, Tolerance
 from ..families import Env
@@ -36,7 +36,7 @@ from ..key import encode
 from .checking import check
 from .pages import page_html, problem_html, worked_html
 from .problem import MAX_SEED_CHARS, Problem, check_seed, new_problem, new_seed
-from .topics import Topic, in_language
+from .topics import Topic, in_language, own_language
 
 #: What ``practice --static`` owns in its folder (nothing private: the site is public).
 OWNED = {"index.html": False}
@@ -80,7 +80,7 @@ def check_data(problem: Problem) -> dict[str, Any]:
     env = item.env
     by_step = {p.step: p.id for p in item.parts}
     parts: dict[str, dict[str, Any]] = {}
-    with using(problem.lang):
+    with entered(None, problem.lang):
         for part in item.parts:
             tol = item.tolerance_for(part.step)
             shape = item.shapes[part.id]
@@ -184,11 +184,12 @@ def packed(doc: Any) -> str:
     return base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii")
 
 
-def build_static(topics: Sequence[Topic], variants: int, out: str | Path, *, lang: str, seed: str | None = None,
+def build_static(topics: Sequence[Topic], variants: int, out: str | Path, *, lang: str | None = None, seed: str | None = None,
                  force: bool = False, progress: Callable[[], None] | None = None) -> Path:
     """Write ``out/index.html``: ``variants`` solved variants of each topic, seeds ``<seed>-1`` …
     (``seed``: a fresh public one if None). Returns the page's path. Without ``force`` an
-    existing ``index.html`` is refused with FileExistsError."""
+    existing ``index.html`` is refused with FileExistsError. In ``lang`` (default: the language
+    chosen around the call, else the first topic's)."""
     if not 1 <= variants <= MAX_VARIANTS:
         raise ValueError(f"--static takes 1 to {MAX_VARIANTS} variants per item, got {variants}")
     if not topics:
@@ -200,23 +201,22 @@ def build_static(topics: Sequence[Topic], variants: int, out: str | Path, *, lan
         raise ValueError(f"--seed {base!r} has {len(base)} characters; with --static {variants} the variants' "
                          f"seeds are {base[:12]}…-1 to …-{variants}, and a seed has at most {MAX_SEED_CHARS}, "
                          f"so the seed may have at most {room}")
-    topics = in_language(topics, lang)
     out = Path(out)
-    with write_set(out, OWNED, anchor="index.html") as files:
+    with entered(lang, own_language(topics)) as code, write_set(out, OWNED, anchor="index.html") as files:
+        topics = in_language(topics, code)
         present = owned_present(out, OWNED)
         if present and not force:
             raise FileExistsError(f"{out} already holds {', '.join(present)}; choose another folder or use --force")
         blocks = {}
-        with using(lang):
-            for topic in topics:
-                docs = []
-                for k in range(1, variants + 1):
-                    docs.append(variant_data(new_problem(topic, f"{base}-{k}")))
-                    if progress is not None:
-                        progress()
-                shared = shared_pictures(docs)
-                blocks[topic.id] = {"family": topic.family, "title": topic.title(),
-                                   "variants": packed({"shared": shared, "variants": docs})}
-            page = page_html(topics, mode="static", lang=lang, seed=base, data={"topics": blocks})
+        for topic in topics:
+            docs = []
+            for k in range(1, variants + 1):
+                docs.append(variant_data(new_problem(topic, f"{base}-{k}")))
+                if progress is not None:
+                    progress()
+            shared = shared_pictures(docs)
+            blocks[topic.id] = {"family": topic.family, "title": topic.title(),
+                               "variants": packed({"shared": shared, "variants": docs})}
+        page = page_html(topics, mode="static", seed=base, data={"topics": blocks})
         files.write("index.html", page)
     return out / "index.html"

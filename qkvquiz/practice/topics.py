@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.i18n import _, check_lang
+from ..core.i18n import _, check_lang, chosen
 from ..core.resources import bank_dir
 from ..families import REGISTRY
 from ..spec import ItemSpec, WorksheetSpec, load_spec, parse_spec
@@ -65,7 +65,8 @@ def bundled_names() -> list[str]:
 
 def topics_for(choices: Sequence[str] = (), lang: str | None = None) -> list[Topic]:
     """The topics of ``choices`` (family names, bundled spec names, spec files), in order; none
-    given: every family, then every bundled spec. ``lang`` overrides the specs' ``lang:``.
+    given: every family, then every bundled spec. ``lang`` (default: the language chosen around
+    the call) overrides the specs' ``lang:``.
 
     Raises :class:`TopicError` (or the spec's own ``SpecError``) naming what is wrong."""
     if not choices:
@@ -77,7 +78,13 @@ def topics_for(choices: Sequence[str] = (), lang: str | None = None) -> list[Top
             if topic.id not in seen:
                 seen.add(topic.id)
                 topics.append(topic)
+    lang = lang or chosen()
     return topics if lang is None else in_language(topics, lang)
+
+
+def own_language(topics: Sequence[Topic]) -> str | None:
+    """The language of a practice page of ``topics`` where no one chose one: the first topic's."""
+    return topics[0].spec.lang if topics else None
 
 
 def in_language(topics: Sequence[Topic], lang: str) -> list[Topic]:

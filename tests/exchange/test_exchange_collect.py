@@ -14,7 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from qkvquiz.cli import app
-from qkvquiz.exchange.collect import LATE_FLAG, MISMATCH_FLAG, grade_download
+from qkvquiz.exchange.collect import grade_download
+from qkvquiz.grade.attribution import LATE_FLAG, MISMATCH_FLAG
 from qkvquiz.exchange.lms_names import detect, parse_canvas, parse_moodle
 from qkvquiz.core.inputs import InputError
 from qkvquiz.core.zips import MAX_ZIP_MEMBER_BYTES, read_zip

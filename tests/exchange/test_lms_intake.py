@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from qkvquiz.exchange.collect import LATE_FLAG, MISMATCH_FLAG, collect, grade_download
+from qkvquiz.exchange.collect import collect, grade_download
+from qkvquiz.grade.attribution import LATE_FLAG, MISMATCH_FLAG
 from qkvquiz.core.zips import read_zip
 from qkvquiz.roster import read_roster_entries
 
