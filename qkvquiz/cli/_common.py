@@ -16,7 +16,6 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand
 
-from ..core.resources import bank_dir
 from ..core.untrusted import terminal_text
 
 # soft_wrap: a message is one line however long its paths (the terminal may fold it; logs and
@@ -79,16 +78,13 @@ def renamed(name: str, value: T, default: T, old_name: str, old_value: T | None)
 
 
 def resolve_spec(spec: str) -> Path:
-    """A spec path, or the name of a bundled spec (``attention-basics``)."""
-    path = Path(spec)
-    if path.exists():
-        return path
-    bundled = bank_dir() / (spec if spec.endswith((".yaml", ".yml")) else f"{spec}.yaml")
-    if bundled.exists():
-        return bundled
-    names = ", ".join(sorted(p.stem for p in bank_dir().glob("*.yaml")))
-    fail(f"no spec file {spec!r}, and no bundled spec of that name (bundled: {names})")
-    raise AssertionError  # unreachable
+    """A spec path, or the name of a bundled spec (``attention-basics``); exit 2 naming a missing one."""
+    from ..spec import find_spec
+
+    try:
+        return find_spec(spec)
+    except FileNotFoundError as exc:
+        fail(safe_text(str(exc)))
 
 
 # What a command needs is imported inside it: `qkvquiz --help` loads neither NumPy nor a family
