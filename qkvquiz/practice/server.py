@@ -35,7 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ..core.i18n import entered, using
-from ..core.inputs import json_nesting
+from ..core.inputs import JsonRefused, json_nesting, strict_json
 from .checking import check
 from .pages import page_html, problem_html, worked_html
 from .problem import new_problem
@@ -138,24 +138,6 @@ def validated(path: str, doc: Any) -> dict[str, Any]:
     missing = [name for name, required in fields.items() if required and name not in doc]
     if missing:
         raise BadRequest(HTTPStatus.BAD_REQUEST, f"missing field {missing[0]!r}")
-    return doc
-
-
-def _no_constants(token: str) -> Any:
-    raise ValueError(f"{token} is not JSON")
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An object whose keys are all different: with a key twice, which answer counts would be a guess."""
-    doc = dict(pairs)
-    if len(doc) != len(pairs):
-        seen: set[str] = set()
-        twice = next(k for k, _v in pairs if k in seen or seen.add(k))
-        raise _DuplicateKey(f"the key {twice[:40]!r} appears twice in one object")
     return doc
 
 
@@ -288,9 +270,10 @@ class Handler(BaseHTTPRequestHandler):
         if json_nesting(raw) > MAX_REQUEST_NESTING:  # refused before json.loads recurses into it
             raise BadRequest(HTTPStatus.BAD_REQUEST, f"the request nests deeper than {MAX_REQUEST_NESTING} levels")
         try:
-            doc = json.loads(raw.decode("utf-8"), parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
-        except _DuplicateKey as exc:
-            raise BadRequest(HTTPStatus.BAD_REQUEST, str(exc)) from None
+            doc = strict_json(raw.decode("utf-8"))
+        except JsonRefused as exc:  # a key twice: which answer counts would be a guess
+            raise BadRequest(HTTPStatus.BAD_REQUEST, str(exc) if exc.key is not None else "the request is not JSON") \
+                from None
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise BadRequest(HTTPStatus.BAD_REQUEST, "the request is not JSON") from None
         return validated(self.path, doc)
