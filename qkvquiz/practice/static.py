@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from ..core.i18n import _, entered, ngettext
+from ..core.i18n import _, entered
 from ..core.outputs import owned_present, write_set
 from ..core.tolerance import SLACK, Tolerance
 from ..families import Env
-from ..grade.checks import carried_inputs, fixed_entries, key_allowance, rerun_on_own
+from ..grade.checks import carried_inputs, count_sentence, fixed_entries, key_allowance, rerun_on_own
 from ..key import encode
 from .checking import check
 from .pages import page_html, problem_html, worked_html
@@ -60,18 +60,6 @@ def target(tol: Tolerance, values: Any, extra: Any = None) -> dict[str, list[Any
         band = tol.band(x) + (0.0 if extra is None else np.asarray(extra, dtype=np.float64))
         total = band + SLACK * np.maximum(np.abs(x0), band)
     return {"values": flat(x), "band": [float(b) for b in total.ravel()]}
-
-
-def count_sentence(entries: int, per_entry: bool) -> str:
-    """The grader's sentence for a part's entries within tolerance (its catalog's words, in its
-    plural for ``entries``), with the number right left as ``%(correct)s`` for the page."""
-    if per_entry:
-        message = ngettext("%(correct)s of %(entries)s entry within tolerance",
-                           "%(correct)s of %(entries)s entries within tolerance", entries)
-    else:
-        message = ngettext("%(correct)s of %(entries)s entry within tolerance (this part is all or nothing)",
-                           "%(correct)s of %(entries)s entries within tolerance (this part is all or nothing)", entries)
-    return message % {"correct": "%(correct)s", "entries": entries}
 
 
 def check_data(problem: Problem) -> dict[str, Any]:
@@ -110,7 +98,8 @@ def check_data(problem: Problem) -> dict[str, Any]:
                 "tolerance": tol.describe(),
                 # The grader's sentence for the count, in its plural, the count of right entries
                 # left for the page to fill in; the properties a right answer has, as data.
-                "counts": count_sentence(entries, bool(item.credit.per_entry)),
+                # The grader's sentence, the number right left for the page to fill in.
+                "counts": count_sentence("%(correct)s", entries, bool(item.credit.per_entry)),
                 "invariants": [{**inv.page(env, item.params, env[part.step].shape), "text": _(inv.feedback)}
                                for inv in item.family.invariants_for(part.step, item.params)
                                if inv.page is not None],
