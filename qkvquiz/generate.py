@@ -170,10 +170,9 @@ def generate_set(
     (any entry of :data:`OWNED`) is refused with FileExistsError; a second run into the same
     folder at the same time with :class:`qkvquiz.core.outputs.SetBusy`; a folder that cannot be
     written with :class:`qkvquiz.core.outputs.OutputError` naming the path.
-    ``lang`` (``"en"``, ``"zh"``) is the language of every built-in word and of the spec's own
-    text where written in it (``title: {en: …, zh: …}``; default: the language chosen around the
-    call, else the spec's ``lang:``); it is
-    recorded in the key, so that grading answers in it.
+    ``lang`` (``"en"``, ``"zh"``; default: the one chosen around the call, else the spec's ``lang:``)
+    is the language of every built-in word and of the spec's own text where written in it
+    (``title: {en: …, zh: …}``); it is recorded in the key, so that grading answers in it.
     ``xp`` is the array module (or its name, ``"numpy"`` or ``"cupy"``): a GPU is used only for
     work large enough to gain from it (:func:`qkvquiz.engine.backend.place`), else the CPU, said
     in a note. ``notes`` is told what is worth knowing before the work (the CPU kept it, a large
