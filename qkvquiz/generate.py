@@ -42,10 +42,11 @@ import qkvquiz.capacity as capacity
 from .capacity import class_size_problem
 from .core.collector import settle_worker
 from .core.i18n import ENGLISH_NAMES, UnknownLanguage, check_lang, using
+from .core.i18n import chosen as language_chosen
 from .core.options import OptionError, SetExists
 from .core.outputs import OutputSet, owned_present, write_set
 from .core.pool import Pool, cores, fork_context
-from .engine.backend import BackendUnavailable, place
+from .engine.backend import BackendUnavailable, placed
 from .files import safe_name
 from .json_rows import Dumped, dumped, dumps
 from .key import key_text
@@ -169,9 +170,9 @@ def generate_set(
     (any entry of :data:`OWNED`) is refused with FileExistsError; a second run into the same
     folder at the same time with :class:`qkvquiz.core.outputs.SetBusy`; a folder that cannot be
     written with :class:`qkvquiz.core.outputs.OutputError` naming the path.
-    ``lang`` (``"en"``, ``"zh"``) is the language of every built-in word and of the spec's own
-    text where written in it (``title: {en: …, zh: …}``); it overrides the spec's ``lang:`` and is
-    recorded in the key, so that grading answers in it.
+    ``lang`` (``"en"``, ``"zh"``; default: the one chosen around the call, else the spec's ``lang:``)
+    is the language of every built-in word and of the spec's own text where written in it
+    (``title: {en: …, zh: …}``); it is recorded in the key, so that grading answers in it.
     ``xp`` is the array module (or its name, ``"numpy"`` or ``"cupy"``): a GPU is used only for
     work large enough to gain from it (:func:`qkvquiz.engine.backend.place`), else the CPU, said
     in a note. ``notes`` is told what is worth knowing before the work (the CPU kept it, a large
@@ -244,7 +245,7 @@ def _checked_options(spec: WorksheetSpec, students: int, seed: str | int, format
             lang = check_lang(lang)
         except UnknownLanguage as exc:
             raise OptionError("{lang}: {problem}", problem=str(exc)) from None
-    spec = spec.in_language(lang or spec.lang)
+    spec = spec.in_language(lang or language_chosen() or spec.lang)  # as i18n.entered chooses
     missing = spec.untranslated()
     if missing:  # said in English, as every note of the library and the command line is
         note(f"{spec.source}: no {ENGLISH_NAMES[spec.lang]} text for {', '.join(missing)}; shown in English")
@@ -297,14 +298,10 @@ def _check_memory(spec: WorksheetSpec, students: int, seed: str | int, note: Cal
 
 def _placed(xp: Any, spec: WorksheetSpec, students: int, note: Callable[[str], None]) -> Any:
     """The array module the work runs on: a GPU only where the class's work pays for it."""
-    name = xp if isinstance(xp, str) else "numpy" if xp is np else "cupy"
     try:
-        placement = place(name, screening_seconds(spec, students) if name == "cupy" else 0.0)
+        return placed(xp, lambda: screening_seconds(spec, students), note)
     except BackendUnavailable as exc:
         raise OptionError("{xp}: {problem}", problem=str(exc)) from None
-    if placement.note is not None:
-        note(placement.note)
-    return placement.xp
 
 
 @dataclass(frozen=True)

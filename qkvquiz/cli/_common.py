@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional, TypeVar
@@ -17,7 +17,6 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand
 
-from ..core.resources import bank_dir
 from ..core.untrusted import terminal_text
 
 # soft_wrap: a message is one line however long its paths (the terminal may fold it; logs and
@@ -84,16 +83,13 @@ def renamed(name: str, value: T, default: T, old_name: str, old_value: T | None)
 
 
 def resolve_spec(spec: str) -> Path:
-    """A spec path, or the name of a bundled spec (``attention-basics``)."""
-    path = Path(spec)
-    if path.exists():
-        return path
-    bundled = bank_dir() / (spec if spec.endswith((".yaml", ".yml")) else f"{spec}.yaml")
-    if bundled.exists():
-        return bundled
-    names = ", ".join(sorted(p.stem for p in bank_dir().glob("*.yaml")))
-    fail(f"no spec file {spec!r}, and no bundled spec of that name (bundled: {names})")
-    raise AssertionError  # unreachable
+    """A spec path, or the name of a bundled spec (``attention-basics``); exit 2 naming a missing one."""
+    from ..spec import find_spec
+
+    try:
+        return find_spec(spec)
+    except FileNotFoundError as exc:
+        fail(safe_text(str(exc)))
 
 
 # What a command needs is imported inside it: `qkvquiz --help` loads neither NumPy nor a family
@@ -200,22 +196,6 @@ def progress_bar(auto_refresh: bool = True):
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=err, transient=True, auto_refresh=auto_refresh,
     )
-
-
-def array_backend(backend: str, cpu_seconds: Callable[[], float]):
-    """The array module for ``--backend``: cupy only where the work pays for a GPU (the CPU otherwise, said).
-
-    ``cpu_seconds`` estimates the command's array work on the CPU; it is asked only for cupy.
-    """
-    from ..engine.backend import BackendUnavailable, place
-
-    try:
-        placement = place(backend, cpu_seconds() if backend == "cupy" else 0.0)
-    except BackendUnavailable as exc:
-        fail(str(exc))
-    if placement.note is not None:
-        err.print(f"note: {escape(placement.note)}", highlight=False)
-    return placement.xp
 
 
 BackendOpt = Annotated[str, typer.Option(

@@ -14,7 +14,6 @@ from ._common import (
     HELP_MARKUP,
     BackendOpt,
     LangOpt,
-    array_backend,
     chosen_lang,
     console,
     err,
@@ -93,18 +92,23 @@ def read(
 def _read(key: Path, scans: list[Path], out: Path, cellmap: Path | None, feedback: bool, backend: str,
           lang: str | None) -> None:
     from ..core.outputs import OutputError
+    from ..engine.backend import BackendUnavailable
     from ..grade.scanned import ScanInputError, scan_and_grade
     from ..scan.requirements import ScanDependencyMissing
 
     for path in scans:
         if not path.exists() and not path.is_symlink():
             fail(f"{path} does not exist (nothing was read and nothing written)")
-    xp = array_backend(backend, lambda: 0.0)
+    def note(text: str) -> None:  # where the array work ran, when a GPU was asked for and the CPU kept it
+        err.print(f"[yellow]note:[/] {escape(text)}", highlight=False)
+
     try:
         with exit_on_terminate(), progress_bar() as bar:
             task = bar.add_task("reading pages", total=None)
-            grading = scan_and_grade(key, scans, out, cellmap=cellmap, feedback=feedback, lang=lang, xp=xp,
-                                     progress=lambda _page: bar.advance(task))
+            grading = scan_and_grade(key, scans, out, cellmap=cellmap, feedback=feedback, lang=lang, xp=backend,
+                                     progress=lambda _page: bar.advance(task), notes=note)
+    except BackendUnavailable as exc:
+        fail(str(exc))
     except ScanInputError as exc:
         fail(str(exc))
     except ScanDependencyMissing as exc:

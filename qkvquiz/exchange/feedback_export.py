@@ -25,6 +25,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.i18n import entered
 from ..core.inputs import InputError, read_text, shown_path
 from ..files import safe_name
 from ..roster import Roster, RosterEntry
@@ -174,7 +175,13 @@ def feedback_markdown_path(folder: Path, student: str) -> Path | None:
 
 
 def feedback_pages(results: Results, roster: Roster | None) -> tuple[list[FeedbackPage], list[str]]:
-    """Every graded student's feedback as an HTML page, and the students whose feedback file is missing."""
+    """Every graded student's feedback as an HTML page, and the students whose feedback file is missing;
+    in the language the grading wrote (the pages' ``lang``, their words), unless the caller chose one."""
+    with entered(None, results.lang):
+        return _feedback_pages(results, roster)
+
+
+def _feedback_pages(results: Results, roster: Roster | None) -> tuple[list[FeedbackPage], list[str]]:
     pages, missing = [], []
     taken: set[str] = set()
     for student, result in results.students.items():

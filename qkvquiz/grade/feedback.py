@@ -22,7 +22,7 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from ..core.i18n import N_, _, current, kept_per_language, ngettext, using
+from ..core.i18n import N_, _, current, entered, kept_per_language, ngettext
 from ..core.places import entry_place
 from ..core.resources import templates_dir
 from ..core.tolerance import Tolerance
@@ -357,9 +357,9 @@ def _code_ids(text: str, ids: Sequence[str]) -> str:
 
 
 def feedback_markdown(report: GradeReport, result: StudentResult, *, lang: str | None = None) -> str:
-    """The feedback file of one graded student, in ``lang`` (default: the report's, the language
-    its sentences were graded in)."""
-    with using(lang or report.lang):
+    """The feedback file of one graded student, in ``lang`` (default: the one chosen around the
+    call, else the report's, the language its sentences were graded in)."""
+    with entered(lang, report.lang):
         return FeedbackWriter(report).markdown(result)
 
 

@@ -38,10 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from ..core.i18n import using
+from ..core.i18n import entered
 from ..core.inputs import InputError, read_bytes, shown_path
 from ..core.outputs import claim, owned_present, write_set
 from ..core.submissions import Submission, submission_from_bytes
+from ..engine.backend import placed
 from ..files import safe_name
 from ..key import Key, KeyFileError, load_key
 from ..scan.cellmap import CellMap, CellMapError, read_cellmap
@@ -51,6 +52,7 @@ from ..scan.reader import PageReport, ScanResult, read_scans
 from .grader import grade, grade_columns, read_columns
 from .report import write_reports
 from .results import GradeReport, terminal_text
+from .workload import grading_seconds
 
 CELLMAP_NAME = "cellmap.json"
 SUBMISSIONS, READINGS, REVIEW, GRADES = "submissions", "readings", "review", "grades"
@@ -263,9 +265,8 @@ def submission_text(doc: Mapping[str, Any]) -> str:
 
 def _scores(key: Key, rows: Sequence[tuple[int, Submission]], xp: Any) -> list[float]:
     """Each row's score, graded by the grader's own batched code (several rows may be one student's)."""
-    with using(key.lang):
-        columns = read_columns(key, [sub.answers for _row, sub in rows])
-        report = grade_columns(key, rows, columns, [], xp=xp)
+    columns = read_columns(key, [sub.answers for _row, sub in rows])
+    report = grade_columns(key, rows, columns, [], xp=xp)
     return [r.score for r in report.results]
 
 
@@ -346,20 +347,22 @@ def _page_json(report: PageReport) -> dict[str, Any]:
 
 def scan_and_grade(key: str | Path, scans: Iterable[str | Path], out: str | Path, *,
                    cellmap: str | Path | None = None, feedback: bool = True, lang: str | None = None, xp: Any = np,
-                   progress: Callable[[PageReport], None] | None = None) -> ScanGrading:
+                   progress: Callable[[PageReport], None] | None = None,
+                   notes: Callable[[str], None] | None = None) -> ScanGrading:
     """Read the scans, grade them and write the scan folder ``out`` (see the module's description).
 
     ``cellmap`` defaults to ``cellmap.json`` beside the key; ``progress`` is called once per page
-    read. Raises :class:`ScanInputError` for a key or cell map that cannot be used, and
+    read; ``lang``, ``xp`` and ``notes`` as :func:`qkvquiz.grade.grader.grade` takes them. Raises :class:`ScanInputError` for a key or cell map that cannot be used, and
     :class:`qkvquiz.core.outputs.OutputError` when ``out`` cannot be written.
     """
     key_path, out = Path(key), Path(out)
     loaded, cells = load_inputs(key_path, cellmap)
     _not_anothers(out)
-    with claim(out):  # the folder is this run's before the long reading starts
+    with entered(lang, loaded.lang), claim(out):  # the folder is this run's before the long reading starts
+        xp = placed(xp, lambda: grading_seconds(loaded, len(loaded.students)), notes)
         result = read_scans(cells, [Path(p) for p in scans], views=True, progress=progress)
         decisions, notes = read_decisions(out)
-        grading = _grade_readings(loaded, key_path, cells, result, out, decisions, notes, lang=lang, xp=xp)
+        grading = _grade_readings(loaded, key_path, cells, result, out, decisions, notes, xp=xp)
         _write_scan(grading, result, feedback=feedback)
     return grading
 
@@ -376,7 +379,7 @@ def _not_anothers(out: Path) -> None:
 
 
 def _grade_readings(key: Key, key_path: Path, cells: CellMap, result: ScanResult, out: Path,
-                    decisions: Mapping[EntryId, Decision], notes: list[str], *, lang: str | None, xp: Any) -> ScanGrading:
+                    decisions: Mapping[EntryId, Decision], notes: list[str], *, xp: Any) -> ScanGrading:
     taken: set[str] = set()
     names = {s: safe_name(s, taken) for s in key.students}  # the names generate gave their folders
     as_read = _as_graded(out, names, result.submissions)
@@ -394,15 +397,14 @@ def _grade_readings(key: Key, key_path: Path, cells: CellMap, result: ScanResult
                       "submission": _file_name(names, s["student"], SUBMISSIONS)} for s in result.submissions],
         "review": [item.to_json() for item in review],
     }
-    return _graded(key, out, state, result.confidences, result.submissions, review, decisions, notes, names,
-                   lang=lang, xp=xp)
+    return _graded(key, out, state, result.confidences, result.submissions, review, decisions, notes, names, xp=xp)
 
 
 def _graded(key: Key, out: Path, state: dict[str, Any], readings: list[dict[str, Any]],
             submissions: list[dict[str, Any]], review: list[ReviewItem], decisions: Mapping[EntryId, Decision],
-            notes: list[str], names: Mapping[str, str], *, lang: str | None, xp: Any) -> ScanGrading:
+            notes: list[str], names: Mapping[str, str], *, xp: Any) -> ScanGrading:
     confirmed, used, set_aside = _apply(readings, submissions, decisions)
-    report = grade(key, _as_graded(out, names, confirmed), xp=xp, lang=lang)
+    report = grade(key, _as_graded(out, names, confirmed), xp=xp)
     return ScanGrading(key, out, state, readings, confirmed, report, review, used, notes + set_aside)
 
 
@@ -543,13 +545,15 @@ def regrade(out: str | Path, *, key: str | Path | None = None, feedback: bool = 
     out = Path(out)
     with claim(out):
         loaded, state, readings, review = load_scan(out, key)
-        shapes = {part.id: item.shapes[part.id] for item, part in loaded.parts}
-        as_read = [_submission_of(r, shapes) for r in readings]
-        names = {s["student"]: Path(s["submission"]).stem for s in state["students"]}
-        decisions, notes = read_decisions(out)
-        grading = _graded(loaded, out, state, readings, as_read, review, decisions, notes, names, lang=lang, xp=xp)
-        with write_set(out, REGRADED, anchor=GRADES) as files:
-            _write_graded(files, grading, feedback=feedback)
+        with entered(lang, loaded.lang):
+            xp = placed(xp, lambda: grading_seconds(loaded, len(readings)))
+            shapes = {part.id: item.shapes[part.id] for item, part in loaded.parts}
+            as_read = [_submission_of(r, shapes) for r in readings]
+            names = {s["student"]: Path(s["submission"]).stem for s in state["students"]}
+            decisions, notes = read_decisions(out)
+            grading = _graded(loaded, out, state, readings, as_read, review, decisions, notes, names, xp=xp)
+            with write_set(out, REGRADED, anchor=GRADES) as files:
+                _write_graded(files, grading, feedback=feedback)
     return grading
 
 

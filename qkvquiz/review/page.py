@@ -12,7 +12,7 @@ import json
 
 from markupsafe import Markup
 
-from ..core.i18n import HTML_LANG, N_, current, script_messages, using
+from ..core.i18n import HTML_LANG, N_, current, script_messages
 from ..core.resources import templates_dir
 from ..grade.scanned import CHANGES_SCORE
 from ..render.form import environment, script_hash
@@ -44,14 +44,13 @@ def _asset(name: str, closing_tag: str) -> str:
     return text
 
 
-def review_page(title: str, *, lang: str) -> str:
-    """The whole page, in ``lang``."""
-    with using(lang):
-        scripts = [_asset(name, "</script") for name in SCRIPTS]
-        messages = script_messages([templates_dir() / name for name in SCRIPTS])
-        csp = _CSP.format(scripts=" ".join(script_hash(js) for js in scripts))
-        return environment().get_template(PAGE_TEMPLATE).render(
-            html_lang=HTML_LANG[current()], csp=Markup(csp), title=title,
-            messages=json.dumps(messages, ensure_ascii=False, sort_keys=True),
-            css=Markup(_asset(STYLE, "</style")), parse_js=Markup(scripts[0]), review_js=Markup(scripts[1]),
-        )
+def review_page(title: str) -> str:
+    """The whole page, in the current language."""
+    scripts = [_asset(name, "</script") for name in SCRIPTS]
+    messages = script_messages([templates_dir() / name for name in SCRIPTS])
+    csp = _CSP.format(scripts=" ".join(script_hash(js) for js in scripts))
+    return environment().get_template(PAGE_TEMPLATE).render(
+        html_lang=HTML_LANG[current()], csp=Markup(csp), title=title,
+        messages=json.dumps(messages, ensure_ascii=False, sort_keys=True),
+        css=Markup(_asset(STYLE, "</style")), parse_js=Markup(scripts[0]), review_js=Markup(scripts[1]),
+    )

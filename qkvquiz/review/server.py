@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.i18n import _, using
+from ..core.i18n import _, entered, using
 from ..core.inputs import InputError, read_bytes
 from ..core.places import where
 from ..grade.parse import AnswerFormatError, parse_entry
@@ -53,7 +53,6 @@ class ReviewApp:
         self.folder = Path(folder)
         self.key_path = key
         loaded, state, readings, items = load_scan(self.folder, key)
-        self.lang = lang or loaded.lang
         self.feedback = feedback
         self.xp = xp
         self.items = {item.id: item for item in items}
@@ -62,7 +61,9 @@ class ReviewApp:
         self.lock = threading.Lock()  # one decision at a time: journal lines never interleave
         self.graded: ScanGrading | None = None
         self.stop: Callable[[], None] = lambda: None
-        self.page = review_page(self.title, lang=self.lang).encode("utf-8")
+        with entered(lang, loaded.lang) as code:  # the page's language, kept for every request
+            self.lang = code
+            self.page = review_page(self.title).encode("utf-8")
 
     def decisions(self) -> dict[tuple[str, str, tuple[int, ...]], Decision]:
         return read_decisions(self.folder)[0]
@@ -97,8 +98,7 @@ class ReviewApp:
                 return self.decide(doc)
             try:
                 with self.lock:
-                    self.graded = regrade(self.folder, key=self.key_path, feedback=self.feedback, lang=self.lang,
-                                          xp=self.xp)
+                    self.graded = regrade(self.folder, key=self.key_path, feedback=self.feedback, xp=self.xp)
             except (ScanInputError, OSError) as exc:  # the key changed, the folder cannot be written: said
                 raise BadRequest(HTTPStatus.CONFLICT, str(exc)) from None
             summary = self.graded.summary()

@@ -69,6 +69,18 @@ def test_bad_spec_is_a_clear_error_not_a_traceback(tmp_path):
     assert "Traceback" not in result.output
 
 
+def test_a_missing_spec_file_is_called_missing_by_its_path(tmp_path):
+    missing = tmp_path / "week3.yaml"
+    for args in (["generate", str(missing), "-n", "1", "--out", str(tmp_path / "o")],
+                 ["export", "questions", str(missing), "--out", str(tmp_path / "bank")],
+                 ["practice", str(missing), "--no-browser"]):
+        result = runner.invoke(app, args)
+        said = " ".join(result.output.split())
+        assert result.exit_code == 2, (args, result.output)
+        assert f"{missing}: no such spec file (it does not exist)" in said and "Traceback" not in said, args
+    assert not (tmp_path / "o").exists() and not (tmp_path / "bank").exists()
+
+
 def test_families_show_and_schema():
     listed = runner.invoke(app, ["families"])
     assert listed.exit_code == 0 and "attention.output" in listed.output
