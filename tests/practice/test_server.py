@@ -248,7 +248,7 @@ def test_the_command_says_when_it_set_an_unreadable_progress_file_aside(tmp_path
     path = tmp_path / "practice.json"
     path.write_text("not json", encoding="utf-8")
 
-    def serve_once(topics, *, lang, port=0, seed=None, progress=None, ready=None):
+    def serve_once(topics, *, lang=None, port=0, seed=None, progress=None, ready=None):
         app_ = server_module.PracticeApp(topics, lang=lang, progress=progress, seed=seed)
         with server_module.PracticeServer(app_, 0) as server:
             ready(server)  # what the command prints once it listens; then stop
