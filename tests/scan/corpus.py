@@ -112,6 +112,24 @@ def draw_page(page: Page, set_id: str, dpi: int, rng: np.random.Generator, digit
     return Image.fromarray(out.astype(np.uint8))
 
 
+def fill_printed(picture: Image.Image, page: Page, dpi: int, rng: np.random.Generator, digits: np.ndarray,
+                 labels: np.ndarray, truth: Truth, fill: bool = True) -> Image.Image:
+    """A page as printed (a grey image at ``dpi``, e.g. a real worksheet PDF rendered), filled by a
+    student as :func:`draw_page` fills the pages it draws."""
+    s = dpi / 72
+    ink = np.zeros((picture.height, picture.width), dtype=np.float32)
+    for entry in page.entries:
+        key = (page.variant, entry.part, entry.index)
+        if not fill:
+            truth.values[key], truth.cells[key] = None, ["blank"] * (len(entry.digits) + 1)
+            continue
+        value, cells = _fill(entry, ink, s, rng, digits, labels)
+        # A comb without decimals has no point: "12." is written 12.
+        truth.values[key], truth.cells[key] = value.rstrip(".") if value else value, cells
+    out = np.minimum(np.asarray(picture.convert("L"), dtype=np.float32), 255 - 235 * ink)
+    return Image.fromarray(out.astype(np.uint8))
+
+
 def _fill(entry: Entry, ink: np.ndarray, s: float, rng: np.random.Generator, digits: np.ndarray,
           labels: np.ndarray) -> tuple[str | None, list[str]]:
     choice = rng.random()
