@@ -44,7 +44,9 @@ MM = 72 / 25.4  # points per millimetre
 #: A digit cell: 5.1 mm × 7.1 mm. Cut 12 % inside its border (qkvquiz/scan/cells.py) it is 31 × 42
 #: pixels at the reader's 200 dpi, within the cells the digit model learnt from.
 CELL_W, CELL_H = 14.5, 20.0
-PAD_X, PAD_TOP, PAD_BOTTOM = 3.0, 3.0, 3.0  # around an entry: 6 pt between two entries of a row
+# Around an entry: 6 pt between two entries of a row, nearly all of it on the left, so that the
+# last entry's ink ends at the text's right edge as a plain box's does.
+PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 5.4, 0.6, 3.0, 3.0
 SIGN_GAP = 2.0  # between the sign cell and the first digit
 POINT_GAP = 4.5  # between the last whole digit and the first decimal, the printed point in it
 TICK, TICK_GAP = 8.0, 2.5  # the tick boxes, under the cells
@@ -89,8 +91,8 @@ class Comb:
 
     @property
     def width_pt(self) -> float:
-        cells = 2 * PAD_X + CELL_W * (1 + self.digits) + SIGN_GAP + (POINT_GAP if self.decimals else 0.0)
-        ticks = 2 * PAD_X + 2 * TICK + LABEL_INF_W + LABEL_BLANK_W + 6.0
+        cells = PAD_LEFT + PAD_RIGHT + CELL_W * (1 + self.digits) + SIGN_GAP + (POINT_GAP if self.decimals else 0.0)
+        ticks = PAD_LEFT + PAD_RIGHT + 2 * TICK + LABEL_INF_W + LABEL_BLANK_W + 6.0
         return max(cells, ticks)
 
     @property
@@ -102,10 +104,10 @@ class Comb:
         return f"cmb-{self.integer_digits}-{self.decimals}-{'m' if self.minus_infinity else 'n'}"
 
     def sign(self) -> tuple[float, float, float, float]:
-        return (PAD_X, PAD_TOP, CELL_W, CELL_H)
+        return (PAD_LEFT, PAD_TOP, CELL_W, CELL_H)
 
     def digit_boxes(self) -> list[tuple[float, float, float, float]]:
-        boxes, x = [], PAD_X + CELL_W + SIGN_GAP
+        boxes, x = [], PAD_LEFT + CELL_W + SIGN_GAP
         for k in range(self.digits):
             if k == self.integer_digits:
                 x += POINT_GAP
@@ -114,10 +116,10 @@ class Comb:
         return boxes
 
     def minus_infinity_box(self) -> tuple[float, float, float, float] | None:
-        return (PAD_X, PAD_TOP + CELL_H + TICK_GAP, TICK, TICK) if self.minus_infinity else None
+        return (PAD_LEFT, PAD_TOP + CELL_H + TICK_GAP, TICK, TICK) if self.minus_infinity else None
 
     def left_blank_box(self) -> tuple[float, float, float, float]:
-        return (self.width_pt - PAD_X - LABEL_BLANK_W - TICK, PAD_TOP + CELL_H + TICK_GAP, TICK, TICK)
+        return (self.width_pt - PAD_RIGHT - LABEL_BLANK_W - TICK, PAD_TOP + CELL_H + TICK_GAP, TICK, TICK)
 
     def tile_svg(self) -> str:
         """The comb drawn in a tile of its size: grey cell frames (the sign cell lighter), the
