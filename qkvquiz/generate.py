@@ -220,8 +220,7 @@ def generate_set(
         if "html" in formats:  # the key for a browser, as private as the others
             files.write("key.html", key_html_document(ws, page_size=page_size, templates=templates, rendered=rendered,
                                                       names=names))
-        if "pdf" in formats:
-            # Beside the key, where every printed page's cells lie (for reading the scans back).
+        if "pdf" in formats:  # and beside the key, where every printed page's cells lie
             files.write("cellmap.json", _write_pdfs(
                 ws, slugs, files, page_size=page_size, templates=templates, class_pdf=class_pdf,
                 progress=pdf_progress, workers=workers, names=names, work_space=space, rendered=rendered))
@@ -588,9 +587,8 @@ def _write_pdfs(
     except PdfRenderError as exc:  # name the file where it was to go, not the staging folder
         raise PdfRenderError(files.shown(str(exc))) from None
     # The worksheets are the last jobs, in roster order (render_pdfs returns results in job order).
-    sheets = results[len(results) - len(ws.students):]
     try:
-        return cellmap_json(printed_cellmap(ws, [r.anchors for r in sheets]))
+        return cellmap_json(printed_cellmap(ws, [r.anchors for r in results[len(results) - len(ws.students):]]))
     except PrintedLayoutError as exc:
         raise PdfRenderError(f"the printed worksheets cannot be read back: {exc}") from None
 

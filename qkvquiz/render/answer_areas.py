@@ -215,7 +215,8 @@ def answer_column(areas_html: Iterable[str]) -> AnswerColumn:
 
 
 #: A grid of boxes: its label's HTML and how many boxes a row has.
-_GRID = re.compile(r'<span class="answer-label">(.*?)</span>(?:<span class="bracket">)?<span class="boxes r\d+ c(\d+)[ "]')
+_GRID = re.compile(r'<span class="answer-label">(.*?)</span>(?:<span class="bracket">)?'
+                   r'<span class="boxes r\d+ c(\d+)[ "]')
 _TAG = re.compile(r"<[^>]+>")
 _CAPTION = re.compile(r'<span class="answer-part">([^<]*)</span>')
 #: A caption's character (7 pt sans), on average, in CSS px.

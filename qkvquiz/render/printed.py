@@ -253,7 +253,8 @@ def grid_id(grid: GridCells, rows: int, cols: int) -> str:
             f"~{c.integer_digits}.{c.decimals}.{int(c.minus_infinity)}")
 
 
-_GRID_ANCHOR = re.compile(re.escape(_GRID_ID) + r"([^~]+)~([0-9-]*)~([012])~([0-9]+)x([0-9]+)~([0-9]+)\.([0-9]+)\.([01])")
+_GRID_ANCHOR = re.compile(re.escape(_GRID_ID)
+                          + r"([^~]+)~([0-9-]*)~([012])~([0-9]+)x([0-9]+)~([0-9]+)\.([0-9]+)\.([01])")
 
 
 def _parse_grid(anchor: str) -> tuple[GridCells, int, int] | None:
@@ -326,7 +327,8 @@ def page_code_rules(set_id: str, variant: str, pages: range) -> str:
         data = base64.b64encode(qr_svg(PageCode(set_id, variant, n)).encode("ascii")).decode("ascii")
         rules.append(f"@page :nth({n}) {{ @bottom-center {{ content: ''; width: {QR_MM}mm; "
                      f"background: url('data:image/svg+xml;base64,{data}') no-repeat; "
-                     f"background-position: center bottom {QR_BOTTOM_MM}mm; background-size: {QR_MM}mm {QR_MM}mm; }} }}")
+                     f"background-position: center bottom {QR_BOTTOM_MM}mm; "
+                     f"background-size: {QR_MM}mm {QR_MM}mm; }} }}")
     return "\n".join(rules)
 
 
