@@ -18,6 +18,7 @@ student starts on a new page, and page numbers and running headers count per stu
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -146,9 +147,23 @@ def worksheet_document(
         body_class="worksheet",
         extra_css=extra,
     )
-    if combs is not None:  # each page's QR code (qkvquiz/render/printed.py)
-        document = document.replace("</head>", page_codes_style(ws.set_id, ws.codes[student]) + "\n</head>", 1)
+    if combs is not None:  # each page's QR code (qkvquiz/render/printed.py), for the pages it will have
+        codes = page_codes_style(ws.set_id, ws.codes[student], _pages_at_most(body))
+        document = document.replace("</head>", codes + "\n</head>", 1)
     return document
+
+
+#: A printed page's text height, less than it is (CSS px: A4 less its margins is 986; erring low).
+_TEXT_HEIGHT_PX = 800.0
+
+
+def _pages_at_most(body_html: str) -> int:
+    """About how many pages a printed worksheet takes, erring high (each problem as tall as
+    :func:`problem_height_px` says, which errs high, two pages more): the QR codes it is given from
+    the start. A longer one is laid out again with more (qkvquiz/render/printed.py)."""
+    sections = body_html.split('<section class="problem')
+    height = 300.0 + sum(problem_height_px(section) for section in sections[1:])
+    return math.ceil(height / _TEXT_HEIGHT_PX) + 2
 
 
 @in_spec_language

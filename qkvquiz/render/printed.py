@@ -66,8 +66,9 @@ MARK_INSET_MM = 9.0
 #: The QR code: 25 modules of 0.5 mm (3 pixels at 150 dpi), centred, 5 mm above the bottom edge.
 QR_MM = 12.5
 QR_BOTTOM_MM = 5.0
-#: The QR codes a document's stylesheet holds from the start: a worksheet with more pages is laid
-#: out again with one for every page (margin boxes change no page's content, so it pages alike).
+#: The QR codes a document's stylesheet holds unless told how many pages it will have: a worksheet
+#: with more pages is laid out again with one for every page (margin boxes change no page's
+#: content, so it pages alike).
 PAGE_CODES_AHEAD = 8
 
 ANCHOR = "qkvq-"  # every id this module writes starts so

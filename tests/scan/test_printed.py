@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from functools import lru_cache
 
 import numpy as np
@@ -92,6 +93,56 @@ def test_a_page_without_its_marks_is_refused():
     with pytest.raises(PrintedLayoutError, match="qkvq-mark-se"):
         printed_page("AB12-CD34", 1, PageAnchors((793.7, 1122.5), {"qkvq-mark-nw": (1, 1), "qkvq-mark-ne": (2, 1),
                                                                  "qkvq-mark-sw": (1, 2), "qkvq-qr": (5, 5)}))
+
+
+def test_a_longer_printed_sheet_is_laid_out_again_with_a_code_for_every_page():
+    from types import SimpleNamespace
+
+    from qkvquiz.render.printed import laid_out_with_page_codes, page_codes_style
+
+    source = f"<html><head>{page_codes_style('3f9c0a12be47', 'AB12-CD34', 2)}</head><body></body></html>"
+    seen = []
+
+    def layout(html):
+        seen.append(html)
+        return SimpleNamespace(pages=[None] * 3)
+
+    laid_out_with_page_codes(source, layout)
+    assert len(seen) == 2 and "@page :nth(3)" not in seen[0] and "@page :nth(3)" in seen[1]
+    assert seen[1].count("data-qkvquiz-page-codes") == 1 and "@page :nth(4)" not in seen[1]
+    seen.clear()
+    laid_out_with_page_codes(source.replace(" 2\"", " 3\""), layout)  # enough codes: laid out once
+    assert len(seen) == 1
+    seen.clear()
+    laid_out_with_page_codes("<html></html>", layout)  # not a printed sheet
+    assert len(seen) == 1
+
+
+def test_only_the_printed_sheet_has_cells_and_codes_and_every_entry_has_a_grid(tmp_path):
+    from qkvquiz.generate import generate_set
+    from qkvquiz.render.documents import worksheet_document
+    from qkvquiz.render.printed import part_combs
+    from qkvquiz.spec import parse_spec
+
+    from .printed import SMALL_SPEC
+
+    made = generate_set(parse_spec(SMALL_SPEC, "scan-check.yaml"), ["ada", "bo"], tmp_path / "set", formats="md,html")
+    assert not (tmp_path / "set" / "cellmap.json").exists()
+    for name in ("worksheet.html", "answer-form.html"):
+        assert "qkvq-" not in (made.folders["ada"] / name).read_text(encoding="utf-8")
+    ws = made.worksheet
+    combs = part_combs(ws)
+    assert combs == {"q1.scores": Comb(1, 2, False), "q2.scores": Comb(1, 2, True),
+                     "q2.weights": Comb(1, 2, False), "q3.scores": Comb(1, 2, False)}
+    printed = worksheet_document(ws, 0, combs=combs)
+    assert printed.count('class="qkvq-mark"') == 4 and 'id="qkvq-qr"' in printed
+    assert "@page :nth(1)" in printed and "@bottom-center" in printed
+    # One grid per part here (each fits one grid), its id saying the part, its first entry and size.
+    assert 'id="qkvq-cells~q2.scores~0-0~2~3x3~1.2.1"' in printed
+    assert 'id="qkvq-cells~q1.scores~~0~1x1~1.2.0"' in printed
+    # The same cells for every student: the sheet says nothing of one student's answers.
+    other = worksheet_document(ws, 1, combs=combs)
+    assert re.findall(r'id="(qkvq-cells[^"]*)"', printed) == re.findall(r'id="(qkvq-cells[^"]*)"', other)
 
 
 # --- real worksheets ----------------------------------------------------------------------------
