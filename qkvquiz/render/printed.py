@@ -31,10 +31,12 @@ from typing import Any
 
 import numpy as np
 
+from ..core.seeding import variant_key
 from ..core.tolerance import Tolerance
 from ..scan.cellmap import CellMap, Entry, Page, Student
 from ..scan.qr import PageCode, qr_modules
-from ..worksheet import Worksheet
+from ..spec_types import ItemSpec
+from ..worksheet import Worksheet, solve_item
 from .page import BOX_PX
 
 PT_PER_PX = 0.75  # CSS px are 1/96 inch, points 1/72
@@ -193,29 +195,45 @@ def _whole_digits(values: np.ndarray, decimals: int) -> int:
     return max(1, len(str(int(top))))
 
 
+#: Variants of an item drawn to learn the range of its values (the same for any roster, seed or
+#: secret: a property of the item, as a family's range is).
+RANGE_VARIANTS = 256
+
+
+def item_range_env(item: ItemSpec) -> Any:
+    """Every step of :data:`RANGE_VARIANTS` variants of ``item`` drawn from fixed keys."""
+    fingerprint = item.fingerprint()
+    keys = [variant_key("cell range", item.id, fingerprint, str(k)) for k in range(RANGE_VARIANTS)]
+    return solve_item(item, keys)
+
+
 def part_combs(ws: Worksheet) -> dict[str, Comb | None]:
-    """Each asked part's comb, the same for every student of the class (the sheet says nothing
-    of one student's answer): as many whole digits as the largest value the part takes in the
-    class, right or by one of the family's known mistakes (so that a likely wrong answer fits
-    too), the decimals its tolerance asks, a −∞ box where any student's part has −∞ (a mask).
-    None for a part printed with plain boxes: a shape ("2×4"), or values too large for a comb."""
+    """Each asked part's comb, the same for every student (the sheet says nothing of one
+    student's answer, whoever else is in the class): as many whole digits as the largest value
+    the part takes over :data:`RANGE_VARIANTS` variants drawn from fixed keys and over the
+    class, right or by one of the family's known mistakes (a likely wrong answer fits too), the
+    decimals its tolerance asks, and a −∞ box where the part can be −∞ (a mask). None for a part
+    printed with plain boxes: a shape ("2×4"), or values too large for a comb."""
     out: dict[str, Comb | None] = {}
     for item, env in zip(ws.spec.items, ws.envs):
+        reference = item_range_env(item)
         for part in item.parts:
             step = item.family.step(part.step)
             if step.kind != "number":
                 out[part.id] = None
                 continue
-            values = [np.asarray(env[part.step], dtype=np.float64)]
-            for mistake in item.family.mistakes_for(part.step, item.params):
-                wrong = np.asarray(mistake.fn(env, item.params, np), dtype=np.float64)
-                values.append(wrong.ravel())
+            values = []
+            for drawn in (reference, env):
+                values.append(np.asarray(drawn[part.step], dtype=np.float64))
+                for mistake in item.family.mistakes_for(part.step, item.params):
+                    values.append(np.asarray(mistake.fn(drawn, item.params, np), dtype=np.float64))
             decimals = decimals_for(item.tolerance_for(part.step))
             whole = max(_whole_digits(v, decimals) for v in values)
             if whole > MAX_INTEGER_DIGITS:
                 out[part.id] = None
                 continue
-            minus_inf = bool(np.isneginf(values[0]).any())
+            minus_inf = bool(np.isneginf(np.asarray(reference[part.step])).any()
+                             or np.isneginf(np.asarray(env[part.step])).any())
             out[part.id] = Comb(whole, decimals, minus_inf)
     return out
 
