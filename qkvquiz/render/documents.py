@@ -52,7 +52,8 @@ HAND_IN_NOTE = N_(
 PRINTED_NOTE = N_(
     "Write one digit to a cell, right-aligned before the printed point, and a minus sign, if any, "
     "in the light cell before the digits. Tick the box marked −∞ for minus infinity, and the box "
-    "marked ∅ to leave an entry blank. Keep the corner marks and the code at the foot of each page clear."
+    "marked ∅ to leave an entry blank. Keep the corner marks and the code at the foot of each page clear. "
+    "If you hand in a file instead, <code>submission.json</code> names the parts in the order of this sheet."
 )
 
 
