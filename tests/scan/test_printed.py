@@ -173,8 +173,13 @@ def printed(tmp_path_factory):
 def test_the_cell_map_beside_the_key_places_every_cell_inside_the_text_apart(printed):
     cellmap = printed.cellmap
     assert [s.student for s in cellmap.students] == STUDENTS
+    import jsonschema
+
+    from qkvquiz.core.resources import schemas_dir
+
     doc = json.loads((printed.out / "cellmap.json").read_text())
-    assert doc["format"] == "qkvquiz-cellmap" and (printed.out / "cellmap.json").stat().st_mode & 0o077 == 0
+    jsonschema.validate(doc, json.loads((schemas_dir() / "cellmap.schema.json").read_text(encoding="utf-8")))
+    assert (printed.out / "cellmap.json").stat().st_mode & 0o077 == 0  # private, as the key
     for page in cellmap.pages:
         w, h = page.size
         left, right = MARGIN_SIDE_MM * MM, w - MARGIN_SIDE_MM * MM
