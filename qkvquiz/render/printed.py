@@ -2,7 +2,7 @@
 and the cell map that says where they all lie.
 
 Only the PDF worksheet carries them (:func:`qkvquiz.render.documents.worksheet_document` with
-``printed=True``); the HTML worksheet and the answer form are read on a screen and keep their
+``combs``, from :func:`part_combs`); the HTML worksheet and the answer form are read on a screen and keep their
 plain boxes. On the printed sheet each asked entry is a *comb* (:class:`Comb`): a sign cell, a
 digit cell per place with the decimal point printed between them, and under them a tick box
 for −∞ (where the part's mask gives −∞) and one for "left blank". A grid of entries is one
@@ -169,7 +169,7 @@ class Comb:
                 f"background-size: {self.width_pt / PT_PER_PX:.2f}px {self.height_pt / PT_PER_PX:.2f}px; }}")
 
 
-# --- what each part's comb is, the same for every student of the class -----------------------------
+# --- what each part's comb is, the same for every student --------------------------------------
 
 
 def decimals_for(tolerance: Tolerance) -> int:
@@ -225,8 +225,9 @@ def part_combs(ws: Worksheet) -> dict[str, Comb | None]:
             values = []
             for drawn in (reference, env):
                 values.append(np.asarray(drawn[part.step], dtype=np.float64))
-                for mistake in item.family.mistakes_for(part.step, item.params):
-                    values.append(np.asarray(mistake.fn(drawn, item.params, np), dtype=np.float64))
+                with np.errstate(all="ignore"):  # a mistake may divide by zero: its ∞ is left out
+                    for mistake in item.family.mistakes_for(part.step, item.params):
+                        values.append(np.asarray(mistake.fn(drawn, item.params, np), dtype=np.float64))
             decimals = decimals_for(item.tolerance_for(part.step))
             whole = max(_whole_digits(v, decimals) for v in values)
             if whole > MAX_INTEGER_DIGITS:
