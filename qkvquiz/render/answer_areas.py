@@ -38,8 +38,8 @@ from .page import ANSWER_ROW_PX, BOX_PX, GRID_FRAME_PX, LABEL_ROOMS_PX, MAX_COLU
 ANSWER_TILE = 8
 
 
-def _ranges(n: int) -> list[range]:
-    return [range(lo, min(lo + ANSWER_TILE, n)) for lo in range(0, n, ANSWER_TILE)]
+def _ranges(n: int, per: int = ANSWER_TILE) -> list[range]:
+    return [range(lo, min(lo + per, n)) for lo in range(0, n, per)]
 
 
 # The part of a side a tile covers: one place, or a range of places (first–last, from 1).
@@ -95,7 +95,9 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: fl
     shape = tuple(int(n) for n in shape)
     label = f"{symbol} ="
     worth = "" if points is None else points_html(points)
-    fits = len(shape) <= 2 and all(n <= ANSWER_TILE for n in shape)
+    # A row of combs (the printed sheet) holds as many as the text's width does, at most a tile's.
+    across = ANSWER_TILE if comb is None else comb.per_row
+    fits = len(shape) <= 2 and all(n <= ANSWER_TILE for n in shape) and (not shape or shape[-1] <= across)
     if fits:
         cells = None if comb is None else GridCells(part_id, comb, (0,) * len(shape), len(shape))
         return worth + answer_grid_html(part_id, shape, label=label, caption="", cells=cells)
@@ -110,7 +112,7 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: fl
         # so that its boxes line up with the tile before.
         own = _indexed(symbol, lead) + " =" if lead else label
         for rows in _ranges(shape2[0]):
-            for cols in _ranges(shape2[1]):
+            for cols in _ranges(shape2[1], across):
                 first_tile = rows.start == 0 and cols.start == 0
                 words = [
                     # A matrix's first tile says which it is by its label (S₂ =); a further

@@ -53,6 +53,9 @@ SIGN_GAP = 2.0  # between the sign cell and the first digit
 POINT_GAP = 4.5  # between the last whole digit and the first decimal, the printed point in it
 TICK, TICK_GAP = 8.0, 2.5  # the tick boxes, under the cells
 LABEL_INF_W, LABEL_BLANK_W = 11.0, 7.0  # the drawn "−∞" and "∅" beside their boxes
+#: The widest a row of combs may be: what the text's width leaves a grid beside its label, under
+#: its sentence (a wider part is cut into grids of fewer columns, "columns 6–8").
+MAX_ROW_PT = 380.0
 #: Whole digits a comb may have (a part whose values need more is printed with plain boxes).
 MAX_INTEGER_DIGITS = 6
 MAX_DECIMALS = 6
@@ -97,6 +100,11 @@ class Comb:
         cells = PAD_LEFT + PAD_RIGHT + CELL_W * (1 + self.digits) + SIGN_GAP + (POINT_GAP if self.decimals else 0.0)
         ticks = PAD_LEFT + PAD_RIGHT + 2 * TICK + LABEL_INF_W + LABEL_BLANK_W + 6.0
         return max(cells, ticks)
+
+    @property
+    def per_row(self) -> int:
+        """How many of these combs a grid's row holds (:data:`MAX_ROW_PT`)."""
+        return max(1, int(MAX_ROW_PT // self.width_pt))
 
     @property
     def height_pt(self) -> float:

@@ -26,6 +26,7 @@ from qkvquiz.render.printed import (
     printed_page,
 )
 from qkvquiz.core.tolerance import Tolerance
+from qkvquiz.scan.cellmap import read_cellmap
 from qkvquiz.scan.cells import DIGIT_INSET
 from qkvquiz.scan.align import PX_PER_PT
 
@@ -258,3 +259,34 @@ def test_real_worksheets_filled_scanned_shuffled_and_turned_read_back_to_their_s
     review = sum(1 for e in entries if e["doubts"])
     assert len(wrong) <= len(entries) // 10, wrong
     assert review <= len(entries) // 4, review
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+@pytest.mark.parametrize("spec_file", ["all-families.yaml", "multihead.yaml", "delta-rule.yaml"])
+def test_every_cell_of_a_bundled_spec_lies_in_the_text_and_its_blank_pages_read_as_blank(spec_file, tmp_path):
+    """A stack of 8 columns of combs ran past the page's right edge: a row of combs holds what
+    the text's width does. Each page of a bundled spec's printed sheet is placed and aligned, and
+    with nothing written in it reads nothing."""
+    from qkvquiz.core.resources import bank_dir
+    from qkvquiz.generate import generate_set
+    from qkvquiz.scan.pages import PageImage
+    from qkvquiz.scan.reader import read_pages
+    from qkvquiz.spec import load_spec
+
+    from .printed import rasterize
+
+    made = generate_set(load_spec(bank_dir() / spec_file), ["ada"], tmp_path / "set", formats="pdf", workers=1,
+                        seed="bank")
+    cellmap = read_cellmap(tmp_path / "set" / "cellmap.json")
+    for page in cellmap.pages:
+        w, h = page.size
+        for e in page.entries:
+            for box in boxes_of(e):
+                assert MARGIN_SIDE_MM * MM - 0.5 <= box[0] and box[0] + box[2] <= w - MARGIN_SIDE_MM * MM + 0.5, (
+                    page.page, e.part, e.index)
+                assert MARGIN_TOP_MM * MM <= box[1] and box[1] + box[3] <= h - MARGIN_BOTTOM_MM * MM
+    images = rasterize(made.folders["ada"] / "worksheet.pdf", 150)
+    result = read_pages(cellmap, [PageImage(f"page {n}", np.asarray(image)) for n, image in enumerate(images, 1)])
+    assert [(p.status, p.page) for p in result.pages] == [("read", n) for n in range(1, len(images) + 1)]
+    assert all(e.value is None for p in result.pages for e in p.entries)
