@@ -503,8 +503,10 @@ def problem_areas(
                 # The lower-case letter already names something of the problem (a count N of
                 # weights beside n tokens): the label keeps the step's own letter.
                 symbol = step.symbol
-            if step.kind == "shape":  # one box, for "2×4"
+            if step.kind == "shape" and comb is None:  # one box, for "2×4"
                 area = points_html(part.points) + answer_grid_html(part.id, (), label=f"{step.symbol} =", caption="")
+            elif step.kind == "shape":  # on the printed sheet a comb for each size: [rows, columns]
+                area = answer_area_html(part.id, shape, step.symbol, part.points, comb)
             elif present is not None and (real := present(item.params, part.step, shape)) is not None:
                 area = ragged_area_html(part.id, ragged_shape(shape, real), symbol, part.points, comb)
             elif part.entries is not None:

@@ -57,7 +57,7 @@ LABEL_INF_W, LABEL_BLANK_W = 11.0, 7.0  # the drawn "−∞" and "∅" beside th
 #: its sentence (a wider part is cut into grids of fewer columns, "columns 6–8").
 MAX_ROW_PT = 380.0
 #: Whole digits a comb may have (a part whose values need more is printed with plain boxes).
-MAX_INTEGER_DIGITS = 6
+MAX_INTEGER_DIGITS = 12
 MAX_DECIMALS = 6
 
 # --- the page's furniture -----------------------------------------------------------------------
@@ -219,25 +219,25 @@ def part_combs(ws: Worksheet) -> dict[str, Comb | None]:
     """Each asked part's comb, the same for every student (the sheet says nothing of one
     student's answer, whoever else is in the class): as many whole digits as the largest value
     the part takes over :data:`RANGE_VARIANTS` variants drawn from fixed keys and over the
-    class, right or by one of the family's known mistakes (a likely wrong answer fits too), the
-    decimals its tolerance asks, and a −∞ box where the part can be −∞ (a mask). None for a part
-    printed with plain boxes: a shape ("2×4"), or values too large for a comb."""
+    class, right or (up to a digit more) by one of the family's known mistakes, the
+    decimals its tolerance asks (none for a shape's sizes), and a −∞ box where the part can be −∞
+    (a mask). None for a part printed with a plain box: values too large for a comb."""
     out: dict[str, Comb | None] = {}
     for item, env in zip(ws.spec.items, ws.envs):
         reference = item_range_env(item)
         for part in item.parts:
             step = item.family.step(part.step)
-            if step.kind != "number":
-                out[part.id] = None
-                continue
-            values = []
+            right, wrong = [], []
             for drawn in (reference, env):
-                values.append(np.asarray(drawn[part.step], dtype=np.float64))
+                right.append(np.asarray(drawn[part.step], dtype=np.float64))
                 with np.errstate(all="ignore"):  # a mistake may divide by zero: its ∞ is left out
                     for mistake in item.family.mistakes_for(part.step, item.params):
-                        values.append(np.asarray(mistake.fn(drawn, item.params, np), dtype=np.float64))
-            decimals = decimals_for(item.tolerance_for(part.step))
-            whole = max(_whole_digits(v, decimals) for v in values)
+                        wrong.append(np.asarray(mistake.fn(drawn, item.params, np), dtype=np.float64))
+            decimals = decimals_for(item.tolerance_for(part.step)) if step.kind == "number" else 0
+            whole = max(_whole_digits(v, decimals) for v in right)
+            # A mistake's answer fits too, up to a digit more (one a hundred times too large would
+            # make every comb of the part long for a slip few make).
+            whole = max([whole, *(min(whole + 1, _whole_digits(v, decimals)) for v in wrong)])
             if whole > MAX_INTEGER_DIGITS:
                 out[part.id] = None
                 continue

@@ -263,7 +263,7 @@ def test_real_worksheets_filled_scanned_shuffled_and_turned_read_back_to_their_s
 
 @pytest.mark.slow
 @pytest.mark.heavy
-@pytest.mark.parametrize("spec_file", ["all-families.yaml", "multihead.yaml", "delta-rule.yaml"])
+@pytest.mark.parametrize("spec_file", ["all-families.yaml", "multihead.yaml", "theory.yaml"])
 def test_every_cell_of_a_bundled_spec_lies_in_the_text_and_its_blank_pages_read_as_blank(spec_file, tmp_path):
     """A stack of 8 columns of combs ran past the page's right edge: a row of combs holds what
     the text's width does. Each page of a bundled spec's printed sheet is placed and aligned, and
