@@ -6,11 +6,11 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from functools import lru_cache
 
 import numpy as np
 import pytest
 
+from qkvquiz.core.tolerance import Tolerance
 from qkvquiz.render.printed import (
     CELL_H,
     CELL_W,
@@ -19,16 +19,15 @@ from qkvquiz.render.printed import (
     MARGIN_TOP_MM,
     MM,
     Comb,
+    GridCells,
     PageAnchors,
     decimals_for,
     grid_id,
-    GridCells,
     printed_page,
 )
-from qkvquiz.core.tolerance import Tolerance
+from qkvquiz.scan.align import PX_PER_PT
 from qkvquiz.scan.cellmap import read_cellmap
 from qkvquiz.scan.cells import DIGIT_INSET
-from qkvquiz.scan.align import PX_PER_PT
 
 Box = tuple[float, float, float, float]
 
@@ -71,7 +70,6 @@ def test_the_decimals_printed_are_those_the_tolerance_asks(tolerance, places):
 def test_a_page_of_the_cell_map_comes_from_the_anchors_the_layout_gave():
     comb = Comb(1, 2, True)
     grid = GridCells("q2.scores", comb, (1, 0), 2)
-    px = 1 / 0.75
     anchors = {"qkvq-mark-nw": (19.0, 19.0), "qkvq-mark-ne": (759.0, 19.0), "qkvq-mark-sw": (19.0, 1080.0),
                "qkvq-mark-se": (759.0, 1080.0), "qkvq-qr": (373.0, 1056.0),
                grid_id(grid, 2, 3): (300.0, 400.0), "p3": (1.0, 1.0)}
@@ -85,7 +83,6 @@ def test_a_page_of_the_cell_map_comes_from_the_anchors_the_layout_gave():
     assert all(e.minus_infinity is not None for e in page.entries)
     for a, b in itertools.combinations([box for e in page.entries for box in boxes_of(e)], 2):
         assert not overlap(a, b)
-    assert px  # (CSS px → pt: 0.75)
 
 
 def test_a_page_without_its_marks_is_refused():
@@ -155,19 +152,13 @@ def test_only_the_printed_sheet_has_cells_and_codes_and_every_entry_has_a_grid(t
 STUDENTS = ["ada", "bo", "cy"]
 
 
-@lru_cache(maxsize=1)
-def _printed(folder: str):
-    from pathlib import Path
-
-    from .printed import printed_set
-
-    return printed_set(Path(folder) / "set", STUDENTS)
-
-
 @pytest.fixture(scope="module")
 def printed(tmp_path_factory):
+    """The small spec's set for three students, generated and rendered once for this module."""
+    from .printed import printed_set
+
     pytest.importorskip("pypdfium2", reason="rendering printed pages needs pypdfium2 (the scan extra)")
-    return _printed(str(tmp_path_factory.mktemp("printed")))
+    return printed_set(tmp_path_factory.mktemp("printed") / "set", STUDENTS)
 
 
 @pytest.mark.slow
