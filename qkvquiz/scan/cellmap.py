@@ -158,8 +158,8 @@ def cellmap_json(cellmap: CellMap) -> str:
 
 
 def write_cellmap(cellmap: CellMap, path: str | Path) -> None:
-    """Write the map as one private file, atomically. (When the printed pages carry their cells,
-    ``generate`` is to put ``cellmap_json`` in its output set beside the key instead.)"""
+    """Write the map as one private file, atomically. (``generate`` puts :func:`cellmap_json` in its
+    output set beside the key instead, made by :func:`qkvquiz.render.printed.printed_cellmap`.)"""
     write_file(path, cellmap_json(cellmap), private=True)
 
 

@@ -1,8 +1,9 @@
 """A synthetic scan corpus: pages drawn from a cell map, filled with held-out handwriting, scanned.
 
-The printed worksheets do not carry cells yet, so the pages are drawn here with Pillow from the
-cell map itself: corner discs, the QR code, cell borders in grey with the printed decimal point,
-tick boxes, and some print-like clutter. Cells are filled with MNIST digits the model never
+The pages are drawn here with Pillow from a cell map itself: corner discs, the QR code, cell
+borders in grey with the printed decimal point, tick boxes, and some print-like clutter. (Real
+printed worksheets, rendered from their PDFs, come from ``tests/scan/printed.py``; they are
+filled by :func:`fill_printed`.) Cells are filled with MNIST digits the model never
 learnt from (``heldout_digits.npz``, written by ``tools/train_digits.py``), minus strokes and
 ticks; then each page is "scanned": turned a few degrees, scaled, blurred, speckled, JPEG-coded.
 """
@@ -116,6 +117,24 @@ def draw_page(page: Page, set_id: str, dpi: int, rng: np.random.Generator, digit
             value, cells = _fill(entry, ink, s, rng, digits, labels)
         truth.values[key], truth.cells[key] = value, cells
     out = np.minimum(np.asarray(img, dtype=np.float32), 255 - 235 * ink)
+    return Image.fromarray(out.astype(np.uint8))
+
+
+def fill_printed(picture: Image.Image, page: Page, dpi: int, rng: np.random.Generator, digits: np.ndarray,
+                 labels: np.ndarray, truth: Truth, fill: bool = True) -> Image.Image:
+    """A page as printed (a grey image at ``dpi``, e.g. a real worksheet PDF rendered), filled by a
+    student as :func:`draw_page` fills the pages it draws."""
+    s = dpi / 72
+    ink = np.zeros((picture.height, picture.width), dtype=np.float32)
+    for entry in page.entries:
+        key = (page.variant, entry.part, entry.index)
+        if not fill:
+            truth.values[key], truth.cells[key] = None, ["blank"] * (len(entry.digits) + 1)
+            continue
+        value, cells = _fill(entry, ink, s, rng, digits, labels)
+        # A comb without decimals has no point: "12." is written 12.
+        truth.values[key], truth.cells[key] = value.rstrip(".") if value else value, cells
+    out = np.minimum(np.asarray(picture.convert("L"), dtype=np.float32), 255 - 235 * ink)
     return Image.fromarray(out.astype(np.uint8))
 
 
