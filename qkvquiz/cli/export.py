@@ -104,7 +104,7 @@ def grades(
 
     `qkvquiz export grades week3/grades --to canvas --roster roster.csv --assignment-id 4411 --points-possible`
 
-    `qkvquiz export grades week3/grades --to moodle-worksheet --worksheet Grades-week3.csv --out upload.csv`
+    `qkvquiz export grades week3/grades --to moodle-worksheet --roster roster.csv --worksheet Grades-week3.csv --out upload.csv`
 
     `qkvquiz export grades week3/grades --to blackboard --roster roster.csv --scale percent --decimals 1`
 
