@@ -26,6 +26,7 @@ _LAZY = {
     "key_markdown": ("render.markdown", "key_markdown"), "worksheet_markdown": ("render.markdown", "worksheet_markdown"),
     "load_spec": ("spec", "load_spec"), "parse_spec": ("spec", "parse_spec"),
     "build_worksheet": ("worksheet", "build_worksheet"),
+    "scan_and_grade": ("grade.scanned", "scan_and_grade"),
 }
 
 __all__ = sorted(_LAZY)
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
     from .generate import generate_set  # noqa: F401
     from .grade import Tolerance  # noqa: F401
     from .grade.grader import grade_files  # noqa: F401
+    from .grade.scanned import scan_and_grade  # noqa: F401
     from .key import load_key  # noqa: F401
     from .render.markdown import key_markdown, worksheet_markdown  # noqa: F401
     from .spec import load_spec, parse_spec  # noqa: F401

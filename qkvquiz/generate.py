@@ -8,7 +8,8 @@ Layout of the output folder::
     students/<name>/worksheet.md  the student's worksheet (format md, the default)
     students/<name>/worksheet.html     the same, typeset, one self-contained page (format html)
     students/<name>/answer-form.html   a page to type answers into; saves submission JSON (format html)
-    students/<name>/worksheet.pdf      the worksheet printed, with answer boxes (format pdf)
+    students/<name>/worksheet.pdf      the worksheet printed, with answer cells made to be scanned (format pdf)
+    cellmap.json                  where every cell of every printed page lies (format pdf; instructor only)
     key.pdf                       the key typeset, one student per page (format pdf)
     class.pdf                     every worksheet in one file for printing (format pdf, on request)
     students/<name>/submission.json  a blank submission to fill in
@@ -42,10 +43,11 @@ import qkvquiz.capacity as capacity
 from .capacity import class_size_problem
 from .core.collector import settle_worker
 from .core.i18n import ENGLISH_NAMES, UnknownLanguage, check_lang, using
+from .core.i18n import chosen as language_chosen
 from .core.options import OptionError, SetExists
 from .core.outputs import OutputSet, owned_present, write_set
 from .core.pool import Pool, cores, fork_context
-from .engine.backend import BackendUnavailable, place
+from .engine.backend import BackendUnavailable, placed
 from .files import safe_name
 from .json_rows import Dumped, dumped, dumps
 from .key import key_text
@@ -61,6 +63,8 @@ from .render.markdown import (
 from .render.page import page_size_css
 from .render.pdf import PdfRenderError, PdfUnavailable, weasyprint_module
 from .render.pdf_batch import Deferred, render_pdfs
+from .render.printed import PrintedLayoutError, part_combs, printed_cellmap
+from .scan.cellmap import cellmap_json
 from .spec import WorksheetSpec, parse_work_space
 from .spec_types import WorkSpace
 from .worksheet import Worksheet, build_worksheet, screening_seconds
@@ -74,7 +78,7 @@ PAGE_SIZE_DEFAULT = "A4"
 #: answers: 0600 files, 0700 folders). A new set replaces all of them, so a key.pdf or a
 #: student's folder from an earlier run never sits beside a key that does not match it.
 OWNED: dict[str, bool] = {
-    "key.json": True, "key.md": True, "key.html": True, "key.pdf": True, "keys": True,
+    "key.json": True, "key.md": True, "key.html": True, "key.pdf": True, "keys": True, "cellmap.json": True,
     "class.pdf": False, "students": False,
 }
 
@@ -169,9 +173,9 @@ def generate_set(
     (any entry of :data:`OWNED`) is refused with FileExistsError; a second run into the same
     folder at the same time with :class:`qkvquiz.core.outputs.SetBusy`; a folder that cannot be
     written with :class:`qkvquiz.core.outputs.OutputError` naming the path.
-    ``lang`` (``"en"``, ``"zh"``) is the language of every built-in word and of the spec's own
-    text where written in it (``title: {en: …, zh: …}``); it overrides the spec's ``lang:`` and is
-    recorded in the key, so that grading answers in it.
+    ``lang`` (``"en"``, ``"zh"``; default: the one chosen around the call, else the spec's ``lang:``)
+    is the language of every built-in word and of the spec's own text where written in it
+    (``title: {en: …, zh: …}``); it is recorded in the key, so that grading answers in it.
     ``xp`` is the array module (or its name, ``"numpy"`` or ``"cupy"``): a GPU is used only for
     work large enough to gain from it (:func:`qkvquiz.engine.backend.place`), else the CPU, said
     in a note. ``notes`` is told what is worth knowing before the work (the CPU kept it, a large
@@ -217,10 +221,10 @@ def generate_set(
         if "html" in formats:  # the key for a browser, as private as the others
             files.write("key.html", key_html_document(ws, page_size=page_size, templates=templates, rendered=rendered,
                                                       names=names))
-        if "pdf" in formats:
-            _write_pdfs(ws, slugs, files, page_size=page_size, templates=templates, class_pdf=class_pdf,
-                        progress=pdf_progress, workers=workers, names=names, work_space=space,
-                        rendered=rendered)
+        if "pdf" in formats:  # and beside the key, where every printed page's cells lie
+            files.write("cellmap.json", _write_pdfs(
+                ws, slugs, files, page_size=page_size, templates=templates, class_pdf=class_pdf,
+                progress=pdf_progress, workers=workers, names=names, work_space=space, rendered=rendered))
         files.write("key.json", key_json)
     return GeneratedSet(ws, out, folders, formats)
 
@@ -244,7 +248,7 @@ def _checked_options(spec: WorksheetSpec, students: int, seed: str | int, format
             lang = check_lang(lang)
         except UnknownLanguage as exc:
             raise OptionError("{lang}: {problem}", problem=str(exc)) from None
-    spec = spec.in_language(lang or spec.lang)
+    spec = spec.in_language(lang or language_chosen() or spec.lang)  # as i18n.entered chooses
     missing = spec.untranslated()
     if missing:  # said in English, as every note of the library and the command line is
         note(f"{spec.source}: no {ENGLISH_NAMES[spec.lang]} text for {', '.join(missing)}; shown in English")
@@ -297,14 +301,10 @@ def _check_memory(spec: WorksheetSpec, students: int, seed: str | int, note: Cal
 
 def _placed(xp: Any, spec: WorksheetSpec, students: int, note: Callable[[str], None]) -> Any:
     """The array module the work runs on: a GPU only where the class's work pays for it."""
-    name = xp if isinstance(xp, str) else "numpy" if xp is np else "cupy"
     try:
-        placement = place(name, screening_seconds(spec, students) if name == "cupy" else 0.0)
+        return placed(xp, lambda: screening_seconds(spec, students), note)
     except BackendUnavailable as exc:
         raise OptionError("{xp}: {problem}", problem=str(exc)) from None
-    if placement.note is not None:
-        note(placement.note)
-    return placement.xp
 
 
 @dataclass(frozen=True)
@@ -527,10 +527,11 @@ def _write_pdfs(
     names: Mapping[str, str] | None = None,
     work_space: WorkSpace | None = None,
     rendered: Sequence[Mapping[str, Sequence[str]]] | None = None,
-) -> None:
+) -> str:
     """Every student's ``worksheet.pdf`` and key (``keys/<name>.pdf``), in one batch on a process
     pool; with ``class_pdf`` also ``class.pdf`` (every worksheet) and ``key.pdf`` (a cover, then
-    every student's key) for printing.
+    every student's key) for printing. Returns the text of ``cellmap.json``: where the cells, marks
+    and QR code of every page of the worksheets lie, as their layout put them.
 
     Separate files render in parallel; a combined file is laid out by one worker, so the
     combined files are on request (they are the long pole for a large class). The workers
@@ -541,11 +542,12 @@ def _write_pdfs(
     """
     names = names or {}
     students = range(len(ws.students))
+    combs = part_combs(ws)  # the class's: every student's sheet has the same cells
 
     @functools.cache
     def sheet(i: int) -> str:
         return worksheet_document(ws, i, page_size=page_size, templates=templates, work_space=work_space,
-                                  name=names.get(ws.students[i], ""), rendered=done(i))
+                                  name=names.get(ws.students[i], ""), rendered=done(i), combs=combs)
 
     @functools.cache
     def key(i: int) -> str:
@@ -575,12 +577,17 @@ def _write_pdfs(
             (later(lambda: [sheet(i) for i in students], len(students)), files.path("class.pdf")),
         ]
     try:
-        render_pdfs(jobs, page_size=page_size, workers=workers,
-                    progress=_per_student(progress, len(ws.students)) if progress is not None else False)
+        results = render_pdfs(jobs, page_size=page_size, workers=workers,
+                              progress=_per_student(progress, len(ws.students)) if progress is not None else False)
     except PdfUnavailable as exc:
         raise ValueError(str(exc)) from exc
     except PdfRenderError as exc:  # name the file where it was to go, not the staging folder
         raise PdfRenderError(files.shown(str(exc))) from None
+    # The worksheets are the last jobs, in roster order (render_pdfs returns results in job order).
+    try:
+        return cellmap_json(printed_cellmap(ws, [r.anchors for r in results[len(results) - len(ws.students):]]))
+    except PrintedLayoutError as exc:
+        raise PdfRenderError(f"the printed worksheets cannot be read back: {exc}") from None
 
 
 def _per_student(progress: Callable[[int, int], None], students: int) -> Callable[[int, int], None]:

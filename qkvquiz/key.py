@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,48 +235,79 @@ def key_from_json(doc: Mapping[str, Any], source: str = "<key>") -> Key:
         raise KeyFileError(f"{source}: not a qkvquiz key (format must be {KEY_FORMAT!r})")
     if doc.get("version") != KEY_VERSION:
         raise KeyFileError(f"{source}: key version {doc.get('version')!r} is not supported (expected {KEY_VERSION})")
+    where = "the key"  # what is being read, for the message should it not read
     try:
         students = doc["students"]
-        items = _items(doc, lambda item_id, name: _column(students, item_id, name))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise KeyFileError(f"{source}: malformed key ({exc!r})") from exc
+        where = "field 'students'"
+        if not isinstance(students, list):
+            raise TypeError(students)
+        items = _items(doc, lambda item_id, name: _column(students, item_id, name), source)
+        names, variants, answers = [], [], []
+        for n, s in enumerate(students, start=1):
+            where = f"student entry {n}"
+            names.append(s["student"])
+            variants.append(s.get("variant", ""))
+            answers.append(s["answers"])
+        where = "field 'points'"
+        points = float(doc.get("points", sum(p.points for i in items for p in i.parts)))
+    except KeyFileError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise KeyFileError(f"{source}: malformed key: {where}: {_why(exc)}") from None
     return Key(
         title=doc.get("title", ""),
-        points=float(doc.get("points", sum(p.points for i in items for p in i.parts))),
+        points=points,
         items=tuple(items),
-        students=tuple(s["student"] for s in students),
-        variants=tuple(s.get("variant", "") for s in students),
-        answers=tuple(s["answers"] for s in students),
+        students=tuple(names),
+        variants=tuple(variants),
+        answers=tuple(answers),
         set_id=str(doc.get("set") or ""),
         lang=_key_lang(doc.get("lang"), source),
     )
 
 
-def _items(doc: Mapping[str, Any], column: Callable[[str, str], np.ndarray]) -> list[KeyItem]:
+def _why(exc: Exception) -> str:
+    """What is wrong with a key's field, in words (not the exception's Python)."""
+    if isinstance(exc, KeyError) and exc.args and isinstance(exc.args[0], str):
+        # A lookup that found no field names it; our own lookups (get_family) say a sentence.
+        return str(exc.args[0]) if " " in exc.args[0] else f"no {exc.args[0]!r} field"
+    if type(exc) is ValueError and not re.match(r"could not convert|invalid literal", str(exc)):
+        return str(exc)  # our own checks' sentences (a param, a tolerance)
+    return "a field holds the wrong kind of value (text, a number or a list where another belongs)"
+
+
+def _items(doc: Mapping[str, Any], column: Callable[[str, str], np.ndarray], source: str) -> list[KeyItem]:
     """The key's items; ``column(item id, name)`` is a given's or step's values of every student."""
     items = []
-    for raw in doc["items"]:
-        family = get_family(raw["family"])
-        params = family.resolve(raw["params"])
-        parts = tuple(
-            Part(p["id"], p["step"], float(p["points"]),
-                 Tolerance.from_spec(p["tolerance"]) if "tolerance" in p else None,
-                 tuple(tuple(int(i) for i in index) for index in p["entries"]) if "entries" in p else None)
-            for p in raw["parts"]
-        )
-        shapes = {p["id"]: tuple(p["shape"]) for p in raw["parts"]}
-        names = (*family.given_names, *family.step_names)
-        env = Env({name: column(raw["id"], name) for name in names})
-        items.append(KeyItem(
-            raw["id"], family, params, Tolerance.from_spec(raw["tolerance"]),
-            Credit.from_json(raw.get("credit", {})), parts, shapes, env, str(raw.get("title", "")),
-        ))
+    for n, raw in enumerate(doc["items"], start=1):
+        try:
+            items.append(_item(raw, column))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise KeyFileError(f"{source}: malformed key: item {n}: {_why(exc)}") from None
     return items
+
+
+def _item(raw: Mapping[str, Any], column: Callable[[str, str], np.ndarray]) -> KeyItem:
+    family = get_family(raw["family"])
+    params = family.resolve(raw["params"])
+    parts = tuple(
+        Part(p["id"], p["step"], float(p["points"]),
+             Tolerance.from_spec(p["tolerance"]) if "tolerance" in p else None,
+             tuple(tuple(int(i) for i in index) for index in p["entries"]) if "entries" in p else None)
+        for p in raw["parts"]
+    )
+    shapes = {p["id"]: tuple(p["shape"]) for p in raw["parts"]}
+    names = (*family.given_names, *family.step_names)
+    env = Env({name: column(raw["id"], name) for name in names})
+    return KeyItem(
+        raw["id"], family, params, Tolerance.from_spec(raw["tolerance"]),
+        Credit.from_json(raw.get("credit", {})), parts, shapes, env, str(raw.get("title", "")),
+    )
 
 
 def _from_cache(cached: Cached, raw: bytes, source: str) -> Key:
     doc = cached.doc
-    items = _items(doc, lambda item_id, name: cached.arrays[(item_id, name)])
+    items = _items(doc, lambda item_id, name: cached.arrays[(item_id, name)], source)
     return Key(
         title=doc.get("title", ""),
         points=float(doc.get("points", sum(p.points for i in items for p in i.parts))),

@@ -21,6 +21,7 @@ from .core.bounded_yaml import read_yaml
 from .core.i18n import DEFAULT_LANG, LANGUAGES, LangText, UnknownLanguage, check_lang
 from .core.inputs import MAX_SPEC_BYTES, InputError, shown_path
 from .core.ragged import pad_nested
+from .core.resources import bank_dir
 from .core.tolerance import TOLERANCE_DEFAULT, Tolerance
 from .families import REGISTRY, Family, Params, get_family
 from .spec_types import (
@@ -43,6 +44,26 @@ def load_spec(path: str | Path) -> WorksheetSpec:
     """Read and validate a YAML spec file through :mod:`qkvquiz.core.inputs` (size, file kind,
     UTF-8, depth, aliases and duplicate keys bounded; errors name the file and the line)."""
     return parse_spec(read_spec_data(path, "spec"), source=shown_path(path))
+
+
+def bundled_spec_names() -> list[str]:
+    """The names of the bundled specs (``attention-basics``, …), sorted."""
+    return sorted(p.stem for p in bank_dir().glob("*.yaml"))
+
+
+def find_spec(name: str | Path) -> Path:
+    """The spec file that ``name`` names: a path that exists, else a bundled spec's name
+    (``attention-basics`` or ``attention-basics.yaml``). FileNotFoundError where neither is, naming
+    the path as given and saying that it does not exist (and the bundled specs)."""
+    path = Path(name)
+    if path.exists():
+        return path
+    text = str(name)
+    bundled = bank_dir() / (text if text.endswith((".yaml", ".yml")) else f"{text}.yaml")
+    if "/" not in text and "\\" not in text and bundled.is_file():
+        return bundled
+    raise FileNotFoundError(f"{text}: no such spec file (it does not exist), and no bundled "
+                            f"spec has that name (bundled: {', '.join(bundled_spec_names())})")
 
 
 def read_spec_data(path: str | Path, what: str = "spec") -> Any:

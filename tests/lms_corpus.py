@@ -20,6 +20,8 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from qkvquiz.roster import Roster, read_roster_entries
+
 Members = dict[str, bytes | str]
 ZIP_TIME = (2026, 11, 3, 8, 30, 0)  # Canvas stamps every entry with the time it zips
 
@@ -184,3 +186,31 @@ def write_folder(top: Path, members: Mapping[str, bytes | str]) -> Path:
         else:
             path.write_bytes(data)
     return top
+
+
+# ----------------------------------------------------------------------------- a class to hand in
+
+#: The class of the intake tests: its key by the ``class_key`` fixture (tests/exchange/conftest.py).
+STUDENTS = ("ada", "alan", "grace", "li")
+
+
+def hand_in(doc: dict, student: str, **kw) -> str:
+    """:func:`answers_of` as the JSON text of an uploaded file."""
+    return json.dumps(answers_of(doc, student, **kw))
+
+
+def roster_file(folder: Path, text: str) -> Roster:
+    """``text`` saved as ``folder/roster.csv`` and read as ``grade --roster`` reads it."""
+    path = folder / "roster.csv"
+    path.write_text(text, encoding="utf-8")
+    return read_roster_entries(path)
+
+
+def by_student(report) -> dict:
+    """A grade report's results by student id."""
+    return {r.student: r for r in report.results}
+
+
+def full(result) -> bool:
+    """The result earned every point."""
+    return result.score == result.total

@@ -1,13 +1,15 @@
 """The documentation runs as written: every shell and Python block of the user's pages, in the
-order a newcomer reads them (README, then the tutorial, specs, security, languages, practice),
+order a newcomer reads them (README, then the tutorial, specs, security, languages, practice,
+the LMS loop),
 run in one fresh folder holding only the repository's inputs (problem_bank/, examples/), with a
 home of its own (so the first ``generate`` creates the secret, as it would).
 
 A block's line runs as a shell command and must exit 0, or the status its comment announces
 ("exits 2"). Not run: installing (pip, venv, apt), the developer's tools (pytest, pybabel,
 benchmarks), ``qkvquiz practice`` without ``--static`` (a server that waits for a browser), and
-PDF commands where WeasyPrint's libraries are missing. ``docs/lms.md`` needs an LMS's downloads
-and ``docs/install.md`` a machine's packages: they are not run here.
+PDF commands where WeasyPrint's libraries are missing. ``docs/lms.md`` makes its own sample
+downloads (a documented Python block) from the tutorial's set; ``docs/install.md`` needs a
+machine's packages and is not run here.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["README.md", "docs/tutorial.md", "docs/specs.md", "docs/security.md", "docs/languages.md",
-         "docs/practice.md"]
+         "docs/practice.md", "docs/lms.md"]
 NOT_RUN = re.compile(r"pip install|python3? -m venv|\. \.venv/bin/activate|^sudo |apt-get|brew |pybabel|"
                      r"python -m pytest|python benchmarks/|python tools/")
 ANNOUNCED = re.compile(r"#.*\bexits (\d)\b")

@@ -4,7 +4,7 @@ below it, and no modules import each other round in a circle (imports inside fun
 Bottom up (docs/internals.md draws the same picture):
 
 core → engine → families → worksheet (spec, worksheet, key, roster …) → scan → render → generate → grade →
-exchange → practice → cli (and the package's own ``__init__``, the face a notebook imports).
+exchange → practice → review → cli (and the package's own ``__init__``, the face a notebook imports).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("grade", ("grade",)),
     ("exchange", ("exchange",)),
     ("practice", ("practice",)),
+    # The review page of a scan: served by the practice server's pieces, grading through grade/.
+    ("review", ("review",)),
     ("cli", ("cli", "__main__", "")),
 ]
 

@@ -1,6 +1,6 @@
 """The ``qkvquiz`` command line: a thin shell over the library (see ``qkvquiz/__init__.py``).
 
-One module per command group (``generate``, ``grade``, ``browse``, ``export``, ``practice``), what they share in
+One module per command group (``generate``, ``grade``, ``browse``, ``export``, ``practice``, ``scan``), what they share in
 ``_common``; this module makes the app and registers them, in the order ``--help`` lists them."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from ..core.collector import skip_final_collection
 from . import browse, generate, grade, practice
 from ._common import HELP_MARKUP, TolerantHelpCommand
 from .export import export_app
+from .scan import scan_app
 
 app = typer.Typer(
     help=(
@@ -35,6 +36,7 @@ app.command()(browse.show)
 app.command()(browse.schema)
 app.add_typer(export_app, name="export")
 app.command()(practice.practice)
+app.add_typer(scan_app, name="scan")
 
 
 def main() -> None:

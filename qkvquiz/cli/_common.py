@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional, TypeVar
@@ -16,15 +17,18 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand
 
-from ..core.resources import bank_dir
 from ..core.untrusted import terminal_text
 
 # soft_wrap: a message is one line however long its paths (the terminal may fold it; logs and
 # pipes keep it whole, so it can be searched), never cut at 80 columns where stdout is no terminal.
 console = Console(soft_wrap=True)
-#: Help pages drawn by Rich (Markdown, boxes) on a terminal; elsewhere (a pipe, a file, a test)
-#: Click's plain text, wrapped at 80 columns between words, no option name or default cut.
-HELP_MARKUP = "markdown" if sys.stdout.isatty() else None
+#: Help pages drawn by Rich (Markdown, boxes) on a terminal wide enough for its table of options;
+#: elsewhere (a narrower terminal, a pipe, a file, a test) Click's plain text, wrapped between
+#: words, no option name or default cut. Rich cuts a cell's long word with "…" (an option's name,
+#: "~/.config/qkvquiz/secret", a template's path) on terminals below about 110 columns.
+RICH_HELP_COLUMNS = 120
+HELP_MARKUP = ("markdown" if sys.stdout.isatty() and shutil.get_terminal_size().columns >= RICH_HELP_COLUMNS
+               else None)
 err = Console(stderr=True, soft_wrap=True)
 T = TypeVar("T")
 
@@ -79,16 +83,13 @@ def renamed(name: str, value: T, default: T, old_name: str, old_value: T | None)
 
 
 def resolve_spec(spec: str) -> Path:
-    """A spec path, or the name of a bundled spec (``attention-basics``)."""
-    path = Path(spec)
-    if path.exists():
-        return path
-    bundled = bank_dir() / (spec if spec.endswith((".yaml", ".yml")) else f"{spec}.yaml")
-    if bundled.exists():
-        return bundled
-    names = ", ".join(sorted(p.stem for p in bank_dir().glob("*.yaml")))
-    fail(f"no spec file {spec!r}, and no bundled spec of that name (bundled: {names})")
-    raise AssertionError  # unreachable
+    """A spec path, or the name of a bundled spec (``attention-basics``); exit 2 naming a missing one."""
+    from ..spec import find_spec
+
+    try:
+        return find_spec(spec)
+    except FileNotFoundError as exc:
+        fail(safe_text(str(exc)))
 
 
 # What a command needs is imported inside it: `qkvquiz --help` loads neither NumPy nor a family
@@ -195,22 +196,6 @@ def progress_bar(auto_refresh: bool = True):
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=err, transient=True, auto_refresh=auto_refresh,
     )
-
-
-def array_backend(backend: str, cpu_seconds: Callable[[], float]):
-    """The array module for ``--backend``: cupy only where the work pays for a GPU (the CPU otherwise, said).
-
-    ``cpu_seconds`` estimates the command's array work on the CPU; it is asked only for cupy.
-    """
-    from ..engine.backend import BackendUnavailable, place
-
-    try:
-        placement = place(backend, cpu_seconds() if backend == "cupy" else 0.0)
-    except BackendUnavailable as exc:
-        fail(str(exc))
-    if placement.note is not None:
-        err.print(f"note: {escape(placement.note)}", highlight=False)
-    return placement.xp
 
 
 BackendOpt = Annotated[str, typer.Option(

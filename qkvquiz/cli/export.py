@@ -104,7 +104,7 @@ def grades(
 
     `qkvquiz export grades week3/grades --to canvas --roster roster.csv --assignment-id 4411 --points-possible`
 
-    `qkvquiz export grades week3/grades --to moodle-worksheet --worksheet Grades-week3.csv --out upload.csv`
+    `qkvquiz export grades week3/grades --to moodle-worksheet --roster roster.csv --worksheet Grades-week3.csv --out upload.csv`
 
     `qkvquiz export grades week3/grades --to blackboard --roster roster.csv --scale percent --decimals 1`
 
@@ -254,7 +254,6 @@ def feedback(
 
 def _export_feedback(results: Path, out: Path, roster: Path | None, moodle_zip: bool, pdf: bool,
                      allow_missing_fonts: bool) -> None:
-    from ..core.i18n import using
     from ..core.inputs import InputError
     from ..exchange.feedback_export import (
         check_results_folder,
@@ -268,8 +267,7 @@ def _export_feedback(results: Path, out: Path, roster: Path | None, moodle_zip: 
         fail("--to moodle needs --roster with a moodle_id column (Moodle's participant ids)")
     try:
         check_results_folder(loaded)
-        with using(loaded.lang):  # pages in the language the grading wrote (html lang, fonts)
-            pages, missing = feedback_pages(loaded, entries)
+        pages, missing = feedback_pages(loaded, entries)  # in the language the grading wrote
     except InputError as exc:
         fail(str(exc))
     if pdf:  # as generate does: said (or stopped at) before anything is written
@@ -290,8 +288,7 @@ def _export_feedback(results: Path, out: Path, roster: Path | None, moodle_zip: 
     from ..render.pdf import PdfUnavailable
 
     try:
-        with using(loaded.lang):
-            _write_feedback(out, files, pages if pdf else None)
+        _write_feedback(out, files, pages if pdf else None)
     except PdfUnavailable as exc:
         fail(str(exc))
     except OSError as exc:

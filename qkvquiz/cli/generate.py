@@ -42,7 +42,8 @@ def generate(
         "--format", "-f",
         help="Students' files, comma-separated: md (worksheet.md), html (worksheet.html with answer "
              "boxes, and answer-form.html, a page that saves the submission file), pdf (worksheet.pdf "
-             "per student and keys/STUDENT.pdf, each student's key; needs WeasyPrint's system libraries).",
+             "per student, made to be scanned and read back, with cellmap.json beside the key, and "
+             "keys/STUDENT.pdf, each student's key; needs WeasyPrint's system libraries).",
     )] = "md",
     secret_file: Annotated[Optional[Path], typer.Option(
         "--secret-file", help=f"Instructor secret (made by `qkvquiz init`) that keys every variant, so that "

@@ -13,7 +13,6 @@ from ._common import (
     SUMMARY_TABLE_MAX,
     BackendOpt,
     LangOpt,
-    array_backend,
     chosen_lang,
     console,
     err,
@@ -126,6 +125,7 @@ def grade(
 
 def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool, backend: str, duplicates: str,
                    roster: Path | None, lms: str, lang: str | None, groups: Path | None = None) -> None:
+    from ..core.i18n import entered
     from ..core.outputs import OutputError, claim
     from ..grade.choose import DUPLICATES
     from ..key import KeyFileError, load_key
@@ -139,38 +139,42 @@ def _grade_command(key: Path, submissions: list[Path], out: Path, feedback: bool
         fail(str(exc))
     # The output folder is this run's from before the grading starts: a second run into it is
     # refused at once, never this one after all its work.
-    try:
-        with claim(out):
-            _grade_claimed(loaded, submissions, out, feedback, backend, duplicates, roster, lms, lang, groups)
+    try:  # the command's language entered once (--lang, else the key's): every step below follows it
+        with claim(out), entered(lang, loaded.lang):
+            _grade_claimed(loaded, submissions, out, feedback, backend, duplicates, roster, lms, groups)
     except OutputError as exc:  # SetBusy too: names the folder
         fail(str(exc))
 
 
 def _grade_claimed(loaded, submissions: list[Path], out: Path, feedback: bool, backend: str, duplicates: str,
-                   roster: Path | None, lms: str, lang: str | None, groups: Path | None) -> None:
+                   roster: Path | None, lms: str, groups: Path | None) -> None:
     from ..core.outputs import OutputError
+    from ..engine.backend import BackendUnavailable
     from ..grade.grader import grade_files
     from ..grade.report import write_reports
 
-    collected = _collect_download(submissions, roster, lms, lang or loaded.lang, groups)
+    collected = _collect_download(submissions, roster, lms, groups)
     files = [] if collected is not None else _submission_files(submissions)
     if collected is None and not files:
         fail("no submission files found")
-    from ..grade.workload import grading_seconds
 
-    count = len(files) if collected is None else len(collected.handins)
-    xp = array_backend(backend, lambda: grading_seconds(loaded, count))
+    def note(text: str) -> None:  # where the array work ran, when a GPU was asked for and the CPU kept it
+        err.print(f"[yellow]note:[/] {escape(text)}", highlight=False)
+
     with exit_on_terminate():
         # No refresh thread: the feedback files of a large class are written by a forked worker.
         with progress_bar(auto_refresh=False) as bar:
-            if collected is not None:
-                from ..exchange.collect import grade_collected
+            try:
+                if collected is not None:
+                    from ..exchange.collect import grade_collected
 
-                report = grade_collected(loaded, collected, xp=xp, duplicates=duplicates, lang=lang)
-            else:
-                task = bar.add_task("grading", total=len(files))
-                report = grade_files(loaded, files, progress=ticker(bar, task), xp=xp, duplicates=duplicates,
-                                     lang=lang)
+                    report = grade_collected(loaded, collected, xp=backend, duplicates=duplicates, notes=note)
+                else:
+                    task = bar.add_task("grading", total=len(files))
+                    report = grade_files(loaded, files, progress=ticker(bar, task), xp=backend, duplicates=duplicates,
+                                         notes=note)
+            except BackendUnavailable as exc:
+                fail(str(exc))
             writing = bar.add_task("writing feedback", total=len(report.results) if feedback else 0)
             try:
                 paths = write_reports(report, out, feedback=feedback, progress=ticker(bar, writing))
@@ -211,11 +215,9 @@ def _grade_claimed(loaded, submissions: list[Path], out: Path, feedback: bool, b
         raise typer.Exit(1)
 
 
-def _collect_download(submissions: list[Path], roster: Path | None, lms: str, lang: str | None = None,
-                      groups: Path | None = None):
+def _collect_download(submissions: list[Path], roster: Path | None, lms: str, groups: Path | None = None):
     """An LMS download's hand-ins (``exchange.collect``) when a zip, ``--roster`` or ``--from`` asks for
-    it; None for plain files and folders, which are graded as before. ``lang``: the language of
-    the problems it finds (the grading's)."""
+    it; None for plain files and folders, which are graded as before."""
     from ..core.inputs import InputError
     from ..exchange.collect import LMS_CHOICES, collect, is_zip
 
@@ -249,7 +251,7 @@ def _collect_download(submissions: list[Path], roster: Path | None, lms: str, la
                 err.print(f"[yellow]note:[/] {safe_text(line)}", highlight=False)
 
     try:
-        collected = collect(submissions, entries, lms, lang)
+        collected = collect(submissions, entries, lms)
     except InputError as exc:
         fail(f"{exc} (nothing was graded)")
     for source, kind in collected.lms.items():

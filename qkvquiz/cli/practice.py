@@ -15,6 +15,7 @@ from ._common import (
     exit_on_terminate,
     fail,
     progress_bar,
+    safe_text,
 )
 
 
@@ -45,7 +46,7 @@ def practice(
     attention-basics --static 20 --out site` writes a site that checks answers in the browser. Practice
     problems are public (drawn from shown seeds): progress stays on the student's computer.
     """
-    from ..core.i18n import DEFAULT_LANG
+    from ..core.i18n import using
     from ..core.outputs import OutputError
     from ..practice.problem import check_seed
     from ..practice.topics import TopicError, topics_for
@@ -61,12 +62,15 @@ def practice(
         fail("--out and --force go with --static N (a site written to a folder)")
     if static is not None and out is None:
         fail("--static N needs --out FOLDER")
-    try:
-        topics = topics_for(choices or [], lang=lang)
-    except (TopicError, SpecError) as exc:
-        fail(str(exc))
-    page_lang = lang or (topics[0].spec.lang if topics else DEFAULT_LANG)
-    if static is not None:
+    with using(lang):  # entered once: the topics, the page, the site and the server follow it
+        try:
+            topics = topics_for(choices or [])
+        except (TopicError, SpecError) as exc:
+            fail(str(exc))
+        if static is None:
+            _serve(topics, port, seed, no_browser, progress_file)
+            return
+
         from ..practice.pages import ANSWERS_NOTICE
         from ..practice.static import build_static
 
@@ -74,33 +78,35 @@ def practice(
         with exit_on_terminate(), progress_bar() as bar:
             task = bar.add_task("solving and rendering", total=static * len(topics))
             try:
-                page = build_static(topics, static, out, lang=page_lang, seed=seed, force=force,
-                                    progress=lambda: bar.advance(task))
+                page = build_static(topics, static, out, seed=seed, force=force, progress=lambda: bar.advance(task))
             except (FileExistsError, ValueError, OutputError) as exc:
                 fail(str(exc))
-        console.print(f"wrote {page} ({page.stat().st_size / 1e6:.1f} MB): {static} variant(s) of each of "
-                      f"{len(topics)} topic(s); open it in a browser. The problems are public.", highlight=False)
-        # Whoever publishes the site must know what its source holds (the page says it too).
-        console.print(ANSWERS_NOTICE, highlight=False)
-        return
-    _serve(topics, page_lang, port, seed, no_browser, progress_file)
+    console.print(f"wrote {page} ({page.stat().st_size / 1e6:.1f} MB): {static} variant(s) of each of "
+                  f"{len(topics)} topic(s); open it in a browser. The problems are public.", highlight=False)
+    # Whoever publishes the site must know what its source holds (the page says it too).
+    console.print(ANSWERS_NOTICE, highlight=False)
 
 
-def _serve(topics, lang: str, port: int, seed: str | None, no_browser: bool, progress_file: Path | None) -> None:
+def _serve(topics, port: int, seed: str | None, no_browser: bool, progress_file: Path | None) -> None:
     import webbrowser
 
+    from ..core.inputs import shown_path
     from ..practice.progress import Progress
     from ..practice.server import serve
 
     def ready(server) -> None:
         console.print(f"practice page: {server.url}  (this computer only; Ctrl-C stops it)", highlight=False)
-        console.print(f"progress is kept in {server.app.progress.path}", highlight=False)
+        progress = server.app.progress
+        if progress.set_aside is not None:
+            console.print(f"{safe_text(shown_path(progress.path))} could not be read as a progress file; it is kept "
+                          f"as {safe_text(shown_path(progress.set_aside))}, and a new record starts", highlight=False)
+        console.print(f"progress is kept in {progress.path}", highlight=False)
         if not no_browser:
             webbrowser.open(server.url)
 
     try:
         with exit_on_terminate():
-            serve(topics, lang=lang, port=port, seed=seed, progress=Progress(progress_file), ready=ready)
+            serve(topics, port=port, seed=seed, progress=Progress(progress_file), ready=ready)
     except OSError as exc:
         fail(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}")
     except KeyboardInterrupt:

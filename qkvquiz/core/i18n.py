@@ -12,9 +12,11 @@ them in its own word order. Templates use Jinja's i18n extension (``{% trans %}`
 with the same catalog (:func:`install_jinja`), and the answer form's script gets the messages
 it needs as JSON (:func:`script_messages`).
 
-The current language is a context variable: library entry points that take ``lang=`` set it
-for what they do (:func:`using`), so deep helpers (the entry parser, tolerance sentences) need
-no extra parameter. ``None`` everywhere means "keep the current one" (English by default).
+The current language is a context variable, set once where work enters the package: a library
+entry point takes ``lang=`` and enters :func:`entered` at its top (the language given, else the one
+chosen around the call, else its data's own: the key's, the spec's); a command enters it once
+around its library calls. Nothing below passes a language along: deep helpers (the entry parser,
+tolerance sentences) read the current one. ``None`` everywhere means "not chosen here".
 """
 
 from __future__ import annotations
@@ -104,6 +106,16 @@ def using(lang: str | None) -> Iterator[str]:
         yield _current.get()
     finally:
         _current.reset(token)
+
+
+@contextmanager
+def entered(lang: str | None, own: str | None = None) -> Iterator[str]:
+    """The language of a library entry point's work, entered for the block: ``lang`` where its
+    caller passed one, else the language chosen around the call (an outer entry point's, a
+    command's ``--lang``), else ``own`` (the language of the data it works on, e.g. the key's),
+    else the current one."""
+    with using(lang or chosen() or own) as code:
+        yield code
 
 
 def _(message: str) -> str:

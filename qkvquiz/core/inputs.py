@@ -18,12 +18,13 @@ folders of submissions (:mod:`qkvquiz.core.folders`) and zip archives (:mod:`qkv
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import stat
 from collections.abc import Iterable
 from itertools import accumulate
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 
 # Limits, each far above what an honest file needs (the largest bundled spec is about 3 KB).
@@ -227,3 +228,33 @@ def json_nesting(text: str | bytes) -> int:
     if not rest:
         return depth
     return max(0, max(accumulate(map(_STEP.__getitem__, brackets))))
+
+
+class JsonRefused(ValueError):
+    """JSON text that parses but is not accepted (:func:`strict_json`): a ``key`` twice in one
+    object, or a ``constant`` (``NaN``, ``Infinity``, ``-Infinity``), which JSON does not have."""
+
+    def __init__(self, message: str, *, key: str | None = None, constant: str | None = None) -> None:
+        super().__init__(message)
+        self.key, self.constant = key, constant
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    doc = dict(pairs)
+    if len(doc) != len(pairs):  # with a key twice, which value counts would be a guess
+        seen: set[str] = set()
+        twice = next(k for k, _v in pairs if k in seen or seen.add(k))
+        raise JsonRefused(f"the key {json.dumps(twice[:40])} appears twice in one object", key=twice)
+    return doc
+
+
+def _no_constant(token: str) -> Any:
+    raise JsonRefused(f"{token} is not a JSON number", constant=token)
+
+
+def strict_json(text: str | bytes, **numbers: Any) -> Any:
+    """``json.loads(text)`` of a file or request from outside, refusing what JSON's grammar allows
+    but a reader cannot trust: a key twice in one object and ``NaN``/``Infinity``
+    (:class:`JsonRefused`, a ValueError, says which). ``numbers``: ``parse_float``/``parse_int``.
+    Measure the nesting first (:func:`json_nesting`): the parser recurses."""
+    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, **numbers)

@@ -691,6 +691,22 @@ def write_set(out: str | Path, owned: Mapping[str, bool], *, anchor: str) -> Ite
                     files._discard()
 
 
+def append_line(path: str | Path, line: str) -> None:
+    """Add one line to the end of a private log (made 0600 if new) and make it durable before
+    returning: for a journal that is appended to, never rewritten (a review's decisions). A
+    link in its place is not followed (OSError)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags, 0o600)
+    try:
+        data = (line.rstrip("\n") + "\n").encode("utf-8")
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def owned_present(out: str | Path, owned: Sequence[str] | Mapping[str, bool]) -> list[str]:
     """The owned entries that ``out`` holds now (to refuse replacing them without --force)."""
     out = Path(out)

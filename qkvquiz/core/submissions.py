@@ -20,11 +20,13 @@ import numpy as np
 from ..core.i18n import N_, _
 from ..core.inputs import (
     InputError,
+    JsonRefused,
     decode_text,
     json_nesting,
     outside_json_strings,
     read_bytes_and_stat,
     shown_path,
+    strict_json,
 )
 from ..core.untrusted import (
     MAX_ID_LENGTH,
@@ -73,23 +75,6 @@ def read_submission_with_mtime(path: str | Path) -> tuple[Submission, float]:
 
 class _Refused(ValueError):
     """Raised from inside the JSON decoder: the document is readable but not acceptable."""
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    doc: dict[str, Any] = {}
-    for name, value in pairs:
-        if name in doc:
-            raise _Refused(_("the key %(name)s appears twice in one object; which one counts would be a guess")
-                           % {"name": _quoted(name)})
-        doc[name] = value
-    return doc
-
-
-def _no_constant(token: str) -> Any:
-    raise _Refused(
-        _("%(token)s is not a JSON number; write the value you computed, or the text \"-inf\" for minus infinity")
-        % {"token": token}
-    )
 
 
 def _bounded_float(text: str) -> float:
@@ -143,13 +128,14 @@ def submission_from_bytes(raw: bytes, source: str) -> Submission:
     # (then float() and int() give what _bounded_float and _bounded_int would); else each by them.
     plain = not _risky_numbers(raw)
     try:
-        if plain:
-            doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
-        else:
-            doc = json.loads(
-                text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
-                parse_float=_bounded_float, parse_int=_bounded_int,
-            )
+        doc = strict_json(text) if plain else strict_json(text, parse_float=_bounded_float, parse_int=_bounded_int)
+    except JsonRefused as exc:  # said to the student, in their language
+        if exc.key is not None:
+            raise ValueError(_("the key %(name)s appears twice in one object; which one counts would be a guess")
+                             % {"name": _quoted(exc.key)}) from None
+        raise ValueError(
+            _("%(token)s is not a JSON number; write the value you computed, or the text \"-inf\" for minus infinity")
+            % {"token": exc.constant}) from None
     except _Refused as exc:
         raise ValueError(str(exc)) from None
     except json.JSONDecodeError as exc:

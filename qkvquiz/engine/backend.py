@@ -7,6 +7,8 @@ backend; results return to the host with :func:`to_numpy` for keys and rendering
 from __future__ import annotations
 
 import importlib.util
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -86,6 +88,33 @@ def place(name: str, cpu_seconds: float, *, break_even: float = DEVICE_BREAK_EVE
                              f"CPU) is below what a GPU needs to win (about {_seconds(break_even)}); "
                              "CuPy was not loaded")
     return Placement(get_xp("cupy"))
+
+
+class BackendNote(UserWarning):
+    """What :func:`placed` says (a GPU was asked for and the CPU kept the work), where no ``notes``
+    callback was given."""
+
+
+def placed(xp: Any, cpu_seconds: Callable[[], float], notes: Callable[[str], None] | None = None) -> Any:
+    """The array module that work asked to run on ``xp`` runs on: the one place where a library
+    entry point (``generate_set``, ``grade``, ``grade_files``, ``grade_collected``) settles its
+    ``xp``. ``xp`` is a name (``"numpy"``, ``"cupy"``) or a module: CuPy is weighed by
+    :func:`place` (``cpu_seconds`` is asked only then), NumPy is the CPU, any other array
+    namespace is used as given. ``notes`` is told why the CPU kept the work (by default a
+    :class:`BackendNote` warning); BackendUnavailable where the backend asked for cannot be used."""
+    if isinstance(xp, str):
+        name = xp
+    elif xp is np or getattr(xp, "__name__", None) == "cupy":
+        name = "numpy" if xp is np else "cupy"
+    else:
+        return xp
+    placement = place(name, cpu_seconds() if name == "cupy" else 0.0)
+    if placement.note is not None:
+        if notes is None:
+            warnings.warn(placement.note, BackendNote, stacklevel=3)
+        else:
+            notes(placement.note)
+    return placement.xp
 
 
 def _seconds(value: float) -> str:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.i18n import N_, _, using
+from ..core.i18n import N_, _, entered
 from ..core.ragged import real_box
 from .gradescope import MAX_METADATA_BYTES, ROOT_ENV
 
@@ -115,7 +115,7 @@ def submission_document(report: Any, members: Sequence[Member], cfg: dict[str, A
     submission; each member's result as :mod:`qkvquiz.grade.attribution`'s group rule gives it):
     per-part tests per member, and the lowest of their scores as the submission's (see
     :func:`booked_score`)."""
-    with using(report.lang):
+    with entered(None, report.lang):
         return _submission_document(report, members, cfg, problems)
 
 
@@ -348,7 +348,7 @@ def run(source: Path, root: Path) -> dict[str, Any]:
 
     cfg = json.loads((source / "qkvquiz-autograder.json").read_text(encoding="utf-8"))
     key = load_key(source / "key.json")
-    with using(key.lang):  # what the student reads, in the worksheet's language
+    with entered(None, key.lang):  # what the student reads, in the worksheet's language
         return _run(source, root, cfg, key)
 
 

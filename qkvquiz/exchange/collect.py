@@ -26,7 +26,7 @@ listed.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -35,14 +35,16 @@ from typing import Any
 import numpy as np
 
 from ..core.bounded_yaml import load_yaml
+from ..core.collector import collector_paused
 from ..core.folders import walk_json_files
-from ..core.i18n import _, using
+from ..core.i18n import _, entered
 from ..core.inputs import InputError, decode_text, read_bytes, shown_path
 from ..core.submissions import submission_from_bytes
 from ..core.zips import ZipListing, read_zip
-# The flags are this module's API too (tests and callers read them from here).
-from ..grade.attribution import LATE_FLAG, MISMATCH_FLAG, Attributed, grade_attributed  # noqa: F401
+from ..engine.backend import placed
+from ..grade.attribution import Attributed, grade_attributed
 from ..grade.results import FileProblem, GradeReport
+from ..grade.workload import grading_seconds
 from ..key import Key
 from ..roster import Roster
 from .lms_names import (
@@ -128,12 +130,12 @@ def collect(paths: Sequence[str | Path], roster: Roster | None = None, lms: str 
     (names mean nothing; each file's ``"student"`` decides). InputError for a path that cannot
     be used at all (no such file, not a zip, a zip over its bounds); a bad member, an
     unmatched file or a refused metadata file is listed in ``problems`` and the others are
-    still collected. ``lang``: the language of the problems' sentences (default: the current
-    one; grade in the key's).
+    still collected. ``lang``: the language of the problems' sentences (default: the one chosen
+    around the call: grade enters the key's).
     """
     if lms not in LMS_CHOICES:
         raise ValueError(f"unknown LMS {lms!r}; choose from {', '.join(LMS_CHOICES)}")
-    with using(lang):
+    with entered(lang):
         return _collect(paths, roster, lms)
 
 
@@ -475,12 +477,14 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def grade_collected(key: Key, collected: Collected, *, xp=np, duplicates: str = "latest",
-                    lang: str | None = None) -> GradeReport:
+def grade_collected(key: Key, collected: Collected, *, xp: Any = np, duplicates: str = "latest",
+                    lang: str | None = None, notes: Callable[[str], None] | None = None) -> GradeReport:
     """Grade collected hand-ins: read each (a bad one becomes a problem), re-attribute by the LMS, grade.
 
-    ``lang``: the language of every sentence (default: the key's), as in :func:`grade`."""
-    with using(lang or key.lang):
+    ``lang``: the language of every sentence (default: the one chosen around the call, else the
+    key's); ``xp`` and ``notes``: the array backend, placed as :func:`qkvquiz.grade.grader.grade` places it."""
+    with entered(lang, key.lang), collector_paused():
+        xp = placed(xp, lambda: grading_seconds(key, len(collected.handins)), notes)
         return _grade_collected(key, collected, xp=xp, duplicates=duplicates)
 
 
@@ -503,4 +507,5 @@ def _grade_collected(key: Key, collected: Collected, *, xp, duplicates: str) -> 
 def grade_download(key: Key, paths: Iterable[str | Path], roster: Roster | None = None, *, lms: str = "auto",
                    xp=np, duplicates: str = "latest") -> GradeReport:
     """Grade an LMS's bulk download (zips, unpacked folders, files): :func:`collect`, then :func:`grade_collected`."""
-    return grade_collected(key, collect(list(paths), roster, lms, key.lang), xp=xp, duplicates=duplicates)
+    with entered(None, key.lang):
+        return grade_collected(key, collect(list(paths), roster, lms), xp=xp, duplicates=duplicates)

@@ -25,6 +25,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.i18n import entered
 from ..core.inputs import InputError, read_text, shown_path
 from ..files import safe_name
 from ..roster import Roster, RosterEntry
@@ -91,9 +92,9 @@ _LITERAL = re.compile(
 )
 #: A line (or list item) that opens with math: "- $S_{23}$: you wrote 2, … 1.0". The Markdown
 #: parser's dollar rule looks at the character before an opening "$" to refuse "1$", and at the
-#: start of a line that index wraps round to the line's last character: a line ending in a digit
-#: lost its math ("$S_{23}$" printed as written). A word joiner (U+2060, zero width, no break)
-#: before the "$" gives it a character of its own to look at.
+#: start of a paragraph or list item that index wraps round to its last character: one ending in
+#: a digit lost its math ("$S_{23}$" printed as written). A word joiner (U+2060, zero width, no
+#: break) before the "$" gives it a character of its own to look at (docs/markdown-proposals.md).
 _OPENING_MATH = re.compile(r"^(\s*(?:[-*+] )?)\$(?!\$)")
 #: A part's letter at the start of a heading, "### (b) ": a label, not the letter b.
 _PART_LETTER = re.compile(r"#{1,6} \([a-z]{1,2}\) ")
@@ -111,7 +112,7 @@ def _sentence_math(text: str) -> str:
     text = pm.split_accents(text)
     pieces, at = [], 0
     for start, end, latex in pm.notation_runs(text):
-        if _WORD.search(re.sub(r"(?:softmax|diag)\(", "(", text[start:end])):
+        if _WORD.search(re.sub(rf"(?:{'|'.join(pm.FUNCTIONS)})\(", "(", text[start:end])):
             continue
         pieces += [text[at:start], "$" + latex + "$"]
         at = end
@@ -174,7 +175,13 @@ def feedback_markdown_path(folder: Path, student: str) -> Path | None:
 
 
 def feedback_pages(results: Results, roster: Roster | None) -> tuple[list[FeedbackPage], list[str]]:
-    """Every graded student's feedback as an HTML page, and the students whose feedback file is missing."""
+    """Every graded student's feedback as an HTML page, and the students whose feedback file is missing;
+    in the language the grading wrote (the pages' ``lang``, their words), unless the caller chose one."""
+    with entered(None, results.lang):
+        return _feedback_pages(results, roster)
+
+
+def _feedback_pages(results: Results, roster: Roster | None) -> tuple[list[FeedbackPage], list[str]]:
     pages, missing = [], []
     taken: set[str] = set()
     for student, result in results.students.items():

@@ -357,10 +357,14 @@ WRITERS: dict[str, Any] = {
 }
 
 
+#: The roster columns each target's importer matches a student by (any one of them will do).
+MATCHED_BY = {"canvas": ("canvas_id", "sis_id", "sis_login"), "moodle-worksheet": ("moodle_id",),
+              "moodle-gradebook": ("email", "sis_id"), "blackboard": ("sis_login",)}
+
+
 def unmatched(rows: Sequence[Row], target: str) -> list[Unmatched]:
     """Students the target's importer cannot match, for a warning: no id of the kind it reads."""
-    need = {"canvas": ("canvas_id", "sis_id", "sis_login"), "moodle-worksheet": ("moodle_id",),
-            "moodle-gradebook": ("email", "sis_id"), "blackboard": ("sis_login",)}.get(target)
+    need = MATCHED_BY.get(target)
     if need is None:
         return []
     return [Unmatched(r.entry.student, NO_ID) for r in rows if not any(getattr(r.entry, f) for f in need)]
@@ -375,6 +379,11 @@ def export_grades(results: Results, roster: Roster | None, opts: GradeOptions, *
     writing a new one (target ``moodle-worksheet`` only).
     """
     opts.check()
+    if roster is None and opts.target in MATCHED_BY and results.students:
+        # Without a roster no student has the ids the importer reads: a file that matches no one
+        # would be written and uploaded for nothing.
+        raise ValueError(f"the {opts.target} importer matches students by "
+                         f"{' or '.join(MATCHED_BY[opts.target])}, which come from a roster; none was given")
     rows = rows_for(results, roster, opts)
     if worksheet is not None:
         if opts.target != "moodle-worksheet":

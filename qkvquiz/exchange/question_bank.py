@@ -41,8 +41,7 @@ import numpy as np
 from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
-from ..core.i18n import _, using
-from ..core.i18n import chosen as language_chosen
+from ..core.i18n import _, entered
 from ..grade.checks import fixed_entries, mask_shares
 from ..render.markdown import render_items
 from ..spec import ItemSpec, WorksheetSpec
@@ -192,7 +191,7 @@ def problem_texts(ws: Worksheet, student: int) -> list[str]:
     texts = render_items(ws, student, "problem")
     # The worksheet's "Answer: …, part `id`" lines speak of the submission file; here the boxes
     # follow. They start with the catalog's word for "Answer:" in the language rendered.
-    with using(ws.spec.lang if language_chosen() is None else None):  # as render_items chooses
+    with entered(None, ws.spec.lang):  # as render_items chooses
         answer = _("Answer: %(shape)s, part `%(id)s`\u00a0(%(points)s\u00a0pt).").split("%(")[0].strip()
     return [re.sub(rf"\n\s*{re.escape(answer)}[^\n]*", "", t) for t in texts]
 

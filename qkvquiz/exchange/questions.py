@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..core.i18n import using
+from ..core.i18n import entered
 from ..spec import WorksheetSpec
 from ..worksheet import Worksheet
 from .canvas_qti import canvas_package
@@ -22,12 +22,12 @@ FORMATS = ("moodle", "qti", "canvas")
 def export_questions(spec: WorksheetSpec, variants: int, seed: str | int = 0, formats: Sequence[str] = FORMATS,
                      *, secret: bytes | None = None, lang: str | None = None) -> tuple[Worksheet, dict[str, bytes | str]]:
     """The bank's files by name (``questions-moodle.xml``, ``questions-qti21.zip``,
-    ``questions-canvas-qti.zip``) and the solved variants, in ``lang`` (default: the spec's
-    language): its built-in words and the spec's own text."""
+    ``questions-canvas-qti.zip``) and the solved variants, in ``lang`` (default: the language
+    chosen around the call, else the spec's): its built-in words and the spec's own text."""
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ValueError(f"unknown question format {unknown[0]!r}; choose from {', '.join(FORMATS)}")
-    with using(lang or spec.lang) as chosen:
+    with entered(lang, spec.lang) as chosen:
         ws = build_bank(spec.in_language(chosen), variants, seed, secret=secret)
         files: dict[str, bytes | str] = {}
         if "moodle" in formats:

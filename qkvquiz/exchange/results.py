@@ -71,19 +71,29 @@ def load_results(path: str | Path) -> Results:
         raise InputError(source, f"not valid JSON ({exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("students"), list):
         raise InputError(source, "not the results.json that `qkvquiz grade` writes (no \"students\" list)")
+    where = "the total (points)"  # what is being read, for the message should it not read
     try:
         points = float(doc.get("points", 0))
         lang = doc.get("lang") if doc.get("lang") in LANGUAGES else DEFAULT_LANG
         out = Results(str(doc.get("title", "")), points, folder=file.parent, source=source, lang=lang)
-        for i, s in enumerate(doc["students"]):
+        for i, s in enumerate(doc["students"], start=1):
+            where = f"student entry {i}"
+            parts = []
+            for k, p in enumerate(s.get("parts", []), start=1):
+                where = f"student entry {i}, part {k}"
+                parts.append(_part(p))
+            where = f"student entry {i}"
             out.students[str(s["student"])] = StudentScore(
                 str(s["student"]), float(s["score"]), float(s.get("total", points)),
-                tuple(_part(p) for p in s.get("parts", [])), tuple(str(f) for f in s.get("flags", [])),
-                str(s.get("source", "")))
+                tuple(parts), tuple(str(f) for f in s.get("flags", [])), str(s.get("source", "")))
+        where = "the absent students"
         for student in doc.get("absent", []):
             out.students.setdefault(str(student), StudentScore(str(student), None, points))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(source, f"a student entry cannot be read ({exc!r}); was it written by `qkvquiz grade`?") from None
+    except KeyError as exc:
+        raise InputError(source, f"{where} has no {exc.args[0]!r} field; was it written by `qkvquiz grade`?") from None
+    except (AttributeError, TypeError, ValueError):
+        raise InputError(source, f"{where} cannot be read: a field holds the wrong kind of value (text where a "
+                                 "number belongs, or a list where an entry does); was it written by `qkvquiz grade`?") from None
     return out
 
 

@@ -251,14 +251,6 @@ def item_allowance(item: Any, step: str, env: Env, inputs: Mapping[str, Array], 
                      lambda name, value: item.tolerance_for(name).unchanged_by_rounding(value, xp=xp), xp)
 
 
-def item_rounding_band(item: Any, step: str, env: Env, free: Sequence[str], xp=np) -> Array | None:
-    """The allowance of ``step`` when the steps ``free`` (unasked, in the family's order) may be
-    rounded and nothing else moves; None when ``free`` is empty or nothing moves."""
-    if not free:
-        return None
-    return item_allowance(item, step, env, {}, [s for s in item.family.step_names if s in set(free)], xp)
-
-
 def entry_band(tol: Any, values: np.ndarray) -> np.ndarray:
     """The error each entry of a student's ``values`` may carry, for invariant checks.
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.csvsafe import csv_text
-from ..core.i18n import using
+from ..core.i18n import entered
 from ..render.environment import environment
 from .feedback import points_text
 from .results import GradeReport
@@ -133,7 +133,8 @@ def _median(xs: list[float]) -> float:
 
 
 def item_analysis_markdown(report: GradeReport, stats: list[PartStats] | None = None, *, lang: str | None = None) -> str:
-    """The item analysis as Markdown, in ``lang`` (default: the report's language)."""
+    """The item analysis as Markdown, in ``lang`` (default: the one chosen around the call, else
+    the report's)."""
     stats = item_analysis(report) if stats is None else stats
-    with using(lang or report.lang):
+    with entered(lang, report.lang):
         return environment().get_template("item-analysis.md.j2").render(item_analysis_context(report, stats))

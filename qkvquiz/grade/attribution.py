@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from ..core.i18n import _, current
+from ..core.i18n import _
 from ..core.submissions import Submission
 from ..key import Key
 from .choose import KnownStudents, unknown_student_message
-from .grader import grade
+from .grader import grade_as_chosen
 from .results import Candidate, FileProblem, GradeReport, StudentResult
 
 LATE_FLAG = "late"
@@ -65,7 +65,8 @@ class _Group:
 def grade_attributed(key: Key, handed: Sequence[Attributed], problems: list[FileProblem],
                      skipped: list[FileProblem], *, xp: Any = np, duplicates: str = "latest") -> GradeReport:
     """Grade hand-ins as the LMS attributes them (the rules in the module docstring); ``problems``
-    and ``skipped``: files already left out, listed first in the report."""
+    and ``skipped``: files already left out, listed first in the report. In the current language,
+    on ``xp`` as given (``grade_collected`` chose both)."""
     problems = list(problems)
     kept = anonymous_agree(handed, problems)
     notes: dict[tuple[str, str], list[str]] = {}  # by (file, student): one file may be graded for several
@@ -86,7 +87,7 @@ def grade_attributed(key: Key, handed: Sequence[Attributed], problems: list[File
             groups.setdefault(label, _Group(label, h.group)).files.append((sub.source, sub.student))
         notes.setdefault((sub.source, sub.student), []).extend(said)
         flags.setdefault((sub.source, sub.student), []).extend(marks)
-    report = grade(key, [h.sub for h in kept], xp=xp, duplicates=duplicates, lang=current())
+    report = grade_as_chosen(key, [h.sub for h in kept], xp=xp, duplicates=duplicates)
     report.problems[:0] = problems
     report.skipped[:0] = skipped
     for r in report.results:

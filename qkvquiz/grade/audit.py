@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.i18n import DEFAULT_LANG, _, ngettext, using
+from ..core.i18n import DEFAULT_LANG, _, current, entered, ngettext
 from ..core.inputs import shown_path
 from ..core.ragged import fill_absent
 from ..core.untrusted import terminal_text
@@ -104,18 +104,18 @@ def audit_file(path: str | Path, *, lang: str | None = None) -> AuditReport:
 
 def audit_spec(data: Any, source: str = "<audit>", *, lang: str | None = None) -> AuditReport:
     """Audit a spec with claimed answers already read into Python objects; its sentences are in
-    ``lang`` (default: the file's ``lang:``, else English)."""
+    ``lang`` (default: the one chosen around the call, else the file's ``lang:``, else English)."""
     stripped = copy.deepcopy(data)
     claims: list[Any] = []
     if isinstance(stripped, Mapping) and isinstance(stripped.get("items"), list):
         for raw in stripped["items"]:
             claims.append(raw.pop(CLAIMED, None) if isinstance(raw, dict) else None)
     spec = parse_spec(stripped, source=source)
-    with using(lang or spec.lang) as chosen:
-        return _audit(spec.in_language(chosen), claims, source, chosen)  # its title in that language too
+    with entered(lang, spec.lang) as chosen:
+        return _audit(spec.in_language(chosen), claims, source)  # its title in that language too
 
 
-def _audit(spec: WorksheetSpec, claims: list[Any], source: str, lang: str) -> AuditReport:
+def _audit(spec: WorksheetSpec, claims: list[Any], source: str) -> AuditReport:
     checks: list[ClaimCheck] = []
     unchecked: list[str] = []
     not_claimed: list[str] = []
@@ -131,7 +131,7 @@ def _audit(spec: WorksheetSpec, claims: list[Any], source: str, lang: str) -> Au
         what = "every claimed step is null" if not_claimed else f"no item has {CLAIMED!r} answers"
         raise SpecError(source, "", f"{what}, so there is nothing to check; "
                                     f"add `{CLAIMED}: {{step: answer}}` to the items to audit")
-    return AuditReport(source, spec.title, checks, unchecked, lang, not_claimed)
+    return AuditReport(source, spec.title, checks, unchecked, current(), not_claimed)
 
 
 def _audit_item(item: ItemSpec, claimed: Any, source: str, where: str) -> list[ClaimCheck]:
@@ -396,8 +396,9 @@ def _follows_from_right_claims(item: ItemSpec, env: Env, step: str, value: np.nd
 def audit_markdown(report: AuditReport, *, lang: str | None = None) -> str:
     """The audit as Markdown: a summary, then every wrong claim with the right value and why.
 
-    In ``lang`` (default: the report's, the language its sentences were made in)."""
-    with using(lang or report.lang):
+    In ``lang`` (default: the one chosen around the call, else the report's, the language its
+    sentences were made in)."""
+    with entered(lang, report.lang):
         return _audit_markdown(report)
 
 

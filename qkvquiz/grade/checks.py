@@ -103,6 +103,19 @@ def key_allowance(item: KeyItem, step: str, env: Env, xp=np, inputs_rounded: boo
     return item_allowance(item, step, env, inputs, free, xp), free
 
 
+def count_sentence(correct: int | str, entries: int, per_entry: bool) -> str:
+    """A part's entries within tolerance, in words of the current language ("3 of 4 entries within
+    tolerance", and that the part is all or nothing where it is); ``correct`` may be a placeholder
+    that a page fills in (the static practice page's ``"%(correct)s"``)."""
+    if per_entry:
+        message = ngettext("%(correct)s of %(entries)s entry within tolerance",
+                           "%(correct)s of %(entries)s entries within tolerance", entries)
+    else:
+        message = ngettext("%(correct)s of %(entries)s entry within tolerance (this part is all or nothing)",
+                           "%(correct)s of %(entries)s entries within tolerance (this part is all or nothing)", entries)
+    return message % {"correct": correct, "entries": entries}
+
+
 ZEROS, CONSTANT, GIVEN = "zeros", "constant", "given"
 
 
@@ -401,15 +414,7 @@ def _part_results(item: KeyItem, part: Part, columns: Mapping[str, Column], chec
             else:
                 r.score = float(entry_score[j])
                 r.verdict = "partial" if r.score > 0 else "wrong"
-                counts = {"correct": r.correct_entries, "entries": entries}
-                if item.credit.per_entry:
-                    r.message = ngettext("%(correct)s of %(entries)s entry within tolerance",
-                                         "%(correct)s of %(entries)s entries within tolerance", entries) % counts
-                else:
-                    r.message = ngettext(
-                        "%(correct)s of %(entries)s entry within tolerance (this part is all or nothing)",
-                        "%(correct)s of %(entries)s entries within tolerance (this part is all or nothing)",
-                        entries) % counts
+                r.message = count_sentence(r.correct_entries, entries, bool(item.credit.per_entry))
                 if fixed is not None and fixed[j].any() and (~fixed[j]).any() and item.credit.per_entry:
                     r.message = _("%(message)s; %(note)s") % {"message": r.message, "note": _(
                         MASKED_SHARE) % {"masked": int(fixed[j].sum()), "percent": f"{round(100 * item.credit.mask_weight, 1):g}"}}

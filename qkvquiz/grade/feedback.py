@@ -19,16 +19,21 @@ from functools import lru_cache
 from collections.abc import Sequence
 from typing import Any
 
+import jinja2
 import numpy as np
 
-from ..core.i18n import N_, _, current, ngettext, using
+from ..core.i18n import N_, _, current, entered, kept_per_language, ngettext
 from ..core.places import entry_place
 from ..core.resources import templates_dir
 from ..core.tolerance import Tolerance
 from ..core.untrusted import md_code
 from ..key import KeyItem, decode
+from ..spec_types import ItemSpec
 from ..render.environment import environment
+from ..render.part_sentences import plain_part_sentences
 from ..render.svg_math import MINUS
+from ..render.textmath import Unsupported
+from ..render.unicode_math import unicode_math
 from .columns import NO_ANSWER, NO_ANSWER_BLANK
 from .results import GradeReport, PartResult, StudentResult
 
@@ -109,20 +114,26 @@ def entry_name(index: tuple[int, ...]) -> str:
 
 #: Subscript digits, for an entry named as the worksheet names it (S₂₃).
 _SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
-#: A symbol the sheet writes as one letter (S, A, Z, q), perhaps with a prime: its entries are
-#: named with subscripts. Others (∇Q, Z_cat) are named by row and column.
-_LETTER_SYMBOL = re.compile(r"[A-Za-z]'?")
+#: A symbol the sheet writes as one letter (S, A, q, μ), maybe under an accent or after ∇ (S̃, X̄,
+#: ∇Q), in plain Unicode: its entries are named with subscripts, as the sheet's boxes are. Others
+#: (Z_cat, B̄ₖ, S⁽ʰ⁾) are named by row and column.
+_LETTER_SYMBOL = re.compile(r"∇?[A-Za-zα-ω][\u0300-\u036f]*")
 
 
 def sheet_entry_name(symbol: str, index: tuple[int, ...]) -> str:
     """An entry as the worksheet and the key name it, counting from 1: ``S₂₃`` (a comma between
-    indices past 9: ``S₁₀,₃``); where the step's symbol is not one letter, its place in words
+    indices past 9: ``S₁₀,₃``), also under an accent or after ∇ (``S̃₁₂``, ``∇Q₂₃``, as the sheet's
+    boxes are labelled); where the step's symbol is not one letter so, its place in words
     (:func:`entry_name`)."""
-    if not index or not _LETTER_SYMBOL.fullmatch(symbol):
+    try:
+        plain = unicode_math(symbol)
+    except Unsupported:
+        plain = ""
+    if not index or not _LETTER_SYMBOL.fullmatch(plain):
         return entry_name(index)
     numbers = [str(i + 1) for i in index]
     joined = ("," if any(len(n) > 1 for n in numbers) else "").join(numbers)
-    return symbol + joined.translate(_SUBSCRIPTS)
+    return plain + joined.translate(_SUBSCRIPTS)
 
 
 def table(values: np.ndarray, tol: Tolerance, bold: np.ndarray | None = None,
@@ -186,6 +197,38 @@ def table_numbers(values: np.ndarray, tol: Tolerance, shown: np.ndarray) -> list
     return out
 
 
+# Each item's part headings in each language (one problem rendered per item, not per student).
+_SHEET_PROMPTS: dict[tuple[int, str], tuple[KeyItem, dict[str, str]]] = {}
+
+
+def sheet_prompts(item: KeyItem) -> dict[str, str]:
+    """Each part's words for its heading (part id -> text), in the current language: the
+    sentence its worksheet asks it with (:mod:`qkvquiz.render.part_sentences`), formulas in
+    plain Unicode ("Compute the scaled score s = q·k/√dₖ"); where the problem does not list its
+    parts one by one, the family's prompt for the part."""
+    return kept_per_language(_SHEET_PROMPTS, item, 64, lambda: _sheet_prompts(item))
+
+
+def _sheet_prompts(item: KeyItem) -> dict[str, str]:
+    sentences = None
+    if all(len(item.env[name]) for name in item.env):  # a key with students: the first one's variant
+        spec = ItemSpec(item.id, item.family, item.params, item.parts, item.tolerance, item.credit, title=item.title)
+        values = {name: item.env[name][0] for name in item.env}
+        try:
+            sentences = plain_part_sentences(
+                spec, {n: values[n] for n in item.family.given_names if n in values},
+                {n: values[n] for n in item.family.step_names if n in values})
+        except (jinja2.TemplateError, LookupError, TypeError, ValueError):
+            sentences = None  # a key whose item the templates cannot state: the family's prompts
+    if sentences is not None:
+        return {part.id: sentence for part, sentence in zip(item.parts, sentences)}
+    prompts = {}
+    for part in item.parts:
+        step = item.family.step(part.step)
+        prompts[part.id] = _(step.prompt_for(item.params)) if step.prompt else step.name
+    return prompts
+
+
 def part_view(item: KeyItem, letter: str, r: PartResult) -> dict[str, Any]:
     """What the template shows for one part of one student."""
     part = next(p for p in item.parts if p.id == r.part)
@@ -193,7 +236,7 @@ def part_view(item: KeyItem, letter: str, r: PartResult) -> dict[str, Any]:
     tol = item.tolerance_for(part.step)
     ids = [p.id for p in item.parts]  # named in running text as code: "your answer to `q5.scores`"
     view: dict[str, Any] = {
-        "letter": letter, "id": r.part, "prompt": _(step.prompt_for(item.params)) if step.prompt else step.name, "verdict": r.verdict,
+        "letter": letter, "id": r.part, "prompt": sheet_prompts(item)[r.part], "verdict": r.verdict,
         "verdict_text": _(VERDICTS[r.verdict]), "score": points_text(r.score), "points": points_text(r.points),
         "message": _code_ids(r.message, ids), "carry": _code_ids(r.carry, ids),
         "diagnosis": [_code_ids(d, ids) for d in r.diagnosis], "invariants": [_code_ids(d, ids) for d in r.invariants],
@@ -314,9 +357,9 @@ def _code_ids(text: str, ids: Sequence[str]) -> str:
 
 
 def feedback_markdown(report: GradeReport, result: StudentResult, *, lang: str | None = None) -> str:
-    """The feedback file of one graded student, in ``lang`` (default: the report's, the language
-    its sentences were graded in)."""
-    with using(lang or report.lang):
+    """The feedback file of one graded student, in ``lang`` (default: the one chosen around the
+    call, else the report's, the language its sentences were graded in)."""
+    with entered(lang, report.lang):
         return FeedbackWriter(report).markdown(result)
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.i18n import N_, _, current, using
+from ..core.i18n import N_, _, current, entered
 from ..core.inputs import shown_path
 from ..core.collector import collector_paused
 from ..core.submissions import (
@@ -42,12 +42,14 @@ from ..core.submissions import (
     blank_answer,
     read_submission_with_mtime,
 )
+from ..engine.backend import placed
 from ..key import Key
 from .checks import grade_item
 from .choose import select_submissions
 from .columns import Column, read_column
 from .copies import COPY_NOTE, detect_copies
 from .parallel import chunks_in_workers, forking
+from .workload import grading_seconds
 from .results import FileProblem, GradeReport, StudentResult, terminal_text
 
 
@@ -88,21 +90,23 @@ def _read_files(paths: Sequence[str | Path], progress: Callable[[], None] | None
 
 
 def grade_files(key: Key, paths: Iterable[str | Path], *, progress: Callable[[], None] | None = None,
-                xp=np, duplicates: str = "latest", lang: str | None = None) -> GradeReport:
+                xp: Any = np, duplicates: str = "latest", lang: str | None = None,
+                notes: Callable[[str], None] | None = None) -> GradeReport:
     """Grade submission files against ``key``; unreadable files are reported, not fatal.
 
     ``xp`` is the array backend of the comparisons, ``duplicates`` the rule among several
     files for one student and ``lang`` the language of every sentence (see :func:`grade`).
     """
-    with using(lang or key.lang), collector_paused():
+    with entered(lang, key.lang), collector_paused():
         paths = list(paths)
+        xp = placed(xp, lambda: grading_seconds(key, len(paths)), notes)
         if forking(len(paths)):
             # A large class: the files are read, and their answers read per part, by workers.
             submissions, problems, read = _read_in_workers(key, paths, progress)
-            report = _grade(key, submissions, xp=xp, duplicates=duplicates, read=read)
+            report = grade_as_chosen(key, submissions, xp=xp, duplicates=duplicates, read=read)
         else:
             submissions, problems = read_submissions(paths, progress=progress)
-            report = grade(key, submissions, xp=xp, duplicates=duplicates, lang=lang)
+            report = grade_as_chosen(key, submissions, xp=xp, duplicates=duplicates)
     report.problems[:0] = problems
     return report
 
@@ -167,21 +171,28 @@ def _gathered(key: Key, accepted: Sequence[tuple[int, Submission]], read: _Read)
     return out
 
 
-def grade(key: Key, submissions: Iterable[Submission], *, xp=np, duplicates: str = "latest",
-          lang: str | None = None) -> GradeReport:
+def grade(key: Key, submissions: Iterable[Submission], *, xp: Any = np, duplicates: str = "latest",
+          lang: str | None = None, notes: Callable[[str], None] | None = None) -> GradeReport:
     """Grade already-read submissions: one per student, chosen by :func:`select_submissions`.
 
     The comparisons, known mistakes and carried-forward re-runs of each part are computed for
-    the whole class on ``xp`` (NumPy or CuPy); verdicts come back to the host, so the same key
+    the whole class on ``xp`` (NumPy or CuPy, a module or its name: CuPy only where the work is
+    large enough to gain from a GPU, else the CPU, said to ``notes``, see
+    :func:`qkvquiz.engine.backend.placed`); verdicts come back to the host, so the same key
     and answers give the same report on either backend. Messages, diagnoses and notes are in
-    ``lang`` (default: the key's language, which ``generate`` recorded).
+    ``lang`` (default: the language chosen around the call, else the key's, which ``generate``
+    recorded).
     """
-    with using(lang or key.lang), collector_paused():
-        return _grade(key, submissions, xp=xp, duplicates=duplicates)
+    with entered(lang, key.lang), collector_paused():
+        submissions = list(submissions)
+        xp = placed(xp, lambda: grading_seconds(key, len(submissions)), notes)
+        return grade_as_chosen(key, submissions, xp=xp, duplicates=duplicates)
 
 
-def _grade(key: Key, submissions: Iterable[Submission], *, xp: Any, duplicates: str,
-           read: _Read | None = None) -> GradeReport:
+def grade_as_chosen(key: Key, submissions: Iterable[Submission], *, xp: Any, duplicates: str,
+                    read: _Read | None = None) -> GradeReport:
+    """:func:`grade` in the current language, on ``xp`` as given: for an entry point that has
+    entered its language and placed its work already (``grade_collected``)."""
     chosen = select_submissions(key, submissions, duplicates)
     if read is None:
         columns = read_columns(key, [sub.answers for _index, sub in chosen.accepted])

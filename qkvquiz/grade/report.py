@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.csvsafe import csv_text
-from ..core.i18n import using
+from ..core.i18n import entered
 from ..core.outputs import write_set
 from ..core.collector import collector_paused
 from ..files import safe_name
@@ -202,15 +202,16 @@ def write_reports(
 
     The set replaces the previous one wholly: without ``feedback`` (or with fewer students) no
     earlier feedback file is left behind. ``progress`` is called once per feedback file written.
-    ``lang`` is the language of the item analysis and feedback (default: the report's, i.e. the
-    one it was graded in, so that every sentence of a file is in one language).
+    ``lang`` is the language of the item analysis and feedback (default: the one chosen around
+    the call, else the report's, i.e. the one it was graded in, so that every sentence of a file
+    is in one language).
     Raises :class:`qkvquiz.core.outputs.SetBusy` when another run writes to ``out``, and
     :class:`qkvquiz.core.outputs.OutputError` (naming the path) when it cannot be written.
     """
     out = Path(out)
     names = ["results.csv", "results.json", "item-analysis.csv", "item-analysis.md"]
     stats = item_analysis(report)
-    with collector_paused(), using(lang or report.lang), write_set(out, OWNED, anchor="results.json") as files:
+    with collector_paused(), entered(lang, report.lang), write_set(out, OWNED, anchor="results.json") as files:
         students = sorted(report.results, key=lambda r: r.student)
         writer, folder, jobs = None, "", [(None, r) for r in students]
         if feedback and students:

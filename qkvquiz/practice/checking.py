@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.i18n import using
+from ..core.i18n import entered
 from ..core.submissions import submission_from_json
 from ..grade import grade
 from ..render.form import LETTERS
@@ -66,9 +66,9 @@ def check(problem: Problem, answers: Mapping[str, Any]) -> CheckResult:
     deep, too long, not an object); an unreadable entry is a part's ``format`` verdict."""
     doc = {"student": PRACTICE_STUDENT, "variant": problem.code, "set": problem.key.set_id,
            "answers": {k: _blank_as_none(v) for k, v in dict(answers).items()}}
-    with using(problem.lang):
+    with entered(None, problem.lang):
         submission = submission_from_json(doc, "<practice>")
-        report = grade(problem.key, [submission], lang=problem.lang)
+        report = grade(problem.key, [submission])
         tolerances = {part.id: item.tolerance_for(part.step).describe() for item, part in problem.key.parts}
     (result,) = report.results
     named = labels(problem)

@@ -16,14 +16,14 @@ from typing import Any
 
 from markupsafe import Markup
 
-from ..core.i18n import HTML_LANG, N_, _, current, script_messages, using
+from ..core.i18n import HTML_LANG, N_, _, current, entered, script_messages
 from ..core.resources import templates_dir
 from ..render.form import environment, form_problems, script_hash
 from ..render.html_page import markdown_body_html
 from ..render.markdown import render_student
 from ..render.page import screen_stylesheet_text, stylesheet
 from .problem import Problem
-from .topics import Topic
+from .topics import Topic, own_language
 
 PAGE_TEMPLATE = "practice/page.html.j2"
 #: What the instructor who publishes a static site must know (``practice --static`` prints it
@@ -44,14 +44,14 @@ _CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-sr
 def problem_html(problem: Problem) -> str:
     """The problem's text with a grid of boxes under each asked part (the answer form's, the
     same names and shapes), math set as text: the size of a page of many problems stays small."""
-    with using(problem.lang):
+    with entered(None, problem.lang):
         problems = form_problems(problem.worksheet, 0, text_math=True)
         return environment().get_template(PROBLEM_TEMPLATE).render(problems=problems)
 
 
 def worked_html(problem: Problem) -> str:
     """The worked steps of this very variant: the key's solution, rendered as key.html renders it."""
-    with using(problem.lang):
+    with entered(None, problem.lang):
         (solution,) = render_student(problem.worksheet, 0, ("solution",))["solution"]
         return markdown_body_html(solution, text_math=True)
 
@@ -71,11 +71,12 @@ def topic_groups(topics: Sequence[Topic]) -> list[tuple[str, list[dict[str, str]
     return list(groups.items())
 
 
-def page_html(topics: Sequence[Topic], *, mode: str, lang: str, seed: str = "", first: str = "",
+def page_html(topics: Sequence[Topic], *, mode: str, lang: str | None = None, seed: str = "", first: str = "",
               data: Any = None) -> str:
     """The whole page. ``mode`` is ``"server"`` (problems come from ``qkvquiz practice``) or
-    ``"static"`` (``data``: every problem, key and known mistake, see :mod:`.static`)."""
-    with using(lang):
+    ``"static"`` (``data``: every problem, key and known mistake, see :mod:`.static`). In ``lang``
+    (default: the language chosen around the call, else the first topic's)."""
+    with entered(lang, own_language(topics)):
         scripts = [_asset(name, "</script") for name in SCRIPTS]
         css = [_asset(name, "</style") for name in STYLES]
         csp = _CSP.format(scripts=" ".join(script_hash(js) for js in scripts),

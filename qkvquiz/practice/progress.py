@@ -51,6 +51,8 @@ class Progress:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_path()
         self._lock = threading.Lock()
+        # Where an unreadable record was moved to (None: none was), for the command to say so.
+        self.set_aside: Path | None = None
         self.families: dict[str, dict[str, Any]] = self._load()
 
     def _load(self) -> dict[str, dict[str, Any]]:
@@ -79,8 +81,10 @@ class Progress:
     def _set_aside(self) -> dict[str, dict[str, Any]]:
         """A new, empty record; the unreadable file is kept beside, under another name, for
         whoever wants to look (a link is renamed, never what it points to)."""
+        aside = self.path.with_name(self.path.name + ".unreadable")
         try:
-            self.path.replace(self.path.with_name(self.path.name + ".unreadable"))
+            self.path.replace(aside)
+            self.set_aside = aside
         except OSError:
             pass
         return {}

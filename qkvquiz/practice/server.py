@@ -34,13 +34,13 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ..core.i18n import using
-from ..core.inputs import json_nesting
+from ..core.i18n import entered, using
+from ..core.inputs import JsonRefused, json_nesting, strict_json
 from .checking import check
 from .pages import page_html, problem_html, worked_html
 from .problem import new_problem
 from .progress import Progress
-from .topics import Topic, in_language
+from .topics import Topic, in_language, own_language
 
 HOST = "127.0.0.1"
 MAX_REQUEST_BYTES = 64 * 1024  # the largest answer a problem takes is a few kilobytes of text
@@ -72,12 +72,14 @@ class BadRequest(Exception):
 class PracticeApp:
     """What the server knows: its topics, language, the student's progress, the page."""
 
-    def __init__(self, topics: Sequence[Topic], *, lang: str, progress: Progress, seed: str | None = None) -> None:
-        self.topics = {t.id: t for t in in_language(topics, lang)}
-        self.lang = lang
-        self.progress = progress
-        # --seed: the page asks for it as the first problem of each topic (a reload draws it again).
-        self.page = page_html(list(self.topics.values()), mode="server", lang=lang, seed=seed or "").encode("utf-8")
+    def __init__(self, topics: Sequence[Topic], *, lang: str | None = None, progress: Progress,
+                 seed: str | None = None) -> None:
+        with entered(lang, own_language(topics)) as code:
+            self.topics = {t.id: t for t in in_language(topics, code)}
+            self.lang = code  # each request's thread enters it (threads start in no language)
+            self.progress = progress
+            # --seed: the page asks for it as the first problem of each topic (a reload draws it again).
+            self.page = page_html(list(self.topics.values()), mode="server", seed=seed or "").encode("utf-8")
 
     def topic(self, doc: Mapping[str, Any]) -> Topic:
         topic = self.topics.get(doc["topic"]) if isinstance(doc.get("topic"), str) else None
@@ -125,9 +127,9 @@ class PracticeApp:
             return {**result.to_json(), "progress": self.progress.rows()}
 
 
-def validated(path: str, doc: Any) -> dict[str, Any]:
+def validated(path: str, doc: Any, endpoints: Mapping[str, Mapping[str, bool]] = ENDPOINTS) -> dict[str, Any]:
     """``doc`` if it is an object with exactly the fields of ``path``'s request, else BadRequest."""
-    fields = ENDPOINTS[path]
+    fields = endpoints[path]
     if not isinstance(doc, dict):
         raise BadRequest(HTTPStatus.BAD_REQUEST, "the request is not a JSON object")
     unknown = sorted(set(doc) - set(fields))
@@ -139,24 +141,6 @@ def validated(path: str, doc: Any) -> dict[str, Any]:
     return doc
 
 
-def _no_constants(token: str) -> Any:
-    raise ValueError(f"{token} is not JSON")
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An object whose keys are all different: with a key twice, which answer counts would be a guess."""
-    doc = dict(pairs)
-    if len(doc) != len(pairs):
-        seen: set[str] = set()
-        twice = next(k for k, _v in pairs if k in seen or seen.add(k))
-        raise _DuplicateKey(f"the key {twice[:40]!r} appears twice in one object")
-    return doc
-
-
 class Handler(BaseHTTPRequestHandler):
     server: PracticeServer
     server_version = "qkvquiz-practice"
@@ -164,6 +148,8 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # A client that opens a connection and sends nothing (or half a body) is dropped, not waited for.
     timeout = REQUEST_TIMEOUT_S
+    #: The JSON requests it answers (another local page, `scan review`, serves its own through this class).
+    endpoints: Mapping[str, Mapping[str, bool]] = ENDPOINTS
 
     def setup(self) -> None:
         super().setup()
@@ -260,7 +246,7 @@ class Handler(BaseHTTPRequestHandler):
         port = self.server.server_address[1]
         if origin is not None and origin not in (f"http://{HOST}:{port}", f"http://localhost:{port}"):
             raise BadRequest(HTTPStatus.FORBIDDEN, "requests from other sites are refused")
-        if self.path not in ENDPOINTS:
+        if self.path not in self.endpoints:
             raise BadRequest(HTTPStatus.NOT_FOUND, "not found")
         kind = self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
         if kind != "application/json":
@@ -286,12 +272,13 @@ class Handler(BaseHTTPRequestHandler):
         if json_nesting(raw) > MAX_REQUEST_NESTING:  # refused before json.loads recurses into it
             raise BadRequest(HTTPStatus.BAD_REQUEST, f"the request nests deeper than {MAX_REQUEST_NESTING} levels")
         try:
-            doc = json.loads(raw.decode("utf-8"), parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
-        except _DuplicateKey as exc:
-            raise BadRequest(HTTPStatus.BAD_REQUEST, str(exc)) from None
+            doc = strict_json(raw.decode("utf-8"))
+        except JsonRefused as exc:  # a key twice: which answer counts would be a guess
+            raise BadRequest(HTTPStatus.BAD_REQUEST, str(exc) if exc.key is not None else "the request is not JSON") \
+                from None
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise BadRequest(HTTPStatus.BAD_REQUEST, "the request is not JSON") from None
-        return validated(self.path, doc)
+        return validated(self.path, doc, self.endpoints)
 
     def _not_allowed(self) -> None:
         self.send_error(HTTPStatus.METHOD_NOT_ALLOWED, "method not allowed")
@@ -302,9 +289,10 @@ class Handler(BaseHTTPRequestHandler):
 class PracticeServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
+    handler: type[Handler] = Handler
 
-    def __init__(self, app: PracticeApp, port: int = 0) -> None:
-        super().__init__((HOST, port), Handler)
+    def __init__(self, app: Any, port: int = 0) -> None:
+        super().__init__((HOST, port), self.handler)
         self.app = app
         self.csp = _page_csp(app.page)
 
@@ -326,9 +314,10 @@ def _page_csp(page: bytes) -> str:
     return text[start:text.index('"', start)] + "; frame-ancestors 'none'"
 
 
-def serve(topics: Sequence[Topic], *, lang: str, port: int = 0, seed: str | None = None,
+def serve(topics: Sequence[Topic], *, lang: str | None = None, port: int = 0, seed: str | None = None,
           progress: Progress | None = None, ready: Callable[[PracticeServer], None] | None = None) -> None:
-    """Serve the practice page until interrupted; ``ready`` is called with the server once it listens."""
+    """Serve the practice page until interrupted; ``ready`` is called with the server once it listens.
+    In ``lang`` (default: the language chosen around the call, else the first topic's)."""
     app = PracticeApp(topics, lang=lang, progress=progress or Progress(), seed=seed)
     with PracticeServer(app, port) as server:
         if ready is not None:

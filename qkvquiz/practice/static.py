@@ -27,16 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from ..core.i18n import _, ngettext, using
+from ..core.i18n import _, entered
 from ..core.outputs import owned_present, write_set
 from ..core.tolerance import SLACK, Tolerance
 from ..families import Env
-from ..grade.checks import carried_inputs, fixed_entries, key_allowance, rerun_on_own
+from ..grade.checks import carried_inputs, count_sentence, fixed_entries, key_allowance, rerun_on_own
 from ..key import encode
 from .checking import check
 from .pages import page_html, problem_html, worked_html
 from .problem import MAX_SEED_CHARS, Problem, check_seed, new_problem, new_seed
-from .topics import Topic, in_language
+from .topics import Topic, in_language, own_language
 
 #: What ``practice --static`` owns in its folder (nothing private: the site is public).
 OWNED = {"index.html": False}
@@ -62,25 +62,13 @@ def target(tol: Tolerance, values: Any, extra: Any = None) -> dict[str, list[Any
     return {"values": flat(x), "band": [float(b) for b in total.ravel()]}
 
 
-def count_sentence(entries: int, per_entry: bool) -> str:
-    """The grader's sentence for a part's entries within tolerance (its catalog's words, in its
-    plural for ``entries``), with the number right left as ``%(correct)s`` for the page."""
-    if per_entry:
-        message = ngettext("%(correct)s of %(entries)s entry within tolerance",
-                           "%(correct)s of %(entries)s entries within tolerance", entries)
-    else:
-        message = ngettext("%(correct)s of %(entries)s entry within tolerance (this part is all or nothing)",
-                           "%(correct)s of %(entries)s entries within tolerance (this part is all or nothing)", entries)
-    return message % {"correct": "%(correct)s", "entries": entries}
-
-
 def check_data(problem: Problem) -> dict[str, Any]:
     """Everything the page needs to check answers to ``problem`` (one item) in the browser."""
     (item,) = problem.key.items
     env = item.env
     by_step = {p.step: p.id for p in item.parts}
     parts: dict[str, dict[str, Any]] = {}
-    with using(problem.lang):
+    with entered(None, problem.lang):
         for part in item.parts:
             tol = item.tolerance_for(part.step)
             shape = item.shapes[part.id]
@@ -110,7 +98,8 @@ def check_data(problem: Problem) -> dict[str, Any]:
                 "tolerance": tol.describe(),
                 # The grader's sentence for the count, in its plural, the count of right entries
                 # left for the page to fill in; the properties a right answer has, as data.
-                "counts": count_sentence(entries, bool(item.credit.per_entry)),
+                # The grader's sentence, the number right left for the page to fill in.
+                "counts": count_sentence("%(correct)s", entries, bool(item.credit.per_entry)),
                 "invariants": [{**inv.page(env, item.params, env[part.step].shape), "text": _(inv.feedback)}
                                for inv in item.family.invariants_for(part.step, item.params)
                                if inv.page is not None],
@@ -184,11 +173,12 @@ def packed(doc: Any) -> str:
     return base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii")
 
 
-def build_static(topics: Sequence[Topic], variants: int, out: str | Path, *, lang: str, seed: str | None = None,
+def build_static(topics: Sequence[Topic], variants: int, out: str | Path, *, lang: str | None = None, seed: str | None = None,
                  force: bool = False, progress: Callable[[], None] | None = None) -> Path:
     """Write ``out/index.html``: ``variants`` solved variants of each topic, seeds ``<seed>-1`` …
     (``seed``: a fresh public one if None). Returns the page's path. Without ``force`` an
-    existing ``index.html`` is refused with FileExistsError."""
+    existing ``index.html`` is refused with FileExistsError. In ``lang`` (default: the language
+    chosen around the call, else the first topic's)."""
     if not 1 <= variants <= MAX_VARIANTS:
         raise ValueError(f"--static takes 1 to {MAX_VARIANTS} variants per item, got {variants}")
     if not topics:
@@ -200,23 +190,22 @@ def build_static(topics: Sequence[Topic], variants: int, out: str | Path, *, lan
         raise ValueError(f"--seed {base!r} has {len(base)} characters; with --static {variants} the variants' "
                          f"seeds are {base[:12]}…-1 to …-{variants}, and a seed has at most {MAX_SEED_CHARS}, "
                          f"so the seed may have at most {room}")
-    topics = in_language(topics, lang)
     out = Path(out)
-    with write_set(out, OWNED, anchor="index.html") as files:
+    with entered(lang, own_language(topics)) as code, write_set(out, OWNED, anchor="index.html") as files:
+        topics = in_language(topics, code)
         present = owned_present(out, OWNED)
         if present and not force:
             raise FileExistsError(f"{out} already holds {', '.join(present)}; choose another folder or use --force")
         blocks = {}
-        with using(lang):
-            for topic in topics:
-                docs = []
-                for k in range(1, variants + 1):
-                    docs.append(variant_data(new_problem(topic, f"{base}-{k}")))
-                    if progress is not None:
-                        progress()
-                shared = shared_pictures(docs)
-                blocks[topic.id] = {"family": topic.family, "title": topic.title(),
-                                   "variants": packed({"shared": shared, "variants": docs})}
-            page = page_html(topics, mode="static", lang=lang, seed=base, data={"topics": blocks})
+        for topic in topics:
+            docs = []
+            for k in range(1, variants + 1):
+                docs.append(variant_data(new_problem(topic, f"{base}-{k}")))
+                if progress is not None:
+                    progress()
+            shared = shared_pictures(docs)
+            blocks[topic.id] = {"family": topic.family, "title": topic.title(),
+                               "variants": packed({"shared": shared, "variants": docs})}
+        page = page_html(topics, mode="static", seed=base, data={"topics": blocks})
         files.write("index.html", page)
     return out / "index.html"

@@ -13,10 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.i18n import _, check_lang
-from ..core.resources import bank_dir
+from ..core.i18n import _, check_lang, chosen
 from ..families import REGISTRY
-from ..spec import ItemSpec, WorksheetSpec, load_spec, parse_spec
+from ..spec import ItemSpec, WorksheetSpec, bundled_spec_names, find_spec, load_spec, parse_spec
 
 
 class TopicError(ValueError):
@@ -59,17 +58,14 @@ def spec_topics(spec: WorksheetSpec, name: str) -> list[Topic]:
             for k, item in enumerate(spec.items, start=1)]
 
 
-def bundled_names() -> list[str]:
-    return sorted(p.stem for p in bank_dir().glob("*.yaml"))
-
-
 def topics_for(choices: Sequence[str] = (), lang: str | None = None) -> list[Topic]:
     """The topics of ``choices`` (family names, bundled spec names, spec files), in order; none
-    given: every family, then every bundled spec. ``lang`` overrides the specs' ``lang:``.
+    given: every family, then every bundled spec. ``lang`` (default: the language chosen around
+    the call) overrides the specs' ``lang:``.
 
     Raises :class:`TopicError` (or the spec's own ``SpecError``) naming what is wrong."""
     if not choices:
-        choices = [*sorted(REGISTRY), *bundled_names()]
+        choices = [*sorted(REGISTRY), *bundled_spec_names()]
     topics: list[Topic] = []
     seen: set[str] = set()
     for choice in choices:
@@ -77,7 +73,13 @@ def topics_for(choices: Sequence[str] = (), lang: str | None = None) -> list[Top
             if topic.id not in seen:
                 seen.add(topic.id)
                 topics.append(topic)
+    lang = lang or chosen()
     return topics if lang is None else in_language(topics, lang)
+
+
+def own_language(topics: Sequence[Topic]) -> str | None:
+    """The language of a practice page of ``topics`` where no one chose one: the first topic's."""
+    return topics[0].spec.lang if topics else None
 
 
 def in_language(topics: Sequence[Topic], lang: str) -> list[Topic]:
@@ -94,12 +96,12 @@ def in_language(topics: Sequence[Topic], lang: str) -> list[Topic]:
 def _topics_of(choice: str) -> list[Topic]:
     if choice in REGISTRY:
         return [family_topic(choice)]
-    path = Path(choice)
-    if path.suffix in (".yaml", ".yml") and path.exists():
-        return spec_topics(load_spec(path), path.stem)
-    bundled = bank_dir() / (choice if choice.endswith((".yaml", ".yml")) else f"{choice}.yaml")
-    if "/" not in choice and "\\" not in choice and bundled.is_file():
-        return spec_topics(load_spec(bundled), bundled.stem)
-    raise TopicError(
-        f"{choice!r} is neither a family, a bundled spec nor a spec file (.yaml); "
-        f"families: {', '.join(sorted(REGISTRY))}; bundled specs: {', '.join(bundled_names())}")
+    try:
+        path = find_spec(choice)
+    except FileNotFoundError as exc:
+        if Path(choice).suffix in (".yaml", ".yml") or "/" in choice or "\\" in choice:
+            raise TopicError(str(exc)) from None  # a file was meant: it is missing
+        raise TopicError(
+            f"{choice!r} is neither a family nor a bundled spec, and no spec file {choice} exists; "
+            f"families: {', '.join(sorted(REGISTRY))}; bundled specs: {', '.join(bundled_spec_names())}") from None
+    return spec_topics(load_spec(path), path.stem)

@@ -15,7 +15,7 @@ import itertools
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from html.parser import HTMLParser
 
 import numpy as np
@@ -30,6 +30,7 @@ from .givens_in_view import PART_ANCHOR
 from .latex import label_symbol, num
 from .markdown import in_spec_language, ragged_shape
 from .math_html import MATRIX_ROWS
+from .printed import Comb, GridCells
 from .page import ANSWER_ROW_PX, BOX_PX, GRID_FRAME_PX, LABEL_ROOMS_PX, MAX_COLUMN_BOXES, AnswerColumn
 
 #: Boxes per row and rows per grid; a larger part is split into several grids (a 16-wide
@@ -37,8 +38,8 @@ from .page import ANSWER_ROW_PX, BOX_PX, GRID_FRAME_PX, LABEL_ROOMS_PX, MAX_COLU
 ANSWER_TILE = 8
 
 
-def _ranges(n: int) -> list[range]:
-    return [range(lo, min(lo + ANSWER_TILE, n)) for lo in range(0, n, ANSWER_TILE)]
+def _ranges(n: int, per: int = ANSWER_TILE) -> list[range]:
+    return [range(lo, min(lo + per, n)) for lo in range(0, n, per)]
 
 
 # The part of a side a tile covers: one place, or a range of places (first–last, from 1).
@@ -79,7 +80,8 @@ def points_html(points: float) -> str:
 _POINTS_SPAN = re.compile(r'<span class="part-points">[^<]*</span>')
 
 
-def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: float | None = None) -> str:
+def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: float | None = None,
+                     comb: Comb | None = None) -> str:
     """The boxes for one asked part, labelled ``symbol =`` (LaTeX), after its points (for the
     right margin) where given.
 
@@ -87,14 +89,18 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: fl
     matrices (one per head, chunk or time step) is one grid per matrix, side by side where
     they fit, each captioned with its place as the grader names it (``matrix 2``). A side
     longer than :data:`ANSWER_TILE` is cut into grids of at most that many boxes
-    (``columns 9–16``), so that every box stays big enough to write in.
+    (``columns 9–16``), so that every box stays big enough to write in. With ``comb`` (the
+    printed worksheet) every box is that comb of cells (:mod:`qkvquiz.render.printed`).
     """
     shape = tuple(int(n) for n in shape)
     label = f"{symbol} ="
     worth = "" if points is None else points_html(points)
-    fits = len(shape) <= 2 and all(n <= ANSWER_TILE for n in shape)
+    # A row of combs (the printed sheet) holds as many as the text's width does, at most a tile's.
+    across = ANSWER_TILE if comb is None else comb.per_row
+    fits = len(shape) <= 2 and all(n <= ANSWER_TILE for n in shape) and (not shape or shape[-1] <= across)
     if fits:
-        return worth + answer_grid_html(part_id, shape, label=label, caption="")
+        cells = None if comb is None else GridCells(part_id, comb, (0,) * len(shape), len(shape))
+        return worth + answer_grid_html(part_id, shape, label=label, caption="", cells=cells)
     if len(shape) == 1:
         shape2 = (1, shape[0])
     else:
@@ -106,7 +112,7 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: fl
         # so that its boxes line up with the tile before.
         own = _indexed(symbol, lead) + " =" if lead else label
         for rows in _ranges(shape2[0]):
-            for cols in _ranges(shape2[1]):
+            for cols in _ranges(shape2[1], across):
                 first_tile = rows.start == 0 and cols.start == 0
                 words = [
                     # A matrix's first tile says which it is by its label (S₂ =); a further
@@ -116,12 +122,15 @@ def answer_area_html(part_id: str, shape: Sequence[int], symbol: str, points: fl
                     _span("entries" if len(shape) == 1 else "columns", cols, shape2[1]),
                 ]
                 tile: tuple[int, ...] = (len(cols),) if len(shape) == 1 else (len(rows), len(cols))
+                base = (cols.start,) if len(shape) == 1 else (*lead, rows.start, cols.start)
+                cells = None if comb is None else GridCells(part_id, comb, base, len(tile))
                 grids.append(
                     answer_grid_html(
                         part_id,
                         tile,
                         label=own if first_tile else "",
                         caption=_caption(*(w for w in words if w)),
+                        cells=cells,
                     )
                 )
     part = html.escape(part_id, quote=True)
@@ -208,13 +217,15 @@ def answer_column(areas_html: Iterable[str]) -> AnswerColumn:
 
 
 #: A grid of boxes: its label's HTML and how many boxes a row has.
-_GRID = re.compile(r'<span class="answer-label">(.*?)</span>(?:<span class="bracket">)?<span class="boxes r\d+ c(\d+)">')
+_GRID = re.compile(r'<span class="answer-label">(.*?)</span>(?:<span class="bracket">)?'
+                   r'<span class="boxes r\d+ c(\d+)[ "]')
 _TAG = re.compile(r"<[^>]+>")
 _CAPTION = re.compile(r'<span class="answer-part">([^<]*)</span>')
 #: A caption's character (7 pt sans), on average, in CSS px.
 _CAPTION_CHAR_PX = 5.0
-_BOXES_WIDE = re.compile(r'<span class="boxes r\d+ c(\d+)">')
-_BOXES_ROWS = re.compile(r'<span class="boxes r(\d+) c\d+">')
+# (A printed grid of combs has a class and an id more: qkvquiz/render/printed.py.)
+_BOXES_WIDE = re.compile(r'<span class="boxes r\d+ c(\d+)[ "]')
+_BOXES_ROWS = re.compile(r'<span class="boxes r(\d+) c\d+[ "]')
 #: The most rows of boxes a set of grids stacks in the answer column (two 4×4 heads, four
 #: 2×2 states); a taller set would hold a whole part on one page, so it goes under its sentence.
 MAX_STACKED_ROWS = 8
@@ -439,23 +450,28 @@ def work_space_html(space: WorkSpace | None) -> str:
     return f'<div class="work-space{ruled}" style="height:{space.css_height()}"></div>'
 
 
-def partial_area_html(part_id: str, entries: Sequence[Sequence[int]], symbol: str, points: float) -> str:
+def partial_area_html(part_id: str, entries: Sequence[Sequence[int]], symbol: str, points: float,
+                      comb: Comb | None = None) -> str:
     """A box for each asked entry of a part that asks some entries only, labelled with the
     entry's place (``S_{1,2} =``, counting from 1), side by side where they fit: a student sees
     boxes for what is asked and nothing else."""
     boxes = []
     for entry in entries:
         place = ",".join(str(i + 1) for i in entry)
-        boxes.append(answer_grid_html(part_id, (), label=f"{{{symbol}}}_{{{place}}} =", caption=""))
+        cells = None if comb is None else GridCells(part_id, comb, tuple(entry), 0)
+        boxes.append(answer_grid_html(part_id, (), label=f"{{{symbol}}}_{{{place}}} =", caption="", cells=cells))
     return (points_html(points)
             + f'<div class="answer-set" data-part="{html.escape(part_id, quote=True)}">{"".join(boxes)}</div>')
 
 
-def ragged_area_html(part_id: str, chunks: Sequence[Sequence[int]], symbol: str, points: float) -> str:
+def ragged_area_html(part_id: str, chunks: Sequence[Sequence[int]], symbol: str, points: float,
+                     comb: Comb | None = None) -> str:
     """One grid per chunk of a delta sequence whose last chunk is shorter, each at its own
     size and captioned with its place as the grader names it (``matrix 2``)."""
     grids = [answer_grid_html(part_id, shape, label=f"{symbol} =" if c == 0 else None,
-                              caption=_caption(where((c,), len(shape) + 1)))
+                              caption=_caption(where((c,), len(shape) + 1)),
+                              cells=None if comb is None else GridCells(part_id, comb, (c, *(0,) * len(shape)),
+                                                                        len(shape)))
              for c, shape in enumerate(chunks)]
     return (points_html(points)
             + f'<div class="answer-set" data-part="{html.escape(part_id, quote=True)}">{"".join(grids)}</div>')
@@ -463,11 +479,13 @@ def ragged_area_html(part_id: str, chunks: Sequence[Sequence[int]], symbol: str,
 
 @in_spec_language
 def problem_areas(
-    ws: Worksheet, student: int, work_space: WorkSpace | None = None
+    ws: Worksheet, student: int, work_space: WorkSpace | None = None,
+    combs: Mapping[str, Comb | None] | None = None,
 ) -> list[list[tuple[str, str]]]:
     """Each item's answer areas for one student: ``(part_id, html)`` in the order asked,
     each followed by its work space where the item (else ``work_space``) asks for one per
-    part."""
+    part. With ``combs`` (the printed worksheet: :func:`qkvquiz.render.printed.part_combs`) a
+    part's boxes are combs of cells."""
     out = []
     for item, env in zip(ws.spec.items, ws.envs):
         space = item.work_space or work_space
@@ -477,6 +495,7 @@ def problem_areas(
         present = item.family.extra.get("present")
         taken = set(item.params) | {given.symbol.strip() for given in item.family.givens}
         for part in item.parts:
+            comb = None if combs is None else combs.get(part.id)
             shape = np.shape(env[part.step][student])
             step = item.family.step(part.step)
             symbol = label_symbol(step.symbol, len(shape))
@@ -484,14 +503,16 @@ def problem_areas(
                 # The lower-case letter already names something of the problem (a count N of
                 # weights beside n tokens): the label keeps the step's own letter.
                 symbol = step.symbol
-            if step.kind == "shape":  # one box, for "2×4"
+            if step.kind == "shape" and comb is None:  # one box, for "2×4"
                 area = points_html(part.points) + answer_grid_html(part.id, (), label=f"{step.symbol} =", caption="")
+            elif step.kind == "shape":  # on the printed sheet a comb for each size: [rows, columns]
+                area = answer_area_html(part.id, shape, step.symbol, part.points, comb)
             elif present is not None and (real := present(item.params, part.step, shape)) is not None:
-                area = ragged_area_html(part.id, ragged_shape(shape, real), symbol, part.points)
+                area = ragged_area_html(part.id, ragged_shape(shape, real), symbol, part.points, comb)
             elif part.entries is not None:
-                area = partial_area_html(part.id, part.entries, step.symbol, part.points)
+                area = partial_area_html(part.id, part.entries, step.symbol, part.points, comb)
             else:
-                area = answer_area_html(part.id, shape, symbol, part.points)
+                area = answer_area_html(part.id, shape, symbol, part.points, comb)
             areas.append((part.id, area + after))
         out.append(areas)
     return out

@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 
 from qkvquiz.render.math_html import math_html
+from qkvquiz.render.printed import GridCells
 
 #: Largest answer grid a part may ask for (a 6×6 matrix is the largest a worksheet shows).
 ANSWER_GRID_MAX = 8
@@ -38,6 +39,7 @@ def answer_grid_html(
     *,
     label: str | None = None,
     caption: str | None = None,
+    cells: GridCells | None = None,
 ) -> str:
     """Blank answer boxes for one asked part: one box per entry of its shape.
 
@@ -57,6 +59,8 @@ def answer_grid_html(
         <div class="answer-grid" data-part="q1.weights" data-rows="3" data-cols="3"></div>
 
     The block never breaks across pages and stays on the page of the sentence before it.
+    With ``cells`` (the printed worksheet, :mod:`qkvquiz.render.printed`) each box is a comb of
+    cells a scanner reads, and the grid's id says where its entries are in the part.
     """
     dims = _shape(shape)
     rows, cols = dims if dims else (1, 1)
@@ -66,7 +70,7 @@ def answer_grid_html(
     label_html = "" if label is None else (
         f'<span class="answer-label">{math_html(label, text=True) if label else ""}</span>')
     # One element, the boxes its tiled background (see .boxes in the stylesheet).
-    grid = f'<span class="boxes r{rows} c{cols}"></span>'
+    grid = f'<span class="boxes r{rows} c{cols}"></span>' if cells is None else cells.span_html(rows, cols)
     if dims:
         # The bracket of a matrix's grid: drawn as a matrix's (see matrix_table_html).
         grid = f'<span class="bracket">{grid}</span>'

@@ -18,6 +18,7 @@ student starts on a new page, and page numbers and running headers count per stu
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -39,12 +40,20 @@ from .givens_in_view import GIVENS_LABEL_ATTR, PROBLEM_ANCHOR
 from .html_page import html_document, markdown_body_html
 from .latex import num
 from .markdown import in_spec_language, render_items
+from .printed import Comb, furniture_html, page_codes_style, printed_css
 
 #: The printed worksheet's word on how answers are given (the Markdown's sentence is about
 #: the submission file alone).
 HAND_IN_NOTE = N_(
     "Write each answer in its boxes, a matrix row by row; if you hand in a file, "
     "<code>submission.json</code> names the parts in the order of this sheet."
+)
+#: The printed sheet's word on its cells (its pages are scanned and read back).
+PRINTED_NOTE = N_(
+    "Write one digit to a cell, right-aligned before the printed point, and a minus sign, if any, "
+    "in the light cell before the digits. Tick the box marked −∞ for minus infinity, and the box "
+    "marked ∅ to leave an entry blank. Keep the corner marks and the code at the foot of each page clear. "
+    "If you hand in a file instead, <code>submission.json</code> names the parts in the order of this sheet."
 )
 
 
@@ -68,9 +77,11 @@ def worksheet_body_html(
     work_space: WorkSpace | None = None,
     name: str = "",
     rendered: Mapping[str, Sequence[str]] | None = None,
+    combs: Mapping[str, Comb | None] | None = None,
 ) -> str:
     """One student's worksheet as the HTML inside ``<body>``: header, instructions, each
-    problem (a ``<section class="problem">``) with its answer areas.
+    problem (a ``<section class="problem">``) with its answer areas (combs of cells where
+    ``combs`` gives them: the printed sheet, :mod:`qkvquiz.render.printed`).
 
     ``work_space`` is room to work for the items that set none of their own; ``name`` (from
     the roster) is printed on the header's name line; ``rendered``: the student's problems
@@ -78,9 +89,9 @@ def worksheet_body_html(
     parts = [header_html(ws.spec.title, ws.students[student], ws.codes[student], set_id=ws.set_id, name=name)]
     if ws.spec.instructions:
         parts.append(markdown_body_html(ws.spec.instructions, text_math=True))
-    parts.append('<p class="hand-in">' + _(HAND_IN_NOTE) + "</p>")
+    parts.append('<p class="hand-in">' + _(HAND_IN_NOTE if combs is None else PRINTED_NOTE) + "</p>")
     problems = _rendered(ws, student, "problem", templates, rendered)
-    all_areas = problem_areas(ws, student, work_space)
+    all_areas = problem_areas(ws, student, work_space, combs)
     for number, (item, markdown, areas) in enumerate(zip(ws.spec.items, problems, all_areas), start=1):
         body = place_answer_areas(markdown_body_html(markdown, text_math=True), areas)
         body = drop_answer_sentences(body, [part_id for part_id, _area in areas])
@@ -116,16 +127,44 @@ def worksheet_document(
     work_space: WorkSpace | None = None,
     name: str = "",
     rendered: Mapping[str, Sequence[str]] | None = None,
+    combs: Mapping[str, Comb | None] | None = None,
 ) -> str:
     """One student's worksheet as a self-contained HTML document, ready to print and to read on a
     screen (a phone's included: the screen stylesheet of :func:`html_document`). ``work_space``, ``name`` and ``rendered``: see :func:`worksheet_body_html`.
+
+    With ``combs`` (:func:`qkvquiz.render.printed.part_combs`, the class's) it is the sheet that
+    is printed and read back: answer cells, corner marks and a QR code on every page.
     """
-    return html_document(
-        worksheet_body_html(ws, student, templates=templates, work_space=work_space, name=name, rendered=rendered),
+    body = worksheet_body_html(ws, student, templates=templates, work_space=work_space, name=name, rendered=rendered,
+                               combs=combs)
+    extra: list[str] = []
+    if combs is not None:
+        body = furniture_html() + body
+        extra.append(printed_css([c for c in combs.values() if c is not None]))
+    document = html_document(
+        body,
         title=_("%(title)s (%(student)s)") % {"title": ws.spec.title, "student": ws.students[student]},
         page_size=page_size,
         body_class="worksheet",
+        extra_css=extra,
     )
+    if combs is not None:  # each page's QR code (qkvquiz/render/printed.py), for the pages it will have
+        codes = page_codes_style(ws.set_id, ws.codes[student], _pages_at_most(body))
+        document = document.replace("</head>", codes + "\n</head>", 1)
+    return document
+
+
+#: A printed page's text height, less than it is (CSS px: A4 less its margins is 986; erring low).
+_TEXT_HEIGHT_PX = 800.0
+
+
+def _pages_at_most(body_html: str) -> int:
+    """About how many pages a printed worksheet takes, erring high (each problem as tall as
+    :func:`problem_height_px` says, which errs high, two pages more): the QR codes it is given from
+    the start. A longer one is laid out again with more (qkvquiz/render/printed.py)."""
+    sections = body_html.split('<section class="problem')
+    height = 300.0 + sum(problem_height_px(section) for section in sections[1:])
+    return math.ceil(height / _TEXT_HEIGHT_PX) + 2
 
 
 @in_spec_language

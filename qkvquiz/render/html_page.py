@@ -302,7 +302,6 @@ def markdown_to_html(
     title: str = "",
     header: str = "",
     page_size: str = "A4",
-    lang: str | None = None,
     extra_css: Iterable[str] = (),
 ) -> str:
     """Markdown with ``$…$``/``$$…$$`` math → one self-contained HTML document.
@@ -315,7 +314,6 @@ def markdown_to_html(
         f"{header}\n{markdown_body_html(markdown, raw_html=True)}",
         title=title,
         page_size=page_size,
-        lang=lang,
         extra_css=extra_css,
     )
 
@@ -330,21 +328,19 @@ def html_document(
     *,
     title: str = "",
     page_size: str = "A4",
-    lang: str | None = None,
     extra_css: Iterable[str] = (),
     body_class: str = "",
 ) -> str:
     """HTML for inside ``<body>`` → one self-contained document with the print stylesheet.
 
     ``body_class`` names the kind of document (``"worksheet"``, ``"key"``) for the
-    stylesheet's rules that apply to one kind only. ``lang`` (default: the current output
-    language, :mod:`qkvquiz.core.i18n`) is the page's language: it also makes the PDF renderer
-    choose a font's Chinese forms for Chinese text rather than its Japanese ones.
+    stylesheet's rules that apply to one kind only. The page's ``lang`` is the current output
+    language (:mod:`qkvquiz.core.i18n`): it also makes the PDF renderer choose a font's Chinese
+    forms for Chinese text rather than its Japanese ones.
     """
     from ..core.i18n import DEFAULT_LANG, HTML_LANG, current
 
-    if lang is None:
-        lang = HTML_LANG.get(current(), current())
+    lang = HTML_LANG.get(current(), current())
     words = [] if current() == DEFAULT_LANG else [page_words_css()]
     own_css = "\n".join([page_css(page_size), BOXES_CSS, *words, *extra_css])
     body_attr = f' class="{html.escape(body_class, quote=True)}"' if body_class else ""

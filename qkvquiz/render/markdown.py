@@ -21,8 +21,7 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from ..core.i18n import _, current, kept_per_language, ngettext, using
-from ..core.i18n import chosen as language_chosen
+from ..core.i18n import _, current, entered, kept_per_language, ngettext
 from ..core.places import where
 from ..core.ragged import real_box
 from ..spec import ItemSpec, WorksheetSpec
@@ -137,14 +136,14 @@ def worksheet_in_language(ws: Worksheet) -> Worksheet:
 
 def in_spec_language(render: Callable[..., Any]) -> Callable[..., Any]:
     """A renderer of a worksheet (its first argument) that writes in the language of the
-    worksheet's spec (``lang:``), unless its caller chose one (:func:`qkvquiz.core.i18n.using`,
+    worksheet's spec (``lang:``), unless its caller chose one (:func:`qkvquiz.core.i18n.entered`,
     as ``generate`` does with ``--lang`` or the spec's language): from a notebook,
     ``worksheet_markdown(ws, 0)`` of a Chinese spec is Chinese. The spec's own text follows
     the same language."""
 
     @functools.wraps(render)
     def in_language(ws: Worksheet, *args: Any, **kwargs: Any) -> Any:
-        with using(ws.spec.lang if language_chosen() is None else None):
+        with entered(None, ws.spec.lang):
             return render(worksheet_in_language(ws), *args, **kwargs)
 
     return in_language
@@ -343,6 +342,11 @@ def render_student(ws: Worksheet, student: int, kinds: Sequence[str] = ("problem
     return out
 
 
+def problem_markdown(item: ItemSpec, givens: dict, steps: dict, number: int = 1) -> str:
+    """One variant of ``item`` as its bundled problem template states it, in the current language."""
+    return render_template(_family_names(item.family.name, "problem"), item_context(item, number, givens, steps))
+
+
 @in_spec_language
 def render_items(ws: Worksheet, student: int, kind: str, *, templates: str | Path | None = None) -> list[str]:
     """Each item of one student's variant rendered with its ``problem`` or ``solution`` template."""
@@ -388,7 +392,7 @@ def key_markdown_pieces(ws: Worksheet, rendered: Iterable[Mapping[str, Sequence[
     """The instructor's key (:func:`key_markdown` of every student, bundled templates) as pieces
     of text, written as ``rendered`` (each student's problems and solutions, in order) arrives:
     a class's key is written while its last students still render, never held whole."""
-    with using(ws.spec.lang if language_chosen() is None else None):
+    with entered(None, ws.spec.lang):
         ws = worksheet_in_language(ws)
         template = bundled_template(["key.md.j2"])
         yield from template.generate(dict(spec=_spec_view(ws.spec), entries=_KeyEntries(ws, rendered),

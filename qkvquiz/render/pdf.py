@@ -26,6 +26,7 @@ from typing import Any
 from qkvquiz.core.outputs import write_file
 from qkvquiz.render.page import BASE_STYLE_MARKER, base_stylesheet_text, page_size_css
 from qkvquiz.render.givens_in_view import laid_out_with_givens_in_view
+from qkvquiz.render.printed import ANCHOR, PageAnchors, laid_out_with_page_codes, page_anchors
 
 #: Debian/Ubuntu packages WeasyPrint loads at run time.
 DEBIAN_PACKAGES: tuple[str, ...] = ("libpango-1.0-0", "libpangoft2-1.0-0", "libharfbuzz-subset0")
@@ -45,11 +46,13 @@ class PdfRenderError(RuntimeError):
 
 @dataclass(frozen=True)
 class PdfResult:
-    """One written PDF: where, how many pages, and what WeasyPrint warned about."""
+    """One written PDF: where, how many pages, and what WeasyPrint warned about; for a printed
+    worksheet, where its marks, QR code and cells lie on each page (:mod:`qkvquiz.render.printed`)."""
 
     path: Path
     pages: int
     warnings: tuple[str, ...] = ()
+    anchors: tuple[PageAnchors, ...] = ()
 
 
 def _install_hint(detail: str) -> str:
@@ -339,7 +342,10 @@ def render_pdf(
     with _collect_warnings() as warnings:
         # A worksheet whose problem breaks between parts is laid out again with the givens
         # repeated over the part that opens a page away from them.
-        rendered = [laid_out_with_givens_in_view(one, lambda h: layout(h, page_size=page_size, **options))
+        # A printed worksheet longer than the QR codes it was given is laid out again with one for
+        # every page (qkvquiz/render/printed.py).
+        rendered = [laid_out_with_page_codes(one, lambda o: laid_out_with_givens_in_view(
+                        o, lambda h: layout(h, page_size=page_size, **options)))
                     for one in documents]
         document = (
             rendered[0]
@@ -347,9 +353,11 @@ def render_pdf(
             else rendered[0].copy([page for part in rendered for page in part.pages])
         )
         pages = len(document.pages)
+        # Where the printed sheet's marks and cells lie, for the cell map beside the key.
+        anchors = tuple(page_anchors(p) for p in document.pages) if any(ANCHOR in one for one in documents) else ()
         # One writer for every file the package makes: a temporary file beside it, renamed.
         write_file(target, document.write_pdf())
         # A finished Document is a large object graph; keeping it alive made every later
         # render slower (the garbage collector kept walking it), so drop it now.
         del document, rendered
-    return PdfResult(target, pages, tuple(warnings))
+    return PdfResult(target, pages, tuple(warnings), anchors)

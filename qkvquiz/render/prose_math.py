@@ -26,21 +26,25 @@ _GREEK = {
     "ϕ": r"\phi", "φ": r"\varphi", "ω": r"\omega",
 }
 _ACCENTS = {"\u0304": r"\bar", "\u0303": r"\tilde", "\u0302": r"\hat"}
-_SUB = dict(zip("ᵢⱼₖᵣₛₜₗₘₙₚᵥₓ₀₁₂₃", "ijkrstlmnpvx0123"))
+_SUB = dict(zip("ᵢⱼₖᵣₛₜₗₘₙₚᵥₓ₀₁₂₃₄₅₆₇₈₉", "ijkrstlmnpvx0123456789"))
 _SUP = {"ᵀ": r"\top", "ᴼ": "O", "⁺": "+", "⁻": "-", "¹": "1", "²": "2", "ᴷ": "K", "ⱽ": "V"}
 #: Letters whose one-letter subscript stands for a capital one in plain text (the delta rule's
 #: B_K = diag(β)K and B_V = diag(β)V are written Bₖ and Bᵥ, Unicode having no capital subscripts).
 _CAPITAL_SUBSCRIPTS = frozenset("B")
 _OPERATORS = {"=": "=", "·": r"\cdot", "/": "/", "×": r"\times", "−": "-", "+": "+"}
-_FUNCTIONS = ("softmax", "diag")
+#: Functions written by name, their argument in brackets: softmax(S), diag(β), exp(S̃ᵢⱼ).
+FUNCTIONS = ("softmax", "diag", "exp")
 
 _LETTER = "A-Za-z" + "".join(_GREEK)
 _MARKS = "".join(_ACCENTS) + "".join(_SUB) + "".join(_SUP)
 # One symbol: an optional root sign, a letter, its accent and its sub- and superscripts.
-_SYMBOL = rf"√?[{_LETTER}][{_MARKS}]*"
+# (A comma between subscript digits parts two indices past 9, as an entry's name writes them: S₁₀,₃.)
+# (A word after "_" is a subscript in words, as plain text writes one Unicode has no letters for:
+# Z_cat, d_model.)
+_SYMBOL = rf"√?[{_LETTER}](?:[{_MARKS}]|,(?=[₀-₉]))*(?:_[a-z]{{2,}}(?![A-Za-z0-9_]))?"
 # A term: a number times symbols written side by side (3σ, βᵣGᵣₛ, QKᵀ), standing alone.
 _TERM = rf"(?<![A-Za-z0-9_\\$'’])(?:\d+)?(?:{_SYMBOL})+(?![A-Za-z0-9$])"
-_CALL = rf"(?:{'|'.join(_FUNCTIONS)})\((?:{_TERM})\)"
+_CALL = rf"(?:{'|'.join(FUNCTIONS)})\((?:{_TERM})\)"
 _OPERAND = rf"(?:{_CALL}|{_TERM})"
 _RUN = re.compile(
     rf"\[−?{_OPERAND}, −?{_OPERAND}\]"  # an interval: [−3σ, 3σ]
@@ -53,7 +57,9 @@ _ARTICLE = re.compile(r"(?:^|(?<=[.:!?] ))A(?= [a-z])")
 
 def _is_notation(run: str, start: int, text: str) -> bool:
     letters = re.sub(rf"[^{_LETTER}]", "", run)
-    if any(c in _MARKS or c in _GREEK or c in "√=·/×[(" for c in run):
+    if "_" in run and not re.search(r"(?<![A-Za-z])[A-Za-z]_[a-z]", run):
+        return False  # an identifier (sample_mean), not a letter with a word below it (Z_cat)
+    if any(c in _MARKS or c in _GREEK or c in "√=·/×[(_" for c in run):
         return True
     if len(letters) == 1:
         end = start + len(run)
@@ -67,20 +73,23 @@ def _is_notation(run: str, start: int, text: str) -> bool:
 def _symbol_latex(symbol: str) -> str:
     root = symbol.startswith("√")
     body = symbol[1:] if root else symbol
+    body, _, word = body.partition("_")
     letter, rest = body[0], body[1:]
     out = _GREEK.get(letter, letter)
     subs, sups = [], []
+    if word:
+        subs.append(rf"\text{{{word}}}")
     for mark in rest:
         if mark in _ACCENTS:
             out = f"{_ACCENTS[mark]} {out}" if len(out) == 1 else f"{_ACCENTS[mark]}{{{out}}}"
-        elif mark in _SUB:
-            subs.append(_SUB[mark])
+        elif mark in _SUB or mark == ",":
+            subs.append(_SUB.get(mark, mark))
         else:
             sups.append(_SUP[mark])
     if letter in _CAPITAL_SUBSCRIPTS and subs in (["k"], ["v"]):
         subs = [subs[0].upper()]  # B_K, B_V: Unicode has no capital subscripts (plain text: Bₖ, Bᵥ)
     if subs:
-        out += "_" + (subs[0] if len(subs) == 1 else "{" + "".join(subs) + "}")
+        out += "_" + (subs[0] if len(subs) == 1 and len(subs[0]) == 1 else "{" + "".join(subs) + "}")
     if sups:
         joined = "".join(sups)
         out += "^" + (joined if len(sups) == 1 and len(joined) == 1 or joined == r"\top" else "{" + joined + "}")
@@ -89,9 +98,9 @@ def _symbol_latex(symbol: str) -> str:
 
 def _latex(run: str) -> str:
     out = []
-    for token in re.finditer(rf"{'|'.join(_FUNCTIONS)}|{_SYMBOL}|\d+|\s+|.", run):
+    for token in re.finditer(rf"{'|'.join(FUNCTIONS)}|{_SYMBOL}|\d+|\s+|.", run):
         piece = token.group()
-        if piece in _FUNCTIONS:
+        if piece in FUNCTIONS:
             out.append(rf"\operatorname{{{piece}}}")
         elif piece.isspace():
             out.append(" ")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.inputs import InputError, decode_text, json_nesting, read_bytes, shown_path
+from ..core.inputs import InputError, decode_text, json_nesting, read_bytes, shown_path, strict_json
 from ..core.outputs import write_file
 from ..core.untrusted import id_problem
 
@@ -158,8 +158,8 @@ def cellmap_json(cellmap: CellMap) -> str:
 
 
 def write_cellmap(cellmap: CellMap, path: str | Path) -> None:
-    """Write the map as one private file, atomically. (When the printed pages carry their cells,
-    ``generate`` is to put ``cellmap_json`` in its output set beside the key instead.)"""
+    """Write the map as one private file, atomically. (``generate`` puts :func:`cellmap_json` in its
+    output set beside the key instead, made by :func:`qkvquiz.render.printed.printed_cellmap`.)"""
     write_file(path, cellmap_json(cellmap), private=True)
 
 
@@ -176,19 +176,6 @@ def read_cellmap(path: str | Path) -> CellMap:
     return cellmap_from_bytes(raw, source)
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    doc: dict[str, Any] = {}
-    for name, value in pairs:
-        if name in doc:
-            raise ValueError(f"the key {json.dumps(name[:40])} appears twice in one object")
-        doc[name] = value
-    return doc
-
-
-def _no_constant(token: str) -> Any:
-    raise ValueError(f"{token} is not a JSON number")
-
-
 def cellmap_from_bytes(raw: bytes, source: str) -> CellMap:
     try:
         text = decode_text(raw, source, "cell map")
@@ -197,7 +184,7 @@ def cellmap_from_bytes(raw: bytes, source: str) -> CellMap:
     if json_nesting(text) > MAX_NESTING:
         raise CellMapError(source, f"lists and objects are nested more than {MAX_NESTING} deep; a cell map is not")
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        doc = strict_json(text)
     except json.JSONDecodeError as exc:
         raise CellMapError(source, f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
     except ValueError as exc:

@@ -137,6 +137,17 @@ def read_digits(dark: np.ndarray, boxes: tuple[Box, ...]) -> list[CellReading]:
             for b, c, s, d in zip(judged.classes, judged.confidence, judged.second, judged.doubts)]
 
 
+def spell(sign: str, digits: list[str], integer_digits: int) -> str | None:
+    """The number a sign cell and a comb of digit cells spell (blank cells left out), with the
+    printed point after ``integer_digits`` cells: ``-3.07``; None when no digit is written."""
+    written = [k for k, d in enumerate(digits) if d != "blank"]
+    if not written:
+        return None
+    whole = "".join(digits[k] for k in written if k < integer_digits).lstrip("0") or "0"
+    fraction = "".join(digits[k] for k in written if k >= integer_digits)
+    return ("-" if sign == "minus" else "") + whole + (f".{fraction}" if fraction else "")
+
+
 def read_entry(dark: np.ndarray, entry: Entry) -> EntryReading:
     """One entry's cells and the value they spell; every doubt is named."""
     sign = read_sign(dark, entry.sign)
@@ -156,9 +167,7 @@ def read_entry(dark: np.ndarray, entry: Entry) -> EntryReading:
     elif written:
         if written[-1] - written[0] + 1 != len(written):
             doubts.append(GAP)
-        whole = "".join(digits[k].reading for k in written if k < entry.integer_digits).lstrip("0") or "0"
-        fraction = "".join(digits[k].reading for k in written if k >= entry.integer_digits)
-        value = ("-" if sign.reading == "minus" else "") + whole + (f".{fraction}" if fraction else "")
+        value = spell(sign.reading, [d.reading for d in digits], entry.integer_digits)
     elif sign.reading != "blank":
         doubts.append(SIGN_ALONE)
     confidence = min(c.confidence for c in cells)

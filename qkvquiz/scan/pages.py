@@ -101,12 +101,31 @@ def _pdf_pages(raw: bytes, source: str) -> Iterator[PageImage | PageProblem]:
             yield PageProblem(where, f"cannot decode the page's image ({type(exc).__name__}: {exc})")
 
 
+#: The files a folder of scans is read for (a copier's output folder holds little else).
+SCAN_SUFFIXES = (".pdf", ".png", ".jpg", ".jpeg", ".tif", ".tiff")
+
+
+def scan_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path, bool]]:
+    """Each file as given, and for a folder its PDF and image files (sorted by name; not hidden
+    ones, not below it): ``(path, named)``, ``named`` False for a file found in a folder, which is
+    then never read through a link (it could lead out of the folder)."""
+    for path in map(Path, paths):
+        if path.is_dir() and not path.is_symlink():
+            found = sorted(p for p in path.iterdir() if p.suffix.lower() in SCAN_SUFFIXES and not p.name.startswith("."))
+            if not found:
+                yield path, True  # listed as a problem: a folder is no scan
+            yield from ((p, False) for p in found)
+        else:
+            yield path, True
+
+
 def load_pages(paths: Iterable[str | Path]) -> Iterator[PageImage | PageProblem]:
-    """Every page of every file, in order, each as an image or as a problem with its reason."""
-    for path in paths:
+    """Every page of every file, in order, each as an image or as a problem with its reason; a
+    folder stands for its scan files (:func:`scan_files`)."""
+    for path, named in scan_files(paths):
         source = shown_path(path)
         try:
-            raw = read_bytes(path, MAX_SCAN_BYTES, "scan")
+            raw = read_bytes(path, MAX_SCAN_BYTES, "scan", follow=named)
         except InputError as exc:
             yield PageProblem(source, exc.message)
             continue

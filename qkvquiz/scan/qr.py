@@ -6,9 +6,9 @@ helps a student: the set code and the variant code are one-way digests already p
 sheet, and neither names a seed, an answer or another student. Every character is in QR's
 alphanumeric alphabet, so the symbol is small (version 2, 25×25 modules, at level M).
 
-Writing uses ``segno``; reading uses ``zxing-cpp`` (a self-contained wheel, no system library),
-restricted to QR codes so that no other barcode format is misread. Both come with the
-``scan`` extra: ``pip install 'qkvquiz[scan]'``.
+Writing uses ``segno`` (a dependency of qkvquiz: every printed page carries a code); reading uses
+``zxing-cpp`` (a self-contained wheel, no system library), restricted to QR codes so that no other
+barcode format is misread, which comes with the ``scan`` extra: ``pip install 'qkvquiz[scan]'``.
 """
 
 from __future__ import annotations

@@ -5,20 +5,28 @@ each student's submission exactly as the answer form writes it (``{"student", "v
 "set", "answers"}``, every entry the text read or ``null``), the confidence of every reading
 beside it, and a report of every page: read, from another set (named), without a code,
 unaligned, scanned twice; and which pages and students are missing.
+
+Beside each entry's reading stand its *alternatives*: the values it would spell were one of its
+digit cells its next likeliest reading, for every cell the model is less than
+:data:`ALTERNATIVE_BELOW` sure of. The reading never changes by them; grading uses them to send
+to review the entries where another likely reading would change the student's score. With
+``views``, the picture of every entry that has a doubt or an alternative, and of its page, is
+kept for the person who reviews it.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .align import PX_PER_PT, AlignError, fit_page, page_frame
-from .cellmap import CellMap, Student
-from .cells import EntryReading, page_levels, read_entry
+from .cellmap import CellMap, Entry, Student
+from .cells import EntryReading, page_levels, read_entry, spell
+from .crops import entry_png, page_jpeg
 from .ink import darkness
 from .pages import PageImage, PageProblem, load_pages
 from .qr import FoundCode, find_codes
@@ -35,6 +43,9 @@ class PageReport:
     entries: list[EntryReading] = field(default_factory=list)
     turned: int = 0  # degrees the page was turned on the scanner (0, 90, 180, 270)
     mark_error_pt: float | None = None
+    alternatives: list[list[dict[str, Any]]] = field(default_factory=list)  # per entry (see ALTERNATIVE_BELOW)
+    pictures: dict[int, bytes] = field(default_factory=dict)  # entry's position on the page → its PNG (views)
+    view: bytes | None = None  # the whole page, upright, as a JPEG (views; pages with a picture only)
 
 
 @dataclass
@@ -44,6 +55,35 @@ class ScanResult:
     pages: list[PageReport]
     missing_pages: dict[str, list[int]]  # student → pages not found (for students with some pages)
     absent: list[str]  # students of whom no page was found
+
+
+#: A digit cell read with less confidence than this gets an alternative: its next likeliest reading.
+#: (1 − confidence bounds the chance of every other reading together.) A far weaker doubt than the
+#: reader's own (cells.SURE): grading sends such an entry to review only where the other reading is
+#: likely enough (grade.scanned.LIKELY) and would change the score.
+ALTERNATIVE_BELOW = 0.999
+
+
+def alternatives(entry: Entry, reading: EntryReading) -> list[dict[str, Any]]:
+    """The values the entry would spell with one digit cell read as its next likeliest reading,
+    for each cell read with less than :data:`ALTERNATIVE_BELOW` confidence: ``{"value", "cell",
+    "chance"}`` (the cell's place among the entry's cells, the sign cell being 0, and 1 − its
+    confidence). Empty for an entry settled by a tick box (−∞ or "left blank"): its digits do not
+    count."""
+    cells = reading.cells
+    sign, digits = cells[0], [c for c in cells if c.kind == "digit"]
+    if any(c.kind in ("minus_infinity", "left_blank") and c.reading == "ticked" for c in cells):
+        return []
+    found, seen = [], {reading.value}
+    readings = [d.reading for d in digits]
+    for k, cell in enumerate(digits):
+        if cell.confidence >= ALTERNATIVE_BELOW or not cell.second or cell.second == cell.reading:
+            continue
+        value = spell(sign.reading, readings[:k] + [cell.second] + readings[k + 1:], entry.integer_digits)
+        if value not in seen:
+            seen.add(value)
+            found.append({"value": value, "cell": k + 1, "chance": round(1.0 - cell.confidence, 4)})
+    return found
 
 
 def _turn(corners: np.ndarray) -> int:
@@ -62,8 +102,8 @@ def _find_code(image: np.ndarray) -> list[FoundCode]:
     return found
 
 
-def read_page(cellmap: CellMap, page_image: PageImage) -> PageReport:
-    """One page: its code, its fit, every entry on it."""
+def read_page(cellmap: CellMap, page_image: PageImage, *, views: bool = False) -> PageReport:
+    """One page: its code, its fit, every entry on it (with ``views``, the pictures a review needs)."""
     source = page_image.source
     codes = _find_code(page_image.image)
     if not codes:
@@ -95,6 +135,13 @@ def read_page(cellmap: CellMap, page_image: PageImage) -> PageReport:
     white, black = page_levels(frame, marks_px, page.mark_diameter * PX_PER_PT / 2)
     dark = darkness(frame, white, black)
     report.entries = [read_entry(dark, entry) for entry in page.entries]
+    report.alternatives = [alternatives(entry, reading) for entry, reading in zip(page.entries, report.entries)]
+    if views:
+        for k, (entry, reading) in enumerate(zip(page.entries, report.entries)):
+            if reading.doubts or report.alternatives[k]:
+                report.pictures[k] = entry_png(frame, entry)
+        if report.pictures:
+            report.view = page_jpeg(frame)
     return report
 
 
@@ -109,7 +156,7 @@ def _submission(cellmap: CellMap, student: Student, reports: list[PageReport]) -
     answers = {part: _empty_answer(shape) for part, shape in student.parts.items()}
     entries = []
     for report in sorted(reports, key=lambda r: r.page or 0):
-        for e in report.entries:
+        for e, others in zip(report.entries, report.alternatives or [[]] * len(report.entries)):
             if e.index:
                 row = answers[e.part]
                 for i in e.index[:-1]:
@@ -119,7 +166,7 @@ def _submission(cellmap: CellMap, student: Student, reports: list[PageReport]) -
                 answers[e.part] = e.value
             entries.append({
                 "part": e.part, "index": list(e.index), "value": e.value, "confidence": round(e.confidence, 4),
-                "doubts": e.doubts, "page": report.page, "source": report.source,
+                "doubts": e.doubts, "alternatives": others, "page": report.page, "source": report.source,
                 "cells": [{"kind": c.kind, "reading": c.reading, "confidence": round(c.confidence, 4),
                            **({"second": c.second} if c.second else {}), **({"doubt": c.doubt} if c.doubt else {})}
                           for c in e.cells],
@@ -130,15 +177,22 @@ def _submission(cellmap: CellMap, student: Student, reports: list[PageReport]) -
     return {**head, "answers": answers}, confidences
 
 
-def read_pages(cellmap: CellMap, images: Iterable[PageImage | PageProblem]) -> ScanResult:
-    """Read every page and gather the students' submissions (see the module's description)."""
+def read_pages(cellmap: CellMap, images: Iterable[PageImage | PageProblem], *, views: bool = False,
+               progress: Callable[[PageReport], None] | None = None) -> ScanResult:
+    """Read every page and gather the students' submissions (see the module's description);
+    ``progress`` is called with each page's report as it is read."""
     reports: list[PageReport] = []
     kept: dict[tuple[str, int], PageReport] = {}
     for item in images:
         if isinstance(item, PageProblem):
             reports.append(PageReport(item.source, "unreadable", item.reason))
+            if progress is not None:
+                progress(reports[-1])
             continue
-        report = read_page(cellmap, item)
+        try:
+            report = read_page(cellmap, item, views=views)
+        except Exception as exc:  # noqa: BLE001 - one page that breaks the reader never stops the others
+            report = PageReport(item.source, "unreadable", f"the page could not be read ({type(exc).__name__}: {exc})")
         if report.status == "read":
             key = (report.variant, report.page)
             first = kept.get(key)
@@ -151,6 +205,8 @@ def read_pages(cellmap: CellMap, images: Iterable[PageImage | PageProblem]) -> S
             else:
                 kept[key] = report
         reports.append(report)
+        if progress is not None:
+            progress(report)
     submissions, confidences, missing, absent = [], [], {}, []
     for student in cellmap.students:
         own = [r for (variant, _page), r in kept.items() if variant == student.variant]
@@ -167,9 +223,10 @@ def read_pages(cellmap: CellMap, images: Iterable[PageImage | PageProblem]) -> S
     return ScanResult(submissions, confidences, reports, missing, absent)
 
 
-def read_scans(cellmap: CellMap, paths: Iterable[str]) -> ScanResult:
+def read_scans(cellmap: CellMap, paths: Iterable[str], *, views: bool = False,
+               progress: Callable[[PageReport], None] | None = None) -> ScanResult:
     """:func:`read_pages` over every page of scan files (PDF, PNG, JPEG, TIFF)."""
-    return read_pages(cellmap, load_pages(paths))
+    return read_pages(cellmap, load_pages(paths), views=views, progress=progress)
 
 
-__all__ = ["PageReport", "ScanResult", "read_page", "read_pages", "read_scans"]
+__all__ = ["ALTERNATIVE_BELOW", "PageReport", "ScanResult", "alternatives", "read_page", "read_pages", "read_scans"]

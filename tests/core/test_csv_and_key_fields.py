@@ -52,3 +52,24 @@ def test_a_key_whose_mask_share_is_no_share_is_refused(tmp_path: Path, weight: o
     with pytest.raises(KeyFileError) as caught:
         load_key(path)
     assert "mask_weight" in str(caught.value)
+
+
+@pytest.mark.parametrize(("doc", "said"), [
+    ({}, "no 'students' field"),
+    ({"students": 5, "items": []}, "field 'students': a field holds the wrong kind of value"),
+    ({"students": [5], "items": []}, "student entry 1: a field holds the wrong kind of value"),
+    ({"students": [], "items": [{"id": "q1"}]}, "item 1: no 'family' field"),
+    ({"students": [], "items": [{"id": "q1", "family": "attention.scores", "params": {},
+                                 "parts": [{"id": "q1.scores", "step": "scores", "points": "x"}]}]},
+     "item 1: a field holds the wrong kind of value"),
+    ({"students": [], "items": [], "points": "x"}, "field 'points': a field holds the wrong kind of value"),
+])
+def test_a_malformed_key_is_named_by_field_and_entry_without_python(tmp_path: Path, doc: dict, said: str) -> None:
+    path = tmp_path / "key.json"
+    path.write_text(json.dumps({"format": "qkvquiz-key", "version": 1, **doc}), encoding="utf-8")
+    with pytest.raises(KeyFileError) as caught:
+        load_key(path)
+    message = str(caught.value)
+    assert said in message and "key.json" in message, message
+    for python in ("Error(", "object is not", "could not convert"):
+        assert python not in message, message

@@ -599,7 +599,8 @@ def no_temp_files(folder: Path) -> bool:
 
 def test_no_module_writes_a_file_except_through_the_atomic_writers():
     # (write_pdf() with no target returns the PDF's bytes; with one, it writes a file.)
-    pattern = re.compile(r"\.write_text\(|\.write_bytes\(|open\([^)]*['\"][wax]b?\+?['\"]|\.write_pdf\((?!\))|savetxt\(|\.save\(")
+    # (Pillow's save into ``buffer``, an io.BytesIO, encodes a picture in memory: scan/crops.py.)
+    pattern = re.compile(r"\.write_text\(|\.write_bytes\(|open\([^)]*['\"][wax]b?\+?['\"]|\.write_pdf\((?!\))|savetxt\(|\.save\((?!buffer\b)")
     offenders = [
         f"{path.relative_to(ROOT)}:{n}"
         for path in (ROOT / "qkvquiz").rglob("*.py") if path.name not in ("outputs.py", "secret.py")

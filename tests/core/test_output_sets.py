@@ -483,7 +483,8 @@ def test_everything_that_holds_an_answer_is_private_and_student_files_are_not(se
     mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
     out, grades = tmp_path / "set", tmp_path / "grades"
     for private in (out / "key.json", out / "key.md", out / "key.pdf", out / "keys" / "ada.pdf",
-                    grades / "results.json", grades / "results.csv", *(grades / "feedback").iterdir()):
+                    out / "cellmap.json", grades / "results.json", grades / "results.csv",
+                    *(grades / "feedback").iterdir()):
         assert mode(private) == 0o600, private
     assert mode(out / "keys") == mode(grades / "feedback") == 0o700
     for public in (out / "class.pdf", *(out / "students" / "ada").iterdir(), grades / "item-analysis.md"):

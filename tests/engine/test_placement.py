@@ -152,3 +152,26 @@ def test_grade_weighs_its_own_work(tmp_path, cupy, monkeypatch):
     large = runner.invoke(app, ["grade", key, str(sub), "-o", str(tmp_path / "g2"), "--backend", "cupy"])
     assert large.exit_code == 0 and "computed on the CPU" not in large.output and cupy.calls > 0
     assert ((tmp_path / "g1" / "results.json").read_bytes() == (tmp_path / "g2" / "results.json").read_bytes())
+
+
+def test_the_library_weighs_a_gpu_as_the_commands_do(tmp_path, cupy, monkeypatch):
+    """A notebook's grade_files(xp=cupy) gets the break-even the command gets: small work stays on
+    the CPU (said in a warning, or to ``notes``); large work goes to the device; the same report."""
+    from qkvquiz.engine.backend import BackendNote
+    from qkvquiz.exchange.collect import collect, grade_collected
+    from qkvquiz.grade.grader import grade_files
+
+    _, doc = _set(tmp_path, "s")
+    sub = tmp_path / "s01.json"
+    sub.write_text(json.dumps({"student": doc["students"][0]["student"],
+                               "answers": doc["students"][0]["answers"]}), encoding="utf-8")
+    key = load_key(tmp_path / "s" / "key.json")
+    with pytest.warns(BackendNote, match="computed on the CPU"):
+        small = grade_files(key, [sub], xp=cupy)
+    said: list[str] = []
+    collected = grade_collected(key, collect([sub]), xp="cupy", notes=said.append)
+    assert cupy.calls == 0 and len(said) == 1 and "computed on the CPU" in said[0]
+    monkeypatch.setattr(backend.place, "__kwdefaults__", {"break_even": 0.0})
+    large = grade_files(key, [sub], xp=cupy)
+    assert cupy.calls > 0
+    assert small.to_json() == large.to_json() == collected.to_json()

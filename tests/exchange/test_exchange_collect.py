@@ -14,15 +14,15 @@ import pytest
 from typer.testing import CliRunner
 
 from qkvquiz.cli import app
-from qkvquiz.exchange.collect import LATE_FLAG, MISMATCH_FLAG, grade_download
+from qkvquiz.exchange.collect import grade_download
+from qkvquiz.grade.attribution import LATE_FLAG, MISMATCH_FLAG
 from qkvquiz.exchange.lms_names import detect, parse_canvas, parse_moodle
 from qkvquiz.core.inputs import InputError
 from qkvquiz.core.zips import MAX_ZIP_MEMBER_BYTES, read_zip
 from qkvquiz.roster import read_roster_entries
 
-from ..helpers import make_key
+from ..lms_corpus import answers_of, roster_file, write_zip
 
-STUDENTS = ("ada", "alan", "grace")
 ROSTER = (
     "student,name,email,canvas_id,moodle_id,sis_id,section\n"
     "ada,Ada Lovelace,ada@example.edu,101,5001,S1,A\n"
@@ -32,33 +32,8 @@ ROSTER = (
 
 
 @pytest.fixture()
-def class_key():
-    key, doc = make_key(students=STUDENTS)
-    return key, doc
-
-
-@pytest.fixture()
 def roster(tmp_path: Path):
-    path = tmp_path / "roster.csv"
-    path.write_text(ROSTER, encoding="utf-8")
-    return read_roster_entries(path)
-
-
-def answers_of(doc: dict, student: str, *, wrong: bool = False) -> dict:
-    entry = next(s for s in doc["students"] if s["student"] == student)
-    answers = json.loads(json.dumps(entry["answers"]))
-    if wrong:
-        answers = {k: None for k in answers}
-    return {"student": student, "variant": entry["variant"], "set": doc["set"], "answers": answers}
-
-
-def write_zip(path: Path, members: dict[str, bytes | str], times: dict[str, tuple] | None = None) -> Path:
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in members.items():
-            info = zipfile.ZipInfo(name, date_time=(times or {}).get(name, (2026, 11, 1, 12, 0, 0)))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, data)
-    return path
+    return roster_file(tmp_path, ROSTER)
 
 
 def test_names_of_each_lms_are_read():

@@ -164,3 +164,18 @@ def test_the_writer_neutralises_formulas_and_keeps_numbers():
     assert safe_cell("a;'=x") == "a;'=x"  # already inert
     text = csv_text([["=1", -1.5, "ok"]], quote_all=True)
     assert text == '"\'=1","-1.5","ok"\r\n'
+
+
+def test_an_export_for_an_importer_that_matches_by_id_needs_a_roster(planted):
+    # Without a roster no student has the ids Moodle's or Canvas' importer reads: the command
+    # refuses (exit 2, nothing written) instead of writing a file that matches no one.
+    _, _, tmp = planted
+    for target, extra in (("moodle-worksheet", ["--worksheet", str(tmp / "worksheet.csv")]), ("canvas", [])):
+        out = tmp / f"upload-{target}.csv"
+        result = CliRunner().invoke(app, ["export", "grades", str(tmp / "g"), "--to", target, *extra, "--out", str(out)])
+        assert result.exit_code == 2, result.output
+        said = " ".join(result.output.split())
+        assert f"the {target} importer matches students by" in said and "none was given" in said
+        assert not out.exists()
+    result = CliRunner().invoke(app, ["export", "grades", str(tmp / "g"), "--to", "plain", "--out", str(tmp / "plain.csv")])
+    assert result.exit_code == 0, result.output  # a plain table names students by their ids: no roster needed

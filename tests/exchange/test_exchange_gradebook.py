@@ -220,3 +220,19 @@ def test_cli_refuses_a_title_canvas_drops(graded, tmp_path):
                                       str(tmp_path / "c.csv")])
     assert result.exit_code == 2 and "Final Grade" in result.output
     assert not (tmp_path / "c.csv").exists()
+
+
+@pytest.mark.parametrize(("doc", "said"), [
+    ({"students": [{"student": "a"}]}, "student entry 1 has no 'score' field"),
+    ({"students": [{"student": "a", "score": "x"}]}, "student entry 1 cannot be read: a field holds the wrong kind"),
+    ({"students": [{"student": "a", "score": 1, "parts": [5]}]}, "student entry 1, part 1 cannot be read"),
+    ({"students": [{"student": "a", "score": 1, "parts": [{"part": "q1.s"}]}]},
+     "student entry 1, part 1 has no 'points' field"),
+])
+def test_a_broken_results_file_is_named_by_entry_and_field_without_python(tmp_path, doc, said):
+    (tmp_path / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+    result = CliRunner().invoke(app, ["export", "grades", str(tmp_path), "--to", "plain", "--out", str(tmp_path / "g.csv")])
+    assert result.exit_code == 2
+    assert said in result.output and "results.json" in result.output, result.output
+    for python in ("Error(", "Traceback", "object is not", "could not convert"):
+        assert python not in result.output, result.output

@@ -9,31 +9,20 @@ import json
 import zipfile
 from pathlib import Path
 
-import pytest
-
 from qkvquiz.core import zips
 from qkvquiz.exchange.collect import MAX_FILES_PER_STUDENT, collect, grade_collected
 from qkvquiz.grade import choose
 from qkvquiz.grade.choose import KnownStudents, unknown_student_message
-from qkvquiz.roster import read_roster_entries
 
-from ..helpers import make_key
-from ..lms_corpus import ZIP_TIME, answers_of, canvas_name, moodle_path, write_folder
+from ..lms_corpus import ZIP_TIME, answers_of, canvas_name, moodle_path, roster_file, write_folder
 
-STUDENTS = ("ada", "alan", "grace")
 ROSTER = "student,name,canvas_id,moodle_id\nada,Ada Lovelace,101,5001\nalan,Alan Turing,102,5002\n" \
          "grace,Grace Hopper,103,5003\n"
 FLOOD = 3 * MAX_FILES_PER_STUDENT + 7
 
 
-@pytest.fixture(scope="module")
-def class_key():
-    return make_key(students=STUDENTS)
-
-
 def _roster(tmp_path: Path):
-    (tmp_path / "roster.csv").write_text(ROSTER, encoding="utf-8")
-    return read_roster_entries(tmp_path / "roster.csv")
+    return roster_file(tmp_path, ROSTER)
 
 
 def _canvas_flood(path: Path, doc: dict) -> Path:
@@ -68,7 +57,7 @@ def test_one_students_flood_refuses_their_excess_not_the_class(tmp_path, class_k
     assert f"{FLOOD:,} files" in problem.message and f"other {FLOOD - MAX_FILES_PER_STUDENT}" in problem.message
     report = grade_collected(key, collected)
     graded = {r.student: r for r in report.results}
-    assert set(graded) == set(STUDENTS)  # the class is graded, alan on his latest upload
+    assert set(graded) == {"ada", "alan", "grace"}  # the class is graded, alan on his latest upload
     assert all(r.score == r.total for r in graded.values())
 
 

@@ -5,30 +5,30 @@ that is not UTF-8. Names in any script match the roster."""
 
 from __future__ import annotations
 
-import json
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from qkvquiz.exchange.collect import LATE_FLAG, MISMATCH_FLAG, collect, grade_download
+from qkvquiz.exchange.collect import collect, grade_download
+from qkvquiz.grade.attribution import LATE_FLAG, MISMATCH_FLAG
 from qkvquiz.core.zips import read_zip
-from qkvquiz.roster import read_roster_entries
 
-from ..helpers import make_key
 from ..lms_corpus import (
-    answers_of,
+    by_student,
     canvas_download,
     canvas_name,
     gradescope_export,
+    full,
     gradescope_metadata,
+    hand_in,
     moodle_download,
     moodle_path,
+    roster_file,
     write_folder,
     write_zip,
 )
 
-STUDENTS = ("ada", "alan", "grace", "li")
 ROSTER = (
     "student,name,email,canvas_id,moodle_id,sis_id\n"
     "ada,Ada Lovelace,ada@example.edu,101,5001,S1\n"
@@ -41,27 +41,8 @@ ADA = {"name": "Ada Lovelace", "sid": "S1", "email": "ada@example.edu"}
 ALAN = {"name": "Alan Turing", "sid": "S2", "email": "alan@example.edu"}
 
 
-@pytest.fixture(scope="module")
-def class_key():
-    return make_key(students=STUDENTS)
-
-
 def _roster(tmp_path: Path, text: str = ROSTER):
-    path = tmp_path / "roster.csv"
-    path.write_text(text, encoding="utf-8")
-    return read_roster_entries(path)
-
-
-def _hand_in(doc: dict, student: str, **kw) -> str:
-    return json.dumps(answers_of(doc, student, **kw))
-
-
-def _by_student(report) -> dict:
-    return {r.student: r for r in report.results}
-
-
-def _full(result) -> bool:
-    return result.score == result.total
+    return roster_file(tmp_path, text)
 
 
 # ----------------------------------------------------------------------------- steering files
@@ -72,17 +53,17 @@ def test_a_moodle_students_file_named_like_gradescopes_metadata_is_refused_and_t
         tmp_path, class_key, layout):
     key, doc = class_key
     members = moodle_download([
-        ("Ada Lovelace", 5001, "answers.json", _hand_in(doc, "ada")),
-        ("Alan Turing", 5002, "answers.json", _hand_in(doc, "alan")),
-        ("Grace Hopper", 5003, "answers.json", _hand_in(doc, "grace")),
+        ("Ada Lovelace", 5001, "answers.json", hand_in(doc, "ada")),
+        ("Alan Turing", 5002, "answers.json", hand_in(doc, "alan")),
+        ("Grace Hopper", 5003, "answers.json", hand_in(doc, "grace")),
         ("Grace Hopper", 5003, "submission_metadata.yml", gradescope_metadata({"1": [ADA]})),
     ], layout=layout)
     dl = write_zip(tmp_path / "moodle.zip", members)
     roster = _roster(tmp_path)
     assert collect([dl], roster).lms == {str(dl): "moodle"}
     report = grade_download(key, [dl], roster)
-    by = _by_student(report)
-    assert set(by) == {"ada", "alan", "grace"} and all(_full(r) for r in by.values())
+    by = by_student(report)
+    assert set(by) == {"ada", "alan", "grace"} and all(full(r) for r in by.values())
     [refused] = report.problems
     assert refused.source == f"{dl}/{moodle_path('Grace Hopper', 5003, 'submission_metadata.yml', layout=layout)}"
     assert "root" in refused.message
@@ -94,7 +75,7 @@ def test_one_moodle_student_cannot_make_their_folder_pass_for_a_gradescope_expor
     # Grace alone in the download, her upload laid out like an export that credits it to Ada.
     members = moodle_download([
         ("Grace Hopper", 5003, "submission_metadata.yml", gradescope_metadata({"1": [ADA]})),
-        ("Grace Hopper", 5003, "submission_1/answers.json", _hand_in(doc, "grace")),
+        ("Grace Hopper", 5003, "submission_1/answers.json", hand_in(doc, "grace")),
     ])
     dl = write_folder(tmp_path / "dl", members) if unpacked else write_zip(tmp_path / "moodle.zip", members)
     report = grade_download(key, [dl], _roster(tmp_path))
@@ -107,15 +88,15 @@ def test_one_moodle_student_cannot_make_their_folder_pass_for_a_gradescope_expor
 def test_gradescope_metadata_is_read_only_at_the_exports_root(tmp_path, class_key, wrapper):
     key, doc = class_key
     members = gradescope_export({
-        "111": ([ADA], {"answers.json": _hand_in(doc, "ada")}),
-        "222": ([ALAN], {"answers.json": _hand_in(doc, "alan")}),
+        "111": ([ADA], {"answers.json": hand_in(doc, "ada")}),
+        "222": ([ALAN], {"answers.json": hand_in(doc, "alan")}),
     }, wrapper=wrapper)
     # Alan's own upload holds a metadata file that swaps the two; it comes last in the zip.
     planted = f"{wrapper + '/' if wrapper else ''}submission_222/submission_metadata.yml"
     members[planted] = gradescope_metadata({"111": [ALAN], "222": [ADA]})
     dl = write_zip(tmp_path / "gs.zip", members)
     report = grade_download(key, [dl], _roster(tmp_path))
-    by = _by_student(report)
+    by = by_student(report)
     assert by["ada"].source.endswith("submission_111/answers.json")
     assert by["alan"].source.endswith("submission_222/answers.json")
     assert not by["ada"].flags and not by["alan"].flags
@@ -124,8 +105,8 @@ def test_gradescope_metadata_is_read_only_at_the_exports_root(tmp_path, class_ke
 
 def test_an_unpacked_gradescope_export_reads_its_root_metadata_and_refuses_a_students(tmp_path, class_key):
     key, doc = class_key
-    members = gradescope_export({"111": ([ADA], {"answers.json": _hand_in(doc, "ada")}),
-                                 "222": ([ALAN], {"answers.json": _hand_in(doc, "alan")})})
+    members = gradescope_export({"111": ([ADA], {"answers.json": hand_in(doc, "ada")}),
+                                 "222": ([ALAN], {"answers.json": hand_in(doc, "alan")})})
     members["assignment_4411_export/submission_222/submission_metadata.yml"] = gradescope_metadata({"111": [ALAN]})
     folder = write_folder(tmp_path / "export", members)
     report = grade_download(key, [folder], _roster(tmp_path))
@@ -150,8 +131,8 @@ def test_a_member_whose_name_is_not_utf8_is_refused_by_itself(tmp_path, class_ke
     if zip64:  # zipfile then ends the archive with ZIP64 records, as it does past 65,535 members
         monkeypatch.setattr(zipfile, "ZIP_FILECOUNT_LIMIT", 1)
     dl = write_zip(tmp_path / "canvas.zip", {
-        canvas_name("Lovelace, Ada", 101, 9001, "answers.json"): _hand_in(doc, "ada"),
-        canvas_name("Turing, Alan", 102, 9002, "answé.json"): _hand_in(doc, "alan"),
+        canvas_name("Lovelace, Ada", 101, 9001, "answers.json"): hand_in(doc, "ada"),
+        canvas_name("Turing, Alan", 102, 9002, "answé.json"): hand_in(doc, "alan"),
     })
     with zipfile.ZipFile(dl) as zf:
         assert zf.infolist()[1].flag_bits & 0x800  # the name is marked UTF-8
@@ -173,42 +154,42 @@ def test_a_member_whose_name_is_not_utf8_is_refused_by_itself(tmp_path, class_ke
 def test_canvas_names_that_keep_underscores_are_read(tmp_path, class_key):
     key, doc = class_key
     dl = write_zip(tmp_path / "canvas.zip", canvas_download([
-        ("ada_l", 101, 9011, "x.json", _hand_in(doc, "ada")),
-        ("Turing, Alan", 102, 9012, "my_answers_2.json", _hand_in(doc, "alan")),
-        ("Hopper_, Grace", 103, 9013, "a.json", _hand_in(doc, "grace")),
+        ("ada_l", 101, 9011, "x.json", hand_in(doc, "ada")),
+        ("Turing, Alan", 102, 9012, "my_answers_2.json", hand_in(doc, "alan")),
+        ("Hopper_, Grace", 103, 9013, "a.json", hand_in(doc, "grace")),
     ]))
     assert "ada_l_101_9011_x.json" in zipfile.ZipFile(dl).namelist()
     report = grade_download(key, [dl], _roster(tmp_path))
     assert not report.problems
-    assert set(_by_student(report)) == {"ada", "alan", "grace"}
+    assert set(by_student(report)) == {"ada", "alan", "grace"}
 
 
 def test_a_canvas_name_that_reads_as_a_classmates_id_is_not_credited_to_them(tmp_path, class_key):
     key, doc = class_key
     # Ada (user 101) named herself "x_102": her file's name starts like Alan's (user 102).
     dl = write_zip(tmp_path / "canvas.zip", canvas_download([
-        ("x_102", 101, 9001, "answers.json", _hand_in(doc, "ada", wrong=True)),
+        ("x_102", 101, 9001, "answers.json", hand_in(doc, "ada", wrong=True)),
     ]))
     report = grade_download(key, [dl], _roster(tmp_path))
     assert not report.results
     assert any("x_102_101_9001" in p.source and "101" in p.message and "102" in p.message for p in report.problems)
     # A name ending in digits that are nobody's id is read the one way that fits the roster.
-    dl2 = write_zip(tmp_path / "canvas2.zip", canvas_download([("x_77", 101, 9003, "a.json", _hand_in(doc, "ada"))]))
+    dl2 = write_zip(tmp_path / "canvas2.zip", canvas_download([("x_77", 101, 9003, "a.json", hand_in(doc, "ada"))]))
     assert [r.student for r in grade_download(key, [dl2], _roster(tmp_path)).results] == ["ada"]
 
 
 def test_canvas_anonymous_grading_is_read_as_canvas(tmp_path, class_key):
     key, doc = class_key
     dl = write_zip(tmp_path / "anon.zip", canvas_download([
-        (None, None, 9001, "answers.json", _hand_in(doc, "ada")),
-        (None, None, 9002, "answers.json", _hand_in(doc, "alan")),
+        (None, None, 9001, "answers.json", hand_in(doc, "ada")),
+        (None, None, 9002, "answers.json", hand_in(doc, "alan")),
     ], late=[1], anonymous={0: "Xy7Qz", 1: "Ab3cD"}))
     assert sorted(zipfile.ZipFile(dl).namelist()) == ["LATE_anon_Ab3cD_9002_answers.json",
                                                      "anon_Xy7Qz_9001_answers.json"]
     roster = _roster(tmp_path)
     assert collect([dl], roster).lms == {str(dl): "canvas"}
     report = grade_download(key, [dl], roster)
-    by = _by_student(report)
+    by = by_student(report)
     assert set(by) == {"ada", "alan"} and not report.problems
     assert LATE_FLAG in by["alan"].flags and LATE_FLAG not in by["ada"].flags
     assert any("anonymous" in n for n in by["ada"].notes)
@@ -217,10 +198,10 @@ def test_canvas_anonymous_grading_is_read_as_canvas(tmp_path, class_key):
 def test_anonymous_canvas_files_that_disagree_on_who_they_are_are_not_graded(tmp_path, class_key):
     key, doc = class_key
     dl = write_zip(tmp_path / "anon.zip", canvas_download([
-        (None, None, 9001, "answers.json", _hand_in(doc, "ada")),
-        (None, None, 9002, "other.json", _hand_in(doc, "alan")),  # one submission, two students named
-        (None, None, 9003, "answers.json", _hand_in(doc, "grace")),
-        (None, None, 9004, "answers.json", _hand_in(doc, "grace", wrong=True)),  # another submission claims grace
+        (None, None, 9001, "answers.json", hand_in(doc, "ada")),
+        (None, None, 9002, "other.json", hand_in(doc, "alan")),  # one submission, two students named
+        (None, None, 9003, "answers.json", hand_in(doc, "grace")),
+        (None, None, 9004, "answers.json", hand_in(doc, "grace", wrong=True)),  # another submission claims grace
     ], anonymous={0: "Xy7Qz", 1: "Xy7Qz", 2: "Ab3cD", 3: "Zz9Kq"}))
     report = grade_download(key, [dl], _roster(tmp_path))
     assert not report.results
@@ -229,7 +210,7 @@ def test_anonymous_canvas_files_that_disagree_on_who_they_are_are_not_graded(tmp
 
 def test_with_a_roster_a_download_without_lms_names_says_the_roster_was_not_used(tmp_path, class_key):
     key, doc = class_key
-    dl = write_zip(tmp_path / "plain.zip", {"answers-ada.json": _hand_in(doc, "ada")})
+    dl = write_zip(tmp_path / "plain.zip", {"answers-ada.json": hand_in(doc, "ada")})
     report = grade_download(key, [dl], _roster(tmp_path))
     [result] = report.results
     assert any("roster" in n for n in result.notes)
@@ -240,12 +221,12 @@ def test_a_canvas_resubmission_is_ordered_by_attachment_id(tmp_path, class_key, 
     key, doc = class_key
     older, newer = ids
     dl = write_zip(tmp_path / "canvas.zip", canvas_download([
-        ("Turing, Alan", 102, older, "submission.json", _hand_in(doc, "alan", wrong=True)),
-        ("Turing, Alan", 102, newer, "submission.json".replace(".json", "-1.json"), _hand_in(doc, "alan")),
+        ("Turing, Alan", 102, older, "submission.json", hand_in(doc, "alan", wrong=True)),
+        ("Turing, Alan", 102, newer, "submission.json".replace(".json", "-1.json"), hand_in(doc, "alan")),
     ]))
     report = grade_download(key, [dl], _roster(tmp_path))
     [alan] = report.results
-    assert f"_{newer}_" in alan.source and _full(alan)
+    assert f"_{newer}_" in alan.source and full(alan)
     assert any(str(newer) in n for n in alan.notes)
 
 
@@ -269,10 +250,10 @@ def test_names_fold_case_width_and_accents_but_stay_apart(tmp_path):
 def test_a_chinese_name_is_matched_in_moodle_canvas_and_gradescope_downloads(tmp_path, class_key):
     key, doc = class_key
     roster = _roster(tmp_path, NAMES_ONLY)
-    moodle = write_zip(tmp_path / "moodle.zip", moodle_download([("李 小龙", 7004, "answers.json", _hand_in(doc, "li"))]))
-    canvas = write_zip(tmp_path / "canvas.zip", canvas_download([("李, 小龙", 704, 9001, "a.json", _hand_in(doc, "li"))]))
+    moodle = write_zip(tmp_path / "moodle.zip", moodle_download([("李 小龙", 7004, "answers.json", hand_in(doc, "li"))]))
+    canvas = write_zip(tmp_path / "canvas.zip", canvas_download([("李, 小龙", 704, 9001, "a.json", hand_in(doc, "li"))]))
     gs = write_zip(tmp_path / "gs.zip", gradescope_export(
-        {"333": ([{"name": "小龙 李", "sid": "X4", "email": "x@example.edu"}], {"a.json": _hand_in(doc, "li")})}))
+        {"333": ([{"name": "小龙 李", "sid": "X4", "email": "x@example.edu"}], {"a.json": hand_in(doc, "li")})}))
     assert "李小龙_704_9001_a.json" in zipfile.ZipFile(canvas).namelist()
     for dl in (moodle, canvas, gs):
         report = grade_download(key, [dl], roster)
@@ -287,11 +268,11 @@ def test_every_submitter_of_a_gradescope_group_submission_is_graded(tmp_path, cl
     key, doc = class_key
     stranger = {"name": "Somebody Else", "sid": "X9", "email": "x9@example.edu"}
     dl = write_zip(tmp_path / "gs.zip", gradescope_export({
-        "111": ([ALAN, ADA, stranger], {"answers.json": _hand_in(doc, "ada")}),
-        "222": ([{"name": "Grace Hopper", "sid": "S3"}], {"answers.json": _hand_in(doc, "grace")}),
+        "111": ([ALAN, ADA, stranger], {"answers.json": hand_in(doc, "ada")}),
+        "222": ([{"name": "Grace Hopper", "sid": "S3"}], {"answers.json": hand_in(doc, "grace")}),
     }))
     report = grade_download(key, [dl], _roster(tmp_path))
-    by = _by_student(report)
+    by = by_student(report)
     assert set(by) == {"ada", "alan", "grace"} and "alan" not in report.absent
     assert by["alan"].score == by["ada"].score == by["ada"].total
     assert not by["ada"].flags and MISMATCH_FLAG not in by["alan"].flags

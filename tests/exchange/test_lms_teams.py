@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 
 from qkvquiz.exchange.collect import grade_download
-from qkvquiz.roster import read_roster_entries, with_moodle_groups
+from qkvquiz.roster import with_moodle_groups
 
-from ..helpers import make_key
-from ..lms_corpus import answers_of, moodle_download, moodle_team_path, write_folder, write_zip
+from ..lms_corpus import STUDENTS, by_student, full, hand_in, moodle_download, moodle_team_path, roster_file, \
+    write_folder, write_zip
 
-STUDENTS = ("ada", "alan", "grace", "li")
 # li's participant id, 5004, is also the id of group "Team Red" in the collision tests.
 ROSTER = (
     "student,name,email,moodle_id\n"
@@ -28,11 +27,6 @@ ROSTER = (
 GROUPS = {"ada": "Team Red", "alan": "Team Red", "grace": "Team Blue"}
 
 
-@pytest.fixture(scope="module")
-def class_key():
-    return make_key(students=STUDENTS)
-
-
 def _roster(tmp_path: Path, groups: dict[str, str] | None = GROUPS, ids: dict[str, str] | None = None):
     lines = ROSTER.splitlines()
     if groups is not None:
@@ -40,32 +34,18 @@ def _roster(tmp_path: Path, groups: dict[str, str] | None = GROUPS, ids: dict[st
         for i, line in enumerate(lines[1:], start=1):
             student = line.split(",")[0]
             lines[i] += "," + groups.get(student, "") + ("," + ids.get(student, "") if ids else "")
-    path = tmp_path / "roster.csv"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return read_roster_entries(path)
-
-
-def _hand_in(doc: dict, student: str, **kw) -> str:
-    return json.dumps(answers_of(doc, student, **kw))
-
-
-def _graded(report) -> dict:
-    return {r.student: r for r in report.results}
-
-
-def _full(result) -> bool:
-    return result.score == result.total
+    return roster_file(tmp_path, "\n".join(lines) + "\n")
 
 
 @pytest.mark.parametrize("layout", ["folders", "folders-old", "flat"])
 def test_a_teams_folder_credits_every_member_of_its_group_and_no_one_else(tmp_path, class_key, layout):
     key, doc = class_key
-    members = {moodle_team_path("Team Red", 77, "answers.json", layout=layout): _hand_in(doc, "ada"),
-               moodle_team_path("Team Blue", 78, "answers.json", layout=layout): _hand_in(doc, "grace")}
+    members = {moodle_team_path("Team Red", 77, "answers.json", layout=layout): hand_in(doc, "ada"),
+               moodle_team_path("Team Blue", 78, "answers.json", layout=layout): hand_in(doc, "grace")}
     report = grade_download(key, [write_zip(tmp_path / "teams.zip", members)], _roster(tmp_path))
-    graded = _graded(report)
+    graded = by_student(report)
     assert set(graded) == {"ada", "alan", "grace"}, report.problems
-    assert all(_full(graded[s]) for s in graded)
+    assert all(full(graded[s]) for s in graded)
     # alan's result is the team's file, graded once against ada's variant, with a note saying so.
     assert graded["alan"].source == graded["ada"].source
     assert any("Moodle group 77" in n for n in graded["alan"].notes)
@@ -75,9 +55,9 @@ def test_a_teams_folder_credits_every_member_of_its_group_and_no_one_else(tmp_pa
 def test_a_group_id_equal_to_a_participant_id_is_the_group_not_that_participant(tmp_path, class_key):
     key, doc = class_key
     # Team Red's id in Moodle is 5004, li's participant id: li is not in the team.
-    members = {moodle_team_path("Team Red", 5004, "answers.json"): _hand_in(doc, "ada")}
+    members = {moodle_team_path("Team Red", 5004, "answers.json"): hand_in(doc, "ada")}
     report = grade_download(key, [write_zip(tmp_path / "teams.zip", members)], _roster(tmp_path))
-    graded = _graded(report)
+    graded = by_student(report)
     assert set(graded) == {"ada", "alan"}
     assert "li" not in graded
 
@@ -85,7 +65,7 @@ def test_a_group_id_equal_to_a_participant_id_is_the_group_not_that_participant(
 def test_without_groups_in_the_roster_a_team_folder_is_refused_not_given_to_the_participant_with_its_id(
         tmp_path, class_key):
     key, doc = class_key
-    members = {moodle_team_path("Team Red", 5004, "answers.json"): _hand_in(doc, "ada")}
+    members = {moodle_team_path("Team Red", 5004, "answers.json"): hand_in(doc, "ada")}
     report = grade_download(key, [write_zip(tmp_path / "teams.zip", members)], _roster(tmp_path, groups=None))
     assert report.results == []
     assert len(report.problems) == 1
@@ -98,32 +78,32 @@ def test_the_roster_group_id_decides_where_given(tmp_path, class_key):
     # Two groups print alike once Moodle has cleaned their names; the ids tell them apart.
     groups = {"ada": "R&D", "alan": "R&D", "grace": "R_D"}
     ids = {"ada": "77", "alan": "77", "grace": "78"}
-    members = {moodle_team_path("R&D", 77, "answers.json"): _hand_in(doc, "alan"),
-               moodle_team_path("R_D", 78, "answers.json"): _hand_in(doc, "grace")}
+    members = {moodle_team_path("R&D", 77, "answers.json"): hand_in(doc, "alan"),
+               moodle_team_path("R_D", 78, "answers.json"): hand_in(doc, "grace")}
     assert list(members)[0].startswith("Ramp;D_77_")  # format_string's &amp;, cleaned
     report = grade_download(key, [write_zip(tmp_path / "teams.zip", members)], _roster(tmp_path, groups, ids))
-    graded = _graded(report)
+    graded = by_student(report)
     assert set(graded) == {"ada", "alan", "grace"}, report.problems
     assert graded["ada"].source == graded["alan"].source != graded["grace"].source
 
 
 def test_the_default_group_is_the_students_in_no_group(tmp_path, class_key):
     key, doc = class_key
-    members = {moodle_team_path(None, None, "answers.json"): _hand_in(doc, "li"),
-               moodle_team_path("Team Red", 77, "answers.json"): _hand_in(doc, "ada")}
+    members = {moodle_team_path(None, None, "answers.json"): hand_in(doc, "li"),
+               moodle_team_path("Team Red", 77, "answers.json"): hand_in(doc, "ada")}
     assert list(members)[0] == "Default group_assignsubmission_file/answers.json"
     report = grade_download(key, [write_zip(tmp_path / "teams.zip", members)], _roster(tmp_path))
-    graded = _graded(report)
+    graded = by_student(report)
     assert set(graded) == {"ada", "alan", "li"}, report.problems
-    assert _full(graded["li"]) and "grace" not in graded
+    assert full(graded["li"]) and "grace" not in graded
 
 
 def test_the_default_group_without_groups_in_the_roster_is_graded_as_the_student_it_names_and_said(
         tmp_path, class_key):
     key, doc = class_key
-    members = {moodle_team_path(None, None, "answers.json"): _hand_in(doc, "grace")}
+    members = {moodle_team_path(None, None, "answers.json"): hand_in(doc, "grace")}
     report = grade_download(key, [write_zip(tmp_path / "teams.zip", members)], _roster(tmp_path, groups=None))
-    graded = _graded(report)
+    graded = by_student(report)
     assert set(graded) == {"grace"}
     assert any("default group" in n for n in graded["grace"].notes)
 
@@ -136,9 +116,9 @@ def test_a_student_in_two_groups_is_in_moodles_default_group_not_a_team(tmp_path
                           encoding="utf-8")
     roster, unmatched = with_moodle_groups(roster, groups_csv)
     assert unmatched == []
-    members = {moodle_team_path("Team Red", 77, "answers.json"): _hand_in(doc, "ada"),
-               moodle_team_path(None, None, "answers.json"): _hand_in(doc, "li")}
-    graded = _graded(grade_download(key, [write_zip(tmp_path / "teams.zip", members)], roster))
+    members = {moodle_team_path("Team Red", 77, "answers.json"): hand_in(doc, "ada"),
+               moodle_team_path(None, None, "answers.json"): hand_in(doc, "li")}
+    graded = by_student(grade_download(key, [write_zip(tmp_path / "teams.zip", members)], roster))
     assert graded["ada"].source != graded["alan"].source == graded["li"].source
 
 
@@ -154,28 +134,28 @@ def test_moodles_list_of_group_members_gives_the_teams(tmp_path, class_key):
         "Attention 101,Team Blue,Someone Else,someone@example.edu\n", encoding="utf-8")
     roster, unmatched = with_moodle_groups(roster, groups_csv)
     assert len(unmatched) == 1 and "line 5" in unmatched[0]
-    members = {moodle_team_path("Team Red", 5004, "answers.json"): _hand_in(doc, "alan"),
-               moodle_team_path("Team Blue", 78, "answers.json"): _hand_in(doc, "grace")}
+    members = {moodle_team_path("Team Red", 5004, "answers.json"): hand_in(doc, "alan"),
+               moodle_team_path("Team Blue", 78, "answers.json"): hand_in(doc, "grace")}
     folder = write_folder(tmp_path / "unpacked", members)
-    graded = _graded(grade_download(key, [folder], roster))
+    graded = by_student(grade_download(key, [folder], roster))
     assert set(graded) == {"ada", "alan", "grace"}
 
 
 def test_an_individual_folder_whose_name_fits_its_participant_is_still_theirs(tmp_path, class_key):
     key, doc = class_key
-    members = moodle_download([("Ada Lovelace", 5001, "answers.json", _hand_in(doc, "ada")),
-                               ("Turing Alan", 5002, "answers.json", _hand_in(doc, "alan"))])
-    graded = _graded(grade_download(key, [write_zip(tmp_path / "m.zip", members)], _roster(tmp_path, groups=None)))
+    members = moodle_download([("Ada Lovelace", 5001, "answers.json", hand_in(doc, "ada")),
+                               ("Turing Alan", 5002, "answers.json", hand_in(doc, "alan"))])
+    graded = by_student(grade_download(key, [write_zip(tmp_path / "m.zip", members)], _roster(tmp_path, groups=None)))
     assert set(graded) == {"ada", "alan"}
 
 
 def test_a_team_with_several_files_credits_only_the_members_they_name(tmp_path, class_key):
     key, doc = class_key
     groups = {"ada": "Team Red", "alan": "Team Red", "grace": "Team Red"}
-    members = {moodle_team_path("Team Red", 77, "ada.json"): _hand_in(doc, "ada"),
-               moodle_team_path("Team Red", 77, "alan.json"): _hand_in(doc, "alan")}
+    members = {moodle_team_path("Team Red", 77, "ada.json"): hand_in(doc, "ada"),
+               moodle_team_path("Team Red", 77, "alan.json"): hand_in(doc, "alan")}
     report = grade_download(key, [write_zip(tmp_path / "teams.zip", members)], _roster(tmp_path, groups))
-    graded = _graded(report)
+    graded = by_student(report)
     assert set(graded) == {"ada", "alan"}  # each their own file; grace is named by neither
     [problem] = report.problems
     assert "none names 'grace'" in problem.message and "Moodle group 77" in problem.message
@@ -192,7 +172,7 @@ def test_grade_groups_option_reads_moodles_list_of_group_members(tmp_path, class
     _roster(tmp_path, groups=None)  # writes roster.csv
     (tmp_path / "groups.csv").write_text("Group name,Email address\nTeam Red,ada@example.edu\n"
                                          "Team Red,alan@example.edu\nTeam Red,nobody@example.edu\n", encoding="utf-8")
-    dl = write_zip(tmp_path / "teams.zip", {moodle_team_path("Team Red", 5004, "answers.json"): _hand_in(doc, "ada")})
+    dl = write_zip(tmp_path / "teams.zip", {moodle_team_path("Team Red", 5004, "answers.json"): hand_in(doc, "ada")})
     args = ["grade", str(tmp_path / "key.json"), str(dl), "--roster", str(tmp_path / "roster.csv"), "--out",
             str(tmp_path / "out")]
     result = CliRunner().invoke(app, [*args, "--groups", str(tmp_path / "groups.csv")])

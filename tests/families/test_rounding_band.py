@@ -3,7 +3,8 @@
 import numpy as np
 
 from qkvquiz.core.tolerance import Tolerance
-from qkvquiz.families.rounding import item_allowance, item_rounding_band, upstream
+from qkvquiz.families.rounding import item_allowance, upstream
+from qkvquiz.grade.checks import key_allowance
 
 from ..helpers import ROSTER, solved
 
@@ -12,7 +13,8 @@ def test_a_linear_step_gets_exactly_the_largest_change_over_the_box():
     # Z = AV with V whole: rounding each weight (by up to 0.005, half a unit at 2 decimals) moves
     # Z_id by at most Σ_j |V_jd|·0.005.
     _, env, item = solved("attention.output", {"tokens": 3, "d_k": 3}, ROSTER[:10], ask=["scores", "output"])
-    band = item_rounding_band(item, "output", env, ["weights"])
+    band, free = key_allowance(item, "output", env)
+    assert free == ["weights"]
     weights_band = np.where(Tolerance("decimals", 2).unchanged_by_rounding(env["weights"]), 0.0, 0.005)
     expected = np.einsum("bij,bjd->bid", weights_band, np.abs(env["V"]))
     np.testing.assert_allclose(band, expected, rtol=1e-9, atol=1e-12)
@@ -22,15 +24,17 @@ def test_steps_nobody_rounds_add_nothing():
     # Splitting whole-number Q, K, V into heads needs no rounding: the scores get no band from it.
     _, env, item = solved("attention.multihead", {}, ROSTER[:6], ask=["scores"])
     assert {"Qh", "Kh"} <= set(upstream(item.family, "scores"))
-    band = item_rounding_band(item, "scores", env, upstream(item.family, "scores"))
+    band, free = key_allowance(item, "scores", env)
+    assert set(free) == set(upstream(item.family, "scores"))
     assert band is None or not band.any()
 
 
 def test_the_band_follows_the_graph_through_several_steps():
     # ∇S from rounded A and a rounded c: the band counts both, and c's own band carries A's.
     _, env, item = solved("backprop.softmax", {"tokens": 3}, ROSTER[:10], ask=["dS"])
-    both = item_rounding_band(item, "dS", env, ["weights", "rowdot"])
-    only_a = item_rounding_band(item, "dS", env, ["weights"])
+    both, free = key_allowance(item, "dS", env)
+    only_a = item_allowance(item, "dS", env, {}, ["weights"])
+    assert free == ["weights", "rowdot"]
     assert (both >= only_a - 1e-15).all() and (both > only_a).any()
     # A row of ∇S moves by at most Σ (bands of A, c) times the largest factor in front of them.
     assert both.max() < 0.2
@@ -81,8 +85,7 @@ def test_every_family_gets_a_finite_band_for_every_step():
     for name, family in REGISTRY.items():
         _, env, item = solved(name, {}, ROSTER[:5], ask=list(family.default_ask))
         for step in family.askable_steps:
-            free = upstream(family, step)
-            band = item_rounding_band(item, step, env, free)
+            band, _free = key_allowance(item, step, env)
             if band is not None:
                 assert band.shape == np.shape(env[step]), (name, step)
                 assert np.isfinite(band).all() and (band >= 0).all(), (name, step)

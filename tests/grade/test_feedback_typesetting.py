@@ -97,7 +97,7 @@ def test_english_labels_keep_their_colon_and_space():
     _report, text = graded_layer("en")
     assert "**Student:** `s01` · **Variant:** `" in text
     assert "**Not correct:** 0 of 2 points." in text and "- **Likely mistake:** " in text
-    assert "\n### (a) Compute the scaled scores (`q1.scores`)\n" in text
+    assert "\n### (a) Compute the scaled score matrix S = QKᵀ/√dₖ (row i: query i against every key) (`q1.scores`)\n" in text
 
 
 def test_part_ids_in_running_text_are_code():
@@ -225,7 +225,19 @@ def test_wrong_entries_are_named_as_on_the_sheet_and_their_values_written_as_the
 def test_an_entry_name_past_nine_keeps_its_indices_apart():
     assert fb.sheet_entry_name("S", (9, 2)) == "S₁₀,₃"
     assert fb.sheet_entry_name("A", (0, 1)) == "A₁₂"
-    assert fb.sheet_entry_name(r"\nabla Q", (0, 1)) == fb.entry_name((0, 1))  # not one letter: in words
+    # A letter under an accent or after ∇ as the sheet's boxes label it; anything else in words.
+    assert fb.sheet_entry_name(r"\nabla Q", (0, 1)) == "∇Q₁₂"
+    assert fb.sheet_entry_name(r"\tilde S", (0, 3)) == "S\u0303₁₄"
+    assert fb.sheet_entry_name(r"\bar B_K", (0, 1)) == fb.entry_name((0, 1))
+    assert fb.sheet_entry_name(r"S^{(h)}", (0, 1, 1)) == fb.entry_name((0, 1, 1))
+
+
+def test_an_entry_name_is_set_as_math_on_the_page_whatever_its_indices():
+    # S₁₄ was set as "$S_1$₄" (the page read subscripts 0-3 only), S₁₀,₃ as "$S_{10}$,₃".
+    for name, latex in (("S₁₄", "S_{14}"), ("S₁₀,₃", "S_{10,3}"), ("S\u0303₁₂", r"\tilde S_{12}"),
+                        ("X\u0304₉₁", r"\bar X_{91}")):
+        assert page_markdown(f"- {name}: you wrote 0, the exact value is 1") == \
+            f"- \u2060${latex}$: you wrote 0, the exact value is 1"
 
 
 def test_the_page_keeps_each_part_whole_and_marks_missed_entries_beyond_bold():
@@ -256,8 +268,10 @@ def test_every_page_of_a_feedback_pdf_names_its_student_in_the_footer(tmp_path):
 
 
 @pytest.mark.parametrize(("lang", "scaled", "unscaled"), [
-    ("en", "(a) Compute the scaled scores (", "(a) Compute the scores ("),
-    ("zh", "(a) 计算缩放后的注意力分数（", "(a) 计算注意力分数（"),
+    ("en", "(a) Compute the scaled score matrix S = QKᵀ/√dₖ (row i: query i against every key) (",
+     "(a) Compute the score matrix S = QKᵀ (row i: query i against every key) ("),
+    ("zh", "(a) 计算缩放后的注意力分数矩阵 S = QKᵀ/√dₖ（第 i 行：查询 i 与每个键的分数）（",
+     "(a) 计算注意力分数矩阵 S = QKᵀ（第 i 行：查询 i 与每个键的分数）（"),
 ])
 def test_a_part_heading_says_scaled_where_the_worksheet_does(lang, scaled, unscaled):
     # The diagnosis of that part is "not divided by √dₖ": "scaled" must not vanish from its title.

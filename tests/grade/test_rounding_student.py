@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from qkvquiz.core.submissions import Submission
-from qkvquiz.families.rounding import item_rounding_band, upstream
+from qkvquiz.grade.checks import key_allowance
 from qkvquiz.grade.audit import audit_spec
 from qkvquiz.grade.grader import grade
 from qkvquiz.key import key_from_json, key_to_json
@@ -340,9 +340,7 @@ def test_an_answer_off_by_more_than_rounding_explains_is_wrong(name, params, ask
     key = key_for(name, params, ask, students=STUDENTS[:20])
     item = key.items[0]
     part = item.parts[-1]
-    asked = {p.step for p in item.parts}
-    free = [s for s in upstream(item.family, part.step) if s not in asked]
-    band = item_rounding_band(item, part.step, item.env, free)
+    band, _ = key_allowance(item, part.step, item.env)
     band = np.zeros(item.env[part.step].shape) if band is None else band
     subs = []
     for i, s in enumerate(STUDENTS[:20]):
@@ -364,11 +362,9 @@ def test_the_band_alone_keeps_known_mistakes_apart(name, params, ask):
     # would the band let through? Few: the band is not loose.
     key = key_for(name, params, ask)
     item = key.items[0]
-    asked = {p.step for p in item.parts}
     n, inside, told = len(STUDENTS), 0, 0
     for part in item.parts:
-        free = [s for s in upstream(item.family, part.step) if s not in asked]
-        band = item_rounding_band(item, part.step, item.env, free)
+        band, _ = key_allowance(item, part.step, item.env)
         tol = item.tolerance_for(part.step)
         for mistake in item.family.mistakes_for(part.step, item.params):
             with np.errstate(all="ignore"):
@@ -398,7 +394,7 @@ def test_the_audit_accepts_a_key_typed_from_rounded_work():
 def test_the_audit_names_a_known_mistake_even_within_the_rounding_band():
     key = key_for("attention.multihead", {}, ["output"])
     item = key.items[0]
-    band = item_rounding_band(item, "output", item.env, upstream(item.family, "output"))
+    band, _ = key_allowance(item, "output", item.env)
     (mistake,) = [m for m in item.family.mistakes_for("output", item.params) if m.name == "scaled_by_d_model"]
     wrong = mistake.fn(item.env, item.params, np)
     tol = item.tolerance_for("output")

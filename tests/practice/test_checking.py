@@ -113,9 +113,13 @@ def test_full_width_fractions_and_minus_infinity_read_as_on_the_answer_form():
     assert "精确值" in result.parts[0].tolerance  # sentences in the problem's language
 
 
-def test_topics_name_what_is_wrong():
-    with pytest.raises(TopicError, match="neither a family, a bundled spec nor a spec file"):
+def test_topics_name_what_is_wrong(tmp_path):
+    with pytest.raises(TopicError, match="neither a family nor a bundled spec, and no spec file attention.nope"):
         practice.topics_for(["attention.nope"])
+    # A file that was meant (a path, a .yaml name) and is not there is called missing, by its path.
+    for missing in (str(tmp_path / "week3.yaml"), "week3.yml", str(tmp_path / "sub" / "week3")):
+        with pytest.raises(TopicError, match=rf"^{re.escape(missing)}: no such spec file \(it does not exist\)"):
+            practice.topics_for([missing])
     ids = [t.id for t in practice.topics_for(["attention-basics", "attention.scores"])]
     assert ids[:2] == ["attention-basics/1", "attention-basics/2"] and ids[-1] == "attention.scores"
     assert len(practice.topics_for()) > 18  # every family, then every bundled spec's items

@@ -234,5 +234,28 @@ def test_a_progress_file_that_is_no_regular_file_is_set_aside_without_reading_it
         path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
     progress = practice.Progress(path)
     assert progress.rows() == [] and os.path.lexists(tmp_path / "practice.json.unreadable")
+    assert progress.set_aside == tmp_path / "practice.json.unreadable"  # for the command to say so
     progress.record("attention.output", 1, 3, [])
     assert practice.Progress(path).rows()[0]["checks"] == 1
+
+
+def test_the_command_says_when_it_set_an_unreadable_progress_file_aside(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from qkvquiz.cli import app
+    from qkvquiz.practice import server as server_module
+
+    path = tmp_path / "practice.json"
+    path.write_text("not json", encoding="utf-8")
+
+    def serve_once(topics, *, lang=None, port=0, seed=None, progress=None, ready=None):
+        app_ = server_module.PracticeApp(topics, lang=lang, progress=progress, seed=seed)
+        with server_module.PracticeServer(app_, 0) as server:
+            ready(server)  # what the command prints once it listens; then stop
+
+    monkeypatch.setattr(server_module, "serve", serve_once)
+    result = CliRunner().invoke(app, ["practice", "attention.scores", "--no-browser", "--progress-file", str(path)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert f"{path} could not be read as a progress file; it is kept as {path}.unreadable" in said
+    assert practice.Progress(path).set_aside is None  # the unreadable file is out of the way

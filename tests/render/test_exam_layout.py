@@ -94,13 +94,16 @@ def _part_pages(pdf: Path, items: list) -> dict[str, int]:
     return {part: number for part, (number, _word) in zip(parts, points)}
 
 
-def _worksheet_pdf(spec_name: str, lang: str, seed: str, tmp_path: Path) -> tuple[Path, set[str], list]:
+def _worksheet_pdf(spec_name: str, lang: str, seed: str, tmp_path: Path,
+                   printed: bool = False) -> tuple[Path, set[str], list]:
+    """A student's worksheet PDF; ``printed``: the sheet made to be scanned (answer cells)."""
     from qkvquiz.render.pdf import render_pdf
+    from qkvquiz.render.printed import part_combs
 
     spec = load_spec(bank_dir() / spec_name)
     with i18n.using(lang):
         ws = build_worksheet(spec, ["ada"], seed=seed)
-        html = worksheet_document(ws, 0)
+        html = worksheet_document(ws, 0, combs=part_combs(ws) if printed else None)
     pdf = render_pdf(html, tmp_path / f"{spec_name}-{lang}-{seed}.pdf").path
     ids = {part.id for item in ws.spec.items for part in item.parts}
     return pdf, ids, list(ws.spec.items)
@@ -108,10 +111,14 @@ def _worksheet_pdf(spec_name: str, lang: str, seed: str, tmp_path: Path) -> tupl
 
 @pytest.mark.slow
 @pdf_only
-@pytest.mark.parametrize(("spec_name", "lang"), [("attention-basics.yaml", "en"), ("attention-basics.yaml", "zh"),
-                                                  ("all-families.yaml", "en"), ("all-families.yaml", "zh")])
+@pytest.mark.parametrize(("spec_name", "lang", "printed"), [
+    ("attention-basics.yaml", "en", False), ("attention-basics.yaml", "zh", False),
+    ("all-families.yaml", "en", False), ("all-families.yaml", "zh", False),
+    # The printed sheet's answer cells keep the same edge.
+    ("attention-basics.yaml", "zh", True), ("all-families.yaml", "en", True),
+])
 def test_every_grid_beside_or_under_a_long_formula_ends_at_the_texts_right_edge(
-    spec_name: str, lang: str, tmp_path: Path
+    spec_name: str, lang: str, printed: bool, tmp_path: Path
 ) -> None:
     """Grids started where the sheet's widest label put them, and a problem of one-box answers had
     a column of its own 17 mm to the left of the next problem's boxes on the same page: every grid
@@ -119,10 +126,13 @@ def test_every_grid_beside_or_under_a_long_formula_ends_at_the_texts_right_edge(
     sheet has its boxes, with the part's points in the margin beside it and nowhere else."""
     from qkvquiz.render.documents import worksheet_body_html
 
-    pdf, _ids, items = _worksheet_pdf(spec_name, lang, "edge", tmp_path)
+    from qkvquiz.render.printed import part_combs
+
+    pdf, _ids, items = _worksheet_pdf(spec_name, lang, "edge", tmp_path, printed)
     spec = load_spec(bank_dir() / spec_name)
     with i18n.using(lang):
-        body = worksheet_body_html(build_worksheet(spec, ["ada"], seed="edge"), 0)
+        ws = build_worksheet(spec, ["ada"], seed="edge")
+        body = worksheet_body_html(ws, 0, combs=part_combs(ws) if printed else None)
     kinds = re.findall(r'<div class="part-row( under)?[^"]*" id="[^"]*"><div class="part-text">', body)
     assert len(kinds) == sum(len(item.parts) for item in items)
     pages = words(pdf)

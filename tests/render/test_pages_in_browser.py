@@ -1,6 +1,7 @@
 """Every page a person opens, in a real browser at a phone's width (390 px, laid out as a phone
 lays it out) and a desktop's (1280 px), in English and Chinese: the worksheet, the key, the
-answer form, a feedback page, and the practice page served and static.
+answer form, a feedback page (and one with every family's parts), and the practice page served
+and static.
 
 For each: no sideways scroll of the page itself (a wide matrix scrolls in its own box), body text
 at least 12 CSS px, and where there are boxes, the box that Tab moves into visible (not under the
@@ -158,3 +159,51 @@ def test_the_worksheet_never_breaks_minus_inf_across_lines(browser, pages):
             "return [...document.querySelectorAll('code')].filter(c => c.textContent === '-inf')"
             ".map(c => c.getClientRects().length)")
         assert lines and set(lines) == {1}, (width, lines)
+
+
+@pytest.fixture(scope="module")
+def every_family_feedback(tmp_path_factory) -> dict[str, str]:
+    """lang → the URL of a feedback page with every family's parts, each answered a little off: the
+    longest headings (the sheet's sentences with their formulas) and the widest exact answers."""
+    import numpy as np
+
+    from qkvquiz.core.submissions import Submission
+    from qkvquiz.exchange.feedback_export import feedback_html
+    from qkvquiz.families import REGISTRY
+    from qkvquiz.grade import feedback as fb
+    from qkvquiz.grade.grader import grade
+    from qkvquiz.key import encode, key_from_json, key_to_json
+    from qkvquiz.spec import parse_spec
+    from qkvquiz.worksheet import build_worksheet
+
+    items = [{"family": name, "ask": {s.name: 1 for s in family.steps if s.askable}} for name, family in REGISTRY.items()]
+    doc = json.loads(json.dumps(key_to_json(build_worksheet(parse_spec({"title": "T", "items": items}), ["s01"], 3))))
+    key = key_from_json(doc)
+    answers = {}
+    for part, value in doc["students"][0]["answers"].items():
+        try:
+            answers[part] = encode(np.asarray(value, dtype=float) + 0.37)
+        except (TypeError, ValueError):  # a shape written as text
+            answers[part] = value
+    report = grade(key, [Submission("s01.json", "s01", answers)])
+    folder = tmp_path_factory.mktemp("every-family-feedback")
+    urls = {}
+    for lang in ("en", "zh"):
+        page = folder / f"{lang}.html"
+        page.write_text(feedback_html(fb.feedback_markdown(report, report.results[0], lang=lang), title="T"),
+                        encoding="utf-8")
+        urls[lang] = page.as_uri()
+    return urls
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_familys_feedback_fits_with_its_longest_headings(browser, every_family_feedback, lang, width):
+    open_at(browser, every_family_feedback[lang], width)
+    wide, shown = browser.execute_script("return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert wide <= shown, f"feedback at {width} px scrolls sideways: {wide} px wide in {shown}"
+    past = browser.execute_script(
+        "return [...document.querySelectorAll('h3')].filter(h => h.getBoundingClientRect().right > "
+        "document.documentElement.clientWidth).map(h => h.textContent.slice(0, 60))")
+    assert past == []
+    assert browser.execute_script(SMALLEST_TEXT) == []

@@ -26,7 +26,6 @@ from qkvquiz.render.answer_areas import answer_area_html, place_answer_areas
 from qkvquiz.render.documents import key_documents, worksheet_document
 from qkvquiz.render.latex import num
 from qkvquiz.render.math_html import math_cache_info, math_html
-from qkvquiz.render.page import BOX_PX
 from qkvquiz.render.pdf import (
     DEBIAN_PACKAGES,
     PdfUnavailable,
@@ -136,22 +135,26 @@ def _horizontal_runs(drawn: Ink, y0: float, y1: float, x0: float, x1: float, lea
 @needs_pdf
 def test_every_asked_part_has_its_answer_area_in_the_pdf(made) -> None:
     """On paper each asked part is its letter, its points once in the right margin level with
-    the letter, and its boxes (as many to a row as its answer has columns) ending at the text's
-    right edge; no part is named by its id, and the Markdown's "Answer: …, part q1.scores
-    (1 pt)." is not repeated."""
+    the letter, and its answer cells (a comb of cells for each entry, as many combs to a row as
+    its answer has columns) ending at the text's right edge; no part is named by its id, and the
+    Markdown's "Answer: …, part q1.scores (1 pt)." is not repeated."""
+    from collections import defaultdict
+
+    from qkvquiz.render.printed import CELL_W, PAD_LEFT, PAD_RIGHT, part_combs
+
     pdf = made.folders["ada"] / "worksheet.pdf"
     sheet = words(pdf)
     assert "Answer:" not in sheet
-    asked = []
+    asked, combs = [], []
     for item, env in zip(made.worksheet.spec.items, made.worksheet.envs):
         for k, part in enumerate(item.parts):
             shape = np.shape(env[part.step][0])  # ada's answer
             assert part.id not in sheet, part.id
             asked.append((f"({chr(ord('a') + k)})", num(part.points, 2), shape[-1] if shape else 1))
+            combs.append(part_combs(made.worksheet)[part.id])
     # Points print once each: in the margin, never in a heading or a caption.
     assert sheet.split().count("pt") == len(asked), sheet
     _top, right, bottom, left = page_margins()
-    box_pt = BOX_PX * 0.75
     seen = []
     for page, drawn in zip(page_words(pdf), ink(pdf)):
         edge = page.width - right
@@ -168,13 +171,25 @@ def test_every_asked_part_has_its_answer_area_in_the_pdf(made) -> None:
             (pt,) = margin
             number = [w for w in page.words if edge < w.x_min and w.x_max <= pt.x_min and w.level_with(pt)]
             assert len(number) == 1, (letter, number)
-            # The boxes: lines of ink as long as a box or longer in the part's room, the longest
-            # as long as a row of the answer's boxes, ending at the text's right edge.
-            lines = _horizontal_runs(drawn, pt.y_min, end, left, edge + 2, 0.8 * box_pt)
-            assert lines, (letter, "no boxes")
-            _y, start, stop = max(lines, key=lambda run: run[2] - run[1])
-            assert abs(stop - edge) <= 2, (letter, stop, edge)
-            seen.append((letter.text, number[0].text, round((stop - start) / box_pt)))
+            # The cells: the top lines of a row of cells in the part's room, the widest row as wide
+            # as a row of the answer's combs, ending at the text's right edge.
+            # (A comb's top may stand a little above the points' letters.)
+            lines = _horizontal_runs(drawn, min(letter.y_min, pt.y_min) - 6, end, left, edge + 2, 0.8 * CELL_W)
+            assert lines, (letter, "no cells")
+            # A row of cells is a chain of such lines a few points apart (the gaps at the sign, the
+            # point and between combs); a fraction's rule stands alone.
+            chains: dict[int, list[list[int]]] = defaultdict(list)
+            for y, start, stop in lines:
+                if chains[y] and start - chains[y][-1][1] <= 8:
+                    chains[y][-1][1] = stop
+                else:
+                    chains[y].append([start, stop])
+            start, stop = max((span for spans in chains.values() for span in spans), key=lambda s: s[1] - s[0])
+            # (A matrix's bracket stands between its last cell and the edge.)
+            bracket = 3.0 if asked[len(seen)][2] > 1 else 0.0
+            assert abs(stop + bracket - edge) <= 2, (letter, stop, edge)
+            width = combs[len(seen)].width_pt
+            seen.append((letter.text, number[0].text, round((stop - start + PAD_LEFT + PAD_RIGHT) / width)))
     assert seen == asked
 
 
@@ -192,12 +207,17 @@ def test_every_font_is_embedded(made) -> None:
 @pytest.mark.slow
 @needs_pdf
 def test_a_students_pdf_shows_no_answer(made, tmp_path: Path) -> None:
-    # If the sheet showed any step's value, its text would change with the step values.
+    # If the sheet showed any step's value, its text would change with the step values. (The
+    # printed sheet's combs are the class's, the same for every student: test_printed.py.)
+    from qkvquiz.render.printed import part_combs
+
     ws, canary = made.worksheet, canary_worksheet(made.worksheet, seed=11)
-    jobs = [(worksheet_document(canary, i), tmp_path / f"{i}.pdf") for i in range(len(ws.students))]
+    combs = part_combs(ws)
+    jobs = [(worksheet_document(canary, i, combs=combs), tmp_path / f"{i}.pdf") for i in range(len(ws.students))]
     render_pdfs(jobs, workers=1, progress=False)
     for i, student in enumerate(ws.students):
         assert worksheet_document(canary, i) == worksheet_document(ws, i)
+        assert worksheet_document(canary, i, combs=combs) == worksheet_document(ws, i, combs=combs)
         assert text(tmp_path / f"{i}.pdf") == text(made.folders[student] / "worksheet.pdf")
 
 

@@ -146,3 +146,16 @@ def test_every_prompt_is_set_as_math_in_the_answer_form():
 
 def test_acronyms_in_a_title_are_words():
     assert prose_math("Scores and AV together, as a PDF for the UK") == "Scores and $AV$ together, as a PDF for the UK"
+
+
+def test_exp_of_a_symbol_is_math_and_exp_of_a_number_stays_text():
+    # A feedback heading writes the softmax's e^{S_ij} as exp(Sᵢⱼ) (render/unicode_math.py).
+    assert prose_math("Aᵢⱼ = exp(S̃ᵢⱼ)") == r"$A_{ij} = \operatorname{exp}(\tilde S_{ij})$"
+    assert prose_math("exp(0) = 1, so masked keys") == "exp(0) = 1, so masked keys"
+
+
+def test_a_letter_with_a_word_below_it_is_math_and_an_identifier_is_not():
+    # Plain text writes a subscript in words after "_" (Unicode has no small c): Z_cat, d_model.
+    assert prose_math("Y = Z_cat Wᴼ") == r"$Y = Z_{\text{cat}}$ $W^O$"
+    assert prose_math("dₖ = d_model / h") == r"$d_k = d_{\text{model}} / h$"
+    assert prose_math("sample_mean of x") == "sample_mean of $x$"

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 
-import jinja2
 import pytest
 
 from qkvquiz.render import template_cache
@@ -15,45 +14,52 @@ from qkvquiz.render.environment import environment
 from qkvquiz.render.sandbox import FolderLoader, trusted_environment
 
 
-def _env(folder, cache_home, monkeypatch):
-    """A trusted environment over ``folder`` with the cache under ``cache_home``."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
-    env = trusted_environment(loader=FolderLoader([folder]), auto_reload=False, trim_blocks=True)
-    return template_cache.attach(env)
+class Recording(template_cache.QuietBytecodeCache):
+    """The cache as attached, saying for each template it is asked for whether it held the
+    compiled code ("hit") or the template had to be compiled ("miss")."""
+
+    def __init__(self, cache: template_cache.QuietBytecodeCache, said: list[str]) -> None:
+        super().__init__(cache.directory, cache.pattern)
+        self.said = said
+
+    def load_bytecode(self, bucket) -> None:
+        super().load_bytecode(bucket)
+        self.said.append("hit" if bucket.code is not None else "miss")
 
 
 @pytest.fixture
-def counted_compiles(monkeypatch):
-    calls = []
-    real = jinja2.Environment.compile
-
-    def compile_(self, source, name=None, filename=None, raw=False, defer_init=False):
-        calls.append(name)
-        return real(self, source, name, filename, raw, defer_init)
-
-    monkeypatch.setattr(jinja2.Environment, "compile", compile_)
-    return calls
+def loads() -> list[str]:
+    return []
 
 
-def test_a_template_compiled_once_is_loaded_from_the_cache_by_the_next_run(tmp_path, monkeypatch, counted_compiles):
+def _env(folder, cache_home, monkeypatch, loads=None):
+    """A trusted environment over ``folder`` with the cache under ``cache_home`` (its loads told to ``loads``)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
+    env = template_cache.attach(trusted_environment(loader=FolderLoader([folder]), auto_reload=False, trim_blocks=True))
+    if loads is not None:
+        env.bytecode_cache = Recording(env.bytecode_cache, loads)
+    return env
+
+
+def test_a_template_compiled_once_is_loaded_from_the_cache_by_the_next_run(tmp_path, monkeypatch, loads):
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "page.md.j2").write_text("{% for i in range(3) %}{{ i }}{% endfor %}", encoding="utf-8")
-    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "012"
-    assert counted_compiles == ["page.md.j2"]
+    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch, loads).get_template("page.md.j2").render() == "012"
+    assert loads == ["miss"]
     # A new environment (as in the next run) finds the compiled code: nothing is compiled.
-    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "012"
-    assert counted_compiles == ["page.md.j2"]
+    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch, loads).get_template("page.md.j2").render() == "012"
+    assert loads == ["miss", "hit"]
     assert list((tmp_path / "cache" / "qkvquiz" / "templates").rglob("*.cache"))
 
 
-def test_an_edited_template_is_compiled_anew(tmp_path, monkeypatch, counted_compiles):
+def test_an_edited_template_is_compiled_anew(tmp_path, monkeypatch, loads):
     (tmp_path / "t").mkdir()
     page = tmp_path / "t" / "page.md.j2"
     page.write_text("first", encoding="utf-8")
-    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "first"
+    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch, loads).get_template("page.md.j2").render() == "first"
     page.write_text("second", encoding="utf-8")
-    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "second"
-    assert counted_compiles == ["page.md.j2", "page.md.j2"]
+    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch, loads).get_template("page.md.j2").render() == "second"
+    assert loads == ["miss", "miss"]
 
 
 def test_another_setup_keeps_its_own_compiled_code(tmp_path):
@@ -64,18 +70,18 @@ def test_another_setup_keeps_its_own_compiled_code(tmp_path):
         trusted_environment(loader=FolderLoader([tmp_path]), trim_blocks=True))
 
 
-def test_a_damaged_cache_file_is_passed_over(tmp_path, monkeypatch, counted_compiles):
+def test_a_damaged_cache_file_is_passed_over(tmp_path, monkeypatch, loads):
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "page.md.j2").write_text("{{ 6 * 7 }}", encoding="utf-8")
     _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2")
     for cached in (tmp_path / "cache").rglob("*.cache"):
         data = cached.read_bytes()
         cached.write_bytes(data[: len(data) // 2] + b"\xff" * 7)  # the same header, a broken body
-    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "42"
-    assert len(counted_compiles) == 2
+    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch, loads).get_template("page.md.j2").render() == "42"
+    assert loads == ["miss"]  # compiled again from the source
 
 
-def test_a_cache_file_with_a_damaged_checksum_is_passed_over(tmp_path, monkeypatch, counted_compiles):
+def test_a_cache_file_with_a_damaged_checksum_is_passed_over(tmp_path, monkeypatch, loads):
     from jinja2.bccache import bc_magic
 
     (tmp_path / "t").mkdir()
@@ -83,8 +89,8 @@ def test_a_cache_file_with_a_damaged_checksum_is_passed_over(tmp_path, monkeypat
     _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2")
     for cached in (tmp_path / "cache").rglob("*.cache"):
         cached.write_bytes(bc_magic + b"\x80\x05not a pickle")  # the right header, then garbage
-    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch).get_template("page.md.j2").render() == "42"
-    assert len(counted_compiles) == 2
+    assert _env(tmp_path / "t", tmp_path / "cache", monkeypatch, loads).get_template("page.md.j2").render() == "42"
+    assert loads == ["miss"]  # compiled again from the source
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")

@@ -1,9 +1,10 @@
 """A synthetic scan corpus: pages drawn from a cell map, filled with held-out handwriting, scanned.
 
-The printed worksheets do not carry cells yet, so the pages are drawn here with Pillow from the
-cell map itself: corner discs, the QR code, cell borders in grey with the printed decimal point,
-tick boxes, and some print-like clutter. Cells are filled with MNIST digits the model never
-learnt from and that no threshold was chosen on (the last tenth of each class, 1,000 digits,
+The pages are drawn here with Pillow from a cell map itself: corner discs, the QR code, cell
+borders in grey with the printed decimal point, tick boxes, and some print-like clutter. (Real
+printed worksheets, rendered from their PDFs, come from ``tests/scan/printed.py``; they are
+filled by :func:`fill_printed`.) Cells are filled with MNIST digits the model never learnt from
+and that no threshold was chosen on (the last tenth of each class, 1,005 digits,
 ``heldout_digits.npz``, written by ``tools/train_digits.py``), minus strokes and ticks; then each
 page is "scanned": turned a few degrees, scaled, blurred, speckled, JPEG-coded.
 """
@@ -11,6 +12,7 @@ page is "scanned": turned a few degrees, scaled, blurred, speckled, JPEG-coded.
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,8 +76,10 @@ class Truth:
 
 
 def draw_page(page: Page, set_id: str, dpi: int, rng: np.random.Generator, digits: np.ndarray,
-              labels: np.ndarray, truth: Truth, fill: bool = True) -> Image.Image:
-    """The printed page at ``dpi``, filled by a student (grey levels)."""
+              labels: np.ndarray, truth: Truth, fill: bool = True,
+              answers: Mapping[tuple[str, tuple[int, ...]], str | None] | None = None) -> Image.Image:
+    """The printed page at ``dpi``, filled by a student (grey levels): random values, or the
+    values of ``answers`` (part, index → text, as :func:`write_value` writes them) where given."""
     s = dpi / 72
     img = Image.new("L", (int(page.size[0] * s), int(page.size[1] * s)), 255)
     draw = ImageDraw.Draw(img)
@@ -107,9 +111,31 @@ def draw_page(page: Page, set_id: str, dpi: int, rng: np.random.Generator, digit
         if not fill:
             truth.values[key], truth.cells[key] = None, ["blank"] * (len(entry.digits) + 1)
             continue
-        value, cells = _fill(entry, ink, s, rng, digits, labels)
+        if answers is not None and (entry.part, entry.index) in answers:
+            value = answers[(entry.part, entry.index)]
+            cells = write_value(entry, value, ink, s, rng, digits, labels)
+        else:
+            value, cells = _fill(entry, ink, s, rng, digits, labels)
         truth.values[key], truth.cells[key] = value, cells
     out = np.minimum(np.asarray(img, dtype=np.float32), 255 - 235 * ink)
+    return Image.fromarray(out.astype(np.uint8))
+
+
+def fill_printed(picture: Image.Image, page: Page, dpi: int, rng: np.random.Generator, digits: np.ndarray,
+                 labels: np.ndarray, truth: Truth, fill: bool = True) -> Image.Image:
+    """A page as printed (a grey image at ``dpi``, e.g. a real worksheet PDF rendered), filled by a
+    student as :func:`draw_page` fills the pages it draws."""
+    s = dpi / 72
+    ink = np.zeros((picture.height, picture.width), dtype=np.float32)
+    for entry in page.entries:
+        key = (page.variant, entry.part, entry.index)
+        if not fill:
+            truth.values[key], truth.cells[key] = None, ["blank"] * (len(entry.digits) + 1)
+            continue
+        value, cells = _fill(entry, ink, s, rng, digits, labels)
+        # A comb without decimals has no point: "12." is written 12.
+        truth.values[key], truth.cells[key] = value.rstrip(".") if value else value, cells
+    out = np.minimum(np.asarray(picture.convert("L"), dtype=np.float32), 255 - 235 * ink)
     return Image.fromarray(out.astype(np.uint8))
 
 
@@ -130,6 +156,15 @@ def _fill(entry: Entry, ink: np.ndarray, s: float, rng: np.random.Generator, dig
     written += [str(int(d)) for d in rng.integers(0, 10, entry.decimals)]
     negative = rng.random() < 0.4
     cells = ["minus" if negative else "blank", *written]
+    _write_cells(entry, negative, written, ink, s, rng, digits, labels)
+    whole_text = "".join(c for c in written[:entry.integer_digits] if c != "blank").lstrip("0") or "0"
+    value = ("-" if negative else "") + whole_text + "." + "".join(written[entry.integer_digits:])
+    return value, cells
+
+
+def _write_cells(entry: Entry, negative: bool, written: list[str], ink: np.ndarray, s: float,
+                 rng: np.random.Generator, digits: np.ndarray, labels: np.ndarray) -> None:
+    """A minus stroke in the sign cell (where ``negative``) and a held-out digit in each cell not "blank"."""
     if negative:
         x, y, w, h = entry.sign
         length = w * rng.uniform(0.45, 0.7)
@@ -147,9 +182,24 @@ def _fill(entry: Entry, ink: np.ndarray, s: float, rng: np.random.Generator, dig
         top = int((box[1] + box[3] / 2) * s - drawn.shape[0] / 2 + rng.normal(0, 0.05) * box[3] * s)
         left = int((box[0] + box[2] / 2) * s - drawn.shape[1] / 2 + rng.normal(0, 0.06) * box[2] * s)
         paste(ink, drawn, top, left)
-    whole_text = "".join(c for c in written[:entry.integer_digits] if c != "blank").lstrip("0") or "0"
-    value = ("-" if negative else "") + whole_text + "." + "".join(written[entry.integer_digits:])
-    return value, cells
+
+
+def write_value(entry: Entry, value: str | None, ink: np.ndarray, s: float, rng: np.random.Generator,
+                digits: np.ndarray, labels: np.ndarray) -> list[str]:
+    """A given answer written into the entry's cells as a student writes it: ``"-1.50"`` (digits
+    right of the point fill the comb's decimals, left of it end at the point), ``"-inf"`` (the −∞
+    box ticked) or None (the "left blank" box ticked). Returns each cell's reading."""
+    n = len(entry.digits)
+    if value is None or value == "-inf":
+        _tick(ink, entry.left_blank if value is None else entry.minus_infinity, s, rng)
+        return ["blank"] * (n + 1)
+    negative = value.startswith("-")
+    whole, _, fraction = value.lstrip("-").partition(".")
+    if len(whole) > entry.integer_digits or len(fraction) > entry.decimals:
+        raise ValueError(f"{value} does not fit {entry.integer_digits} digits and {entry.decimals} decimals")
+    written = ["blank"] * (entry.integer_digits - len(whole)) + list(whole) + list(fraction.ljust(entry.decimals, "0"))
+    _write_cells(entry, negative, written, ink, s, rng, digits, labels)
+    return ["minus" if negative else "blank", *written]
 
 
 def _tick(ink: np.ndarray, box: tuple[float, float, float, float], s: float, rng: np.random.Generator) -> None:

@@ -4,6 +4,7 @@ badly, shuffled, turned; each read back to its student, or refused with its reas
 from __future__ import annotations
 
 import io
+import os
 from functools import lru_cache
 
 import numpy as np
@@ -196,3 +197,42 @@ def test_an_image_claiming_a_huge_size_is_listed_not_decoded(tmp_path):
     bomb, absent = read_pages(printed()[0], load_pages([tmp_path / "bomb.png", tmp_path / "absent.png"])).pages
     assert bomb.status == "unreadable" and "144000000 pixels" in bomb.reason
     assert absent.status == "unreadable" and "absent.png" in absent.source
+
+
+def test_a_page_that_breaks_the_reader_is_listed_and_the_others_are_read(monkeypatch):
+    from qkvquiz.scan import reader
+
+    cellmap, _pages, _truth = printed()
+    rng = np.random.default_rng(9)
+    images = [scanned(("AB12-CD34", 1), rng), scanned(("EF56-GH78", 1), rng)]
+    real = reader.fit_page
+
+    def fragile(image, page, corners):
+        if page.variant == "AB12-CD34":
+            raise RuntimeError("a page no reader foresaw")
+        return real(image, page, corners)
+
+    monkeypatch.setattr(reader, "fit_page", fragile)
+    result = read_pages(cellmap, images)
+    assert [(p.status, p.student) for p in result.pages] == [("unreadable", None), ("read", "bo")]
+    assert "a page no reader foresaw" in result.pages[0].reason
+    assert [s["student"] for s in result.submissions] == ["bo"]
+
+
+def test_a_folder_of_scans_is_read_for_its_pdf_and_image_files(tmp_path):
+    cellmap, _pages, _truth = printed()
+    rng = np.random.default_rng(10)
+    folder = tmp_path / "copier"
+    folder.mkdir()
+    Image.fromarray(scanned(("EF56-GH78", 2), rng).image).save(folder / "b.PNG")
+    Image.fromarray(scanned(("AB12-CD34", 1), rng).image).save(folder / "a.jpg")
+    (folder / "notes.txt").write_text("not a scan")
+    (folder / ".hidden.png").write_bytes(b"x")
+    (tmp_path / "outside.png").write_bytes((folder / "a.jpg").read_bytes())
+    os.symlink(tmp_path / "outside.png", folder / "c.png")
+    (tmp_path / "empty").mkdir()
+    result = read_pages(cellmap, load_pages([folder, tmp_path / "empty"]))
+    got = [(p.source.rsplit("/", 1)[-1], p.status) for p in result.pages]
+    assert got[:3] == [("a.jpg", "read"), ("b.PNG", "read"), ("c.png", "unreadable")], got
+    assert "link" in result.pages[2].reason
+    assert got[3] == ("empty", "unreadable") and "folder" in result.pages[3].reason
