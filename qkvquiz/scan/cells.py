@@ -1,10 +1,11 @@
 """Reading one page's cells: tick boxes, sign cells and digit combs, each with how sure it is.
 
-Every cell is cut from the page frame (:func:`qkvquiz.scan.align.page_frame`) a little inside its
-printed border, so the border itself is not read as ink, and cleaned of specks
-(:func:`qkvquiz.scan.ink.clean`). A tick box is ticked when enough of it is ink; a sign cell
-holds a minus when its ink is one flat stroke; a digit cell goes to the digit model. Whatever
-falls between clear answers is a doubt, sent to review with its reason.
+A tick box or sign cell is cut from the page frame (:func:`qkvquiz.scan.align.page_frame`) a
+little inside its printed border, so the border itself is not read as ink, and cleaned of specks
+(:func:`qkvquiz.scan.ink.clean`); a digit cell is taken out whole, its strokes followed past the
+border (:func:`qkvquiz.scan.ink.digit_ink`). A tick box is ticked when enough of it is ink; a
+sign cell holds a minus when its ink is one flat stroke; a digit cell goes to the digit models
+(:func:`judge`). Whatever falls between clear answers is a doubt, sent to review with its reason.
 """
 
 from __future__ import annotations

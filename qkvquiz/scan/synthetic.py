@@ -1,10 +1,11 @@
 """Handwriting put into cells: how the digit model is taught and how test pages are filled.
 
 A handwritten digit (a 28×28 MNIST picture, values 0…1) is drawn at the size a student writes
-in a cell, slanted, thinned or thickened, its ink a little grey; :func:`training_cell` wraps that
-in the noise a scan adds and :func:`blank_cell` makes the empty cells the model must call blank
-(specks, a smudge, a sliver of the printed box). ``tools/train_digits.py`` and the tests use them.
-"""
+in a cell, slanted, thinned or thickened, perhaps bent (:func:`warped`), its ink a little grey.
+:func:`training_cell` writes one into a cell of a comb, printed borders and perhaps a digit in the
+next cell around it, adds the noise a scan adds and takes it out as the reader does;
+:func:`blank_cell` makes the empty cells the model must call blank (specks, a dot, a smudge, a
+neighbour's digit over the border). ``tools/train_digits.py`` and the tests use them."""
 
 from __future__ import annotations
 
