@@ -202,20 +202,13 @@ def _placed(framed, nudge: tuple[int, int]) -> np.ndarray:
     return out
 
 
-def mnist_picture(dark: np.ndarray, longest: int = BOX, nudge: tuple[int, int] = (0, 0)) -> np.ndarray:
-    """The ink of a cell as a 28×28 picture (values 0…1): its longer side scaled to 20 pixels
-    (``longest``) and its centre of mass put at the centre (moved by ``nudge``), as the MNIST
-    digits were made. A cell without ink gives zeros."""
-    box = ink_box(dark)
-    return _placed(None if box is None else _framed(dark, box, longest), nudge)
-
-
 def feature_views(dark: np.ndarray, cell: tuple[int, int] | None = None,
                   views: tuple[tuple[int, tuple[int, int]], ...] = ((BOX, (0, 0)),)) -> np.ndarray:
-    """The model's input for one cell's ink, one row per view (``longest``, ``nudge``: see
-    :func:`mnist_picture`): the 28×28 picture, then how much of the cell is ink and how tall and
-    how wide the ink is (a speck and a digit can look alike once scaled up), as shares of the
-    cell's own height and width ``cell`` (the array's shape when not given)."""
+    """The model's input for one cell's ink, one row per view: the 28×28 picture (values 0…1) of
+    the ink, its longer side scaled to ``longest`` pixels (20 is how the MNIST digits were made)
+    and its centre of mass put at the centre, moved by ``nudge``; then how much of the cell is ink
+    and how tall and how wide the ink is (a speck and a digit can look alike once scaled up), as
+    shares of the cell's own height and width ``cell`` (the array's shape when not given)."""
     box = ink_box(dark)
     h, w = cell or dark.shape
     extent = (0.0, 0.0) if box is None else ((box[1] - box[0]) / h, (box[3] - box[2]) / w)
