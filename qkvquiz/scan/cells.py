@@ -1,10 +1,11 @@
 """Reading one page's cells: tick boxes, sign cells and digit combs, each with how sure it is.
 
-Every cell is cut from the page frame (:func:`qkvquiz.scan.align.page_frame`) a little inside its
-printed border, so the border itself is not read as ink, and cleaned of specks
-(:func:`qkvquiz.scan.ink.clean`). A tick box is ticked when enough of it is ink; a sign cell
-holds a minus when its ink is one flat stroke; a digit cell goes to the digit model. Whatever
-falls between clear answers is a doubt, sent to review with its reason.
+A tick box or sign cell is cut from the page frame (:func:`qkvquiz.scan.align.page_frame`) a
+little inside its printed border, so the border itself is not read as ink, and cleaned of specks
+(:func:`qkvquiz.scan.ink.clean`); a digit cell is taken out whole, its strokes followed past the
+border (:func:`qkvquiz.scan.ink.digit_ink`). A tick box is ticked when enough of it is ink; a
+sign cell holds a minus when its ink is one flat stroke; a digit cell goes to the digit models
+(:func:`judge`). Whatever falls between clear answers is a doubt, sent to review with its reason.
 """
 
 from __future__ import annotations
@@ -15,16 +16,19 @@ import numpy as np
 
 from .align import PX_PER_PT
 from .cellmap import Box, Entry
-from .digits import CLASSES, classify
-from .ink import clean, ink_box, ink_share
+from .digits import CLASSES, classify_views
+from .ink import clean, digit_ink, ink_box, ink_share
 
-#: Share of a cell cut away at each side, inside the printed border.
-DIGIT_INSET = 0.12
+#: Share of a sign or tick cell cut away at each side, inside the printed border (a digit cell
+#: is taken out whole: :func:`qkvquiz.scan.ink.digit_ink`).
+SIGN_INSET = 0.12
 TICK_INSET = 0.2
 #: A tick box with less ink than this is empty, with more than TICKED ticked; between is a doubt.
 EMPTY, TICKED = 0.02, 0.07
-#: A digit reading is sure when the model gives it at least this, and no other class more than SECOND.
-SURE, SECOND = 0.90, 0.08
+#: A digit reading is sure when every network in every view gives it at least SURE and no other
+#: class more than SECOND (chosen on the digits kept for choosing: the fewest wrong readings not
+#: sent to review, none there, then the least review; docs/scanning.md).
+SURE, SECOND = 0.985, 0.015
 
 # Reasons a reading goes to review (kept as words a program can match; the review page says them in full).
 LOW_CONFIDENCE = "low confidence"
@@ -72,7 +76,7 @@ def read_tick(dark: np.ndarray, box: Box, kind: str) -> CellReading:
 
 
 def read_sign(dark: np.ndarray, box: Box) -> CellReading:
-    cell = cut(dark, box, DIGIT_INSET)
+    cell = cut(dark, box, SIGN_INSET)
     found = ink_box(cell)
     if found is None or ink_share(cell) < 0.005:
         return CellReading("sign", "blank", 1.0)
@@ -83,19 +87,55 @@ def read_sign(dark: np.ndarray, box: Box) -> CellReading:
     return CellReading("sign", "unclear", 0.5, doubt=UNCLEAR_SIGN)
 
 
+@dataclass
+class DigitJudgement:
+    """The digit model's readings of some cells and which of them are doubtful, and why."""
+
+    classes: np.ndarray  # (n,) the reading of each cell (a class index)
+    confidence: np.ndarray  # (n,) how sure: the least probability any view gives the reading
+    second: np.ndarray  # (n,) the next likeliest class
+    doubts: list[str | None]
+
+    @property
+    def doubtful(self) -> np.ndarray:
+        return np.array([d is not None for d in self.doubts], dtype=bool)
+
+
+def judge(p: np.ndarray) -> DigitJudgement:
+    """Readings of the digit model's probabilities, (n, 11) or (views, n, 11) for the same cells
+    shown in several views (:data:`qkvquiz.scan.digits.VIEWS`). The reading is the class likeliest
+    on average; its confidence the least any view gives it; the second the likeliest other class
+    in any view. Below SURE, or another class above SECOND in any view, is a doubt."""
+    views = p if p.ndim == 3 else p[None]
+    rows = np.arange(views.shape[1])
+    best = views.mean(axis=0).argmax(axis=1)
+    confidence = views[:, rows, best].min(axis=0)
+    others = views.max(axis=0)
+    others[rows, best] = -1.0
+    second = others.argmax(axis=1)
+    doubts: list[str | None] = []
+    for k in rows:
+        if confidence[k] < SURE:
+            doubts.append(LOW_CONFIDENCE)
+        elif others[k, second[k]] > SECOND:
+            doubts.append(TWO_LIKELY)
+        else:
+            doubts.append(None)
+    return DigitJudgement(best, confidence, second, doubts)
+
+
+def digit_cell(dark: np.ndarray, box: Box) -> tuple[np.ndarray, tuple[int, int]]:
+    """A digit cell's own ink (strokes past its border followed, the border left out) and its
+    height and width in pixels."""
+    x, y, w, h = (v * PX_PER_PT for v in box)
+    left, top, right, bottom = (int(round(v)) for v in (x, y, x + w, y + h))
+    return digit_ink(dark, left, top, right, bottom), (bottom - top, right - left)
+
+
 def read_digits(dark: np.ndarray, boxes: tuple[Box, ...]) -> list[CellReading]:
-    probabilities = classify([cut(dark, box, DIGIT_INSET) for box in boxes])
-    readings = []
-    for p in probabilities:
-        order = np.argsort(p)[::-1]
-        best, second = int(order[0]), int(order[1])
-        doubt = None
-        if p[best] < SURE:
-            doubt = LOW_CONFIDENCE
-        elif p[second] > SECOND:
-            doubt = TWO_LIKELY
-        readings.append(CellReading("digit", CLASSES[best], float(p[best]), CLASSES[second], doubt))
-    return readings
+    judged = judge(classify_views([digit_cell(dark, box) for box in boxes]))
+    return [CellReading("digit", CLASSES[b], float(c), CLASSES[s], d)
+            for b, c, s, d in zip(judged.classes, judged.confidence, judged.second, judged.doubts)]
 
 
 def spell(sign: str, digits: list[str], integer_digits: int) -> str | None:

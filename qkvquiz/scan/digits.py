@@ -17,12 +17,13 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .ink import INK, SIDE, features
+from .ink import INK, SIDE, feature_views
 
 WEIGHTS = Path(__file__).with_name("digits.npz")
 BLANK = 10  # the class after the ten digits
 CLASSES = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "blank")
 KERNEL = 5
+BATCH = 128
 PARAMS = ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4")
 
 
@@ -67,27 +68,67 @@ class Model:
                 "p": p / p.sum(axis=1, keepdims=True)}
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
-        """Class probabilities (n, 11) for feature rows (n, 784 + 3) as :func:`qkvquiz.scan.ink.features` gives."""
-        pictures = x[:, : SIDE * SIDE].reshape(-1, SIDE, SIDE)
-        return self.forward(pictures, x[:, SIDE * SIDE:])["p"]
+        """Class probabilities (n, 11) for feature rows (n, 784 + 3) as :func:`qkvquiz.scan.ink.features`
+        gives, in batches (windows of a few cells at a time stay in the processor's cache)."""
+        out = []
+        for start in range(0, len(x), BATCH):
+            rows = x[start:start + BATCH].astype(self.w1.dtype)
+            out.append(self.forward(rows[:, : SIDE * SIDE].reshape(-1, SIDE, SIDE), rows[:, SIDE * SIDE:])["p"])
+        return np.concatenate(out) if out else np.zeros((0, len(CLASSES)))
 
 
-def model_from_arrays(arrays) -> Model:
-    return Model(*(np.asarray(arrays[name], dtype=np.float64) for name in PARAMS))
+def model_from_arrays(arrays, dtype=np.float64, member: int | None = None) -> Model:
+    """One network from named arrays: ``w1``…``b4``, or member k's ``w1_k``…``b4_k`` of an ensemble."""
+    suffix = "" if member is None else f"_{member}"
+    return Model(*(np.asarray(arrays[name + suffix], dtype=dtype) for name in PARAMS))
+
+
+def ensemble_from_arrays(arrays, dtype=np.float64) -> tuple[Model, ...]:
+    """Every network in the arrays (members numbered from 0; a single unnumbered network is one)."""
+    if "w1" in arrays:
+        return (model_from_arrays(arrays, dtype),)
+    count = sum(1 for name in arrays if name.startswith("w1_"))
+    return tuple(model_from_arrays(arrays, dtype, k) for k in range(count))
 
 
 @lru_cache(maxsize=1)
-def shipped_model() -> Model:
+def shipped_models() -> tuple[Model, ...]:
+    """The shipped networks, computed in single precision (reading needs no more; twice as fast)."""
     with np.load(WEIGHTS) as arrays:
-        return model_from_arrays(arrays)
+        return ensemble_from_arrays(arrays, np.float32)
 
 
-def classify(cells: list[np.ndarray], model: Model | None = None) -> np.ndarray:
-    """Probabilities (n, 11) for cleaned cells (darkness arrays); a cell without ink is blank for sure."""
-    out = np.zeros((len(cells), len(CLASSES)))
-    inked = [bool((cell > INK).any()) for cell in cells]
+def shipped_model() -> Model:
+    """The first shipped network."""
+    return shipped_models()[0]
+
+
+#: The ways a cell is shown to the models (the ink's longer side in pixels, and a nudge of the
+#: picture): the first is how MNIST frames a digit; a reading is trusted only when every network
+#: in every view agrees with it (:func:`qkvquiz.scan.cells.judge`).
+VIEWS = ((20, (0, 0)), (17, (0, 0)))
+
+
+def classify_views(cells: list[tuple[np.ndarray, tuple[int, int]]], models: tuple[Model, ...] | None = None,
+                   views: tuple[tuple[int, tuple[int, int]], ...] = VIEWS) -> np.ndarray:
+    """Probabilities (networks × views, n, 11) for cells as :func:`qkvquiz.scan.ink.digit_ink`
+    takes them out (the ink and the cell's height and width), each cell shown to every network
+    (the shipped ones unless given) in every view; a cell without ink is blank for sure."""
+    models = models or shipped_models()
+    out = np.zeros((len(models) * len(views), len(cells), len(CLASSES)))
+    inked = [bool((ink > INK).any()) for ink, _size in cells]
     rows = [k for k, has in enumerate(inked) if has]
-    out[[k for k, has in enumerate(inked) if not has], BLANK] = 1.0
+    out[:, [k for k, has in enumerate(inked) if not has], BLANK] = 1.0
     if rows:
-        out[rows] = (model or shipped_model()).probabilities(np.stack([features(cells[k]) for k in rows]))
+        x = np.stack([feature_views(*cells[k], views) for k in rows])  # (rows, views, 787)
+        x = x.reshape(-1, x.shape[-1])
+        for m, model in enumerate(models):
+            p = model.probabilities(x).reshape(len(rows), len(views), len(CLASSES)).transpose(1, 0, 2)
+            out[m * len(views):(m + 1) * len(views), rows] = p
     return out
+
+
+def classify(cells: list[tuple[np.ndarray, tuple[int, int]]], model: Model | None = None) -> np.ndarray:
+    """Probabilities (n, 11) of one network (the first shipped one unless given) in the first
+    view alone (how MNIST frames a digit)."""
+    return classify_views(cells, (model or shipped_model(),), VIEWS[:1])[0]

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from qkvquiz.scan.digits import BLANK, CLASSES, classify, shipped_model
-from qkvquiz.scan.ink import clean, features
+from qkvquiz.scan.cells import judge
+from qkvquiz.scan.digits import BLANK, CLASSES, VIEWS, classify, classify_views, shipped_model, shipped_models
+from qkvquiz.scan.ink import features
 from qkvquiz.scan.synthetic import blank_cell, training_cell
 
 from .corpus import held_out_digits
+
+
+#: What the shipped networks achieve on the test digits (docs/scanning.md): one network in one
+#: view reads about 98 % right; with both networks, both views and the doubt rules, none is read
+#: wrong without review and about 14 % of the cells go to review.
+ACCURACY, REVIEW = 0.97, 0.16
 
 
 def naive_probabilities(x: np.ndarray) -> np.ndarray:
@@ -46,23 +53,37 @@ def naive_probabilities(x: np.ndarray) -> np.ndarray:
 
 def test_inference_matches_the_network_written_as_loops():
     digits, _labels = held_out_digits()
-    x = features(clean(training_cell(digits[17], np.random.default_rng(0))))
-    assert np.allclose(shipped_model().probabilities(x[None])[0], naive_probabilities(x), atol=1e-9)
+    x = features(*training_cell(digits[17], np.random.default_rng(0)))
+    # The shipped model computes in single precision: agreement to a millionth or so.
+    assert np.allclose(shipped_model().probabilities(x[None])[0], naive_probabilities(x), atol=1e-5)
 
 
 def test_a_cell_without_ink_is_blank_for_sure():
-    p = classify([np.zeros((40, 36))])
+    p = classify([(np.zeros((40, 36)), (40, 36))])
     assert p[0, BLANK] == 1.0 and p[0].sum() == 1.0
 
 
-def test_held_out_handwriting_reads_right_or_is_unsure():
+def test_held_out_handwriting_reads_right_or_is_sent_to_review():
     digits, labels = held_out_digits()
     rng = np.random.default_rng(11)
-    cells = [clean(training_cell(d, rng)) for d in digits] + [clean(blank_cell(rng)) for _ in range(60)]
+    cells = [training_cell(d, rng, digits[(k * 7) % len(digits)] if k % 2 else None) for k, d in enumerate(digits)]
+    cells += [blank_cell(rng) for _ in range(60)]
     truth = np.concatenate([labels, np.full(60, BLANK)])
-    p = classify(cells)
-    read = p.argmax(1)
-    sure = p.max(1) >= 0.9
-    assert (read == truth).mean() >= 0.95, (read == truth).mean()
-    # Wrong and sure is what would be graded without review: rare.
-    assert (sure & (read != truth)).sum() <= 3, [(CLASSES[t], CLASSES[r]) for t, r in zip(truth[sure], read[sure]) if t != r]
+    single = classify(cells).argmax(1)
+    assert (single == truth).mean() >= ACCURACY, (single == truth).mean()
+    judged = judge(classify_views(cells))
+    wrong = ~judged.doubtful & (judged.classes != truth)
+    # Wrong and not doubted is what would be graded without review: never, on these cells.
+    assert wrong.sum() == 0, [(CLASSES[t], CLASSES[r]) for t, r in zip(truth[wrong], judged.classes[wrong])]
+    assert judged.doubtful.mean() <= REVIEW, judged.doubtful.mean()
+
+
+def test_every_network_sees_every_view_of_a_cell():
+    digits, _labels = held_out_digits()
+    cell = training_cell(digits[5], np.random.default_rng(3))
+    p = classify_views([cell])
+    assert len(shipped_models()) >= 2 and p.shape == (len(shipped_models()) * len(VIEWS), 1, len(CLASSES))
+    assert np.allclose(p[0], classify([cell]))
+    assert np.allclose(p[len(VIEWS)], classify([cell], shipped_models()[1]))
+    assert not np.allclose(p[0], p[1])  # another framing really is another input
+    assert not np.allclose(p[0], p[len(VIEWS)])  # and another network another reader

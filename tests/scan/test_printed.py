@@ -27,7 +27,6 @@ from qkvquiz.render.printed import (
 )
 from qkvquiz.scan.align import PX_PER_PT
 from qkvquiz.scan.cellmap import read_cellmap
-from qkvquiz.scan.cells import DIGIT_INSET
 
 Box = tuple[float, float, float, float]
 
@@ -49,10 +48,11 @@ def test_a_combs_cells_lie_in_its_tile_apart_and_big_enough_to_read(comb):
         assert 0 < box[0] and box[0] + box[2] < comb.width_pt and 0 < box[1] and box[1] + box[3] < comb.height_pt
     for a, b in itertools.combinations(boxes, 2):
         assert not overlap(a, b), (a, b)
-    # Cut inside its border, a digit cell is at least 30 × 40 pixels in the reader's frame: the
-    # cells the digit model learnt from (qkvquiz/scan/synthetic.py, training_cell) are 30 to 46 wide.
-    inside = [(1 - 2 * DIGIT_INSET) * v * PX_PER_PT for v in (CELL_W, CELL_H)]
-    assert inside[0] >= 30 and inside[1] >= 40, inside
+    # A digit cell (read whole, border to border) is about 40 × 52 pixels or more in the reader's
+    # frame: the cells the digit model learnt from (qkvquiz/scan/synthetic.py, _cell_patch) are 42
+    # to 60 wide and 52 to 70 tall.
+    whole = [v * PX_PER_PT for v in (CELL_W, CELL_H)]
+    assert whole[0] >= 40 and whole[1] >= 52, whole
     assert len(comb.digit_boxes()) == comb.integer_digits + comb.decimals
     # The point's gap parts the whole digits from the decimals.
     if comb.decimals and comb.integer_digits:
@@ -245,11 +245,12 @@ def test_real_worksheets_filled_scanned_shuffled_and_turned_read_back_to_their_s
                 assert e["value"] == truth.values[key], (c["student"], e)
     assert len(misplaced) <= max(1, len(entries) // 50), misplaced
     # Which digit is written is the model's to say: what it reads wrong without review is a rare
-    # entry (its held-out accuracy, docs/scanning.md), and what goes to review a small share.
+    # entry, and what goes to review under half (the doubt rules send every digit the networks do
+    # not all read alike to review: about 40 % of entries on the benchmark, docs/scanning.md).
     wrong = wrong_unreviewed(result, truth)
     review = sum(1 for e in entries if e["doubts"])
     assert len(wrong) <= len(entries) // 10, wrong
-    assert review <= len(entries) // 4, review
+    assert review <= len(entries) // 2, review
 
 
 @pytest.mark.slow

@@ -88,8 +88,6 @@ def test_shuffled_turned_skewed_pages_go_to_their_students():
 
 @pytest.mark.slow
 @pytest.mark.heavy
-@pytest.mark.xfail(strict=True, reason="the digit model reads a held-out 4 in ada's page 1 as a 2 with "
-                   "confidence 0.99: held-out accuracy is 96 %, short of what no wrong reading without review needs")
 def test_no_entry_is_read_wrong_without_review():
     _cellmap, _pages, truth = printed()
     rng = np.random.default_rng(8)
