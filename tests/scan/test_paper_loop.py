@@ -237,7 +237,8 @@ def truth_submissions(loop: Loop, folder: Path, reading_for: dict[Key, str | Non
 
 def grades(path: Path) -> dict[str, dict[str, str]]:
     with path.open(newline="") as f:
-        return {row["student"]: row for row in csv.DictReader(f)}
+        # Every column but where the submission file lay.
+        return {row["student"]: {k: v for k, v in row.items() if k != "source"} for row in csv.DictReader(f)}
 
 
 def model_misreads(loop: Loop) -> dict[Key, str | None]:
@@ -259,7 +260,7 @@ def test_every_page_goes_where_it_belongs_and_the_summary_says_what_is_amiss(loo
     assert twice["student"] == "ada" and twice["page"] == 2
     (other,) = statuses["other set"]
     assert "late-other.png" in other["source"]
-    assert sum(p["turn"] == 180 for p in statuses["read"]) == 1
+    assert sum(p["turned"] == 180 for p in statuses["read"]) == 1
     assert doc["missing_pages"] == {"grace": [3]}
     assert doc["absent"] == ["barb"]
     summary = (loop.scan / "summary.md").read_text()
