@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.i18n import _
 from .align import PX_PER_PT, AlignError, fit_page, page_frame
 from .cellmap import CellMap, Entry, Student
 from .cells import EntryReading, page_levels, read_entry, spell
@@ -107,21 +108,24 @@ def read_page(cellmap: CellMap, page_image: PageImage, *, views: bool = False) -
     source = page_image.source
     codes = _find_code(page_image.image)
     if not codes:
-        return PageReport(source, "no code", "no qkvquiz page code (QR) found on the page")
+        return PageReport(source, "no code", _("no qkvquiz page code (QR) found on the page"))
     others = [f for f in codes if f.code.set_id != cellmap.set_id]
     ours = [f for f in codes if f.code.set_id == cellmap.set_id]
     if not ours:
         code = others[0].code
         return PageReport(source, "other set",
-                          f"the page belongs to set {code.set_id} (variant {code.variant}, page {code.page}), "
-                          f"not to set {cellmap.set_id} of this cell map", code.variant, None, code.page)
+                          _("the page belongs to set %(set)s (variant %(variant)s, page %(page)s), not to set "
+                            "%(ours)s of this cell map") % {"set": code.set_id, "variant": code.variant,
+                                                            "page": code.page, "ours": cellmap.set_id},
+                          code.variant, None, code.page)
     found = ours[0]
     code = found.code
     student = cellmap.student(code.variant)
     page = cellmap.page(code.variant, code.page)
     if student is None or page is None:
         return PageReport(source, "unknown variant",
-                          f"set {code.set_id} has no page {code.page} of variant {code.variant} in the cell map",
+                          _("set %(set)s has no page %(page)s of variant %(variant)s in the cell map")
+                          % {"set": code.set_id, "page": code.page, "variant": code.variant},
                           code.variant, None, code.page)
     report = PageReport(source, "read", "", code.variant, student.student, code.page, turned=_turn(found.corners))
     try:
@@ -148,7 +152,7 @@ def read_page(cellmap: CellMap, page_image: PageImage, *, views: bool = False) -
 def _empty_answer(shape: tuple[int, ...]) -> Any:
     answer: Any = None
     for size in reversed(shape):
-        answer = [copy.deepcopy(answer) for _ in range(size)]
+        answer = [copy.deepcopy(answer) for _row in range(size)]
     return answer
 
 
@@ -192,16 +196,19 @@ def read_pages(cellmap: CellMap, images: Iterable[PageImage | PageProblem], *, v
         try:
             report = read_page(cellmap, item, views=views)
         except Exception as exc:  # noqa: BLE001 - one page that breaks the reader never stops the others
-            report = PageReport(item.source, "unreadable", f"the page could not be read ({type(exc).__name__}: {exc})")
+            report = PageReport(item.source, "unreadable", _("the page could not be read (%(error)s)")
+                                % {"error": f"{type(exc).__name__}: {exc}"})
         if report.status == "read":
             key = (report.variant, report.page)
             first = kept.get(key)
             if first is not None:
                 same = [e.value for e in first.entries] == [e.value for e in report.entries]
                 report.status = "duplicate"
-                report.reason = (f"page {report.page} of {report.student} was scanned twice (first: {first.source}); "
-                                 + ("the readings agree, the first is kept" if same else
-                                    "the readings differ: the first is kept, compare the two"))
+                words = {"page": report.page, "student": report.student, "first": first.source}
+                report.reason = (_("page %(page)s of %(student)s was scanned twice (first: %(first)s); the readings "
+                                   "agree, the first is kept") if same else
+                                 _("page %(page)s of %(student)s was scanned twice (first: %(first)s); the readings "
+                                   "differ: the first is kept, compare the two")) % words
             else:
                 kept[key] = report
         reports.append(report)
