@@ -125,6 +125,10 @@ def generate(
         f"{formats_written}) to {escape(str(out))}/students/, and the key to {escape(str(result.key_path))}.",
         highlight=False,
     )
+    if "pdf" in result.formats:  # the printed sheets' way back, and the file it needs
+        console.print(f"The printed worksheets are read back by `qkvquiz scan {escape(str(result.key_path))} SCANS… "
+                      f"--out DIR`, from {escape(str(out / 'cellmap.json'))} (where every answer cell lies; keep it "
+                      "with the key).", highlight=False)
     source = keyed[0].source if keyed and keyed[0] is not None else None
     console.print(escape(secrecy_note(seed, source)), highlight=False)
 

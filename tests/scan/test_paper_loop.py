@@ -44,6 +44,7 @@ class Loop:
     unscanned: set[Key] = field(default_factory=set)  # entries on the page that was never scanned
     scan_exit: int = 0
     scan_output: str = ""
+    generate_output: str = ""
 
 
 def invoke(*args: str, code: int = 0):
@@ -131,8 +132,8 @@ def make_loop(root: Path) -> Loop:
     (root / "roster.csv").write_text("student,name\nada,Ada Lovelace\nalan,Alan Turing\n"
                                      "grace,Grace Hopper\nbarb,Barbara Liskov\n")
     invoke("init", str(root / "secret"))
-    invoke("generate", "attention-basics", "--roster", str(root / "roster.csv"), "--seed", "fall26",
-           "--format", "pdf", "--out", str(root / "week3"), "--secret-file", str(root / "secret"))
+    generated = invoke("generate", "attention-basics", "--roster", str(root / "roster.csv"), "--seed", "fall26",
+                       "--format", "pdf", "--out", str(root / "week3"), "--secret-file", str(root / "secret"))
     invoke("generate", "attention-basics", "--students", "1", "--seed", "spring", "--format", "pdf",
            "--out", str(root / "other"), "--secret-file", str(root / "secret"))
     week3 = root / "week3"
@@ -182,7 +183,7 @@ def make_loop(root: Path) -> Loop:
     result = CliRunner().invoke(app, ["scan", str(week3 / "key.json"), str(pile / "stack1.pdf"),
                                       str(pile / "stack2.pdf"), str(pile / "late-alan.png"),
                                       str(pile / "late-other.png"), "--out", str(out)])
-    return Loop(root, week3 / "key.json", out, written, unscanned, result.exit_code, result.output)
+    return Loop(root, week3 / "key.json", out, written, unscanned, result.exit_code, result.output, generated.output)
 
 
 @pytest.fixture(scope="module")
@@ -247,6 +248,11 @@ def model_misreads(loop: Loop) -> dict[Key, str | None]:
     review = in_review(loop)
     return {k: seen[k]["value"] for k, text in loop.written.items()
             if k in seen and k not in review and not same(seen[k]["value"], text)}
+
+
+def test_generate_says_how_the_printed_sheets_come_back(loop):
+    said = " ".join(loop.generate_output.split())
+    assert "cellmap.json" in said and "qkvquiz scan" in said, said
 
 
 def test_every_page_goes_where_it_belongs_and_the_summary_says_what_is_amiss(loop):
