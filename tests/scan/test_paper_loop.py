@@ -339,6 +339,8 @@ def test_the_review_decided_with_the_keyboard_grades_as_written(loop, browser, t
             process.kill()
             process.communicate()
     assert process.returncode == 0, err
+    assert "Graded again on the confirmed readings" in out and "open 0" in out, out
+    assert f"decided: {len(review)}, open: 0" in (loop.scan / "summary.md").read_text()
     truth = truth_submissions(loop, tmp_path / "truth", model_misreads(loop))
     invoke("grade", str(loop.key), str(truth), "--out", str(tmp_path / "grades"), "--no-feedback")
     assert grades(loop.scan / "grades" / "results.csv") == grades(tmp_path / "grades" / "results.csv")
