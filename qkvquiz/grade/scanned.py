@@ -562,10 +562,9 @@ def regrade(out: str | Path, *, key: str | Path | None = None, feedback: bool = 
 # --------------------------------------------------------------------------- the summary
 
 
-#: A page's status as the summary names it (scan.json keeps the reader's own words).
-STATUS_WORDS = {"read": N_("read"), "duplicate": N_("scanned twice"), "other set": N_("another set's"),
-                "unknown variant": N_("unknown variant"), "no code": N_("no code"), "unaligned": N_("unaligned"),
-                "unreadable": N_("unreadable")}
+#: The status of a page not placed, as the summary names it (scan.json keeps the reader's words).
+STATUS_WORDS = {"other set": N_("another set's"), "unknown variant": N_("unknown variant"), "no code": N_("no code"),
+                "unaligned": N_("unaligned"), "unreadable": N_("unreadable")}
 
 
 def summary_markdown(grading: ScanGrading) -> str:

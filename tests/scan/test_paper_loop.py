@@ -85,22 +85,22 @@ def answers_of(key_doc: dict) -> dict[tuple[str, str, tuple[int, ...]], object]:
 
 def plan(student: str, entries: list[Entry], answers) -> dict[tuple[str, tuple[int, ...]], str | None | bool]:
     """What ``student`` writes in each entry: the right answer, a slip, a "left blank" tick (False),
-    or nothing at all (None)."""
+    or nothing at all (None). ada writes every answer right; alan slips now and then; grace ticks
+    "left blank" once, leaves one entry empty and one masked entry unticked."""
     out: dict[tuple[str, tuple[int, ...]], str | None | bool] = {}
+    left_masked_empty = False
     for n, entry in enumerate(entries):
         right = comb_text(answers[(student, entry.part, entry.index)], entry)
         value: str | None | bool = right
         if student == "alan" and right not in (None, "-inf") and n % 7 == 3:
             value = slipped(right, entry)
-        if student == "grace" and n == 5:
-            value = False  # the "left blank" box ticked
-        if student == "grace" and n == 9:
-            value = None  # nothing written
-        if student == "grace" and right == "-inf" and "empty-inf" not in out:
-            out[("empty-inf", ())] = True
-            value = None  # a masked entry left empty instead of ticked
+        elif student == "grace" and n == 5:
+            value = False
+        elif student == "grace" and n == 9:
+            value = None
+        elif student == "grace" and right == "-inf" and not left_masked_empty:
+            value, left_masked_empty = None, True
         out[(entry.part, entry.index)] = value
-    out.pop(("empty-inf", ()), None)
     return out
 
 
