@@ -12,12 +12,16 @@ digit cells its next likeliest reading, for every cell the model is less than
 to review the entries where another likely reading would change the student's score. With
 ``views``, the picture of every entry that has a doubt or an alternative, and of its page, is
 kept for the person who reviews it.
+
+A page scanned twice keeps its first reading; an entry the second scan reads otherwise is in
+doubt (:data:`OTHER_SCAN`: one of the two is wrong), its picture taken from the second scan where
+the first has none.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +61,10 @@ class ScanResult:
     missing_pages: dict[str, list[int]]  # student → pages not found (for students with some pages)
     absent: list[str]  # students of whom no page was found
 
+
+#: The doubt of an entry that another scan of its page reads otherwise (the review's word for it is
+#: in qkvquiz.review.page).
+OTHER_SCAN = "read otherwise on another scan of the page"
 
 #: A digit cell read with less confidence than this gets an alternative: its next likeliest reading.
 #: (1 − confidence bounds the chance of every other reading together.) A far weaker doubt than the
@@ -103,8 +111,10 @@ def _find_code(image: np.ndarray) -> list[FoundCode]:
     return found
 
 
-def read_page(cellmap: CellMap, page_image: PageImage, *, views: bool = False) -> PageReport:
-    """One page: its code, its fit, every entry on it (with ``views``, the pictures a review needs)."""
+def read_page(cellmap: CellMap, page_image: PageImage, *, views: bool = False,
+              earlier: Mapping[tuple[str, int], PageReport] | None = None) -> PageReport:
+    """One page: its code, its fit, every entry on it (with ``views``, the pictures a review needs,
+    and where ``earlier`` holds this page already read, those of the entries read otherwise there)."""
     source = page_image.source
     codes = _find_code(page_image.image)
     if not codes:
@@ -141,8 +151,10 @@ def read_page(cellmap: CellMap, page_image: PageImage, *, views: bool = False) -
     report.entries = [read_entry(dark, entry) for entry in page.entries]
     report.alternatives = [alternatives(entry, reading) for entry, reading in zip(page.entries, report.entries)]
     if views:
+        before = (earlier or {}).get((code.variant, code.page))
         for k, (entry, reading) in enumerate(zip(page.entries, report.entries)):
-            if reading.doubts or report.alternatives[k]:
+            otherwise = before is not None and k < len(before.entries) and before.entries[k].value != reading.value
+            if reading.doubts or report.alternatives[k] or otherwise:
                 report.pictures[k] = entry_png(frame, entry)
         if report.pictures:
             report.view = page_jpeg(frame)
@@ -194,7 +206,7 @@ def read_pages(cellmap: CellMap, images: Iterable[PageImage | PageProblem], *, v
                 progress(reports[-1])
             continue
         try:
-            report = read_page(cellmap, item, views=views)
+            report = read_page(cellmap, item, views=views, earlier=kept)
         except Exception as exc:  # noqa: BLE001 - one page that breaks the reader never stops the others
             report = PageReport(item.source, "unreadable", _("the page could not be read (%(error)s)")
                                 % {"error": f"{type(exc).__name__}: {exc}"})
@@ -203,6 +215,7 @@ def read_pages(cellmap: CellMap, images: Iterable[PageImage | PageProblem], *, v
             first = kept.get(key)
             if first is not None:
                 same = [e.value for e in first.entries] == [e.value for e in report.entries]
+                _doubt_what_differs(first, report)
                 report.status = "duplicate"
                 words = {"page": report.page, "student": report.student, "first": first.source}
                 report.reason = (_("page %(page)s of %(student)s was scanned twice (first: %(first)s); the readings "
@@ -228,6 +241,20 @@ def read_pages(cellmap: CellMap, images: Iterable[PageImage | PageProblem], *, v
         submissions.append(submission)
         confidences.append(confidence)
     return ScanResult(submissions, confidences, reports, missing, absent)
+
+
+def _doubt_what_differs(first: PageReport, again: PageReport) -> None:
+    """The entries of ``first`` that ``again`` (the same page scanned again) reads otherwise are in
+    doubt; a picture the first has not is taken from the second scan (the same cells of the same paper)."""
+    for k, (kept, other) in enumerate(zip(first.entries, again.entries)):
+        if kept.value == other.value:
+            continue
+        if OTHER_SCAN not in kept.doubts:
+            kept.doubts.append(OTHER_SCAN)
+        if k not in first.pictures and k in again.pictures:
+            first.pictures[k] = again.pictures[k]
+    if first.view is None and first.pictures:
+        first.view = again.view
 
 
 def read_scans(cellmap: CellMap, paths: Iterable[str], *, views: bool = False,
