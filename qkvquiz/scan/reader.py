@@ -221,7 +221,7 @@ def read_pages(cellmap: CellMap, images: Iterable[PageImage | PageProblem], *, v
                 report.reason = (_("page %(page)s of %(student)s was scanned twice (first: %(first)s); the readings "
                                    "agree, the first is kept") if same else
                                  _("page %(page)s of %(student)s was scanned twice (first: %(first)s); the readings "
-                                   "differ: the first is kept, compare the two")) % words
+                                   "differ: the first is kept, the entries read otherwise go to review")) % words
             else:
                 kept[key] = report
         reports.append(report)
