@@ -27,7 +27,8 @@ from typer.testing import CliRunner
 from qkvquiz.cli import app
 from qkvquiz.scan.cellmap import Entry, read_cellmap
 
-pytestmark = pytest.mark.slow
+# Printed pages rendered and scanned (the bundled specs' pages and scans are heavy), the browser.
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 STUDENTS = ("ada", "alan", "grace", "barb")  # barb hands in nothing
 DPI = 300
@@ -300,7 +301,6 @@ def test_the_scans_grades_are_grade_on_what_was_written(loop, tmp_path):
     assert submitted["student"] == "ada" and set(submitted) >= {"variant", "set", "answers"}
 
 
-@pytest.mark.heavy
 def test_the_review_decided_with_the_keyboard_grades_as_written(loop, browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
