@@ -1,7 +1,7 @@
-"""The whole paper loop as an instructor walks it, through the commands themselves: `init`,
-`generate --format pdf` for a roster, the worksheets printed (rendered at 300 dpi), written on in
-held-out handwriting (right answers, slips, −∞ ticks on masked entries, a "left blank" tick, an
-entry left empty), scanned into a pile (a PDF of JPEG pages, a few PNGs; one page upside down,
+"""The whole paper loop as an instructor walks it, through the commands themselves: `generate
+--format pdf` for a roster (with a secret), the worksheets printed (rendered at 300 dpi), written
+on in held-out handwriting (right answers, slips, −∞ ticks on masked entries, a "left blank" tick,
+an entry left empty), scanned into a pile (a PDF of JPEG pages, a few PNGs; one page upside down,
 one of another set, one missing, one scanned twice), `scan` read and graded, then `scan review`
 decided with the keyboard in a real browser and graded again.
 
@@ -132,7 +132,11 @@ def make_loop(root: Path) -> Loop:
     root.mkdir(parents=True, exist_ok=True)
     (root / "roster.csv").write_text("student,name\nada,Ada Lovelace\nalan,Alan Turing\n"
                                      "grace,Grace Hopper\nbarb,Barbara Liskov\n")
-    invoke("init", str(root / "secret"))
+    # A secret of its own, fixed so that every run draws the same variants and so reads the same
+    # handwriting (`qkvquiz init` would draw a new one each time).
+    secret = root / "secret"
+    secret.write_text("5ca1ab1e" * 8 + "\n")
+    secret.chmod(0o600)
     generated = invoke("generate", "attention-basics", "--roster", str(root / "roster.csv"), "--seed", "fall26",
                        "--format", "pdf", "--out", str(root / "week3"), "--secret-file", str(root / "secret"))
     invoke("generate", "attention-basics", "--students", "1", "--seed", "spring", "--format", "pdf",
