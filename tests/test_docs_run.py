@@ -1,13 +1,14 @@
 """The documentation runs as written: every shell and Python block of the user's pages, in the
 order a newcomer reads them (README, then the tutorial, specs, security, languages, practice,
-the LMS loop),
+the LMS loop, paper read back),
 run in one fresh folder holding only the repository's inputs (problem_bank/, examples/), with a
 home of its own (so the first ``generate`` creates the secret, as it would).
 
 A block's line runs as a shell command and must exit 0, or the status its comment announces
 ("exits 2"). Not run: installing (pip, venv, apt), the developer's tools (pytest, pybabel,
-benchmarks), ``qkvquiz practice`` without ``--static`` (a server that waits for a browser), and
-PDF commands where WeasyPrint's libraries are missing. ``docs/lms.md`` makes its own sample
+benchmarks), ``qkvquiz practice`` without ``--static`` and ``qkvquiz scan review`` (servers that
+wait for a browser), and PDF commands where WeasyPrint's libraries are missing (and there the
+pages that read PDFs back, :data:`PDF_PAGES`, are not run at all). ``docs/lms.md`` makes its own sample
 downloads (a documented Python block) from the tutorial's set; ``docs/install.md`` needs a
 machine's packages and is not run here.
 """
@@ -25,7 +26,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["README.md", "docs/tutorial.md", "docs/specs.md", "docs/security.md", "docs/languages.md",
-         "docs/practice.md", "docs/lms.md"]
+         "docs/practice.md", "docs/lms.md", "docs/scanning.md"]
+#: Pages whose blocks go on from a PDF a block before them wrote (scanning.md scans printed sheets).
+PDF_PAGES = {"docs/scanning.md"}
 NOT_RUN = re.compile(r"pip install|python3? -m venv|\. \.venv/bin/activate|^sudo |apt-get|brew |pybabel|"
                      r"python -m pytest|python benchmarks/|python tools/")
 ANNOUNCED = re.compile(r"#.*\bexits (\d)\b")
@@ -55,6 +58,8 @@ def commands(body: str) -> list[str]:
 def _skipped(command: str, pdf: bool) -> bool:
     if re.match(r"qkvquiz practice\b", command) and "--static" not in command:
         return True  # a server
+    if re.match(r"qkvquiz scan review\b", command):
+        return True  # a server
     return not pdf and bool(re.search(r"--format \S*pdf|--pdf\b", command))
 
 
@@ -75,6 +80,8 @@ def test_every_documented_command_runs_in_order_in_a_fresh_folder(tmp_path):
     env.pop("QKVQUIZ_SECRET", None)
     ran = 0
     for page in PAGES:
+        if page in PDF_PAGES and not pdf:
+            continue
         for n, (kind, body) in enumerate(blocks(page), start=1):
             where = f"{page}, block {n}"
             if kind == "python":
@@ -104,4 +111,6 @@ def test_the_commands_of_a_block_are_read_as_a_shell_reads_them():
     assert commands(body) == ["qkvquiz generate x --out c", "qkvquiz init a && qkvquiz generate y --out z   # note"]
     assert _skipped("qkvquiz practice attention.output", pdf=True)
     assert not _skipped("qkvquiz practice attention-basics --static 5 --out s", pdf=True)
+    assert _skipped("qkvquiz scan review paper/scan --no-browser", pdf=True)
+    assert not _skipped("qkvquiz scan paper/key.json scans/stack1.pdf --out paper/scan", pdf=True)
     assert _skipped("qkvquiz generate a --format md,pdf --out p", pdf=False)

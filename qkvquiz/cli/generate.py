@@ -27,6 +27,7 @@ from ._common import (
 
 if TYPE_CHECKING:
     from ..core.secret import Secret
+    from ..generate import GeneratedSet
 
 
 
@@ -125,8 +126,17 @@ def generate(
         f"{formats_written}) to {escape(str(out))}/students/, and the key to {escape(str(result.key_path))}.",
         highlight=False,
     )
+    _say_how_paper_comes_back(result, out)
     source = keyed[0].source if keyed and keyed[0] is not None else None
     console.print(escape(secrecy_note(seed, source)), highlight=False)
+
+
+def _say_how_paper_comes_back(result: GeneratedSet, out: Path) -> None:
+    """With PDFs: how the printed sheets are read back, and the file beside the key that it needs."""
+    if "pdf" in result.formats:
+        console.print(f"The printed worksheets are read back by `qkvquiz scan {escape(str(result.key_path))} SCANS… "
+                      f"--out DIR`, from {escape(str(out / 'cellmap.json'))} (where every answer cell lies; keep it "
+                      "with the key).", highlight=False)
 
 
 def _fail_for(exc: Exception, templates: Path | None) -> NoReturn:

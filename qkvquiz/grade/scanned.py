@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.i18n import entered
+from ..core.i18n import N_, _, entered
 from ..core.inputs import InputError, read_bytes, shown_path
 from ..core.outputs import claim, owned_present, write_set
 from ..core.submissions import Submission, submission_from_bytes
@@ -240,8 +240,10 @@ def _apply(readings: Sequence[Mapping[str, Any]], submissions: Sequence[Mapping[
             if decision is None:
                 continue
             if decision.read != entry["value"]:
-                notes.append(f"the decision on {eid[0]}'s {eid[1]} {list(eid[2])} was made on the reading "
-                             f"{decision.read!r}, but it now reads {entry['value']!r}: it was set aside")
+                notes.append(_("the decision on %(student)s's %(part)s %(index)s was made on the reading %(then)s, "
+                               "but it now reads %(now)s: it was set aside")
+                             % {"student": eid[0], "part": eid[1], "index": list(eid[2]), "then": repr(decision.read),
+                                "now": repr(entry["value"])})
                 continue
             _set_entry(answers, entry["part"], entry["index"], decision.value)
             used[eid] = decision
@@ -519,7 +521,7 @@ def _reading_problem(reading: Any, student: str, shapes: Mapping[str, tuple[int,
 
 
 def _plain_file(path: str, folder: str) -> bool:
-    head, _, name = path.partition("/")
+    head, _slash, name = path.partition("/")
     return head == folder and name.endswith(".json") and name not in ("", ".json") and "/" not in name \
         and "\\" not in name and not name.startswith(".")
 
@@ -530,7 +532,7 @@ def _submission_of(reading: Mapping[str, Any], shapes: Mapping[str, tuple[int, .
     for part, shape in shapes.items():
         answer: Any = None
         for size in reversed(shape):
-            answer = [copy.deepcopy(answer) for _ in range(size)]
+            answer = [copy.deepcopy(answer) for _row in range(size)]
         answers[part] = answer
     for entry in reading["entries"]:
         _set_entry(answers, entry["part"], entry["index"], entry["value"])
@@ -560,31 +562,45 @@ def regrade(out: str | Path, *, key: str | Path | None = None, feedback: bool = 
 # --------------------------------------------------------------------------- the summary
 
 
+#: The status of a page not placed, as the summary names it (scan.json keeps the reader's words).
+STATUS_WORDS = {"other set": N_("another set's"), "unknown variant": N_("unknown variant"), "no code": N_("no code"),
+                "unaligned": N_("unaligned"), "unreadable": N_("unreadable")}
+
+
 def summary_markdown(grading: ScanGrading) -> str:
-    """summary.md: what became of every page, what is missing, what went to review, the grades."""
+    """summary.md: what became of every page, what is missing, what went to review, the grades; in
+    the language entered (the set's, or ``--lang``), as grade's item analysis is."""
     s = grading.summary()
-    lines = [f"# Scan: {grading.state['title']}", "",
-             f"- pages: {s['pages']} found, {s['read']} read",
-             f"- entries: {s['entries']} read ({s['cells']} cells); sent to review: {s['review entries']} entries "
-             f"({s['review cells']} cells), {s['changes score']} of them because another likely reading changes "
-             f"the score; decided: {s['decided']}, open: {s['open']}"]
+    lines = [_("# Scan: %(title)s") % {"title": grading.state["title"]}, "",
+             _("- pages: %(pages)d found, %(read)d read") % s,
+             _("- entries: %(entries)d read (%(cells)d cells); sent to review: %(review_entries)d entries "
+               "(%(review_cells)d cells), %(changes)d of them because another likely reading changes the score; "
+               "decided: %(decided)d, open: %(open)d")
+             % {"entries": s["entries"], "cells": s["cells"], "review_entries": s["review entries"],
+                "review_cells": s["review cells"], "changes": s["changes score"], "decided": s["decided"],
+                "open": s["open"]}]
     if s["twice"]:
-        lines += ["", "## Pages scanned twice", ""] + [f"- {_md(p['source'])}: {_md(p['reason'])}" for p in s["twice"]]
+        lines += ["", _("## Pages scanned twice"), ""] + [f"- {_md(p['source'])}: {_md(p['reason'])}" for p in s["twice"]]
     if s["not placed"]:
-        lines += ["", "## Pages not placed", "", "| source | why |", "|---|---|"]
-        lines += [f"| {_md(p['source'])} | {p['status']}: {_md(p['reason'])} |" for p in s["not placed"]]
+        lines += ["", _("## Pages not placed"), "", "| %s | %s |" % (_("source"), _("why")), "|---|---|"]
+        lines += [f"| {_md(p['source'])} | {_(STATUS_WORDS.get(p['status'], p['status']))}: {_md(p['reason'])} |"
+                  for p in s["not placed"]]
     if s["missing pages"]:
-        lines += ["", "## Missing pages", ""] + [
-            f"- `{_md(student)}`: page {', '.join(str(n) for n in pages)}" for student, pages in s["missing pages"].items()]
+        lines += ["", _("## Missing pages"), ""] + [
+            "- " + _("`%(student)s`: page %(pages)s") % {"student": _md(student), "pages": ", ".join(str(n) for n in pages)}
+            for student, pages in s["missing pages"].items()]
     if s["no pages"]:
-        lines += ["", "## Students with no pages", "", ", ".join(f"`{_md(x)}`" for x in s["no pages"])]
+        lines += ["", _("## Students with no pages"), "", ", ".join(f"`{_md(x)}`" for x in s["no pages"])]
     if grading.notes:
-        lines += ["", "## Notes", ""] + [f"- {_md(n)}" for n in grading.notes]
+        lines += ["", _("## Notes"), ""] + [f"- {_md(n)}" for n in grading.notes]
     report = grading.report
     scores = [r.score for r in report.results]
-    lines += ["", "## Grades", "",
-              f"{len(scores)} graded of {len(report.key.students)} (as `qkvquiz grade KEY {SUBMISSIONS} --out {GRADES}` "
-              f"grades them): `{GRADES}/results.csv`" + (f"; mean {np.mean(scores):.2f} of {report.key.points:g}" if scores else "")]
+    graded = _("%(graded)d graded of %(students)d (as `%(command)s` grades them): `%(results)s`") % {
+        "graded": len(scores), "students": len(report.key.students),
+        "command": f"qkvquiz grade KEY {SUBMISSIONS} --out {GRADES}", "results": f"{GRADES}/results.csv"}
+    if scores:
+        graded += _("; mean %(mean)s of %(points)s") % {"mean": f"{np.mean(scores):.2f}", "points": f"{report.key.points:g}"}
+    lines += ["", _("## Grades"), "", graded]
     return "\n".join(lines) + "\n"
 
 

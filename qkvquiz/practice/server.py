@@ -144,6 +144,10 @@ def validated(path: str, doc: Any, endpoints: Mapping[str, Mapping[str, bool]] =
 class Handler(BaseHTTPRequestHandler):
     server: PracticeServer
     server_version = "qkvquiz-practice"
+    #: How the terminal names this server in a line about an unexpected failure, and what the page
+    #: is told then (a server built from these pieces says its own).
+    name = "qkvquiz practice"
+    failure = "the check failed; see the terminal"
     sys_version = ""
     protocol_version = "HTTP/1.1"
     # A client that opens a connection and sends nothing (or half a body) is dropped, not waited for.
@@ -235,8 +239,8 @@ class Handler(BaseHTTPRequestHandler):
         except BadRequest as exc:
             return self._refuse(exc.status, exc.message)
         except Exception as exc:  # noqa: BLE001  (one line in the terminal; the page gets no detail)
-            print(f"qkvquiz practice: {self.path}: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return self._refuse(HTTPStatus.INTERNAL_SERVER_ERROR, "the check failed; see the terminal")
+            print(f"{self.name}: {self.path}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return self._refuse(HTTPStatus.INTERNAL_SERVER_ERROR, self.failure)
         self._json(HTTPStatus.OK, answer)
 
     def _request(self) -> dict[str, Any]:
@@ -300,7 +304,7 @@ class PracticeServer(ThreadingHTTPServer):
         # A browser that closed its connection early (a reload) is no error worth a traceback.
         exc = sys.exc_info()[1]
         if not isinstance(exc, (ConnectionError, TimeoutError)):
-            print(f"qkvquiz practice: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(f"{self.handler.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     @property
     def url(self) -> str:

@@ -42,10 +42,11 @@ from .latex import num
 from .markdown import in_spec_language, render_items
 from .printed import Comb, furniture_html, page_codes_style, printed_css
 
-#: The printed worksheet's word on how answers are given (the Markdown's sentence is about
-#: the submission file alone).
+#: The screen worksheet's word on how answers are given (the Markdown's sentence is about
+#: the submission file alone). How −∞ is written is said here and on the printed sheet, each
+#: its own way (typed, or a tick box), not in a spec's instructions, which both sheets show.
 HAND_IN_NOTE = N_(
-    "Write each answer in its boxes, a matrix row by row; if you hand in a file, "
+    "Write each answer in its boxes, a matrix row by row, and −∞ as <code>-inf</code>; if you hand in a file, "
     "<code>submission.json</code> names the parts in the order of this sheet."
 )
 #: The printed sheet's word on its cells (its pages are scanned and read back).

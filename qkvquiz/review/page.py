@@ -17,6 +17,7 @@ from ..core.resources import templates_dir
 from ..grade.scanned import CHANGES_SCORE
 from ..render.form import environment, script_hash
 from ..scan import cells
+from ..scan.reader import OTHER_SCAN
 
 PAGE_TEMPLATE = "review/page.html.j2"
 SCRIPTS = ("answer-form/parse.js", "review/review.js")
@@ -34,6 +35,7 @@ REASONS: dict[str, str] = {
     cells.CONFLICT: N_("marks that contradict each other"),
     cells.SIGN_ALONE: N_("a sign without digits"),
     CHANGES_SCORE: N_("another likely reading changes the score"),
+    OTHER_SCAN: N_("read otherwise on another scan of the page"),
 }
 
 

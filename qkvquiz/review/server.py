@@ -129,6 +129,8 @@ class ReviewApp:
 class ReviewHandler(Handler):
     server: ReviewServer
     server_version = "qkvquiz-review"
+    name = "qkvquiz scan review"
+    failure = "the review failed; see the terminal"
     endpoints = ENDPOINTS
 
     def do_GET(self) -> None:

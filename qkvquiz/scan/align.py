@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.i18n import _
 from .cellmap import Page
 from .requirements import need
 
@@ -40,7 +41,7 @@ class Fit:
 def affine(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """The least-squares affine map taking points ``src`` (n, 2) to ``dst`` (n, 2), as a (2, 3) matrix."""
     a = np.hstack([src, np.ones((len(src), 1))])
-    solution, *_ = np.linalg.lstsq(a, dst, rcond=None)
+    solution, *_rest = np.linalg.lstsq(a, dst, rcond=None)
     return solution.T
 
 
@@ -88,7 +89,7 @@ def fit_page(image: np.ndarray, page: Page, qr_corners: np.ndarray) -> Fit:
     rough = affine(qr_pt, qr_corners)
     px_per_pt = float(np.sqrt(abs(np.linalg.det(rough[:, :2]))))
     if not 0.5 < px_per_pt < 30:  # 36 to 2,160 dpi
-        raise AlignError(f"the QR code gives {px_per_pt * 72:.0f} dpi, which no scan has")
+        raise AlignError(_("the QR code gives %(dpi)d dpi, which no scan has") % {"dpi": round(px_per_pt * 72)})
     marks_pt = np.array(page.marks)
     found: list[np.ndarray | None] = []
     for centre in marks_pt:
@@ -110,8 +111,8 @@ def fit_page(image: np.ndarray, page: Page, qr_corners: np.ndarray) -> Fit:
                 best = Fit(matrix, size, error)
         if best is not None:
             return best
-    raise AlignError(f"found {len(usable)} of the 4 registration marks where the QR code puts them; "
-                     "at least 3 that agree are needed (is a corner cut off or covered?)")
+    raise AlignError(_("found %(found)d of the 4 registration marks where the QR code puts them; at least 3 "
+                       "that agree are needed (is a corner cut off or covered?)") % {"found": len(usable)})
 
 
 def page_frame(image: np.ndarray, page: Page, fit: Fit) -> np.ndarray:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..core.i18n import _
 from ..core.inputs import InputError, read_bytes
 from ..core.outputs import append_line
 
@@ -86,7 +87,7 @@ def read_decisions(folder: str | Path) -> tuple[dict[tuple[str, str, tuple[int, 
     try:
         raw = read_bytes(path, MAX_JOURNAL_BYTES, "decisions journal", follow=False)
     except InputError as exc:
-        return {}, [f"{exc.source}: {exc.message}; no decision of it was used"]
+        return {}, [_("%(problem)s; no decision of it was used") % {"problem": f"{exc.source}: {exc.message}"}]
     decisions: dict[tuple[str, str, tuple[int, ...]], Decision] = {}
     notes = []
     for number, line in enumerate(raw.split(b"\n"), start=1):
@@ -97,7 +98,8 @@ def read_decisions(folder: str | Path) -> tuple[dict[tuple[str, str, tuple[int, 
         except (UnicodeDecodeError, ValueError, RecursionError):
             found = None
         if found is None:
-            notes.append(f"{path}, line {number}: not a decision (cut short by an interrupt?); skipped")
+            notes.append(_("%(file)s, line %(line)d: not a decision (cut short by an interrupt?); skipped")
+                         % {"file": path, "line": number})
             continue
         decisions[found.entry] = found
     return decisions, notes

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.i18n import _
 from ..core.inputs import InputError, read_bytes, shown_path
 from .requirements import need
 
@@ -39,7 +40,8 @@ def grey(image) -> np.ndarray:
     """A Pillow image as grey levels (uint8): colour, black-and-white, 16-bit and palette scans alike."""
     Image = need("PIL.Image")
     if image.width * image.height > MAX_PAGE_PIXELS:
-        raise ValueError(f"the image is {image.width}×{image.height} pixels; a page has at most {MAX_PAGE_PIXELS:,}")
+        raise ValueError(_("the image is %(width)d×%(height)d pixels; a page has at most %(most)s")
+                         % {"width": image.width, "height": image.height, "most": f"{MAX_PAGE_PIXELS:,}"})
     if image.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
         values = np.asarray(image, dtype=np.float64)
         top = values.max() if values.size and values.max() > 0 else 1.0
@@ -52,6 +54,15 @@ def grey(image) -> np.ndarray:
     return np.asarray(image.convert("L"), dtype=np.uint8)
 
 
+def page_of(source: str, number: int) -> str:
+    """Where a page lies: page ``number`` of the file ``source``, in the scan's language."""
+    return _("%(file)s, page %(number)d") % {"file": source, "number": number}
+
+
+def _error(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _image_pages(raw: bytes, source: str) -> Iterator[PageImage | PageProblem]:
     Image = need("PIL.Image")
     ImageSequence = need("PIL.ImageSequence")
@@ -61,15 +72,15 @@ def _image_pages(raw: bytes, source: str) -> Iterator[PageImage | PageProblem]:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             opened = Image.open(io.BytesIO(raw))
     except Exception as exc:  # noqa: BLE001 - a file Pillow cannot read is a problem to list, whatever it is
-        yield PageProblem(source, f"not an image Pillow can read ({type(exc).__name__}: {exc})")
+        yield PageProblem(source, _("not an image Pillow can read (%(error)s)") % {"error": _error(exc)})
         return
     frames = getattr(opened, "n_frames", 1)
     for number, frame in enumerate(ImageSequence.Iterator(opened), start=1):
-        where = f"{source}, page {number}" if frames > 1 else source
+        where = page_of(source, number) if frames > 1 else source
         try:
             yield PageImage(where, grey(frame))
         except Exception as exc:  # noqa: BLE001
-            yield PageProblem(where, f"cannot decode the image ({type(exc).__name__}: {exc})")
+            yield PageProblem(where, _("cannot decode the image (%(error)s)") % {"error": _error(exc)})
 
 
 def _pdf_pages(raw: bytes, source: str) -> Iterator[PageImage | PageProblem]:
@@ -78,27 +89,27 @@ def _pdf_pages(raw: bytes, source: str) -> Iterator[PageImage | PageProblem]:
         reader = pypdf.PdfReader(io.BytesIO(raw))
         count = len(reader.pages)
     except Exception as exc:  # noqa: BLE001 - pypdf raises many kinds on broken files
-        yield PageProblem(source, f"not a PDF pypdf can read ({type(exc).__name__}: {exc})")
+        yield PageProblem(source, _("not a PDF pypdf can read (%(error)s)") % {"error": _error(exc)})
         return
     for number in range(count):
-        where = f"{source}, page {number + 1}"
+        where = page_of(source, number + 1)
         try:
             images = [found.image for found in reader.pages[number].images]
         except Exception as exc:  # noqa: BLE001
-            yield PageProblem(where, f"cannot read the page's images ({type(exc).__name__}: {exc})")
+            yield PageProblem(where, _("cannot read the page's images (%(error)s)") % {"error": _error(exc)})
             continue
         if not images:
-            yield PageProblem(where, "holds no scanned image (is it the printed PDF rather than a scan?)")
+            yield PageProblem(where, _("holds no scanned image (is it the printed PDF rather than a scan?)"))
             continue
         sizes = [im.width * im.height for im in images]
         largest = int(np.argmax(sizes))
         if sizes[largest] < 0.9 * sum(sizes):
-            yield PageProblem(where, f"holds {len(images)} images, none of them the whole page")
+            yield PageProblem(where, _("holds %(count)d images, none of them the whole page") % {"count": len(images)})
             continue
         try:
             yield PageImage(where, grey(images[largest]))
         except Exception as exc:  # noqa: BLE001
-            yield PageProblem(where, f"cannot decode the page's image ({type(exc).__name__}: {exc})")
+            yield PageProblem(where, _("cannot decode the page's image (%(error)s)") % {"error": _error(exc)})
 
 
 #: The files a folder of scans is read for (a copier's output folder holds little else).

@@ -12,17 +12,22 @@ digit cells its next likeliest reading, for every cell the model is less than
 to review the entries where another likely reading would change the student's score. With
 ``views``, the picture of every entry that has a doubt or an alternative, and of its page, is
 kept for the person who reviews it.
+
+A page scanned twice keeps its first reading; an entry the second scan reads otherwise is in
+doubt (:data:`OTHER_SCAN`: one of the two is wrong), its picture taken from the second scan where
+the first has none.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..core.i18n import _
 from .align import PX_PER_PT, AlignError, fit_page, page_frame
 from .cellmap import CellMap, Entry, Student
 from .cells import EntryReading, page_levels, read_entry, spell
@@ -56,6 +61,10 @@ class ScanResult:
     missing_pages: dict[str, list[int]]  # student → pages not found (for students with some pages)
     absent: list[str]  # students of whom no page was found
 
+
+#: The doubt of an entry that another scan of its page reads otherwise (the review's word for it is
+#: in qkvquiz.review.page).
+OTHER_SCAN = "read otherwise on another scan of the page"
 
 #: A digit cell read with less confidence than this gets an alternative: its next likeliest reading.
 #: (1 − confidence bounds the chance of every other reading together.) A far weaker doubt than the
@@ -102,26 +111,31 @@ def _find_code(image: np.ndarray) -> list[FoundCode]:
     return found
 
 
-def read_page(cellmap: CellMap, page_image: PageImage, *, views: bool = False) -> PageReport:
-    """One page: its code, its fit, every entry on it (with ``views``, the pictures a review needs)."""
+def read_page(cellmap: CellMap, page_image: PageImage, *, views: bool = False,
+              earlier: Mapping[tuple[str, int], PageReport] | None = None) -> PageReport:
+    """One page: its code, its fit, every entry on it (with ``views``, the pictures a review needs,
+    and where ``earlier`` holds this page already read, those of the entries read otherwise there)."""
     source = page_image.source
     codes = _find_code(page_image.image)
     if not codes:
-        return PageReport(source, "no code", "no qkvquiz page code (QR) found on the page")
+        return PageReport(source, "no code", _("no qkvquiz page code (QR) found on the page"))
     others = [f for f in codes if f.code.set_id != cellmap.set_id]
     ours = [f for f in codes if f.code.set_id == cellmap.set_id]
     if not ours:
         code = others[0].code
         return PageReport(source, "other set",
-                          f"the page belongs to set {code.set_id} (variant {code.variant}, page {code.page}), "
-                          f"not to set {cellmap.set_id} of this cell map", code.variant, None, code.page)
+                          _("the page belongs to set %(set)s (variant %(variant)s, page %(page)s), not to set "
+                            "%(ours)s of this cell map") % {"set": code.set_id, "variant": code.variant,
+                                                            "page": code.page, "ours": cellmap.set_id},
+                          code.variant, None, code.page)
     found = ours[0]
     code = found.code
     student = cellmap.student(code.variant)
     page = cellmap.page(code.variant, code.page)
     if student is None or page is None:
         return PageReport(source, "unknown variant",
-                          f"set {code.set_id} has no page {code.page} of variant {code.variant} in the cell map",
+                          _("set %(set)s has no page %(page)s of variant %(variant)s in the cell map")
+                          % {"set": code.set_id, "page": code.page, "variant": code.variant},
                           code.variant, None, code.page)
     report = PageReport(source, "read", "", code.variant, student.student, code.page, turned=_turn(found.corners))
     try:
@@ -137,8 +151,10 @@ def read_page(cellmap: CellMap, page_image: PageImage, *, views: bool = False) -
     report.entries = [read_entry(dark, entry) for entry in page.entries]
     report.alternatives = [alternatives(entry, reading) for entry, reading in zip(page.entries, report.entries)]
     if views:
+        before = (earlier or {}).get((code.variant, code.page))
         for k, (entry, reading) in enumerate(zip(page.entries, report.entries)):
-            if reading.doubts or report.alternatives[k]:
+            otherwise = before is not None and k < len(before.entries) and before.entries[k].value != reading.value
+            if reading.doubts or report.alternatives[k] or otherwise:
                 report.pictures[k] = entry_png(frame, entry)
         if report.pictures:
             report.view = page_jpeg(frame)
@@ -148,7 +164,7 @@ def read_page(cellmap: CellMap, page_image: PageImage, *, views: bool = False) -
 def _empty_answer(shape: tuple[int, ...]) -> Any:
     answer: Any = None
     for size in reversed(shape):
-        answer = [copy.deepcopy(answer) for _ in range(size)]
+        answer = [copy.deepcopy(answer) for _row in range(size)]
     return answer
 
 
@@ -190,18 +206,22 @@ def read_pages(cellmap: CellMap, images: Iterable[PageImage | PageProblem], *, v
                 progress(reports[-1])
             continue
         try:
-            report = read_page(cellmap, item, views=views)
+            report = read_page(cellmap, item, views=views, earlier=kept)
         except Exception as exc:  # noqa: BLE001 - one page that breaks the reader never stops the others
-            report = PageReport(item.source, "unreadable", f"the page could not be read ({type(exc).__name__}: {exc})")
+            report = PageReport(item.source, "unreadable", _("the page could not be read (%(error)s)")
+                                % {"error": f"{type(exc).__name__}: {exc}"})
         if report.status == "read":
             key = (report.variant, report.page)
             first = kept.get(key)
             if first is not None:
                 same = [e.value for e in first.entries] == [e.value for e in report.entries]
+                _doubt_what_differs(first, report)
                 report.status = "duplicate"
-                report.reason = (f"page {report.page} of {report.student} was scanned twice (first: {first.source}); "
-                                 + ("the readings agree, the first is kept" if same else
-                                    "the readings differ: the first is kept, compare the two"))
+                words = {"page": report.page, "student": report.student, "first": first.source}
+                report.reason = (_("page %(page)s of %(student)s was scanned twice (first: %(first)s); the readings "
+                                   "agree, the first is kept") if same else
+                                 _("page %(page)s of %(student)s was scanned twice (first: %(first)s); the readings "
+                                   "differ: the first is kept, the entries read otherwise go to review")) % words
             else:
                 kept[key] = report
         reports.append(report)
@@ -221,6 +241,20 @@ def read_pages(cellmap: CellMap, images: Iterable[PageImage | PageProblem], *, v
         submissions.append(submission)
         confidences.append(confidence)
     return ScanResult(submissions, confidences, reports, missing, absent)
+
+
+def _doubt_what_differs(first: PageReport, again: PageReport) -> None:
+    """The entries of ``first`` that ``again`` (the same page scanned again) reads otherwise are in
+    doubt; a picture the first has not is taken from the second scan (the same cells of the same paper)."""
+    for k, (kept, other) in enumerate(zip(first.entries, again.entries)):
+        if kept.value == other.value:
+            continue
+        if OTHER_SCAN not in kept.doubts:
+            kept.doubts.append(OTHER_SCAN)
+        if k not in first.pictures and k in again.pictures:
+            first.pictures[k] = again.pictures[k]
+    if first.view is None and first.pictures:
+        first.view = again.view
 
 
 def read_scans(cellmap: CellMap, paths: Iterable[str], *, views: bool = False,

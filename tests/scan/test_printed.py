@@ -283,3 +283,25 @@ def test_every_cell_of_a_bundled_spec_lies_in_the_text_and_its_blank_pages_read_
     assert [(p.status, p.page) for p in result.pages] == [("read", n) for n in range(1, len(images) + 1)]
     # Nothing written reads as nothing, and sends nothing to review (no frame read as a faint tick).
     assert all(e.value is None and not e.doubts for p in result.pages for e in p.entries)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("name", ["attention-basics", "masking", "all-families"])
+def test_the_printed_sheet_says_to_tick_minus_infinity_and_the_screen_sheet_to_type_it(name, lang):
+    """On paper −∞ is a tick box, so no word of the printed sheet asks for `-inf`; the worksheet
+    read on a screen, whose boxes are typed in, still says how −∞ is written."""
+    from qkvquiz.core.i18n import entered
+    from qkvquiz.render.documents import worksheet_document
+    from qkvquiz.render.printed import part_combs
+    from qkvquiz.spec import find_spec, load_spec
+    from qkvquiz.worksheet import build_worksheet
+
+    ws = build_worksheet(load_spec(find_spec(name)), ["ada"], seed="words")
+    combs = part_combs(ws)
+    assert any(comb is not None and comb.minus_infinity for comb in combs.values())
+    with entered(lang, ws.spec.lang):
+        printed, screen = (re.sub(r"<style.*?</style>|<[^>]+>", "", html, flags=re.S)
+                           for html in (worksheet_document(ws, 0, combs=combs), worksheet_document(ws, 0)))
+    assert "-inf" not in printed
+    assert "−∞" in printed
+    assert "-inf" in screen

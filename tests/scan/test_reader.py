@@ -121,6 +121,34 @@ def test_twice_scanned_missing_and_absent_are_each_said():
         e["page"] == 1 for e in result.confidences[0]["entries"])
 
 
+def test_a_page_scanned_twice_that_reads_otherwise_sends_what_differs_to_review_with_its_picture():
+    """The first scan is kept; where the second reads an entry otherwise, one of them is wrong, so
+    the entry goes to review (with the cells' picture, taken from the scan that has it)."""
+    from qkvquiz.scan.reader import OTHER_SCAN
+
+    cellmap, _pages, _truth = printed()
+    page = cellmap.page("AB12-CD34", 1)
+    written = {(e.part, e.index): f"{1.25:.{e.decimals}f}" for e in page.entries}
+    changed = page.entries[0]
+    otherwise = {**written, (changed.part, changed.index): f"{7.5:.{changed.decimals}f}"}
+    rng = np.random.default_rng(5)
+    digits, labels = held_out_digits()
+    images = [PageImage(f"stack.pdf, page {n}", np.asarray(scan(draw_page(page, SET, DPI, rng, digits, labels, Truth(),
+                                                                          answers=answers), rng)))
+              for n, answers in enumerate((written, otherwise), start=1)]
+    result = read_pages(cellmap, images, views=True)
+    first, second = result.pages
+    assert (first.status, second.status) == ("read", "duplicate") and "differ" in second.reason
+    differ = [k for k, (a, b) in enumerate(zip(first.entries, second.entries)) if a.value != b.value]
+    assert 0 in differ
+    entries = result.confidences[0]["entries"]
+    for k, entry in enumerate(entries):
+        assert (OTHER_SCAN in entry["doubts"]) == (k in differ), (k, entry)
+        if k in differ:
+            assert k in first.pictures and first.view is not None
+    assert result.confidences[0]["review"] >= len(differ)
+
+
 def test_a_page_with_a_covered_corner_still_reads_and_one_without_marks_is_refused():
     cellmap, pages, truth = printed()
     rng = np.random.default_rng(4)

@@ -247,3 +247,20 @@ def test_a_tampered_side_file_is_refused_by_name(folder, tmp_path, change):
     path.write_text(json.dumps(reading))
     with pytest.raises(ScanInputError, match="ada.json"):
         regrade(copy)
+
+
+def test_an_unexpected_failure_is_named_as_the_reviews_in_the_terminal(folder, capsys):
+    """A server error is one line in the terminal that names `qkvquiz scan review` (not the
+    practice server it is built from); the page gets no detail."""
+    app = ReviewApp(folder)
+
+    def broken(path, doc):
+        raise RuntimeError("the disk is gone")
+
+    app.handle = broken
+    with running(app) as server:
+        status, doc = request(server, "/api/items", {})
+    assert status == 500 and "disk" not in json.dumps(doc) and "review" in doc["error"]
+    said = capsys.readouterr().err
+    assert "qkvquiz scan review: /api/items: RuntimeError: the disk is gone" in said
+    assert "practice" not in said

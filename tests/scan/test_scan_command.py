@@ -292,3 +292,26 @@ def test_a_folder_with_submissions_or_grades_not_of_a_scan_is_not_scanned_into(p
     result = CliRunner().invoke(app, ["scan", str(pile["key"]), str(pile["folder"] / "b1.jpg"), "--out", str(course)])
     assert result.exit_code == 2 and "submissions" in result.output and "choose another --out" in result.output
     assert (course / "submissions" / "ada.json").read_text() == "{}" and sorted(os.listdir(course)) == ["submissions"]
+
+
+def test_a_chinese_scans_summary_and_page_reasons_are_chinese(pile, tmp_path):
+    """summary.md and the reasons a page was not placed are written for the instructor, in the
+    set's language (or --lang), as grade's item analysis and its reasons are; the command's own
+    words stay English."""
+    import re
+
+    out = tmp_path / "zh"
+    result = CliRunner().invoke(app, ["scan", str(pile["key"]), *map(str, pile["scans"]), "--out", str(out),
+                                      "--lang", "zh"])
+    assert result.exit_code == 1, result.output
+    assert "not placed:" in result.output and "no pages" in result.output
+    state = json.loads((out / "scan.json").read_text())
+    (stranger,) = [p for p in state["pages"] if p["status"] == "other set"]
+    assert pile["other_set"] in stranger["reason"] and "belongs" not in stranger["reason"]
+    summary = (out / "summary.md").read_text()
+    assert pile["other_set"] in summary
+    # No English word but the spec's title, names (files, students, folders) and a library's own
+    # words on a file it cannot read.
+    title = json.loads(pile["key"].read_text())["title"]
+    plain = re.sub(r"`[^`]*`|\S*/\S*|（\w+Error: [^）]*）", " ", summary.replace(title, " "))
+    assert not set(re.findall(r"[A-Za-z]{3,}", plain)) - {"ada", "Pillow", "pypdf"}, plain
