@@ -74,7 +74,8 @@ REL_SPACE = "\u2005"
 _FRAC = frozenset({"frac", "dfrac", "tfrac"})
 _UPRIGHT_TEXT = frozenset({"text", "textrm", "mathrm", "operatorname"})
 
-_TOKEN = re.compile(r"\\[A-Za-z]+|\\.|\d+(?:\.\d+)?|\.\d+|[A-Za-z]|\s+|.", re.DOTALL)
+#: LaTeX as tokens: a command, an escaped character, a number, a letter, white space, any other character.
+TOKEN = re.compile(r"\\[A-Za-z]+|\\.|\d+(?:\.\d+)?|\.\d+|[A-Za-z]|\s+|.", re.DOTALL)
 
 
 class Unsupported(ValueError):
@@ -83,7 +84,7 @@ class Unsupported(ValueError):
 
 class _Parser:
     def __init__(self, latex: str, display: bool) -> None:
-        self.tokens = [t for t in _TOKEN.findall(latex)]
+        self.tokens = [t for t in TOKEN.findall(latex)]
         self.i = 0
         self.display = display
 

@@ -17,9 +17,8 @@ from __future__ import annotations
 import html
 import re
 
-from .textmath import ACCENTS, BINARY, DOUBLE_STRUCK, GREEK, RELATIONS, SYMBOLS, Unsupported
+from .textmath import ACCENTS, BINARY, DOUBLE_STRUCK, GREEK, RELATIONS, SYMBOLS, TOKEN, Unsupported
 
-_TOKEN = re.compile(r"\\[A-Za-z]+|\\.|\d+(?:\.\d+)?|\.\d+|[A-Za-z]|\s+|.", re.DOTALL)
 
 #: Unicode's subscript and superscript forms (the letters it has).
 SUBSCRIPTS = dict(zip("0123456789+-=()aehijklmnoprstuvx", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ"))
@@ -77,7 +76,7 @@ def _delimiter(tok: str) -> str:
 
 class _Parser:
     def __init__(self, latex: str) -> None:
-        self.tokens = _TOKEN.findall(latex)
+        self.tokens = TOKEN.findall(latex)
         self.i = 0
 
     def skip_space(self) -> bool:

@@ -60,9 +60,8 @@ def as_texts(value: np.ndarray) -> Any:
 
 
 @contextmanager
-def running(topics, *, lang: str = "en", progress_path=None, seed=None) -> Iterator[PracticeServer]:
-    app = PracticeApp(topics, lang=lang, progress=Progress(progress_path), seed=seed)
-    server = PracticeServer(app, 0)
+def serving(server: PracticeServer) -> Iterator[PracticeServer]:
+    """``server`` (the practice server or one made of its pieces) answering on a thread."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -70,6 +69,13 @@ def running(topics, *, lang: str = "en", progress_path=None, seed=None) -> Itera
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def running(topics, *, lang: str = "en", progress_path=None, seed=None) -> Iterator[PracticeServer]:
+    app = PracticeApp(topics, lang=lang, progress=Progress(progress_path), seed=seed)
+    with serving(PracticeServer(app, 0)) as server:
+        yield server
 
 
 def request(server: PracticeServer, path: str, body: Any = None, *, method: str = "POST",

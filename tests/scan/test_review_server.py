@@ -17,7 +17,7 @@ from qkvquiz.practice.server import SECURITY_HEADERS
 from qkvquiz.review.server import ReviewApp, ReviewServer
 from qkvquiz.scan.journal import JOURNAL_NAME, read_decisions
 
-from ..practice.helpers import request
+from ..practice.helpers import request, serving
 from .scanned_set import exact_answers, make_set, scanned_page
 
 
@@ -39,15 +39,9 @@ def scan_folder(root: Path) -> Path:
 
 @contextmanager
 def running(app: ReviewApp):
-    server = ReviewServer(app, 0)
     app.stop = lambda: None  # the test stops it
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(ReviewServer(app, 0)) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture(scope="module")
