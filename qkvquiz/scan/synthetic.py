@@ -136,7 +136,6 @@ def blank_cell(rng: np.random.Generator, neighbour: np.ndarray | None = None) ->
     perhaps a neighbour's digit running over the border."""
     canvas, box = _cell_patch(rng)
     left, top, right, bottom = box
-    h, w = bottom - top, right - left
     kind = rng.integers(0, 4)
     if kind == 2:  # a dot or a short stray mark
         y, x = int(rng.integers(top, bottom - 4)), int(rng.integers(left, right - 4))

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from qkvquiz.cli import app
-from qkvquiz.exchange.gradebook import NO_ID, NOT_IN_WORKSHEET, GradeOptions, export_grades, grade_text
+from qkvquiz.exchange.gradebook import NOT_IN_WORKSHEET, GradeOptions, export_grades, grade_text
 from qkvquiz.exchange.results import Results, StudentScore, load_results
 from qkvquiz.core.submissions import submission_from_json
 from qkvquiz.grade.grader import grade

@@ -174,7 +174,6 @@ def test_a_body_that_never_arrives_is_given_up(topics, monkeypatch):
 
 def test_a_body_trickled_a_byte_at_a_time_is_cut_off_by_the_limit_on_the_whole_request(topics, monkeypatch):
     import socket
-    import time
 
     from qkvquiz.practice import server as server_module
 

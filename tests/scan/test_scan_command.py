@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from qkvquiz.cli import app
 from qkvquiz.core.submissions import submission_from_json
 from qkvquiz.grade import scanned
-from qkvquiz.grade.scanned import CHANGES_SCORE, ScanInputError, regrade, scan_and_grade, score_changes
+from qkvquiz.grade.scanned import ScanInputError, regrade, scan_and_grade, score_changes
 from qkvquiz.scan.journal import JOURNAL_NAME, Decision, append_decision, read_decisions
 
 from .corpus import layout
