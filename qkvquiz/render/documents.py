@@ -140,7 +140,10 @@ def worksheet_document(
                                combs=combs)
     extra: list[str] = []
     if combs is not None:
-        body = furniture_html() + body
+        # After the problems: fixed boxes repeat on every page wherever they stand, and standing
+        # first they would open each page, so a page opening with a new problem would be headed
+        # "Problem N (continued)" for the last one.
+        body = body + furniture_html()
         extra.append(printed_css([c for c in combs.values() if c is not None]))
     document = html_document(
         body,

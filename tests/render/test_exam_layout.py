@@ -169,13 +169,16 @@ def _headings(page: Page) -> list[int]:
 
 @pytest.mark.slow
 @pdf_only
-@pytest.mark.parametrize(("spec_name", "lang", "strict"), [
-    ("attention-basics.yaml", "en", True), ("attention-basics.yaml", "zh", True),
-    ("masking.yaml", "en", True), ("layernorm.yaml", "en", True),
-    ("multihead.yaml", "en", True), ("delta-rule.yaml", "zh", False),
+@pytest.mark.parametrize(("spec_name", "lang", "strict", "printed"), [
+    ("attention-basics.yaml", "en", True, False), ("attention-basics.yaml", "zh", True, False),
+    ("masking.yaml", "en", True, False), ("layernorm.yaml", "en", True, False),
+    ("multihead.yaml", "en", True, False), ("delta-rule.yaml", "zh", False, False),
+    # The printed sheet's corner marks and QR frame (fixed boxes on every page) must not make a
+    # page that opens with a new problem say the last one continues.
+    ("attention-basics.yaml", "en", True, True), ("masking.yaml", "zh", True, True),
 ])
 def test_a_problems_givens_stay_with_its_first_part_and_a_continued_page_says_so(
-    spec_name: str, lang: str, strict: bool, tmp_path: Path
+    spec_name: str, lang: str, strict: bool, printed: bool, tmp_path: Path
 ) -> None:
     """Problem 4's givens were on one page and its parts on the next; kept whole instead, a long
     problem left a page with nothing but the sheet's title. A problem's heading is on the page of
@@ -183,7 +186,7 @@ def test_a_problems_givens_stay_with_its_first_part_and_a_continued_page_says_so
     taller than a page in Chinese, so there the first part may be on the next page); a page that
     opens inside a problem names it at the top, and no other does."""
     for seed in ("a", "b"):
-        pdf, ids, items = _worksheet_pdf(spec_name, lang, seed, tmp_path)
+        pdf, ids, items = _worksheet_pdf(spec_name, lang, seed, tmp_path, printed)
         pages = words(pdf)
         first_caption = _part_pages(pdf, items)  # the page of each part's letter
         for number, item in enumerate(items, start=1):
