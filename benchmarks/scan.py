@@ -1,9 +1,11 @@
 """How well and how fast scanned worksheets are read: a synthetic class, filled with handwriting
 the digit model never learnt from, scanned as a copier would.
 
-    python benchmarks/scan.py [--students 30] [--pages 3] [--dpi 300] [--seed 1]
+    python benchmarks/scan.py [--students 30] [--pages 3] [--dpi 300] [--seed 1] [--printed SPEC]
 
-Each student's pages are drawn from a cell map (corner discs, QR code, cells in grey), filled
+Each student's pages are drawn from a cell map (corner discs, QR code, cells in grey), or with
+``--printed SPEC`` are the worksheets ``generate`` prints for a bundled spec (PDFs rendered with
+pypdfium2, the set's own cellmap.json; attention-basics is three to four pages), filled
 with the test MNIST digits (never taught, never used to choose a threshold), minus strokes and
 ticks, then scanned: turned ±3°, scaled ±3 %, blurred, speckled, JPEG-coded; the stack is
 shuffled, one page is upside down and one sideways, one page of another set is slipped in and
@@ -16,16 +18,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from qkvquiz.core.resources import bank_dir  # noqa: E402
 from qkvquiz.scan.pages import PageImage  # noqa: E402
 from qkvquiz.scan.reader import read_pages  # noqa: E402
-from tests.scan.corpus import Truth, draw_page, held_out_digits, layout, scan  # noqa: E402
+from tests.scan.corpus import Truth, draw_page, fill_printed, held_out_digits, layout, scan  # noqa: E402
+from tests.scan.printed import PrintedSet, printed_set  # noqa: E402
 
 SET, OTHER_SET = "3f9c0a12be47", "0123456789ab"
 
@@ -36,17 +42,26 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=3)
     parser.add_argument("--dpi", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--printed", metavar="SPEC", help="real printed worksheets of this bundled spec")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     people = [(f"s{k:03d}", f"{k:04d}-{k * 7 % 10000:04d}") for k in range(args.students)]
     parts = {"q1.scores": (3, 3), "q2.weights": (3, 3), "q3.output": (2, 4), "q4.norm": ()}
-    cellmap = layout(SET, people, parts, pages=args.pages)
     digits, labels = held_out_digits()
     truth = Truth()
     started = time.perf_counter()
+    if args.printed:
+        with tempfile.TemporaryDirectory() as scratch:
+            printed = _printed(args.printed, args.students, args.dpi, Path(scratch))
+        cellmap = printed.cellmap
+    else:
+        cellmap = layout(SET, people, parts, pages=args.pages)
     images = []
     for page in cellmap.pages:
-        drawn = draw_page(page, SET, args.dpi, rng, digits, labels, truth)
+        if args.printed:
+            drawn = fill_printed(printed.pages[(page.variant, page.page)], page, args.dpi, rng, digits, labels, truth)
+        else:
+            drawn = draw_page(page, SET, args.dpi, rng, digits, labels, truth)
         shot = scan(drawn, rng, degrees=rng.uniform(-3, 3), scale=rng.uniform(0.97, 1.03),
                     blur=rng.uniform(0.3, 1.0), speckle=rng.uniform(0, 0.001), jpeg=int(rng.integers(60, 90)))
         images.append(PageImage(f"{page.variant} p{page.page}", np.asarray(shot)))
@@ -90,6 +105,9 @@ def main() -> None:
     statuses: dict[str, int] = {}
     for page in result.pages:
         statuses[page.status] = statuses.get(page.status, 0) + 1
+    for page in result.pages:
+        if page.status not in ("read", "other set"):
+            print(f"  page {page.source}: {page.status}: {page.reason}")
     print(f"pages: {statuses}; missing: {sum(len(v) for v in result.missing_pages.values())}; "
           f"absent students: {len(result.absent)}")
     print(f"{'':28}{'count':>8}{'share':>9}")
@@ -101,6 +119,12 @@ def main() -> None:
     # One process reads: on a machine others share, the processor time says what the reading costs.
     print(f"read {len(images)} pages in {seconds:.1f} s ({cpu:.1f} s of processor time): "
           f"{len(images) / seconds:.2f} pages per second")
+
+
+def _printed(spec_name: str, students: int, dpi: int, scratch: Path) -> PrintedSet:
+    """A bundled spec generated as printed PDFs for ``students``, each page rendered (unwritten)."""
+    spec = yaml.safe_load((bank_dir() / f"{spec_name}.yaml").read_text(encoding="utf-8"))
+    return printed_set(scratch / "set", [f"s{k:03d}" for k in range(students)], spec=spec, dpi=dpi)
 
 
 if __name__ == "__main__":
