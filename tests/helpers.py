@@ -216,3 +216,14 @@ def kill_at_rename(monkeypatch: Any, stop_at: int) -> None:
         real(src, dst)
 
     monkeypatch.setattr(os, "replace", replace)
+
+
+def wait_for(condition, timeout: float = 15.0):
+    """``condition()``'s first true value, asked every 50 ms (a page in a browser getting there)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("the page did not get there in time")

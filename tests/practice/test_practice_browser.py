@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ from qkvquiz import practice
 from qkvquiz.core import i18n
 from qkvquiz.families import REGISTRY
 
+from ..helpers import wait_for
 from .helpers import as_texts, carried_value, mistake_value, part_of, right_answers, running
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
@@ -59,19 +59,9 @@ def page(request, browser, lang):
     browser.get(url)
     browser.execute_script("window.localStorage.clear()")
     browser.refresh()
-    wait_for(browser, lambda: browser.execute_script(
+    wait_for(lambda: browser.execute_script(
         "return !!(window.qkvquizPractice && window.qkvquizPractice.current())"))
     return Page(browser, request.param, lang)
-
-
-def wait_for(driver, condition, timeout: float = 15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("the page did not get there in time")
 
 
 class Page:
@@ -82,7 +72,7 @@ class Page:
         self.driver.execute_script(
             "var s = document.getElementById('topic'); s.value = arguments[0];"
             "s.dispatchEvent(new Event('change'));", topic)
-        wait_for(self.driver, lambda: self.driver.execute_script(
+        wait_for(lambda: self.driver.execute_script(
             "var c = window.qkvquizPractice.current(); return c && c.topic === arguments[0]", topic))
 
     def seed(self) -> str:
@@ -103,7 +93,7 @@ class Page:
     def check(self) -> dict[str, dict[str, str]]:
         self.driver.execute_script("document.getElementById('summary').textContent = '';")
         self.driver.find_element(By.ID, "check").click()
-        wait_for(self.driver, lambda: self.driver.find_element(By.ID, "summary").text)
+        wait_for(lambda: self.driver.find_element(By.ID, "summary").text)
         out = {}
         for fieldset in self.driver.find_elements(By.CSS_SELECTOR, "fieldset.part"):
             status = fieldset.find_element(By.CSS_SELECTOR, ".part-status")
@@ -198,7 +188,7 @@ def test_a_slip_carried_into_the_next_part_gets_carried_credit(page):
 def test_the_worked_steps_show_this_variants_numbers(page):
     problem = page.problem()
     page.driver.find_element(By.ID, "show-worked").click()
-    wait_for(page.driver, lambda: page.driver.find_element(By.ID, "worked-body").text)
+    wait_for(lambda: page.driver.find_element(By.ID, "worked-body").text)
     html = page.driver.find_element(By.ID, "worked-body").get_attribute("innerHTML")
     assert page.driver.find_element(By.ID, "worked").is_displayed()
     scores = problem.key.items[0].env["scores"][0]
@@ -211,7 +201,7 @@ def test_the_worked_steps_show_this_variants_numbers(page):
 def test_another_one_like_this_is_another_variant(page):
     first, html = page.seed(), page.driver.find_element(By.ID, "problem").get_attribute("innerHTML")
     page.driver.find_element(By.ID, "another").click()
-    wait_for(page.driver, lambda: page.seed() != first)
+    wait_for(lambda: page.seed() != first)
     assert page.driver.find_element(By.ID, "problem").get_attribute("innerHTML") != html
     assert page.driver.find_element(By.ID, "worked").get_attribute("hidden")
 
@@ -236,7 +226,7 @@ def test_it_fits_a_phone(page):
 def test_the_static_checker_agrees_with_the_grader(browser, static_site, lang):
     """Answers of many kinds checked in the browser from the site's data and by the grader."""
     browser.get(static_site.as_uri())
-    wait_for(browser, lambda: browser.execute_script("return !!(window.qkvquizPractice && window.qkvquizPractice.current())"))
+    wait_for(lambda: browser.execute_script("return !!(window.qkvquizPractice && window.qkvquizPractice.current())"))
     pg = Page(browser, "static", lang)
     rng = np.random.default_rng(5)
     for topic in TOPICS:
@@ -276,7 +266,7 @@ def test_the_static_checker_agrees_with_the_grader(browser, static_site, lang):
                     # The property a wrong answer breaks, named on the static page as by the grader.
                     assert bool(checked[p.part]["invariants"]) == bool(p.invariants), (topic, problem.seed, p.part, answers)
             pg.driver.find_element(By.ID, "another").click()
-            wait_for(pg.driver, lambda: pg.seed() != problem.seed)
+            wait_for(lambda: pg.seed() != problem.seed)
 
 
 # The share of the points the page gives each part (practice.js checkVariant), from the boxes as filled.
@@ -323,7 +313,7 @@ def test_the_static_checker_agrees_with_the_grader_on_every_family(browser, ever
     """The key's own answers and every known mistake, in every family (shapes, partial asks,
     ragged chunks), checked by the site and by the grader."""
     browser.get(every_family_site.as_uri())
-    wait_for(browser, lambda: browser.execute_script("return !!(window.qkvquizPractice && window.qkvquizPractice.current())"))
+    wait_for(lambda: browser.execute_script("return !!(window.qkvquizPractice && window.qkvquizPractice.current())"))
     pg = Page(browser, "static", "en")
     for family in sorted(REGISTRY):
         if pg.driver.execute_script("return window.qkvquizPractice.current().topic") != family:

@@ -309,7 +309,8 @@ def test_the_review_decided_with_the_keyboard_grades_as_written(loop, browser, t
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    from .test_review_browser import focused, wait_for
+    from ..helpers import wait_for
+    from .test_review_browser import focused
 
     review = in_review(loop)
     assert review, "nothing went to review"

@@ -7,13 +7,13 @@ Skips where selenium, chromium or chromedriver is missing."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
 from qkvquiz.review.server import ReviewApp
 from qkvquiz.scan.journal import JOURNAL_NAME, read_decisions
 
+from ..helpers import wait_for
 from .test_review_server import running, scan_folder
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
@@ -21,16 +21,6 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
-
-
-def wait_for(condition, timeout: float = 15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("the page did not get there in time")
 
 
 @pytest.fixture(scope="module")
