@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -96,6 +97,9 @@ def _read(key: Path, scans: list[Path], out: Path, cellmap: Path | None, feedbac
     from ..grade.scanned import ScanInputError, scan_and_grade
     from ..scan.requirements import ScanDependencyMissing
 
+    # pypdf logs what it finds wrong in a broken file to the bare terminal; the summary lists each
+    # such file with its reason instead.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
     for path in scans:
         if not path.exists() and not path.is_symlink():
             fail(f"{path} does not exist (nothing was read and nothing written)")

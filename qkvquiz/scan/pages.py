@@ -9,6 +9,7 @@ page that cannot be decoded: one bad page never stops the others. Files are only
 from __future__ import annotations
 
 import io
+import re
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -60,7 +61,10 @@ def page_of(source: str, number: int) -> str:
 
 
 def _error(exc: Exception) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    """What a reading library said of a broken file, in its words but without Python's: no class
+    name, no object's address ("<_io.BytesIO object at 0x7f…>")."""
+    said = re.sub(r"\s*<[^<>]*\bat 0x[0-9a-fA-F]+>", "", str(exc)).strip()
+    return said or _("no reason given")
 
 
 def _image_pages(raw: bytes, source: str) -> Iterator[PageImage | PageProblem]:

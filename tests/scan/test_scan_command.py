@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -313,5 +315,27 @@ def test_a_chinese_scans_summary_and_page_reasons_are_chinese(pile, tmp_path):
     # No English word but the spec's title, names (files, students, folders) and a library's own
     # words on a file it cannot read.
     title = json.loads(pile["key"].read_text())["title"]
-    plain = re.sub(r"`[^`]*`|\S*/\S*|（\w+Error: [^）]*）", " ", summary.replace(title, " "))
+    # (A library's words stand in full-width brackets that hold no Chinese.)
+    plain = re.sub(r"`[^`]*`|\S*/\S*|（[^）\u4e00-\u9fff]*）", " ", summary.replace(title, " "))
     assert not set(re.findall(r"[A-Za-z]{3,}", plain)) - {"ada", "Pillow", "pypdf"}, plain
+
+
+def test_a_broken_scan_and_a_planted_file_are_listed_in_words_not_pythons(pile, tmp_path):
+    # A cut-off PDF and a text file named like a picture: each listed with the reading library's
+    # own reason, without Python's class names or object addresses, and with no stray warning.
+    half = tmp_path / "half.pdf"
+    half.write_bytes((pile["folder"] / "again.pdf").read_bytes()[:100])
+    planted = tmp_path / "planted.png"
+    planted.write_text("not a picture")
+    out = tmp_path / "out"
+    # A process of its own: pytest would catch what a library logs, a terminal shows it.
+    result = subprocess.run([sys.executable, "-m", "qkvquiz", "scan", str(pile["key"]), str(half), str(planted),
+                             str(pile["folder"] / "b1.jpg"), "--out", str(out)], capture_output=True, text=True,
+                            env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 1, result.stdout + result.stderr
+    said = " ".join((result.stdout + result.stderr).split())
+    assert "half.pdf: unreadable: not a PDF pypdf can read" in said
+    assert "planted.png: unreadable: not an image Pillow can read (cannot identify image file)" in said
+    import re
+
+    assert not re.search(r"\w+Error\b|\bat 0x[0-9a-f]+|EOF marker", said), said
