@@ -6,7 +6,7 @@ the digit model never learnt from, scanned as a copier would.
 Each student's pages are drawn from a cell map (corner discs, QR code, cells in grey), or with
 ``--printed SPEC`` are the worksheets ``generate`` prints for a bundled spec (PDFs rendered with
 pypdfium2, the set's own cellmap.json; attention-basics is three to four pages), filled
-with the test MNIST digits (never taught, never used to choose a threshold), minus strokes and
+with MNIST test digits (writers never taught; never used to choose anything), minus strokes and
 ticks, then scanned: turned ±3°, scaled ±3 %, blurred, speckled, JPEG-coded; the stack is
 shuffled, one page is upside down and one sideways, one page of another set is slipped in and
 one page is left out. Drawing is not timed; reading is. Prints: cells read right, cells sent to

@@ -16,7 +16,7 @@ import numpy as np
 
 from .align import PX_PER_PT
 from .cellmap import Box, Entry
-from .digits import CLASSES, classify_views
+from .digits import CLASSES, classify_views, shipped_rule
 from .ink import clean, digit_ink, ink_box, ink_share
 
 #: Share of a sign or tick cell cut away at each side, inside the printed border (a digit cell
@@ -25,10 +25,6 @@ SIGN_INSET = 0.12
 TICK_INSET = 0.2
 #: A tick box with less ink than this is empty, with more than TICKED ticked; between is a doubt.
 EMPTY, TICKED = 0.02, 0.07
-#: A digit reading is sure when every network in every view gives it at least SURE and no other
-#: class more than SECOND (chosen on the digits kept for choosing: the fewest wrong readings not
-#: sent to review, none there, then the least review; docs/scanning.md).
-SURE, SECOND = 0.985, 0.015
 
 # Reasons a reading goes to review (kept as words a program can match; the review page says them in full).
 LOW_CONFIDENCE = "low confidence"
@@ -101,11 +97,14 @@ class DigitJudgement:
         return np.array([d is not None for d in self.doubts], dtype=bool)
 
 
-def judge(p: np.ndarray) -> DigitJudgement:
+def judge(p: np.ndarray, thresholds: tuple[float, float] | None = None) -> DigitJudgement:
     """Readings of the digit model's probabilities, (n, 11) or (views, n, 11) for the same cells
-    shown in several views (:data:`qkvquiz.scan.digits.VIEWS`). The reading is the class likeliest
-    on average; its confidence the least any view gives it; the second the likeliest other class
-    in any view. Below SURE, or another class above SECOND in any view, is a doubt."""
+    shown in several views (:func:`qkvquiz.scan.digits.classify_views`). The reading is the class
+    likeliest on average; its confidence the least any view gives it; the second the likeliest
+    other class in any view. With ``thresholds`` (SURE, SECOND), the shipped rule's unless given
+    (:func:`qkvquiz.scan.digits.shipped_rule`): below SURE, or another class above SECOND in any
+    view, is a doubt."""
+    sure, second_most = thresholds or (shipped_rule().sure, shipped_rule().second)
     views = p if p.ndim == 3 else p[None]
     rows = np.arange(views.shape[1])
     best = views.mean(axis=0).argmax(axis=1)
@@ -115,9 +114,9 @@ def judge(p: np.ndarray) -> DigitJudgement:
     second = others.argmax(axis=1)
     doubts: list[str | None] = []
     for k in rows:
-        if confidence[k] < SURE:
+        if confidence[k] < sure:
             doubts.append(LOW_CONFIDENCE)
-        elif others[k, second[k]] > SECOND:
+        elif others[k, second[k]] > second_most:
             doubts.append(TWO_LIKELY)
         else:
             doubts.append(None)

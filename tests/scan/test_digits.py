@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from qkvquiz.scan.cells import judge
-from qkvquiz.scan.digits import BLANK, CLASSES, VIEWS, classify, classify_views, shipped_model, shipped_models
+from qkvquiz.scan.digits import (BLANK, CANDIDATE_VIEWS, CLASSES, MNIST_VIEW, classify, classify_views, shipped_model,
+                                 shipped_models, shipped_rule)
 from qkvquiz.scan.ink import features
 from qkvquiz.scan.synthetic import blank_cell, training_cell
 
@@ -81,9 +82,27 @@ def test_held_out_handwriting_reads_right_or_is_sent_to_review():
 def test_every_network_sees_every_view_of_a_cell():
     digits, _labels = held_out_digits()
     cell = training_cell(digits[5], np.random.default_rng(3))
-    p = classify_views([cell])
-    assert len(shipped_models()) >= 2 and p.shape == (len(shipped_models()) * len(VIEWS), 1, len(CLASSES))
+    views = ((20, (0, 0)), (17, (0, 0)))
+    p = classify_views([cell], views=views)
+    assert len(shipped_models()) >= 2 and p.shape == (len(shipped_models()) * len(views), 1, len(CLASSES))
     assert np.allclose(p[0], classify([cell]))
-    assert np.allclose(p[len(VIEWS)], classify([cell], shipped_models()[1]))
+    assert np.allclose(p[len(views)], classify([cell], shipped_models()[1]))
     assert not np.allclose(p[0], p[1])  # another framing really is another input
-    assert not np.allclose(p[0], p[len(VIEWS)])  # and another network another reader
+    assert not np.allclose(p[0], p[len(views)])  # and another network another reader
+
+
+def test_the_reader_uses_the_rule_chosen_with_the_networks():
+    rule = shipped_rule()
+    # Chosen among the candidates, MNIST's own framing always among them, thresholds a probability
+    # near certainty and a small one.
+    assert rule.views[0] == MNIST_VIEW and set(rule.views) <= set(CANDIDATE_VIEWS)
+    assert 0.5 < rule.sure < 1 and 0 < rule.second < 0.5
+    cell = training_cell(held_out_digits()[0][9], np.random.default_rng(4))
+    assert classify_views([cell]).shape == (len(shipped_models()) * len(rule.views), 1, len(CLASSES))
+    # A reading every view gives exactly SURE is trusted; a hair less is a doubt.
+    p = np.zeros((1, 2, len(CLASSES)))
+    p[0, 0, 3], p[0, 0, 5] = rule.sure, 1 - rule.sure
+    p[0, 1, 3], p[0, 1, 5] = rule.sure - 1e-6, 1 - rule.sure + 1e-6
+    judged = judge(p, (rule.sure, 1.0))
+    assert judged.doubts == [None, "low confidence"]
+    assert judge(p[:, :1]).doubtful[0] == (1 - rule.sure > rule.second)
