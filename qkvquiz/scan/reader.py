@@ -68,8 +68,8 @@ OTHER_SCAN = "read otherwise on another scan of the page"
 
 #: A digit cell read with less confidence than this gets an alternative: its next likeliest reading.
 #: (1 − confidence bounds the chance of every other reading together.) A far weaker doubt than the
-#: reader's own (the shipped rule's SURE: digits.shipped_rule): grading sends such an entry to review only where the other reading is
-#: likely enough (grade.scanned.LIKELY) and would change the score.
+#: reader's own (the SURE of digits.shipped_rule): grading sends such an entry to review only
+#: where the other reading is likely enough (grade.scanned.LIKELY) and would change the score.
 ALTERNATIVE_BELOW = 0.999
 
 

@@ -3,9 +3,9 @@
 The pages are drawn here with Pillow from a cell map itself: corner discs, the QR code, cell
 borders in grey with the printed decimal point, tick boxes, and some print-like clutter. (Real
 printed worksheets, rendered from their PDFs, come from ``tests/scan/printed.py``; they are
-filled by :func:`fill_printed`.) Cells are filled with MNIST test digits, by writers the model never learnt from,
-on which nothing was chosen (1,000 of the measuring half, ``heldout_digits.npz``, written by
-``tools/train_digits.py``), minus strokes and ticks; then each
+filled by :func:`fill_printed`.) Cells are filled with MNIST test digits, by writers the model
+never learnt from, on which nothing was chosen (1,000 of the measuring half,
+``heldout_digits.npz``, written by ``tools/train_digits.py``), minus strokes and ticks; then each
 page is "scanned": turned a few degrees, scaled, blurred, speckled, JPEG-coded.
 """
 
