@@ -104,7 +104,9 @@ def judge(p: np.ndarray, thresholds: tuple[float, float] | None = None) -> Digit
     other class in any view. With ``thresholds`` (SURE, SECOND), the shipped rule's unless given
     (:func:`qkvquiz.scan.digits.shipped_rule`): below SURE, or another class above SECOND in any
     view, is a doubt."""
-    sure, second_most = thresholds or (shipped_rule().sure, shipped_rule().second)
+    if thresholds is None:
+        thresholds = (shipped_rule().sure, shipped_rule().second)
+    sure, second_most = thresholds
     views = p if p.ndim == 3 else p[None]
     rows = np.arange(views.shape[1])
     best = views.mean(axis=0).argmax(axis=1)
