@@ -80,6 +80,7 @@ def main() -> None:
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
 
     cells = right = review = wrong = 0
+    reasons: dict[str, int] = {}  # why cells went to review: "digit: low confidence", …
     e_total = e_right = e_review = e_wrong = 0
     for confidence in result.confidences:
         for entry in confidence["entries"]:
@@ -98,6 +99,8 @@ def main() -> None:
                 cells += 1
                 if cell.get("doubt"):
                     review += 1
+                    reason = f"{cell['kind']}: {cell['doubt']}"
+                    reasons[reason] = reasons.get(reason, 0) + 1
                 elif cell["reading"] == written:
                     right += 1
                 else:
@@ -116,6 +119,8 @@ def main() -> None:
                            ("entries", e_total, e_total), ("  read right", e_right, e_total),
                            ("  sent to review", e_review, e_total), ("  read wrong, not reviewed", e_wrong, e_total)):
         print(f"{name:28}{n:8d}{n / max(total, 1):9.2%}")
+    for reason, n in sorted(reasons.items(), key=lambda item: -item[1]):
+        print(f"    {reason:40}{n:8d}{n / max(cells, 1):9.2%}")
     # One process reads: on a machine others share, the processor time says what the reading costs.
     print(f"read {len(images)} pages in {seconds:.1f} s ({cpu:.1f} s of processor time): "
           f"{len(images) / seconds:.2f} pages per second")

@@ -69,6 +69,9 @@ MARGIN_TOP_MM, MARGIN_SIDE_MM, MARGIN_BOTTOM_MM = 14.0, 16.0, 22.0
 #: page skewed 3° and scaled up 3 % by a copier that scans just the paper lost a corner's disc.
 MARK_DIAMETER = 12.0
 MARK_INSET_MM = 12.0
+#: The footer's student line and page number move this far in from the text's edges on the
+#: printed sheet, so that a bottom disc (its edge 1.9 mm outside the text) stands clear of them.
+FOOTER_INSET_MM = 3.0
 #: The QR code: 25 modules of 0.5 mm (3 pixels at 150 dpi), centred, 5 mm above the bottom edge.
 QR_MM = 12.5
 QR_BOTTOM_MM = 5.0
@@ -318,7 +321,8 @@ def printed_css(combs: Sequence[Comb]) -> str:
     """The printed sheet's own rules: the wider bottom margin, the marks, the QR frame, the combs."""
     offsets = _offsets()
     rules = [
-        f"@page {{ margin-bottom: {MARGIN_BOTTOM_MM}mm; }}",
+        f"@page {{ margin-bottom: {MARGIN_BOTTOM_MM}mm; @bottom-left {{ padding-left: {FOOTER_INSET_MM}mm; }} "
+        f"@bottom-right {{ padding-right: {FOOTER_INSET_MM}mm; }} }}",
         f".qkvq-mark {{ position: fixed; width: {MARK_DIAMETER}pt; height: {MARK_DIAMETER}pt; "
         "border-radius: 50%; background: #000; }",
         *(f"#{ANCHOR}mark-{corner} {{ {offsets[corner]}; }}" for corner in _MARKS),

@@ -15,6 +15,8 @@ from qkvquiz.render.printed import (
     CELL_H,
     CELL_W,
     MARGIN_BOTTOM_MM,
+    MARK_DIAMETER,
+    MARK_INSET_MM,
     MARGIN_SIDE_MM,
     MARGIN_TOP_MM,
     MM,
@@ -194,6 +196,25 @@ def test_the_cell_map_beside_the_key_places_every_cell_inside_the_text_apart(pri
     # The masked part has its −∞ boxes; the others have none.
     masks = {e.part: e.minus_infinity is not None for page in cellmap.pages for e in page.entries}
     assert masks == {"q1.scores": False, "q2.scores": True, "q2.weights": False, "q3.scores": False}
+
+
+@pytest.mark.slow
+def test_the_footer_stands_clear_of_the_bottom_corner_marks(printed):
+    """The student line and the page number keep at least 4 mm from the discs beside them."""
+    import pypdfium2 as pdfium
+
+    for student in STUDENTS:
+        document = pdfium.PdfDocument(str(printed.out / "students" / student / "worksheet.pdf"))
+        for page in document:
+            width, _height = page.get_size()
+            text = page.get_textpage()
+            footer = [text.get_charbox(k) for k in range(text.count_chars())]
+            footer = [box for box in footer if box[3] < MARGIN_BOTTOM_MM * MM and box[2] > box[0]]
+            assert footer, "no footer text found"
+            disc_left_edge = MARK_INSET_MM * MM + MARK_DIAMETER / 2
+            disc_right_edge = width - disc_left_edge
+            assert min(box[0] for box in footer) - disc_left_edge >= 4 * MM
+            assert disc_right_edge - max(box[2] for box in footer) >= 4 * MM
 
 
 @pytest.mark.slow
