@@ -153,8 +153,9 @@ def dataset(pictures: list[tuple[np.ndarray, int]], copies: int, elastic: float,
     return np.concatenate([x for x, _y in parts]), np.concatenate([y for _x, y in parts])
 
 
-def init(rng: np.random.Generator, hidden: int) -> dict[str, np.ndarray]:
-    shapes = {"w1": (25, 16), "w2": (400, 32), "w3": (512 + 3, hidden), "w4": (hidden, 11)}
+def init(rng: np.random.Generator, hidden: int, channels: tuple[int, int] = (16, 32)) -> dict[str, np.ndarray]:
+    first, second = channels
+    shapes = {"w1": (25, first), "w2": (25 * first, second), "w3": (16 * second + 3, hidden), "w4": (hidden, 11)}
     params = {}
     for k, (name, shape) in enumerate(shapes.items(), start=1):
         params[name] = rng.normal(0, np.sqrt(2 / shape[0]), shape)
@@ -183,16 +184,17 @@ def gradients(params: dict[str, np.ndarray], pictures: np.ndarray, extras: np.nd
     dh = (d @ params["w4"].T) * (f["h"] > 0)
     g["w3"], g["b3"] = f["flat"].T @ dh, dh.sum(0)
     dflat = dh @ params["w3"].T
-    dp2 = dflat[:, :512].reshape(f["p2"].shape)
+    first, second = params["w1"].shape[1], params["w2"].shape[1]
+    dp2 = dflat[:, :16 * second].reshape(f["p2"].shape)
     dz2 = unpool(dp2, f["a2"], f["p2"]) * (f["a2"] > 0)
-    dz2 = dz2.reshape(-1, 32)
-    g["w2"], g["b2"] = f["c2"].reshape(-1, 400).T @ dz2, dz2.sum(0)
-    dc2 = (dz2 @ params["w2"].T).reshape(n, 8, 8, 16, 5, 5)
+    dz2 = dz2.reshape(-1, second)
+    g["w2"], g["b2"] = f["c2"].reshape(-1, 25 * first).T @ dz2, dz2.sum(0)
+    dc2 = (dz2 @ params["w2"].T).reshape(n, 8, 8, first, 5, 5)
     dp1 = np.zeros(f["p1"].shape)
     for i in range(5):
         for j in range(5):
             dp1[:, i:i + 8, j:j + 8, :] += dc2[:, :, :, :, i, j]
-    dz1 = (unpool(dp1, f["a1"], f["p1"]) * (f["a1"] > 0)).reshape(-1, 16)
+    dz1 = (unpool(dp1, f["a1"], f["p1"]) * (f["a1"] > 0)).reshape(-1, first)
     g["w1"], g["b1"] = f["c1"].reshape(-1, 25).T @ dz1, dz1.sum(0)
     for name in ("w1", "w2", "w3", "w4"):
         g[name] += decay * params[name]
@@ -200,9 +202,9 @@ def gradients(params: dict[str, np.ndarray], pictures: np.ndarray, extras: np.nd
 
 
 def train(x: np.ndarray, y: np.ndarray, hidden: int, epochs: int, rng: np.random.Generator,
-          decay: float = 1e-4) -> dict[str, np.ndarray]:
+          decay: float = 1e-4, channels: tuple[int, int] = (16, 32)) -> dict[str, np.ndarray]:
     pictures, extras = x[:, :784].reshape(-1, 28, 28), x[:, 784:]
-    params = init(rng, hidden)
+    params = init(rng, hidden, channels)
     m = {k: np.zeros_like(v) for k, v in params.items()}
     v = {k: np.zeros_like(p) for k, p in params.items()}
     step, batch = 0, 64
@@ -271,10 +273,10 @@ def measure(models, rule: Rule, name: str, cells, y: np.ndarray) -> None:
           f"{right.mean():.1%} | {1 - sure.mean():.1%} | {int((sure & ~right).sum())} |", flush=True)
 
 
-def _member(job: tuple[int, int, int, float]) -> dict[str, np.ndarray]:
-    member, hidden, epochs, decay = job
+def _member(job: tuple[int, int, int, float, tuple[int, int]]) -> dict[str, np.ndarray]:
+    member, hidden, epochs, decay, channels = job
     x, y = _TEACH
-    return train(x, y, hidden, epochs, np.random.default_rng(20261129 + member), decay)
+    return train(x, y, hidden, epochs, np.random.default_rng(20261129 + member), decay, channels)
 
 
 _TEACH: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))  # shared with worker processes by fork
@@ -293,11 +295,16 @@ def teach(pictures: list[tuple[np.ndarray, int]], args: argparse.Namespace) -> d
             np.savez(args.cells, x=x, y=y)
     print(f"{len(y)} teaching cells written in {time.time() - started:.0f} s", flush=True)
     _TEACH = (x, y)
-    jobs = [(member, args.hidden, args.epochs, args.decay) for member in range(args.members)]
+    jobs = [(member, args.hidden, args.epochs, args.decay, args.channels) for member in range(args.members)]
     with ProcessPoolExecutor(min(args.jobs, args.members)) as pool:
         trained = list(pool.map(_member, jobs))
     arrays = {f"{k}_{member}": v.astype(np.float16) for member, params in enumerate(trained) for k, v in params.items()}
     return arrays
+
+
+def _pair(text: str) -> tuple[int, int]:
+    first, second = (int(v) for v in text.split(","))
+    return first, second
 
 
 def main() -> None:
@@ -308,6 +315,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--members", type=int, default=2, help="networks trained (from other seeds) and shipped together")
     parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--channels", type=_pair, default=(16, 32), metavar="FIRST,SECOND",
+                        help="channels of the two convolutions")
     parser.add_argument("--decay", type=float, default=1e-4, help="weight decay (L2) on the weights")
     parser.add_argument("--teach", type=int, default=60000,
                         help="teach on the first N training digits only (a quick try)")
