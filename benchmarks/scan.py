@@ -1,7 +1,7 @@
 """How well and how fast scanned worksheets are read: a synthetic class, filled with handwriting
 the digit model never learnt from, scanned as a copier would.
 
-    python benchmarks/scan.py [--students 30] [--pages 3] [--dpi 300] [--seed 1] [--printed SPEC]
+    python benchmarks/scan.py [--students 30] [--pages 3] [--dpi 300] [--seed 1] [--printed SPEC] [--frontier]
 
 Each student's pages are drawn from a cell map (corner discs, QR code, cells in grey), or with
 ``--printed SPEC`` are the worksheets ``generate`` prints for a bundled spec (PDFs rendered with
@@ -12,6 +12,12 @@ shuffled, one page is upside down and one sideways, one page of another set is s
 one page is left out. Drawing is not timed; reading is. Prints: cells read right, cells sent to
 review, cells read wrong and not sent to review (the number that must be 0), entries likewise,
 and pages per second (and the processor time).
+
+``--frontier`` also prints the price of letting readings through: under every rule of the
+shipped kind (a digit is trusted when its confidence is at least SURE and its second reading's at
+most SECOND) on a grid wider than the one the model's rule is chosen from, the fewest cells sent
+to review for each count of cells read wrong and not sent, from each digit cell's ``confidence``
+and ``second_confidence`` in the side file (rounded there to 4 decimals).
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ def main() -> None:
     parser.add_argument("--dpi", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--printed", metavar="SPEC", help="real printed worksheets of this bundled spec")
+    parser.add_argument("--frontier", action="store_true",
+                        help="also the fewest cells to review for each count read wrong, over a grid of rules")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     people = [(f"s{k:03d}", f"{k:04d}-{k * 7 % 10000:04d}") for k in range(args.students)]
@@ -82,6 +90,8 @@ def main() -> None:
     cells = right = review = wrong = 0
     reasons: dict[str, int] = {}  # why cells went to review: "digit: low confidence", …
     e_total = e_right = e_review = e_wrong = 0
+    digit_cells: list[tuple[float, float, bool]] = []  # (confidence, second's, read right) of every digit cell
+    fixed_review = fixed_wrong = 0  # sign cells: no digit rule changes them
     for confidence in result.confidences:
         for entry in confidence["entries"]:
             key = (confidence["variant"], entry["part"], tuple(entry["index"]))
@@ -105,6 +115,11 @@ def main() -> None:
                     right += 1
                 else:
                     wrong += 1
+                if cell["kind"] == "digit" and "second_confidence" in cell:
+                    digit_cells.append((cell["confidence"], cell["second_confidence"], cell["reading"] == written))
+                else:
+                    fixed_review += bool(cell.get("doubt"))
+                    fixed_wrong += not cell.get("doubt") and cell["reading"] != written
     statuses: dict[str, int] = {}
     for page in result.pages:
         statuses[page.status] = statuses.get(page.status, 0) + 1
@@ -121,9 +136,37 @@ def main() -> None:
         print(f"{name:28}{n:8d}{n / max(total, 1):9.2%}")
     for reason, n in sorted(reasons.items(), key=lambda item: -item[1]):
         print(f"    {reason:40}{n:8d}{n / max(cells, 1):9.2%}")
+    if args.frontier:
+        _frontier(digit_cells, fixed_review, fixed_wrong, cells)
     # One process reads: on a machine others share, the processor time says what the reading costs.
     print(f"read {len(images)} pages in {seconds:.1f} s ({cpu:.1f} s of processor time): "
           f"{len(images) / seconds:.2f} pages per second")
+
+
+SURE_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 0.93, 0.95, 0.96, 0.97, 0.975, 0.98, 0.985, 0.99, 0.993, 0.995, 0.997,
+             0.998, 0.999)
+SECOND_GRID = (0.001, 0.002, 0.003, 0.005, 0.007, 0.01, 0.015, 0.02, 0.03, 0.05, 0.07, 0.1, 0.2, 0.3, 0.5)
+
+
+def _frontier(digit_cells: list[tuple[float, float, bool]], fixed_review: int, fixed_wrong: int, cells: int) -> None:
+    """For each count of cells read wrong and let through, the fewest sent to review by any
+    (SURE, SECOND) of the grid, and that rule; counts that no rule makes better are left out."""
+    confidence, second, right = (np.array(column) for column in zip(*digit_cells))
+    fewest: dict[int, tuple[int, float, float]] = {}
+    for sure in SURE_GRID:
+        for most in SECOND_GRID:
+            doubt = (confidence < sure) | (second > most)
+            wrong = fixed_wrong + int((~doubt & ~right).sum())
+            sent = fixed_review + int(doubt.sum())
+            if wrong not in fewest or sent < fewest[wrong][0]:
+                fewest[wrong] = (sent, sure, most)
+    print(f"{'read wrong, not reviewed':>26}{'fewest to review':>18}{'share':>9}   rule (SURE, SECOND)")
+    best = None
+    for wrong in sorted(fewest):
+        sent, sure, most = fewest[wrong]
+        if best is None or sent < best:
+            best = sent
+            print(f"{wrong:26d}{sent:18d}{sent / max(cells, 1):9.2%}   {sure}, {most}")
 
 
 def _printed(spec_name: str, students: int, dpi: int, scratch: Path) -> PrintedSet:

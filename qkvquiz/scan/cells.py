@@ -43,6 +43,9 @@ class CellReading:
     confidence: float
     second: str | None = None  # the next likeliest reading of a digit cell
     doubt: str | None = None
+    #: How likely the second reading is: the most any network in any view gives it. With
+    #: ``confidence`` it says how the cell fares under any other (SURE, SECOND) rule.
+    second_confidence: float | None = None
 
 
 @dataclass
@@ -91,6 +94,7 @@ class DigitJudgement:
     confidence: np.ndarray  # (n,) how sure: the least probability any view gives the reading
     second: np.ndarray  # (n,) the next likeliest class
     doubts: list[str | None]
+    second_confidence: np.ndarray  # (n,) the most probability any view gives the next likeliest class
 
     @property
     def doubtful(self) -> np.ndarray:
@@ -122,7 +126,7 @@ def judge(p: np.ndarray, thresholds: tuple[float, float] | None = None) -> Digit
             doubts.append(TWO_LIKELY)
         else:
             doubts.append(None)
-    return DigitJudgement(best, confidence, second, doubts)
+    return DigitJudgement(best, confidence, second, doubts, others[rows, second])
 
 
 def digit_cell(dark: np.ndarray, box: Box) -> tuple[np.ndarray, tuple[int, int]]:
@@ -135,8 +139,9 @@ def digit_cell(dark: np.ndarray, box: Box) -> tuple[np.ndarray, tuple[int, int]]
 
 def read_digits(dark: np.ndarray, boxes: tuple[Box, ...]) -> list[CellReading]:
     judged = judge(classify_views([digit_cell(dark, box) for box in boxes]))
-    return [CellReading("digit", CLASSES[b], float(c), CLASSES[s], d)
-            for b, c, s, d in zip(judged.classes, judged.confidence, judged.second, judged.doubts)]
+    return [CellReading("digit", CLASSES[b], float(c), CLASSES[s], d, float(q))
+            for b, c, s, d, q in zip(judged.classes, judged.confidence, judged.second, judged.doubts,
+                                     judged.second_confidence)]
 
 
 def spell(sign: str, digits: list[str], integer_digits: int) -> str | None:

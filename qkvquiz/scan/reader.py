@@ -184,7 +184,9 @@ def _submission(cellmap: CellMap, student: Student, reports: list[PageReport]) -
                 "part": e.part, "index": list(e.index), "value": e.value, "confidence": round(e.confidence, 4),
                 "doubts": e.doubts, "alternatives": others, "page": report.page, "source": report.source,
                 "cells": [{"kind": c.kind, "reading": c.reading, "confidence": round(c.confidence, 4),
-                           **({"second": c.second} if c.second else {}), **({"doubt": c.doubt} if c.doubt else {})}
+                           **({"second": c.second} if c.second else {}),
+                           **({"second_confidence": round(c.second_confidence, 4)} if c.second_confidence is not None else {}),
+                           **({"doubt": c.doubt} if c.doubt else {})}
                           for c in e.cells],
             })
     head = {"student": student.student, "variant": student.variant, "set": cellmap.set_id}

@@ -108,3 +108,25 @@ def test_the_reader_uses_the_rule_chosen_with_the_networks():
     judged = judge(p, (rule.sure, 1.0))
     assert judged.doubts == [None, "low confidence"]
     assert judge(p[:, :1]).doubtful[0] == (1 - rule.sure > rule.second)
+
+
+def test_a_cells_two_numbers_say_how_it_fares_under_any_rule():
+    """``confidence`` is the least any network in any view gives the reading, ``second_confidence``
+    the most any gives another class; a cell is in doubt under (SURE, SECOND) exactly when the one
+    is below SURE or the other above SECOND (what the side file lets a benchmark recount)."""
+    rng = np.random.default_rng(12)
+    base = rng.dirichlet(np.full(len(CLASSES), 0.05), size=300)  # 300 cells, mostly sure
+    p = base * rng.uniform(0.9, 1.1, size=(4, *base.shape))  # as 4 views see them, a little apart
+    p /= p.sum(axis=2, keepdims=True)
+    judged = judge(p, (0.5, 1.0))
+    mean = p.mean(axis=0)
+    for k in range(p.shape[1]):
+        reading = int(mean[k].argmax())
+        assert judged.classes[k] == reading
+        assert judged.confidence[k] == min(view[k, reading] for view in p)
+        assert judged.second_confidence[k] == max(view[k, c] for view in p for c in range(len(CLASSES)) if c != reading)
+        assert judged.second_confidence[k] == max(view[k, judged.second[k]] for view in p)
+    for sure, most in ((0.9, 0.05), (0.99, 0.01), (0.6, 0.3)):
+        doubtful = judge(p, (sure, most)).doubtful
+        assert (doubtful == ((judged.confidence < sure) | (judged.second_confidence > most))).all()
+        assert 0 < doubtful.sum() < p.shape[1]  # the rule splits these cells

@@ -108,6 +108,10 @@ def test_the_side_file_gives_each_entrys_confidence_and_review_has_its_pictures(
     for entry in readings["entries"]:
         assert {"part", "index", "value", "confidence", "doubts", "alternatives", "page", "source", "cells"} <= set(entry)
         assert 0 <= entry["confidence"] <= 1
+        for cell in entry["cells"]:  # a digit cell also says how likely its second reading is
+            assert ("second_confidence" in cell) == (cell["kind"] == "digit")
+            if cell["kind"] == "digit":
+                assert 0 <= cell["second_confidence"] <= 1 - cell["confidence"] + 1e-4
     state = json.loads((out / "scan.json").read_text())
     for item in state["review"]:
         assert (out / item["picture"]).read_bytes().startswith(b"\x89PNG")
