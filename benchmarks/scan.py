@@ -34,6 +34,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from qkvquiz.core.resources import bank_dir  # noqa: E402
+from qkvquiz.scan.cells import in_doubt  # noqa: E402
 from qkvquiz.scan.pages import PageImage  # noqa: E402
 from qkvquiz.scan.reader import read_pages  # noqa: E402
 from tests.scan.corpus import Truth, draw_page, fill_printed, held_out_digits, layout, scan  # noqa: E402
@@ -155,7 +156,7 @@ def _frontier(digit_cells: list[tuple[float, float, bool]], fixed_review: int, f
     fewest: dict[int, tuple[int, float, float]] = {}
     for sure in SURE_GRID:
         for most in SECOND_GRID:
-            doubt = (confidence < sure) | (second > most)
+            doubt = in_doubt(confidence, second, (sure, most))
             wrong = fixed_wrong + int((~doubt & ~right).sum())
             sent = fixed_review + int(doubt.sum())
             if wrong not in fewest or sent < fewest[wrong][0]:

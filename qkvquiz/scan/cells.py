@@ -118,15 +118,18 @@ def judge(p: np.ndarray, thresholds: tuple[float, float] | None = None) -> Digit
     others = views.max(axis=0)
     others[rows, best] = -1.0
     second = others.argmax(axis=1)
-    doubts: list[str | None] = []
-    for k in rows:
-        if confidence[k] < sure:
-            doubts.append(LOW_CONFIDENCE)
-        elif others[k, second[k]] > second_most:
-            doubts.append(TWO_LIKELY)
-        else:
-            doubts.append(None)
-    return DigitJudgement(best, confidence, second, doubts, others[rows, second])
+    second_confidence = others[rows, second]
+    doubtful = in_doubt(confidence, second_confidence, (sure, second_most))
+    doubts = [None if not d else LOW_CONFIDENCE if c < sure else TWO_LIKELY
+              for d, c in zip(doubtful, confidence)]
+    return DigitJudgement(best, confidence, second, doubts, second_confidence)
+
+
+def in_doubt(confidence: np.ndarray, second_confidence: np.ndarray, thresholds: tuple[float, float]) -> np.ndarray:
+    """The rule, on a judgement's two numbers (as the side file keeps them): a digit reading is
+    in doubt when its confidence is below SURE or its second reading's above SECOND."""
+    sure, second_most = thresholds
+    return (np.asarray(confidence) < sure) | (np.asarray(second_confidence) > second_most)
 
 
 def digit_cell(dark: np.ndarray, box: Box) -> tuple[np.ndarray, tuple[int, int]]:

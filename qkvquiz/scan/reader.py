@@ -30,7 +30,7 @@ import numpy as np
 from ..core.i18n import _
 from .align import PX_PER_PT, AlignError, fit_page, page_frame
 from .cellmap import CellMap, Entry, Student
-from .cells import EntryReading, page_levels, read_entry, spell
+from .cells import CellReading, EntryReading, page_levels, read_entry, spell
 from .crops import entry_png, page_jpeg
 from .ink import darkness
 from .pages import PageImage, PageProblem, load_pages
@@ -168,6 +168,18 @@ def _empty_answer(shape: tuple[int, ...]) -> Any:
     return answer
 
 
+def _cell_json(cell: CellReading) -> dict:
+    """A cell as the side file gives it: only the fields that apply to it."""
+    out = {"kind": cell.kind, "reading": cell.reading, "confidence": round(cell.confidence, 4)}
+    if cell.second:
+        out["second"] = cell.second
+    if cell.second_confidence is not None:
+        out["second_confidence"] = round(cell.second_confidence, 4)
+    if cell.doubt:
+        out["doubt"] = cell.doubt
+    return out
+
+
 def _submission(cellmap: CellMap, student: Student, reports: list[PageReport]) -> tuple[dict, dict]:
     answers = {part: _empty_answer(shape) for part, shape in student.parts.items()}
     entries = []
@@ -183,11 +195,7 @@ def _submission(cellmap: CellMap, student: Student, reports: list[PageReport]) -
             entries.append({
                 "part": e.part, "index": list(e.index), "value": e.value, "confidence": round(e.confidence, 4),
                 "doubts": e.doubts, "alternatives": others, "page": report.page, "source": report.source,
-                "cells": [{"kind": c.kind, "reading": c.reading, "confidence": round(c.confidence, 4),
-                           **({"second": c.second} if c.second else {}),
-                           **({"second_confidence": round(c.second_confidence, 4)} if c.second_confidence is not None else {}),
-                           **({"doubt": c.doubt} if c.doubt else {})}
-                          for c in e.cells],
+                "cells": [_cell_json(c) for c in e.cells],
             })
     head = {"student": student.student, "variant": student.variant, "set": cellmap.set_id}
     confidences = {**head, "pages": sorted(r.page for r in reports if r.page),
